@@ -1,0 +1,32 @@
+"""Project settings shared by Sphinx (docs/conf.py), nox (noxfile.py) and the tests.
+
+Everything here is a plain value: nothing depends on what happens to be installed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF_DIR = ROOT / "conf"
+GALLERY_DIR = ROOT / "gallery"
+DOCS_DIR = ROOT / "docs"
+# sphinx-gallery writes the executed tips here (inside the Sphinx source tree, git-ignored).
+TIPS_OUT_DIR = DOCS_DIR / "tips"
+BUILD_DIR = ROOT / "build"
+HTML_DIR = BUILD_DIR / "html"
+DOCTREES_DIR = BUILD_DIR / "doctrees"
+RESULTS_DIR = BUILD_DIR / "results"
+
+# The torch release the site is built with by default (a CPU wheel on this machine's disk).
+TORCH_DEFAULT = "2.13.0"
+# Releases the compatibility matrix runs on (oldest first).
+TORCH_MATRIX = ("2.5.1", "2.9.1", "2.13.0", "2.14.1")
+
+# Every tip runs with this many intra-op threads during the build, so figures from different
+# builds on the same machine compare. The reset hook sets it before each tip.
+TIPS_THREADS = 2
+TIPS_SEED = 0
+
+# Python files under gallery/ that are tips (others, e.g. helpers, are not allowed there).
+TIP_GLOB = "tip_*.py"

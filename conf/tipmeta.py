@@ -1,0 +1,312 @@
+"""The tip contract: read and validate a tip's metadata and the RESULT it computes.
+
+A tip is a sphinx-gallery script ``gallery/<topic>/tip_<name>.py``. Its metadata sits in
+comment lines right below the docstring, one field a line, each value a Python literal::
+
+    # sphinx_gallery_tips_claims = ["S0-5"]
+    # sphinx_gallery_tips_tags = ["autograd", "inference"]
+    # sphinx_gallery_tips_devices = ["cpu", "cuda"]
+    # sphinx_gallery_tips_kind = "speed"
+    # sphinx_gallery_tips_min_torch = "1.9"
+    # sphinx_gallery_tips_takeaway = "One line for the index card."
+
+sphinx-gallery keeps these lines out of the rendered page and notebook
+(``remove_config_comments``), so readers see code, while the validator, the index and the tests
+read them straight from the file without running it. By the end of its run a tip defines a
+``RESULT`` dict (see :func:`validate_result`); the build collects it.
+
+Every problem is reported as ``<file>: <field>: <what is wrong>``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from conf import settings
+
+FIELD_PREFIX = "sphinx_gallery_tips_"
+_FIELD_RE = re.compile(r"^[ \t]*#\s*sphinx_gallery_tips_(\w+)\s*=\s*(.+?)\s*$", re.MULTILINE)
+_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
+_CLAIM_ID_RE = re.compile(r"^S\d+-\d+$")
+
+# field -> (required, type description, checker). Checkers live below.
+REQUIRED = ("claims", "tags", "devices", "kind", "min_torch", "takeaway")
+OPTIONAL = ("keywords", "docs", "related")
+
+
+class TipError(ValueError):
+    """A tip breaks the contract. ``str(err)`` names the file and the field."""
+
+    def __init__(self, path: Path | str, problems: list[str]):
+        self.path = Path(path)
+        self.problems = problems
+        super().__init__("\n".join(f"{_rel(self.path)}: {p}" for p in problems))
+
+
+@dataclass(frozen=True)
+class Tip:
+    """What the build, the index and the tests know about a tip without running it."""
+
+    path: Path
+    title: str
+    claims: tuple[str, ...]
+    tags: tuple[str, ...]
+    devices: tuple[str, ...]
+    kind: str
+    min_torch: str
+    takeaway: str
+    keywords: tuple[str, ...] = ()
+    docs: tuple[str, ...] = ()
+    related: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def name(self) -> str:
+        """``tip_inference_mode`` for ``gallery/speed/tip_inference_mode.py``."""
+        return self.path.stem
+
+    @property
+    def topic(self) -> str:
+        return self.path.parent.name
+
+    @property
+    def docname(self) -> str:
+        """The Sphinx document name of the tip's page, e.g. ``tips/speed/tip_inference_mode``."""
+        return f"{settings.TIPS_OUT_DIR.name}/{self.topic}/{self.name}"
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(settings.ROOT))
+    except ValueError:
+        return str(path)
+
+
+@cache
+def vocab() -> dict[str, dict[str, str]]:
+    return tomllib.loads((settings.CONF_DIR / "vocab.toml").read_text(encoding="utf-8"))
+
+
+@cache
+def claims_data() -> dict[str, Any]:
+    return tomllib.loads((settings.CONF_DIR / "claims.toml").read_text(encoding="utf-8"))
+
+
+def claims() -> dict[str, dict[str, str]]:
+    """Claim id -> its row in conf/claims.toml, in article order."""
+    return {c["id"]: c for c in claims_data()["claim"]}
+
+
+def sources() -> dict[str, dict[str, str]]:
+    """Article id (S0..S4) -> title, kind, file."""
+    return {s["id"]: s for s in claims_data()["source"]}
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """``"2.13.0+cpu"`` -> ``(2, 13, 0)``; raises ValueError on anything else."""
+    core = text.split("+", 1)[0]
+    if not _VERSION_RE.match(core):
+        raise ValueError(f"not a version like 2.4 or 2.4.1: {text!r}")
+    return tuple(int(p) for p in core.split("."))
+
+
+def _title(docstring: str | None) -> str | None:
+    """The reST title: first non-empty docstring line, underlined by = of at least its length."""
+    if not docstring:
+        return None
+    lines = [ln.rstrip() for ln in docstring.strip("\n").splitlines()]
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    if len(lines) < 2:
+        return None
+    title, underline = lines[0].strip(), lines[1].strip()
+    if not title or not re.fullmatch(r"=+", underline) or len(underline) < len(title):
+        return None
+    return title
+
+
+def _str_list(name: str, value: Any, problems: list[str], allowed: dict | None = None,
+              what: str = "", nonempty: bool = True) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        problems.append(f"{FIELD_PREFIX}{name}: must be a list of strings, got {value!r}")
+        return ()
+    if nonempty and not value:
+        problems.append(f"{FIELD_PREFIX}{name}: must not be empty")
+    if len(set(value)) != len(value):
+        problems.append(f"{FIELD_PREFIX}{name}: lists a value twice: {value!r}")
+    if allowed is not None:
+        for v in value:
+            if v not in allowed:
+                problems.append(
+                    f"{FIELD_PREFIX}{name}: unknown {what} {v!r} (known: {', '.join(sorted(allowed))})"
+                )
+    return tuple(value)
+
+
+def read_tip(path: Path | str) -> Tip:
+    """Parse and validate one tip file. Raises :class:`TipError` listing every problem."""
+    path = Path(path)
+    problems: list[str] = []
+    try:
+        source = path.read_text(encoding="utf-8")
+        module = ast.parse(source, filename=str(path))
+    except (OSError, UnicodeDecodeError, SyntaxError) as exc:
+        raise TipError(path, [f"cannot be read as Python: {exc}"]) from exc
+
+    title = _title(ast.get_docstring(module, clean=True))
+    if title is None:
+        problems.append(
+            "title: the docstring must open with a title line underlined by '=' characters"
+        )
+
+    raw: dict[str, Any] = {}
+    for match in _FIELD_RE.finditer(source):
+        name, text = match.group(1), match.group(2)
+        if name in raw:
+            problems.append(f"{FIELD_PREFIX}{name}: given twice")
+            continue
+        try:
+            raw[name] = ast.literal_eval(text)
+        except (SyntaxError, ValueError):
+            problems.append(f"{FIELD_PREFIX}{name}: not a Python literal: {text!r}")
+            raw[name] = None
+    for name in raw:
+        if name not in REQUIRED + OPTIONAL:
+            problems.append(
+                f"{FIELD_PREFIX}{name}: unknown field (known: {', '.join(REQUIRED + OPTIONAL)})"
+            )
+    for name in REQUIRED:
+        if name not in raw:
+            problems.append(f"{FIELD_PREFIX}{name}: missing")
+
+    v = vocab()
+    known_claims = claims()
+    values: dict[str, Any] = {}
+    if "claims" in raw:
+        ids = _str_list("claims", raw["claims"], problems, nonempty=False)
+        for cid in ids:
+            if cid not in known_claims:
+                shape = "" if _CLAIM_ID_RE.match(cid) else " (ids look like S0-5)"
+                problems.append(f"{FIELD_PREFIX}claims: unknown claim id {cid!r}{shape}")
+        values["claims"] = ids
+    if "tags" in raw:
+        values["tags"] = _str_list("tags", raw["tags"], problems, v["tags"], "tag")
+    if "devices" in raw:
+        values["devices"] = _str_list("devices", raw["devices"], problems, v["devices"], "device")
+    if "kind" in raw:
+        if raw["kind"] not in v["kinds"]:
+            problems.append(
+                f"{FIELD_PREFIX}kind: unknown kind {raw['kind']!r} (known: {', '.join(v['kinds'])})"
+            )
+        values["kind"] = raw["kind"]
+    if "min_torch" in raw:
+        if not isinstance(raw["min_torch"], str):
+            problems.append(f"{FIELD_PREFIX}min_torch: must be a string like \"2.4\", got {raw['min_torch']!r}")
+        else:
+            try:
+                parse_version(raw["min_torch"])
+            except ValueError as exc:
+                problems.append(f"{FIELD_PREFIX}min_torch: bad version string: {exc}")
+        values["min_torch"] = raw["min_torch"]
+    if "takeaway" in raw:
+        t = raw["takeaway"]
+        if not isinstance(t, str) or not t.strip() or "\n" in t or len(t) > 160:
+            problems.append(f"{FIELD_PREFIX}takeaway: must be one non-empty line of at most 160 characters")
+        values["takeaway"] = t
+    for name in OPTIONAL:
+        if name in raw:
+            values[name] = _str_list(name, raw[name], problems, nonempty=False)
+
+    if path.parent.name not in v["topics"]:
+        problems.append(
+            f"topic folder: {path.parent.name!r} is not a topic (known: {', '.join(v['topics'])})"
+        )
+    if not path.name.startswith("tip_"):
+        problems.append("file name: tips are named tip_<what_it_shows>.py")
+    if "RESULT" not in source:
+        problems.append("RESULT: the tip never defines the RESULT dict the build collects")
+
+    if problems:
+        raise TipError(path, problems)
+    return Tip(path=path, title=title, **values)
+
+
+def tip_files(gallery_dir: Path | None = None) -> list[Path]:
+    """Every tip file under the gallery, sorted."""
+    gallery_dir = gallery_dir or settings.GALLERY_DIR
+    return sorted(gallery_dir.glob(f"*/{settings.TIP_GLOB}"))
+
+
+def read_all(gallery_dir: Path | None = None) -> list[Tip]:
+    """Read every tip; raise one :class:`TipError`-style ValueError listing all problems."""
+    tips, errors = [], []
+    for path in tip_files(gallery_dir):
+        try:
+            tips.append(read_tip(path))
+        except TipError as exc:
+            errors.append(str(exc))
+    seen: dict[str, Path] = {}
+    for tip in tips:
+        if tip.name in seen:
+            errors.append(f"{_rel(tip.path)}: file name: {tip.name} also exists as {_rel(seen[tip.name])}")
+        seen[tip.name] = tip.path
+    if errors:
+        raise ValueError("tip metadata is invalid:\n" + "\n".join(errors))
+    return tips
+
+
+# --- the RESULT a tip computes -------------------------------------------------------------
+
+RESULT_KEYS = {"verdict", "rule", "key", "measurements", "skipped"}
+MEASUREMENT_KEYS = {"variant", "metric", "value", "unit"}
+
+
+def validate_result(result: Any) -> list[str]:
+    """Problems with a tip's ``RESULT``; an empty list means it is valid.
+
+    ``RESULT = {"verdict": str, "rule": str, "key": dict | None, "measurements": [..],
+    "skipped": [str, ..]}`` where ``key`` is the key figure the verdict was computed from
+    (``{"name", "value", "low", "high", "unit"}``) and each measurement is
+    ``{"variant", "metric", "value", "unit"}`` plus an optional ``"spread"``.
+    """
+    if not isinstance(result, dict):
+        return [f"RESULT must be a dict, got {type(result).__name__}"]
+    problems = []
+    missing = RESULT_KEYS - result.keys()
+    if missing:
+        problems.append(f"RESULT misses {sorted(missing)}")
+    extra = result.keys() - RESULT_KEYS
+    if extra:
+        problems.append(f"RESULT has unknown keys {sorted(extra)}")
+    verdict = result.get("verdict")
+    if verdict not in vocab()["verdicts"]:
+        problems.append(f"RESULT['verdict'] is {verdict!r}, not one of {list(vocab()['verdicts'])}")
+    if not isinstance(result.get("rule"), str) or not result.get("rule", "").strip():
+        problems.append("RESULT['rule'] must state the rule the verdict was computed by")
+    key = result.get("key")
+    if key is not None:
+        if not isinstance(key, dict) or not {"name", "value", "unit"} <= key.keys():
+            problems.append("RESULT['key'] must be None or a dict with name, value, unit (low, high optional)")
+        elif not _is_number(key["value"]):
+            problems.append(f"RESULT['key']['value'] must be a finite number, got {key['value']!r}")
+    for i, m in enumerate(result.get("measurements") or []):
+        if not isinstance(m, dict) or not MEASUREMENT_KEYS <= m.keys():
+            problems.append(f"RESULT['measurements'][{i}] needs {sorted(MEASUREMENT_KEYS)}")
+        elif not _is_number(m["value"]):
+            problems.append(f"RESULT['measurements'][{i}]['value'] must be a finite number")
+    if not isinstance(result.get("measurements", []), list):
+        problems.append("RESULT['measurements'] must be a list")
+    skipped = result.get("skipped", [])
+    if not isinstance(skipped, list) or not all(isinstance(s, str) for s in skipped):
+        problems.append("RESULT['skipped'] must be a list of strings (why each part was skipped)")
+    return problems
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) != float("inf")

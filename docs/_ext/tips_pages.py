@@ -1,0 +1,245 @@
+"""Sphinx extension: enforce the tip contract and dress each executed tip page.
+
+* Before sphinx-gallery executes anything, every tip's metadata is validated
+  (:mod:`conf.tipmeta`); a bad tip stops the build with ``<file>: <field>: <problem>``.
+* After execution, every tip must have left a result record (its ``RESULT`` plus provenance);
+  a tip that ran without one stops the build, named.
+* Each tip page gets, under its title, the verdict the tip computed and the article claims it
+  examines (quoted from ``conf/claims.toml``), and, at the end, the figures it measured and a
+  provenance line: torch version, device, threads, date of the build.
+* A "claims" page lists every seed claim with the tips that examine it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sphinx.application import Sphinx
+from sphinx.errors import ExtensionError
+from sphinx.util import logging
+
+from conf import gallery, tipmeta
+
+logger = logging.getLogger(__name__)
+
+GENERATED = "generated"
+
+
+def _gallery_dirs(app: Sphinx) -> tuple[Path, Path]:
+    conf = app.config.sphinx_gallery_conf
+    examples, out = conf["examples_dirs"], conf["gallery_dirs"]
+    examples = examples[0] if isinstance(examples, (list, tuple)) else examples
+    out = out[0] if isinstance(out, (list, tuple)) else out
+    src = Path(app.srcdir)
+    return (src / examples).resolve(), (src / out).resolve()
+
+
+def _tips(app: Sphinx) -> list[tipmeta.Tip]:
+    return app.env.tips_metadata  # type: ignore[attr-defined]
+
+
+def validate_tips(app: Sphinx) -> None:
+    """builder-inited, before sphinx-gallery: refuse to build a gallery that breaks the contract."""
+    examples_dir, _ = _gallery_dirs(app)
+    try:
+        tips = tipmeta.read_all(examples_dir)
+    except ValueError as exc:
+        raise ExtensionError(str(exc)) from None
+    if not tips:
+        raise ExtensionError(f"no tips found under {examples_dir}")
+    app.env.tips_metadata = tips  # type: ignore[attr-defined]
+    _write_claims_page(app, tips)
+
+
+def check_results(app: Sphinx) -> None:
+    """builder-inited, after sphinx-gallery: every tip must have recorded a RESULT."""
+    _, out_dir = _gallery_dirs(app)
+    missing = [
+        f"{tip.path.name}: ran without defining RESULT (or its result record is missing)"
+        for tip in _tips(app)
+        if gallery.load_result(out_dir / tip.topic / tip.path.name) is None
+    ]
+    if missing:
+        raise ExtensionError("tips without a result:\n" + "\n".join(missing))
+
+
+def _tip_for_doc(app: Sphinx, docname: str) -> tipmeta.Tip | None:
+    _, out_dir = _gallery_dirs(app)
+    prefix = out_dir.relative_to(Path(app.srcdir).resolve()).as_posix()
+    for tip in _tips(app):
+        if docname == f"{prefix}/{tip.topic}/{tip.name}":
+            return tip
+    return None
+
+
+def _badge(verdict: str) -> str:
+    return f":tip-verdict:`{verdict}`"
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def header_rst(tip: tipmeta.Tip, record: dict) -> str:
+    claims = tipmeta.claims()
+    sources = tipmeta.sources()
+    lines = [
+        ".. container:: tip-header",
+        "",
+        f"   **Verdict:** {_badge(record['verdict'])} on {_device_words(record)},"
+        f" torch {record['torch']}.",
+        "",
+        f"   *Rule:* {record['rule']}",
+        "",
+    ]
+    key = record.get("key")
+    if key:
+        spread = ""
+        if key.get("low") is not None and key.get("high") is not None:
+            spread = f" (spread {_fmt(key['low'])} to {_fmt(key['high'])})"
+        lines += [f"   *Key figure:* {key['name']} = **{_fmt(key['value'])} {key['unit']}**{spread}", ""]
+    lines += [
+        f"   *Tags:* {', '.join(f':tip-tag:`{t}`' for t in tip.tags)} · "
+        f"*Devices:* {', '.join(tip.devices)} · *Since torch* {tip.min_torch}",
+        "",
+    ]
+    if tip.claims:
+        examined = "; ".join(
+            f":ref:`{cid} <claim-{cid}>` (*{sources[cid.split('-')[0]]['title']}* {claims[cid]['where']})"
+            for cid in tip.claims
+        )
+        lines += [f"   *Examines claim:* {examined}", ""]
+    for ref in tip.docs:
+        lines += [f"   *PyTorch documentation:* {ref}", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_").replace("`", "\\`").replace("|", "\\|")
+
+
+def _device_words(record: dict) -> str:
+    kind = "CUDA" if record["device"] == "cuda" else "CPU"
+    return f"{kind} ({record['device_name']}, {record['threads']} threads)"
+
+
+def footer_rst(tip: tipmeta.Tip, record: dict) -> str:
+    lines = [".. rubric:: Figures measured by this build", ""]
+    measurements = record.get("measurements") or []
+    if measurements:
+        lines += [
+            ".. list-table::",
+            "   :header-rows: 1",
+            "   :class: tip-figures",
+            "",
+            "   * - variant",
+            "     - metric",
+            "     - value",
+            "     - spread",
+        ]
+        for m in measurements:
+            spread = f"± {_fmt(m['spread'])} {m['unit']}" if m.get("spread") is not None else "–"
+            lines += [
+                f"   * - {_escape(m['variant'])}",
+                f"     - {_escape(m['metric'])}",
+                f"     - {_fmt(m['value'])} {m['unit']}",
+                f"     - {spread}",
+            ]
+        lines.append("")
+    else:
+        lines += ["This tip checks a behaviour; it times nothing.", ""]
+    for why in record.get("skipped") or []:
+        lines += [f"*Skipped:* {_escape(why)}", ""]
+    lines += [
+        ".. container:: tip-provenance",
+        "",
+        f"   Provenance: torch {record['torch']}, {_device_words(record)},"
+        f" Python {record['python']}, built {record['date']}.",
+        "",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def dress_tip_page(app: Sphinx, docname: str, source: list[str]) -> None:
+    """source-read: put the verdict and claims under the title, figures and provenance at the end."""
+    tip = _tip_for_doc(app, docname)
+    if tip is None:
+        return
+    _, out_dir = _gallery_dirs(app)
+    record = gallery.load_result(out_dir / tip.topic / tip.path.name)
+    if record is None:
+        raise ExtensionError(f"{tip.path.name}: no result record to show on its page")
+    text = source[0]
+    lines = text.split("\n")
+    # sphinx-gallery writes ".. _sphx_glr_<...>.py:", a blank line, the title, its underline.
+    label = next(i for i, ln in enumerate(lines) if ln.startswith(".. _sphx_glr_"))
+    under = next(i for i in range(label + 1, len(lines)) if lines[i] and set(lines[i]) == {"="})
+    lines.insert(under + 1, "\n" + header_rst(tip, record))
+    text = "\n".join(lines)
+    marker = f".. _sphx_glr_download_"
+    cut = text.find(marker)
+    if cut < 0:
+        raise ExtensionError(f"{tip.path.name}: sphinx-gallery page has no download section")
+    source[0] = text[:cut] + footer_rst(tip, record) + "\n" + text[cut:]
+
+
+def _write_claims_page(app: Sphinx, tips: list[tipmeta.Tip]) -> None:
+    """docs/generated/claims.rst: every seed claim, its quote, and the tips examining it."""
+    by_claim: dict[str, list[tipmeta.Tip]] = {}
+    for tip in tips:
+        for cid in tip.claims:
+            by_claim.setdefault(cid, []).append(tip)
+    lines = [
+        ".. _tips-claims:",
+        "",
+        "The seed claims",
+        "===============",
+        "",
+        "Every claim made by the five source articles, numbered, quoted, and linked to the tips",
+        "that examine it. Each tip page shows the verdict its build computed.",
+        "",
+    ]
+    for sid, src in tipmeta.sources().items():
+        title = f"{sid}: {src['title']}"
+        lines += [title, "-" * len(title), "", f"*{src['kind']}*", ""]
+        for cid, c in tipmeta.claims().items():
+            if not cid.startswith(sid + "-"):
+                continue
+            covering = by_claim.get(cid, [])
+            links = ", ".join(f":doc:`/{t.docname}`" for t in covering) or "**no tip yet**"
+            lines += [
+                f".. _claim-{cid}:",
+                "",
+                f"**{cid}** ({c['where']}) — {_escape(c['claim'])}",
+                "",
+                f"   \u201c{_escape(c['quote'])}\u201d",
+                "",
+                f"   Examined by: {links}",
+                "",
+            ]
+    out = Path(app.srcdir) / GENERATED / "claims.rst"
+    out.parent.mkdir(exist_ok=True)
+    text = "\n".join(lines) + "\n"
+    if not out.exists() or out.read_text(encoding="utf-8") != text:
+        out.write_text(text, encoding="utf-8")
+
+
+def setup(app: Sphinx) -> dict:
+    from docutils import nodes
+
+    def verdict_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+        node = nodes.inline(text, text, classes=["tip-verdict", f"tip-verdict-{text}"])
+        return [node], []
+
+    def tag_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+        node = nodes.inline(text, text, classes=["tip-tag"])
+        return [node], []
+
+    app.add_role("tip-verdict", verdict_role)
+    app.add_role("tip-tag", tag_role)
+    # sphinx-gallery generates on builder-inited at the default priority (500).
+    app.connect("builder-inited", validate_tips, priority=400)
+    app.connect("builder-inited", check_results, priority=900)
+    app.connect("source-read", dress_tip_page)
+    app.add_css_file("tips.css")
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

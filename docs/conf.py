@@ -1,0 +1,40 @@
+"""Sphinx configuration for the PyTorch tips knowledge base.
+
+Shared settings live in the ``conf`` package at the repository root. Sphinx executes this file
+as a module named ``conf`` too, so the repository root goes first on ``sys.path`` and the import
+below is checked to be the package, not this file.
+"""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+
+import conf as _conf_pkg  # noqa: E402
+
+if Path(_conf_pkg.__file__).resolve() != (ROOT / "conf" / "__init__.py").resolve():
+    raise RuntimeError(f"imported {_conf_pkg.__file__} instead of the conf/ package")
+
+from conf import gallery, settings  # noqa: E402
+
+project = "PyTorch tips, measured"
+author = "The PyTorch tips knowledge base authors"
+copyright = "2026, " + author
+
+extensions = [
+    "sphinx_gallery.gen_gallery",
+    "sphinx_copybutton",
+    "tips_pages",
+]
+
+# Paths are relative to this directory: ../gallery holds the tips, tips/ receives the pages.
+sphinx_gallery_conf = gallery.gallery_conf("../gallery", settings.TIPS_OUT_DIR.name)
+
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "tips/**/*.md5"]
+templates_path = ["_templates"]
+html_static_path = ["_static"]
+html_theme = "furo"
+html_title = project
+html_show_sourcelink = False

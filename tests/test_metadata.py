@@ -1,0 +1,93 @@
+"""The metadata validator rejects every kind of malformed tip, naming the file and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conf import tipmeta
+
+
+def write(tmp_path: Path, text: str, topic: str = "speed", name: str = "tip_tiny.py") -> Path:
+    path = tmp_path / topic / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_good_tip_is_read(tmp_path, good_tip):
+    tip = tipmeta.read_tip(write(tmp_path, good_tip))
+    assert tip.title == "A tiny tip"
+    assert tip.claims == ("S4-4",) and tip.tags == ("autograd",) and tip.kind == "behaviour"
+
+
+BROKEN = {
+    "no title": (('"""\nA tiny tip\n==========\n', '"""\nno underline here\n'), "title"),
+    "short underline": (("==========", "===="), "title"),
+    "unknown claim id": (('["S4-4"]', '["S9-99"]'), "sphinx_gallery_tips_claims: unknown claim id 'S9-99'"),
+    "claim id shape": (('["S4-4"]', '["inference"]'), "ids look like S0-5"),
+    "unknown tag": (('["autograd"]', '["fast"]'), "sphinx_gallery_tips_tags: unknown tag 'fast'"),
+    "bad version": (('"2.0"', '"two"'), "sphinx_gallery_tips_min_torch: bad version string"),
+    "version not a string": (('"2.0"', "2.0"), "sphinx_gallery_tips_min_torch: must be a string"),
+    "unknown device": (('["cpu"]', '["tpu"]'), "sphinx_gallery_tips_devices: unknown device 'tpu'"),
+    "unknown kind": (('"behaviour"', '"vibes"'), "sphinx_gallery_tips_kind: unknown kind 'vibes'"),
+    "missing field": (('# sphinx_gallery_tips_kind = "behaviour"\n', ""), "sphinx_gallery_tips_kind: missing"),
+    "not a literal": (('["autograd"]', "[autograd"), "sphinx_gallery_tips_tags: not a Python literal"),
+    "unknown field": (("# sphinx_gallery_tips_kind", "# sphinx_gallery_tips_colour = 'red'\n# sphinx_gallery_tips_kind"),
+                      "sphinx_gallery_tips_colour: unknown field"),
+    "empty tags": (('["autograd"]', "[]"), "sphinx_gallery_tips_tags: must not be empty"),
+    "takeaway two lines": (('"A tiny tip for tests."', '"one\\ntwo"'), "sphinx_gallery_tips_takeaway"),
+    "no RESULT": (("RESULT = {", "OUTCOME = {"), "RESULT: the tip never defines"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_validator_rejects(tmp_path, good_tip, case):
+    (old, new), expected = BROKEN[case]
+    assert old in good_tip, f"test case {case!r} does not apply to the good tip"
+    path = write(tmp_path, good_tip.replace(old, new, 1))
+    with pytest.raises(tipmeta.TipError) as err:
+        tipmeta.read_tip(path)
+    message = str(err.value)
+    assert expected in message
+    assert "tip_tiny.py" in message.splitlines()[0]
+
+
+def test_validator_rejects_unknown_topic(tmp_path, good_tip):
+    with pytest.raises(tipmeta.TipError, match="topic folder: 'misc'"):
+        tipmeta.read_tip(write(tmp_path, good_tip, topic="misc"))
+
+
+def test_validator_rejects_duplicate_tip_names(tmp_path, good_tip):
+    write(tmp_path, good_tip, topic="speed")
+    write(tmp_path, good_tip, topic="memory")
+    with pytest.raises(ValueError, match="tip_tiny also exists"):
+        tipmeta.read_all(tmp_path)
+
+
+def test_syntax_error_is_reported_with_the_file(tmp_path):
+    with pytest.raises(tipmeta.TipError, match="tip_tiny.py: cannot be read as Python"):
+        tipmeta.read_tip(write(tmp_path, "def (:\n"))
+
+
+@pytest.mark.parametrize(
+    "result, expected",
+    [
+        ({"verdict": "maybe", "rule": "r", "key": None, "measurements": [], "skipped": []}, "not one of"),
+        ({"verdict": "holds", "rule": "", "key": None, "measurements": [], "skipped": []}, "rule"),
+        ({"verdict": "holds", "rule": "r", "measurements": [], "skipped": []}, "misses ['key']"),
+        ({"verdict": "holds", "rule": "r", "key": {"name": "x", "value": float("nan"), "unit": "x"},
+          "measurements": [], "skipped": []}, "finite number"),
+        ({"verdict": "holds", "rule": "r", "key": None, "measurements": [{"variant": "a"}], "skipped": []},
+         "measurements'][0]"),
+        ([], "must be a dict"),
+    ],
+)
+def test_result_validation(result, expected):
+    problems = tipmeta.validate_result(result)
+    assert any(expected in p for p in problems), problems
+
+
+def test_every_gallery_tip_is_valid(tips):
+    assert tips, "the gallery has no tips"
