@@ -66,3 +66,10 @@ def lint(session: nox.Session) -> None:
     """Lint Python sources with ruff."""
     session.install("-r", str(REQ / "lint.txt"))
     session.run("ruff", "check", ".", *session.posargs)
+
+
+@nox.session(default=False)
+def bench(session: nox.Session) -> None:
+    """Time clean, no-change and one-tip builds and key-ratio stability -> docs/_data/bench.json."""
+    install(session, "docs.txt")
+    session.run("python", "-m", "conf.bench", *session.posargs)
