@@ -164,8 +164,8 @@ def cpu_model() -> str:
 def build_date() -> str:
     """UTC date of the build; SOURCE_DATE_EPOCH wins for reproducible builds."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    now = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch
-           else _dt.datetime.now(_dt.timezone.utc))
+    now = (_dt.datetime.fromtimestamp(int(epoch), _dt.UTC) if epoch
+           else _dt.datetime.now(_dt.UTC))
     return now.strftime("%Y-%m-%d %H:%M UTC")
 
 
