@@ -71,22 +71,29 @@ class BenchError(RuntimeError):
 
 # --- the source tree and the build -----------------------------------------------------------
 
-def snapshot_sources(dest: Path, tips: list[str] | None = None) -> Path:
+def snapshot_sources(dest: Path, tips: list[str] | None = None, commit: str | None = None) -> Path:
     """Copy conf/, docs/ (without build outputs) and gallery/ to ``dest``; return ``dest``.
 
-    Every run copies from this one snapshot, so a tip committed while the benchmark runs cannot
-    make one run differ from another. ``tips`` (fnmatch patterns) keeps only matching tips.
+    Every run copies from this one snapshot, so a tip saved while the benchmark runs cannot make
+    one run differ from another. ``commit`` takes the sources from that commit (``git archive``)
+    instead of the working tree. ``tips`` (fnmatch patterns) keeps only matching tips.
     """
     def ignore_docs(directory: str, names: list[str]) -> set[str]:
         if Path(directory).resolve() == settings.DOCS_DIR.resolve():
             return {n for n in names if n in _DOCS_OUTPUTS}
         return set()
 
-    caches = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(settings.CONF_DIR, dest / "conf", ignore=caches)
-    shutil.copytree(settings.DOCS_DIR, dest / "docs",
-                    ignore=lambda d, n: ignore_docs(d, n) | caches(d, n))
-    shutil.copytree(settings.GALLERY_DIR, dest / "gallery", ignore=caches)
+    if commit:
+        dest.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", "--format=tar", commit, "conf", "docs", "gallery"],
+                                 cwd=settings.ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    else:
+        caches = shutil.ignore_patterns("__pycache__", "*.pyc")
+        shutil.copytree(settings.CONF_DIR, dest / "conf", ignore=caches)
+        shutil.copytree(settings.DOCS_DIR, dest / "docs",
+                        ignore=lambda d, n: ignore_docs(d, n) | caches(d, n))
+        shutil.copytree(settings.GALLERY_DIR, dest / "gallery", ignore=caches)
     if tips:
         for path in tipmeta.tip_files(dest / "gallery"):
             if not any(fnmatch.fnmatch(path.stem, pat) for pat in tips):
@@ -314,7 +321,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="tips-bench-"))
     print(f"bench: working in {work}", flush=True)
     try:
-        snapshot = snapshot_sources(work / "src", args.tips)
+        snapshot = snapshot_sources(work / "src", args.tips, args.from_commit)
         tips = tipmeta.read_all(snapshot / "gallery")
         names = [t.name for t in tips]
         edit = args.edit_tip if args.edit_tip in names else (
@@ -346,8 +353,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     data = {
         "date": started.strftime("%Y-%m-%d %H:%M UTC"),
         "finished": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": _git("rev-parse", "--short", "HEAD"),
-        "uncommitted_sources": bool(_git("status", "--porcelain", "--", "conf", "docs", "gallery")),
+        "commit": _git("rev-parse", "--short", args.from_commit or "HEAD"),
+        "uncommitted_sources": (False if args.from_commit else
+                                bool(_git("status", "--porcelain", "--", "conf", "docs", "gallery"))),
         "subset": args.tips or None,
         "machine": machine(),
         "command": " ".join(["sphinx-build", *sphinx_command(Path("<copy>"))[-10:]]).replace(
@@ -555,6 +563,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="clean builds (default 3)")
     parser.add_argument("--tips", nargs="+", metavar="PATTERN",
                         help="build only tips whose name matches (fnmatch); for trying it out")
+    parser.add_argument("--from-commit", metavar="REV",
+                        help="build the sources of this commit (git archive), not the working tree")
     parser.add_argument("--edit-tip", default="tip_inference_mode",
                         help="tip to edit for the one-tip rebuild (default: the exemplar)")
     parser.add_argument("--out", type=Path, default=DATA_FILE, help=f"data file (default {DATA_FILE})")

@@ -124,3 +124,9 @@ def test_snapshot_copies_sources_without_build_outputs(tmp_path):
     assert [p.name for p in tipmeta.tip_files(dest / "gallery")] == ["tip_inference_mode.py"]
     with pytest.raises(bench.BenchError):
         bench.snapshot_sources(tmp_path / "none", ["tip_no_such_tip"])
+
+
+def test_snapshot_from_a_commit_takes_only_committed_files(tmp_path):
+    dest = bench.snapshot_sources(tmp_path / "src", ["tip_inference_mode"], commit="HEAD")
+    assert (dest / "docs" / "conf.py").exists() and (dest / "conf" / "settings.py").exists()
+    assert [p.name for p in tipmeta.tip_files(dest / "gallery")] == ["tip_inference_mode.py"]
