@@ -447,7 +447,9 @@ def render_page(data: dict[str, Any] | None) -> str:
         "``RESULT`` is saved next to its page, and the page shows the verdict, the figures and the",
         "provenance of that run. sphinx-gallery keeps an MD5 of every tip it ran: a rebuild",
         "re-executes only the tips whose file changed, and ``nox -s docs -- --clean`` re-runs them all.",
-        "Timing tips run alone: nothing else in the build runs beside them.",
+        "Timing tips run alone: nothing else in the build runs beside them. sphinx-gallery could",
+        "run tips in parallel (its ``parallel`` option); the site does not use it, because on a",
+        "2-core machine a tip running beside a timing tip would change that tip's figures.",
         "",
         "The benchmark",
         "-------------",
@@ -546,6 +548,16 @@ def render_markdown(data: dict[str, Any]) -> str:
          f" {nc['wall_s']} s; rebuild after editing `{ot['edited_tip']}` {ot['wall_s']} s"
          f" (the tip itself {ot['tip_s']} s)."),
     ]
+    moved = [r for r in data["key_ratios"] if r.get("values") and not r["within_target"]]
+    flipped = [r for r in data["key_ratios"] if r["verdict_changed"]]
+    if moved:
+        out += ["", f"Key figures that moved more than ±{TARGET_RATIO_PCT:.0f}% across the runs (the tip"
+                " should report that spread and keep its verdict band wide enough for it):", ""]
+        out += [f"- `{r['tip']}`: {r['key']} = {', '.join(f'{v:.4g}' for v in r['values'])}"
+                f" ({r['max_dev_pct']}% from the median)" for r in moved]
+    if flipped:
+        out += ["", "Verdicts that changed between runs:", ""]
+        out += [f"- `{r['tip']}`: {' / '.join(str(v) for v in r['verdicts'])}" for r in flipped]
     return "\n".join(out)
 
 
