@@ -61,6 +61,14 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs)
 
 
+@nox.session(default=False)
+@nox.parametrize("torch", list(settings.TORCH_MATRIX))
+def matrix(session: nox.Session, torch: str) -> None:
+    """Doctests and every tip on one torch release -> docs/_data/compat/torch-<torch>.json."""
+    install(session, "matrix.txt", torch)
+    session.run("python", "-m", "conf.compat", "run", torch, *session.posargs)
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """Lint Python sources with ruff."""

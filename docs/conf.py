@@ -27,6 +27,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "sphinx_copybutton",
     "tips_pages",
+    "tips_compat",
 ]
 
 # Paths are relative to this directory: ../gallery holds the tips, tips/ receives the pages.

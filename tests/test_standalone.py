@@ -20,10 +20,16 @@ def reader_env() -> dict[str, str]:
 
 @pytest.mark.parametrize("path", tipmeta.tip_files(), ids=lambda p: p.stem)
 def test_script_runs_on_its_own(path, tmp_path):
+    """A lone copy of the tip, plain python, through conf/tiprunner.py (standard library only:
+    it runs the tip as ``__main__`` and records its warnings). ``--strict``: a deprecation
+    warning raised by the tip's code or by torch on its behalf fails the tip, so the site never
+    teaches a deprecated API; a tip that demonstrates one catches the warning itself."""
     script = tmp_path / path.name
     shutil.copy(path, script)
-    proc = subprocess.run([sys.executable, script.name], cwd=tmp_path, env=reader_env(),
-                          capture_output=True, text=True, timeout=600)
+    shutil.copy(settings.CONF_DIR / "tiprunner.py", tmp_path / "tiprunner.py")
+    proc = subprocess.run([sys.executable, "tiprunner.py", "--strict", "--json", "report.json", script.name],
+                          cwd=tmp_path, env=reader_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 3, f"{path.name} teaches a deprecated API:\n{proc.stderr[-4000:]}"
     assert proc.returncode == 0, f"{path.name} failed on its own:\n{proc.stderr[-4000:]}"
     assert "Verdict: " in proc.stdout, f"{path.name} printed no verdict"
     # the project's own code must not have been importable

@@ -1,0 +1,235 @@
+"""The torch-version compatibility matrix: run it on one release, and read what it recorded.
+
+``nox -s "matrix(torch='2.9.1')"`` installs that release in its own reused virtualenv and runs
+``python -m conf.compat run 2.9.1`` there, which
+
+1. runs the doctests (``tests/test_doctests.py``: the README's and the reference pages'
+   ``>>>`` examples) with that torch;
+2. runs every tip as a reader would: a lone copy of the file in a temporary folder, plain
+   python, no project code importable, through :mod:`conf.tiprunner`, which records the
+   verdict and key figure from the tip's ``RESULT`` and every warning the tip let through.
+   A tip whose ``sphinx_gallery_tips_min_torch`` is newer than the release is recorded as
+   "not applicable" and not run. On the newest release of ``settings.TORCH_MATRIX`` a
+   deprecation warning raised by the tip's code (or by torch on its behalf) fails the tip;
+3. writes ``docs/_data/compat/torch-<release>.json`` (committed; the docs build reads it).
+
+``python -m conf.compat run 2.9.1 tip_a tip_b`` re-runs only those tips and keeps the other
+entries of the existing file (each entry carries its own date).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from conf import settings, tipmeta
+
+DATA_DIR = settings.DOCS_DIR / "_data" / "compat"
+RUNNER = Path(__file__).with_name("tiprunner.py")
+DOCTESTS = settings.ROOT / "tests" / "test_doctests.py"
+TIP_TIMEOUT_S = 600
+
+PASSED, FAILED, NOT_APPLICABLE = "passed", "failed", "not applicable"
+
+
+def data_path(release: str) -> Path:
+    return DATA_DIR / f"torch-{release}.json"
+
+
+def load(release: str) -> dict[str, Any] | None:
+    """The recorded run for one release, or None when it never ran (shown as missing)."""
+    path = data_path(release)
+    if not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_all() -> dict[str, dict[str, Any] | None]:
+    return {release: load(release) for release in settings.TORCH_MATRIX}
+
+
+def applies(tip: tipmeta.Tip, release: str) -> bool:
+    return tipmeta.parse_version(tip.min_torch) <= tipmeta.parse_version(release)
+
+
+def now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def reader_env() -> dict[str, str]:
+    """The environment a reader's shell would give the tip: no project paths, no build knobs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TIPS_"))}
+    env["MPLBACKEND"] = "Agg"
+    return env
+
+
+def run_tip(path: Path, *, strict: bool, python: str = sys.executable,
+            timeout: float = TIP_TIMEOUT_S) -> dict[str, Any]:
+    """Run one tip through the runner in a fresh folder; return the runner's report."""
+    with tempfile.TemporaryDirectory(prefix=f"{path.stem}-") as tmp:
+        work = Path(tmp)
+        shutil.copy(path, work / path.name)
+        shutil.copy(RUNNER, work / RUNNER.name)
+        cmd = [python, RUNNER.name, "--json", "report.json", *(["--strict"] if strict else []), path.name]
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, cwd=work, env=reader_env(), capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"status": FAILED, "error": f"timed out after {timeout:.0f} s", "verdict": None,
+                    "key": None, "warnings": [], "seconds": round(time.perf_counter() - start, 2)}
+        report_file = work / "report.json"
+        if report_file.exists():
+            report = json.loads(report_file.read_text(encoding="utf-8"))
+        else:
+            report = {"status": FAILED, "verdict": None, "key": None, "warnings": [],
+                      "error": f"the runner wrote no report (exit {proc.returncode}):\n{proc.stderr[-2000:]}"}
+        if proc.returncode != 0 and report.get("status") == PASSED:
+            report["status"] = FAILED
+            report["error"] = f"exit status {proc.returncode}:\n{proc.stderr[-2000:]}"
+        if report.get("status") == PASSED and "Verdict: " not in proc.stdout:
+            report["status"] = FAILED
+            report["error"] = "the tip printed no 'Verdict: ' line"
+        report["wall_seconds"] = round(time.perf_counter() - start, 2)
+        return report
+
+
+def run_doctests(python: str = sys.executable) -> dict[str, Any]:
+    """Run the doctest suite with this venv's torch; return status and counts."""
+    cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(DOCTESTS.relative_to(settings.ROOT))]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=settings.ROOT, capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|error|errors)", out)}
+    return {
+        "status": PASSED if proc.returncode == 0 else FAILED,
+        "passed": counts.get("passed", 0),
+        "failed": counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0),
+        "seconds": round(time.perf_counter() - start, 2),
+        "output_tail": None if proc.returncode == 0 else out[-3000:],
+    }
+
+
+def _tip_entry(tip: tipmeta.Tip, report: dict[str, Any], date: str) -> dict[str, Any]:
+    entry = {
+        "topic": tip.topic,
+        "min_torch": tip.min_torch,
+        "status": report["status"],
+        "verdict": report.get("verdict"),
+        "key": report.get("key"),
+        "warnings": report.get("warnings", []),
+        "deprecations": sum(1 for w in report.get("warnings", [])
+                            if w.get("deprecation") and w.get("origin") == "tip"),
+        "skipped": (report.get("result") or {}).get("skipped", []),
+        "seconds": report.get("seconds"),
+        "device": report.get("device"),
+        "date": date,
+        "error": report.get("error"),
+    }
+    return entry
+
+
+def run(release: str, only: list[str] | None = None) -> int:
+    import torch
+
+    built = torch.__version__
+    if built.split("+", 1)[0] != release:
+        print(f"this venv has torch {built}, not {release}", file=sys.stderr)
+        return 2
+    strict = release == settings.TORCH_MATRIX[-1]
+    tips = tipmeta.read_all()
+    if only:
+        unknown = set(only) - {t.name for t in tips}
+        if unknown:
+            print(f"unknown tips: {sorted(unknown)}", file=sys.stderr)
+            return 2
+    start = time.perf_counter()
+    previous = load(release) if only else None
+    data: dict[str, Any] = {
+        "torch": release,
+        "torch_build": built,
+        "python": platform.python_version(),
+        "device": "cuda" if torch.cuda.is_available() else "cpu",
+        "device_name": _device_name(torch),
+        "cuda_in_build": torch.version.cuda,
+        "threads": torch.get_num_threads(),
+        "strict_deprecations": strict,
+        "date": now_utc(),
+        "doctests": None,
+        "tips": dict(previous["tips"]) if previous else {},
+    }
+    if previous:
+        data["doctests"] = previous.get("doctests")
+    if not only:
+        print(f"[matrix {release}] doctests ...", flush=True)
+        data["doctests"] = run_doctests()
+        print(f"[matrix {release}] doctests: {data['doctests']['status']} "
+              f"({data['doctests']['passed']} passed, {data['doctests']['failed']} failed)", flush=True)
+        if data["doctests"]["output_tail"]:
+            print(data["doctests"]["output_tail"], flush=True)
+    for tip in tips:
+        if only and tip.name not in only:
+            continue
+        if not applies(tip, release):
+            data["tips"][tip.name] = {"topic": tip.topic, "min_torch": tip.min_torch,
+                                      "status": NOT_APPLICABLE, "date": data["date"]}
+            print(f"[matrix {release}] {tip.name}: not applicable (needs torch >= {tip.min_torch})")
+            continue
+        report = run_tip(tip.path, strict=strict)
+        entry = _tip_entry(tip, report, now_utc())
+        data["tips"][tip.name] = entry
+        key = entry["key"]
+        ratio = f", {key['name']} = {key['value']:.3g} {key['unit']}" if isinstance(key, dict) and "value" in key else ""
+        print(f"[matrix {release}] {tip.name}: {entry['status']}, verdict {entry['verdict']}{ratio}, "
+              f"{len(entry['warnings'])} warning(s), {entry['deprecations']} deprecation(s), "
+              f"{entry['seconds']} s", flush=True)
+        if entry["status"] == FAILED:
+            print(entry["error"], flush=True)
+    # tips that no longer exist must not linger in the data
+    names = {t.name for t in tips}
+    data["tips"] = {k: v for k, v in sorted(data["tips"].items()) if k in names}
+    data["seconds"] = round(time.perf_counter() - start, 1)
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    data_path(release).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    failed = [k for k, v in data["tips"].items() if v["status"] == FAILED]
+    doc_failed = (data["doctests"] or {}).get("status") == FAILED
+    print(f"[matrix {release}] wrote {data_path(release).relative_to(settings.ROOT)}: "
+          f"{sum(v['status'] == PASSED for v in data['tips'].values())} passed, {len(failed)} failed, "
+          f"{sum(v['status'] == NOT_APPLICABLE for v in data['tips'].values())} not applicable; "
+          f"doctests {(data['doctests'] or {}).get('status')}; {data['seconds']} s")
+    return 1 if failed or doc_failed else 0
+
+
+def _device_name(torch) -> str:
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2 or argv[0] != "run" or argv[1] not in settings.TORCH_MATRIX:
+        print(f"usage: python -m conf.compat run <{'|'.join(settings.TORCH_MATRIX)}> [tip_name ...]",
+              file=sys.stderr)
+        return 2
+    return run(argv[1], argv[2:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,218 @@
+"""Run one tip as a reader would, and report what it computed and which warnings it raised.
+
+Usage (standard library only; copied next to the tip and run with the venv's plain python)::
+
+    python tiprunner.py tip_x.py [--json out.json] [--strict]
+
+The tip runs as ``__main__`` (``runpy.run_path``) with ``sys.argv`` and ``sys.path[0]`` as
+``python tip_x.py`` would set them, inside ``warnings.catch_warnings(record=True)``: every
+warning the tip lets through is recorded, once per place it was raised. A tip that demonstrates
+a deprecated API catches that warning itself in its own ``catch_warnings`` block, which takes
+precedence, so only warnings the tip did not expect reach this record.
+
+A warning counts as a *deprecation* when it is a ``DeprecationWarning`` or ``FutureWarning``,
+or a ``UserWarning`` whose message says "deprecat". Each warning's ``origin`` says whose it is:
+
+* ``tip``: raised by the tip's own line (torch's C++ warnings and ``@deprecated`` APIs surface
+  there), or by torch's Python code while the tip's code was calling it;
+* ``torch-internal``: raised by torch's own code while a module was being imported (e.g. a
+  torch submodule using a deprecated torch API at import time): torch's business, not the tip's;
+* ``other``: raised by another package's Python code (numpy, matplotlib, the standard
+  library, ...), even when attributed to the tip's line; recorded, never held against the tip.
+
+``--strict`` turns the tip's deprecations into a failure (exit status 3): the site never
+teaches an API that the torch release it runs on deprecates.
+
+Exit status: 0 ran, 1 the tip raised, 2 bad usage, 3 strict and the tip raised a deprecation.
+The JSON holds ``status``, ``error``, ``verdict``, ``key``, ``result`` (RESULT, JSON-safe),
+``warnings``, ``torch``, ``device``, ``device_name``, ``threads``, ``python`` and ``seconds``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import runpy
+import sys
+import time
+import traceback
+import warnings
+
+DEPRECATION_WORD = "deprecat"
+
+
+def is_deprecation(category: type, message: str) -> bool:
+    if issubclass(category, (DeprecationWarning, FutureWarning)):
+        return True
+    return issubclass(category, UserWarning) and DEPRECATION_WORD in message.lower()
+
+
+# Modules that only relay a warning for someone else (a @deprecated decorator's wrapper).
+RELAYS = ("warnings.py", "typing_extensions.py")
+
+
+def origin(stack: list[str], tip_path: str, torch_dirs: list[str]) -> str:
+    """Whose warning it is: 'tip', 'torch-internal' or 'other' (see the module docstring).
+
+    ``stack`` is the file of every Python frame when the warning was raised, outermost first,
+    ending with the frame that raised it (a warning raised by C/C++ code ends with its caller).
+    """
+    def in_torch(f: str) -> bool:
+        real = os.path.realpath(f)
+        return any(real.startswith(d + os.sep) for d in torch_dirs)
+
+    tip_frames = [i for i, f in enumerate(stack) if os.path.realpath(f) == tip_path]
+    if not tip_frames:
+        return "torch-internal" if stack and in_torch(stack[-1]) else "other"
+    # what ran between the tip's line and the warning, relays left out
+    below = [f for f in stack[tip_frames[-1] + 1:] if os.path.basename(f) not in RELAYS]
+    if any("importlib" in f for f in below):
+        # raised while a module was being imported, e.g. torch importing its own submodules
+        return "torch-internal" if any(in_torch(f) for f in below) else "other"
+    if not below or any(in_torch(f) for f in below):
+        # the tip's own line warned (a C++ warning, a @deprecated API) or torch warned on its call
+        return "tip"
+    return "other"
+
+
+def _torch_dirs() -> list[str]:
+    import importlib.util
+
+    dirs = []
+    for name in ("torch", "torchgen", "functorch"):
+        spec = importlib.util.find_spec(name)
+        for d in (spec.submodule_search_locations or []) if spec else []:
+            dirs.append(os.path.realpath(d))
+    return dirs
+
+
+def _short_path(filename: str, tip_path: str) -> str:
+    if filename == tip_path:
+        return os.path.basename(tip_path)
+    marker = os.sep + "site-packages" + os.sep
+    return filename.split(marker, 1)[1] if marker in filename else filename
+
+
+def _json_safe(value):
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _device() -> dict:
+    import torch
+
+    if torch.cuda.is_available():
+        return {"device": "cuda", "device_name": torch.cuda.get_device_name(0)}
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"device": "cpu", "device_name": name}
+
+
+def run(tip_path: str, strict: bool = False) -> dict:
+    tip_path = os.path.realpath(tip_path)
+    report: dict = {"tip": os.path.splitext(os.path.basename(tip_path))[0], "status": "passed",
+                    "error": None, "verdict": None, "key": None, "result": None, "warnings": [],
+                    "python": platform.python_version()}
+    sys.argv = [tip_path]
+    sys.path[0] = os.path.dirname(tip_path)
+    torch_dirs = _torch_dirs()
+    caught: list[tuple] = []
+
+    def record(message, category, filename, lineno, file=None, line=None):
+        # called inside warnings.warn, so the stack is the one that raised the warning
+        stack = [f.filename for f in traceback.extract_stack()[:-1]]
+        caught.append((category, str(message), filename, lineno, origin(stack, tip_path, torch_dirs)))
+
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        # once per place, like Python's default, so a warning in a timing loop is one record
+        warnings.simplefilter("default")
+        warnings.showwarning = record  # catch_warnings restores it; a tip's own block overrides it
+        try:
+            namespace = runpy.run_path(tip_path, run_name="__main__")
+        except BaseException as exc:  # noqa: BLE001 - a tip's SystemExit is a failure too
+            namespace = {}
+            report["status"] = "failed"
+            tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+            report["error"] = "".join(tb)[-3000:]
+            print("".join(tb), file=sys.stderr)
+    report["seconds"] = round(time.perf_counter() - start, 2)
+
+    import torch
+
+    report["torch"] = torch.__version__
+    report.update(_device())
+    report["threads"] = torch.get_num_threads()
+    result = namespace.get("RESULT")
+    if isinstance(result, dict):
+        report["result"] = _json_safe(result)
+        report["verdict"] = result.get("verdict")
+        report["key"] = _json_safe(result.get("key"))
+    elif report["status"] == "passed":
+        report["status"] = "failed"
+        report["error"] = "the tip finished without defining a RESULT dict"
+
+    seen: dict[tuple, dict] = {}
+    for category, message, filename, lineno, who in caught:
+        key = (category.__name__, message, filename, lineno)
+        if key in seen:
+            seen[key]["count"] += 1
+            continue
+        seen[key] = {
+            "category": category.__name__,
+            "message": message[:500],
+            "where": f"{_short_path(filename, tip_path)}:{lineno}",
+            "origin": who,
+            "deprecation": is_deprecation(category, message),
+            "count": 1,
+        }
+    report["warnings"] = list(seen.values())
+    for w in report["warnings"]:
+        print(f"warning ({w['origin']}): {w['category']}: {w['message']} [{w['where']}]", file=sys.stderr)
+
+    offending = [w for w in report["warnings"] if w["deprecation"] and w["origin"] == "tip"]
+    if strict and offending and report["status"] == "passed":
+        report["status"] = "failed"
+        report["error"] = ("the tip's code raised a deprecation warning from torch "
+                           f"{report['torch']} (the tip must not teach a deprecated API, or must "
+                           "catch the warning it demonstrates): "
+                           + "; ".join(f"{w['category']}: {w['message']} [{w['where']}]" for w in offending))
+        print(report["error"], file=sys.stderr)
+    return report
+
+
+def main(argv: list[str]) -> int:
+    args = list(argv)
+    strict = "--strict" in args
+    if strict:
+        args.remove("--strict")
+    out = None
+    if "--json" in args:
+        i = args.index("--json")
+        out = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    report = run(args[0], strict=strict)
+    if out:
+        with open(out, "w", encoding="utf-8") as fh:
+            json.dump(report, fh, indent=1, sort_keys=True)
+            fh.write("\n")
+    if report["status"] == "passed":
+        return 0
+    return 3 if report["error"] and "deprecation warning" in report["error"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

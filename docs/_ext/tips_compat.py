@@ -1,0 +1,157 @@
+"""Sphinx extension: the ``tips-compat-matrix`` directive renders the torch-version matrix.
+
+It reads what ``nox -s matrix`` recorded, ``docs/_data/compat/torch-<release>.json`` (one file a
+release of ``conf.settings.TORCH_MATRIX``, see :mod:`conf.compat`), and renders
+
+* ``table``: tips down and releases across: each cell shows passed/failed, the verdict the tip
+  computed on that release and its key figure, or "not applicable" (the tip's
+  ``min_torch`` is newer) or "missing" (no recorded run: never filled in from another release);
+* ``runs``: each release's run: date, device, torch build, Python, doctests;
+* ``warnings``: the warnings each tip let through on each release, deprecations first.
+
+The page is rebuilt whenever a data file changes (each is a noted dependency).
+"""
+
+from __future__ import annotations
+
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.application import Sphinx
+from sphinx.util.docutils import SphinxDirective
+
+from conf import compat, settings, tipmeta
+
+
+def _esc(text: str) -> str:
+    for ch in "\\`*_|<>[]":
+        text = text.replace(ch, "\\" + ch)
+    return " ".join(text.split())
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def cell_lines(entry: dict | None, run: dict | None) -> list[str]:
+    """The reST lines of one cell (a tip on a release)."""
+    if run is None or entry is None:
+        return ["*missing*"]
+    status = entry.get("status")
+    if status == compat.NOT_APPLICABLE:
+        return [f"not applicable (needs torch ≥ {_esc(entry.get('min_torch', '?'))})"]
+    lines = []
+    verdict = entry.get("verdict")
+    verdict_rst = f" · :tip-verdict:`{verdict}`" if verdict in tipmeta.vocab()["verdicts"] else ""
+    if status == compat.PASSED:
+        lines.append(f"✓ passed{verdict_rst}")
+    else:
+        lines.append(f"✗ **failed**{verdict_rst}")
+    key = entry.get("key")
+    if isinstance(key, dict) and isinstance(key.get("value"), (int, float)):
+        lines.append(f"| {_esc(str(key.get('name', 'key')))}: **{_fmt(key['value'])}** {_esc(str(key.get('unit', '')))}")
+    deps = entry.get("deprecations") or 0
+    n_warn = len(entry.get("warnings") or [])
+    if deps:
+        lines.append(f"| ⚠ {deps} deprecation warning{'s' if deps != 1 else ''}")
+    elif n_warn:
+        lines.append(f"| {n_warn} other warning{'s' if n_warn != 1 else ''}")
+    if status == compat.FAILED and entry.get("error"):
+        last = [ln for ln in str(entry["error"]).strip().splitlines() if ln.strip()]
+        reason = last[-1] if last else "failed"
+        lines.append(f"| *{_esc(reason[:160])}*")
+    if entry.get("date") and entry.get("date") != run.get("date"):
+        lines.append(f"| re-run {_esc(entry['date'])}")
+    # line blocks need every line to start with "| "; the first line stands alone
+    return [lines[0], ""] + lines[1:] if len(lines) > 1 else lines
+
+
+def run_line(release: str, run: dict | None) -> str:
+    if run is None:
+        return (f"* **torch {release}**: *missing*: never run here "
+                f"(``nox -s \"matrix(torch='{release}')\"``)")
+    doc = run.get("doctests") or {}
+    doc_words = (f"doctests {doc.get('status')} ({doc.get('passed', 0)} passed, {doc.get('failed', 0)} failed)"
+                 if doc else "doctests *missing*")
+    device = "CUDA" if run.get("device") == "cuda" else "CPU"
+    cuda = f", a CUDA {run['cuda_in_build']} build" if run.get("cuda_in_build") else ", a CPU-only build"
+    strict = "; deprecations fail tips (newest release)" if run.get("strict_deprecations") else ""
+    return (f"* **torch {release}** (``{_esc(run.get('torch_build', release))}``{cuda}): run "
+            f"{_esc(run.get('date', '?'))} on {device} ({_esc(run.get('device_name', '?'))}, "
+            f"{run.get('threads', '?')} threads), Python {run.get('python', '?')}, "
+            f"{run.get('seconds', '?')} s; {doc_words}{strict}.")
+
+
+def table_rst(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> list[str]:
+    releases = list(runs)
+    lines = [
+        ".. list-table::",
+        "   :header-rows: 1",
+        "   :class: tips-compat",
+        "",
+        "   * - tip",
+    ]
+    lines += [f"     - torch {r}" for r in releases]
+    for tip in sorted(tips, key=lambda t: (t.topic, t.name)):
+        lines.append(f"   * - :doc:`/{tip.docname}`")
+        lines.append("")
+        lines.append(f"       ``{tip.name}`` · since torch {_esc(tip.min_torch)}")
+        for release in releases:
+            run = runs[release]
+            entry = (run or {}).get("tips", {}).get(tip.name)
+            cell = cell_lines(entry, run)
+            lines.append(f"     - {cell[0]}")
+            lines += [f"       {ln}" if ln else "" for ln in cell[1:]]
+    lines.append("")
+    return lines
+
+
+def runs_rst(runs: dict[str, dict | None]) -> list[str]:
+    return [run_line(r, run) for r, run in runs.items()] + [""]
+
+
+def warnings_rst(runs: dict[str, dict | None]) -> list[str]:
+    lines = []
+    for release, run in runs.items():
+        for name, entry in sorted((run or {}).get("tips", {}).items()):
+            warns = sorted(entry.get("warnings") or [],
+                           key=lambda w: (not w.get("deprecation"), w.get("origin") != "tip"))
+            for w in warns:
+                kind = "deprecation, " if w.get("deprecation") else ""
+                lines.append(f"* torch {release}, ``{name}``: {_esc(w.get('category', '?'))} "
+                             f"({kind}{_esc(w.get('origin', '?'))}, {_esc(w.get('where', '?'))}): "
+                             f"{_esc(w.get('message', ''))}")
+    return (lines or ["No recorded run raised a warning."]) + [""]
+
+
+class CompatMatrix(SphinxDirective):
+    """``.. tips-compat-matrix:: table`` (or ``runs``, ``warnings``)."""
+
+    has_content = False
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        part = self.arguments[0]
+        if part not in ("table", "runs", "warnings"):
+            raise self.error(f"tips-compat-matrix: unknown part {part!r} (table, runs, warnings)")
+        for release in settings.TORCH_MATRIX:
+            self.env.note_dependency(str(compat.data_path(release)))
+        runs = compat.load_all()
+        if part == "table":
+            try:
+                tips = tipmeta.read_all()
+            except ValueError:
+                tips = []  # tips_pages stops the build with the details
+            text = table_rst(tips, runs)
+        elif part == "runs":
+            text = runs_rst(runs)
+        else:
+            text = warnings_rst(runs)
+        container = nodes.container(classes=["tips-compat-matrix"])
+        self.state.nested_parse(StringList(text, source="tips-compat-matrix"), self.content_offset, container)
+        return [container]
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_directive("tips-compat-matrix", CompatMatrix)
+    app.add_css_file("tips_compat.css")
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
