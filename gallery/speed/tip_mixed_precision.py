@@ -191,7 +191,7 @@ if len(gain) < len(ratios):
     reason = f"autocast {amp_dtype} pays at widths {gain or 'none'} of {list(ratios)} on {device.type}"
 elif deprecated:
     verdict = "outdated"
-    reason = (f"autocast pays at every width and backward runs in the forward's dtypes, but "
+    reason = ("autocast pays at every width and backward runs in the forward's dtypes, but "
               "torch.cuda.amp.autocast/GradScaler are deprecated: use torch.amp")
 else:
     verdict = "holds"
