@@ -37,6 +37,7 @@ import platform
 import re
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -329,19 +330,28 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         print(f"bench: {len(tips)} tips; {args.runs} clean runs", flush=True)
 
         runs, records = [], []
-        root1, build, rec = clean_run(snapshot, work, 1)
-        runs.append(build)
-        records.append(rec)
-        _say(build)
-        nochange = no_change_rebuild(root1, work, rec)
-        _say(nochange)
-        onetip = one_tip_rebuild(root1, work, _tip_records(root1), edit)
-        _say(onetip)
-        for i in range(2, args.runs + 1):
-            _, build, rec = clean_run(snapshot, work, i)
+        nochange = onetip = None
+        incomplete = None
+        try:
+            root1, build, rec = clean_run(snapshot, work, 1)
             runs.append(build)
             records.append(rec)
             _say(build)
+            nochange = no_change_rebuild(root1, work, rec)
+            _say(nochange)
+            onetip = one_tip_rebuild(root1, work, _tip_records(root1), edit)
+            _say(onetip)
+            for i in range(2, args.runs + 1):
+                _, build, rec = clean_run(snapshot, work, i)
+                runs.append(build)
+                records.append(rec)
+                _say(build)
+        except (BenchError, KeyboardInterrupt) as exc:
+            # Keep what was measured: a stopped benchmark still reports its finished builds.
+            if not runs:
+                raise
+            incomplete = f"stopped after {len(runs)} clean run(s): {type(exc).__name__} {exc}".strip()
+            print(f"bench: {incomplete}", flush=True)
         stability = ratio_stability(tips, records)
     finally:
         if args.keep:
@@ -366,6 +376,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         "no_change_rebuild": nochange,
         "one_tip_rebuild": onetip,
         "key_ratios": stability,
+        "incomplete": incomplete,
     }
     data["targets"] = targets(data)
     data["summary"] = {
@@ -378,31 +389,38 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
 
 def targets(data: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target of issue 7 with the measured figure and whether it was met."""
-    runs, nc, ot = data["clean_runs"], data["no_change_rebuild"], data["one_tip_rebuild"]
+    runs, nc, ot = data["clean_runs"], data.get("no_change_rebuild"), data.get("one_tip_rebuild")
     worst = max(r["wall_s"] for r in runs)
     timed = [r for r in data["key_ratios"] if r.get("values")]
     moved = [r["tip"] for r in timed if not r["within_target"]]
     changed = [r["tip"] for r in data["key_ratios"] if r["verdict_changed"]]
-    return [
+    rows = [
         {"what": "clean build, every tip executed", "target": f"<= {TARGET_CLEAN_S:.0f} s",
-         "measured": f"{worst:.1f} s (slowest of {len(runs)} runs)", "met": worst <= TARGET_CLEAN_S},
-        {"what": "rebuild, nothing changed", "target": f"< {TARGET_NOCHANGE_S:.0f} s, executes nothing",
-         "measured": f"{nc['wall_s']:.1f} s, executed {nc['executed']}",
-         "met": nc["wall_s"] < TARGET_NOCHANGE_S and nc["nothing_executed"]},
-        {"what": f"rebuild after editing {ot['edited_tip']}",
-         "target": f"<= its run time + {TARGET_ONE_TIP_EXTRA_S:.0f} s, executes only it",
-         "measured": f"{ot['wall_s']:.1f} s (tip {ot['tip_s']:.1f} s + {ot['overhead_s']:.1f} s), "
-                     f"executed {ot['executed']}",
-         "met": ot["wall_s"] <= ot["tip_s"] + TARGET_ONE_TIP_EXTRA_S and ot["only_that_tip"]},
-        {"what": "verdict changes across runs", "target": "0",
-         "measured": f"{len(changed)}" + (f" ({', '.join(changed)})" if changed else ""),
-         "met": not changed},
-        {"what": "key figure of each speed/memory tip across runs",
-         "target": f"within ±{TARGET_RATIO_PCT:.0f}% of the median",
-         "measured": f"{len(timed) - len(moved)} of {len(timed)} within"
-                     + (f"; moved more: {', '.join(moved)}" if moved else ""),
-         "met": not moved},
-    ]
+         "measured": f"{worst:.1f} s (slowest of {len(runs)} runs)", "met": worst <= TARGET_CLEAN_S}]
+    if nc:
+        rows.append(
+            {"what": "rebuild, nothing changed", "target": f"< {TARGET_NOCHANGE_S:.0f} s, executes nothing",
+             "measured": f"{nc['wall_s']:.1f} s, executed {nc['executed']}",
+             "met": nc["wall_s"] < TARGET_NOCHANGE_S and nc["nothing_executed"]})
+    if ot:
+        rows.append(
+            {"what": f"rebuild after editing {ot['edited_tip']}",
+             "target": f"<= its run time + {TARGET_ONE_TIP_EXTRA_S:.0f} s, executes only it",
+             "measured": f"{ot['wall_s']:.1f} s (tip {ot['tip_s']:.1f} s + {ot['overhead_s']:.1f} s), "
+                         f"executed {ot['executed']}",
+             "met": ot["wall_s"] <= ot["tip_s"] + TARGET_ONE_TIP_EXTRA_S and ot["only_that_tip"]})
+    if len(runs) > 1:
+        rows += [
+            {"what": "verdict changes across runs", "target": "0",
+             "measured": f"{len(changed)}" + (f" ({', '.join(changed)})" if changed else ""),
+             "met": not changed},
+            {"what": "key figure of each speed/memory tip across runs",
+             "target": f"within ±{TARGET_RATIO_PCT:.0f}% of the median",
+             "measured": f"{len(timed) - len(moved)} of {len(timed)} within"
+                         + (f"; moved more: {', '.join(moved)}" if moved else ""),
+             "met": not moved},
+        ]
+    return rows
 
 
 def _say(build: dict[str, Any]) -> None:
@@ -475,7 +493,9 @@ def render_page(data: dict[str, Any] | None) -> str:
         "",
     ]
     if data.get("subset"):
-        lines += [f"This run built only the tips matching {', '.join(data['subset'])}.", ""]
+        lines += [f"This run built only the tips matching {_esc(', '.join(data['subset']))}.", ""]
+    if data.get("incomplete"):
+        lines += [f"**This run is incomplete**: {_esc(data['incomplete'])}.", ""]
     lines += ["Targets", "~~~~~~~", ""]
     lines += _table(["measure", "target", "measured", "met"],
                     [[_esc(t["what"]), _esc(t["target"]), _esc(t["measured"]), "yes" if t["met"] else "**no**"]
@@ -487,14 +507,19 @@ def render_page(data: dict[str, Any] | None) -> str:
     rows = [[f"clean run {i}", f"{b['wall_s']:.1f} s", f"{b['tips_s']:.1f} s",
              f"{b['overhead_s']:.1f} s", f"{b['executed']} of {b['selected']}", _load_words(b)]
             for i, b in enumerate(data["clean_runs"], 1)]
-    nc, ot = data["no_change_rebuild"], data["one_tip_rebuild"]
-    rows.append(["rebuild, nothing changed", f"{nc['wall_s']:.1f} s", "0 s", f"{nc['wall_s']:.1f} s",
-                 f"{nc['executed']} ({nc['cached']} cached)", _load_words(nc)])
-    rows.append([f"rebuild, ``{ot['edited_tip']}`` edited", f"{ot['wall_s']:.1f} s", f"{ot['tip_s']:.1f} s",
-                 f"{ot['overhead_s']:.1f} s", f"{ot['executed']} ({ot['cached']} cached)", _load_words(ot)])
+    nc, ot = data.get("no_change_rebuild"), data.get("one_tip_rebuild")
+    if nc:
+        rows.append(["rebuild, nothing changed", f"{nc['wall_s']:.1f} s", "0 s", f"{nc['wall_s']:.1f} s",
+                     f"{nc['executed']} ({nc['cached']} cached)", _load_words(nc)])
+    if ot:
+        rows.append([f"rebuild, ``{ot['edited_tip']}`` edited", f"{ot['wall_s']:.1f} s", f"{ot['tip_s']:.1f} s",
+                     f"{ot['overhead_s']:.1f} s", f"{ot['executed']} ({ot['cached']} cached)",
+                     _load_words(ot)])
     lines += _table(["build", "wall", "tips", "overhead", "tips executed", "load"], rows)
-    lines += [f"No-change rebuild: {_esc(nc['proof'])}.", "",
-              f"One-tip rebuild: {_esc(ot['proof'])}.", ""]
+    if nc:
+        lines += [f"No-change rebuild: {_esc(nc['proof'])}.", ""]
+    if ot:
+        lines += [f"One-tip rebuild: {_esc(ot['proof'])}.", ""]
     lines += ["Run-to-run stability of the key figures", "~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~", "",
               "For every speed and memory tip: its key figure in each clean run, the largest",
               f"deviation from the median of the runs (target ±{TARGET_RATIO_PCT:.0f}%), whether the",
@@ -529,7 +554,7 @@ def render_markdown(data: dict[str, Any]) -> str:
     """A summary for the README, from the same data."""
     m = data["machine"]
     s = data["summary"]
-    nc, ot = data["no_change_rebuild"], data["one_tip_rebuild"]
+    nc, ot = data.get("no_change_rebuild"), data.get("one_tip_rebuild")
     out = [
         (f"Measured by `nox -s bench` on {data['date']}: {data['tips']} tips, {m['cpu']},"
          f" {m['cores']} cores, torch {m['torch']}; load average before the first build"
@@ -544,10 +569,13 @@ def render_markdown(data: dict[str, Any]) -> str:
         "",
         (f"Clean build: median {s['clean_build_s']['median']} s over {len(data['clean_runs'])} runs"
          f" ({s['clean_build_s']['min']}–{s['clean_build_s']['max']} s), of which the tips' own run"
-         f" time {s['tips_s_median']} s and overhead {s['overhead_s_median']} s. No-change rebuild"
-         f" {nc['wall_s']} s; rebuild after editing `{ot['edited_tip']}` {ot['wall_s']} s"
-         f" (the tip itself {ot['tip_s']} s)."),
+         f" time {s['tips_s_median']} s and overhead {s['overhead_s_median']} s."
+         + (f" No-change rebuild {nc['wall_s']} s." if nc else "")
+         + (f" Rebuild after editing `{ot['edited_tip']}` {ot['wall_s']} s (the tip itself"
+            f" {ot['tip_s']} s)." if ot else "")),
     ]
+    if data.get("incomplete"):
+        out += ["", f"**Incomplete run**: {data['incomplete']}."]
     moved = [r for r in data["key_ratios"] if r.get("values") and not r["within_target"]]
     flipped = [r for r in data["key_ratios"] if r["verdict_changed"]]
     if moved:
@@ -570,7 +598,12 @@ def write_outputs(data: dict[str, Any], out: Path, page: Path | None) -> None:
         print(f"bench: page written to {page}")
 
 
+def _stop(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _stop)
     parser = argparse.ArgumentParser(prog="python -m conf.bench", description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="clean builds (default 3)")
     parser.add_argument("--tips", nargs="+", metavar="PATTERN",

@@ -130,3 +130,15 @@ def test_snapshot_from_a_commit_takes_only_committed_files(tmp_path):
     dest = bench.snapshot_sources(tmp_path / "src", ["tip_inference_mode"], commit="HEAD")
     assert (dest / "docs" / "conf.py").exists() and (dest / "conf" / "settings.py").exists()
     assert [p.name for p in tipmeta.tip_files(dest / "gallery")] == ["tip_inference_mode.py"]
+
+
+def test_a_stopped_run_still_reports_what_it_measured():
+    data = _data()
+    data.update(clean_runs=data["clean_runs"][:1], no_change_rebuild=None, one_tip_rebuild=None,
+                incomplete="stopped after 1 clean run(s): KeyboardInterrupt signal 15")
+    data["targets"] = bench.targets(data)
+    assert [t["what"] for t in data["targets"]] == ["clean build, every tip executed"]
+    text = bench.render_page(data)
+    docutils.core.publish_string(text, writer="null",
+                                 settings_overrides={"halt_level": 2, "report_level": 2})
+    assert "incomplete" in text and "Incomplete run" in bench.render_markdown(data)
