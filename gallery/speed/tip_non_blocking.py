@@ -68,7 +68,7 @@ skipped, measurements, per_call = [], [], {}
 x_cpu = torch.randn(1 << 20)  # [1M] float32, 4 MiB
 try:
     pinned_ok = x_cpu.pin_memory().is_pinned()
-except RuntimeError as err:
+except (RuntimeError, AssertionError) as err:  # the error type has varied across CPU builds
     pinned_ok = False
     print("pin_memory() raised:", str(err).splitlines()[0])
 print("pinned memory available:", pinned_ok)
