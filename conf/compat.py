@@ -14,12 +14,16 @@
 3. writes ``docs/_data/compat/torch-<release>.json`` (committed; the docs build reads it).
 
 ``python -m conf.compat run 2.9.1 tip_a tip_b`` re-runs only those tips and keeps the other
-entries of the existing file (each entry carries its own date).
+entries of the existing file (each entry carries its own date); ``run 2.9.1 --changed`` re-runs
+the doctests and only the tips that are new, edited since their recorded run (each entry keeps
+the SHA-256 of the tip file it ran) or failed. The page marks an entry whose tip file has
+changed since as stale.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import os
 import platform
@@ -58,12 +62,16 @@ def load_all() -> dict[str, dict[str, Any] | None]:
     return {release: load(release) for release in settings.TORCH_MATRIX}
 
 
+def source_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def applies(tip: tipmeta.Tip, release: str) -> bool:
     return tipmeta.parse_version(tip.min_torch) <= tipmeta.parse_version(release)
 
 
 def now_utc() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def reader_env() -> dict[str, str]:
@@ -135,12 +143,18 @@ def _tip_entry(tip: tipmeta.Tip, report: dict[str, Any], date: str) -> dict[str,
         "device": report.get("device"),
         "date": date,
         "error": report.get("error"),
+        "sha256": source_hash(tip.path),
     }
     return entry
 
 
 def run(release: str, only: list[str] | None = None) -> int:
     import torch
+
+    only = list(only or [])
+    changed = "--changed" in only
+    if changed:
+        only.remove("--changed")
 
     built = torch.__version__
     if built.split("+", 1)[0] != release:
@@ -154,7 +168,12 @@ def run(release: str, only: list[str] | None = None) -> int:
             print(f"unknown tips: {sorted(unknown)}", file=sys.stderr)
             return 2
     start = time.perf_counter()
-    previous = load(release) if only else None
+    previous = load(release) if (only or changed) else None
+    if changed:
+        old = (previous or {}).get("tips", {})
+        only = [t.name for t in tips if (t.name not in old or old[t.name].get("status") == FAILED
+                                         or old[t.name].get("sha256") != source_hash(t.path))]
+        print(f"[matrix {release}] --changed: re-running {len(only)} tip(s): {' '.join(only) or '(none)'}")
     data: dict[str, Any] = {
         "torch": release,
         "torch_build": built,
@@ -170,7 +189,7 @@ def run(release: str, only: list[str] | None = None) -> int:
     }
     if previous:
         data["doctests"] = previous.get("doctests")
-    if not only:
+    if not only or changed:
         print(f"[matrix {release}] doctests ...", flush=True)
         data["doctests"] = run_doctests()
         print(f"[matrix {release}] doctests: {data['doctests']['status']} "
@@ -178,11 +197,12 @@ def run(release: str, only: list[str] | None = None) -> int:
         if data["doctests"]["output_tail"]:
             print(data["doctests"]["output_tail"], flush=True)
     for tip in tips:
-        if only and tip.name not in only:
+        if (only or changed) and tip.name not in only:
             continue
         if not applies(tip, release):
             data["tips"][tip.name] = {"topic": tip.topic, "min_torch": tip.min_torch,
-                                      "status": NOT_APPLICABLE, "date": data["date"]}
+                                      "status": NOT_APPLICABLE, "date": data["date"],
+                                      "sha256": source_hash(tip.path)}
             print(f"[matrix {release}] {tip.name}: not applicable (needs torch >= {tip.min_torch})")
             continue
         report = run_tip(tip.path, strict=strict)

@@ -32,13 +32,15 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def cell_lines(entry: dict | None, run: dict | None) -> list[str]:
+def cell_lines(entry: dict | None, run: dict | None, current_sha: str | None = None) -> list[str]:
     """The reST lines of one cell (a tip on a release)."""
     if run is None or entry is None:
         return ["*missing*"]
+    stale = ["", "| *stale: recorded for an earlier version of the tip*"] if (
+        current_sha and entry.get("sha256") and entry["sha256"] != current_sha) else []
     status = entry.get("status")
     if status == compat.NOT_APPLICABLE:
-        return [f"not applicable (needs torch ≥ {_esc(entry.get('min_torch', '?'))})"]
+        return [f"not applicable (needs torch ≥ {_esc(entry.get('min_torch', '?'))})"] + stale
     lines = []
     verdict = entry.get("verdict")
     verdict_rst = f" · :tip-verdict:`{verdict}`" if verdict in tipmeta.vocab()["verdicts"] else ""
@@ -61,6 +63,8 @@ def cell_lines(entry: dict | None, run: dict | None) -> list[str]:
         lines.append(f"| *{_esc(reason[:160])}*")
     if entry.get("date") and entry.get("date") != run.get("date"):
         lines.append(f"| re-run {_esc(entry['date'])}")
+    if stale:
+        lines.append(stale[1])
     # line blocks need every line to start with "| "; the first line stands alone
     return [lines[0], ""] + lines[1:] if len(lines) > 1 else lines
 
@@ -98,7 +102,7 @@ def table_rst(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> list[str
         for release in releases:
             run = runs[release]
             entry = (run or {}).get("tips", {}).get(tip.name)
-            cell = cell_lines(entry, run)
+            cell = cell_lines(entry, run, compat.source_hash(tip.path) if tip.path.exists() else None)
             lines.append(f"     - {cell[0]}")
             lines += [f"       {ln}" if ln else "" for ln in cell[1:]]
     lines.append("")
