@@ -1,0 +1,169 @@
+"""
+bfloat16 autocast for CPU inference
+===================================
+
+The seed articles discuss mixed precision only for GPUs (float16 with a gradient scaler). The
+``torch.amp`` documentation also covers CPUs:
+
+    "Some ops, like linear layers and convolutions, are much faster in `lower_precision_fp`."
+
+    "As shown in the CPU example section of ``torch.autocast``, "automatic mixed precision
+    training/inference" on CPU with datatype of `torch.bfloat16` only uses ``torch.autocast``."
+
+Whether bfloat16 is *faster* on a CPU depends on the hardware: CPUs with ``avx512_bf16`` or AMX
+(``amx_bf16``) compute bfloat16 dot products natively; others convert to float32 and may be
+slower than plain float32. This tip reads the CPU's flags, times a Linear-heavy model in float32
+and under ``torch.autocast("cpu", dtype=torch.bfloat16)`` at two widths, and measures the error.
+"""
+# sphinx_gallery_tips_claims = []
+# sphinx_gallery_tips_tags = ["mixed-precision", "inference"]
+# sphinx_gallery_tips_devices = ["cpu"]
+# sphinx_gallery_tips_kind = "speed"
+# sphinx_gallery_tips_min_torch = "1.10"
+# sphinx_gallery_tips_takeaway = "bf16 autocast on CPU speeds up Linear-heavy inference on CPUs with AVX512-BF16/AMX, at ~1e-2 relative error; elsewhere it can be slower."
+# sphinx_gallery_tips_keywords = ["torch.autocast", "bfloat16", "bf16", "CPU", "AMX", "avx512_bf16", "mixed precision inference"]
+# sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/amp.html"]
+
+# %%
+# Setup
+# -----
+# This tip is about the CPU path, so it runs on CPU even where a GPU exists.
+import statistics
+
+import torch
+import torch.utils.benchmark as benchmark
+
+torch.manual_seed(0)
+torch.set_num_threads(min(2, torch.get_num_threads()))
+device = torch.device("cpu")
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None  # not Linux: unknown
+
+
+flags = cpu_flags()
+bf16_hw = None if flags is None else sorted(flags & {"avx512_bf16", "amx_bf16"})
+capability = torch.backends.cpu.get_cpu_capability() if hasattr(torch.backends, "cpu") else "unknown"
+print(f"device: cpu, threads: {torch.get_num_threads()}, torch {torch.__version__}, "
+      f"ATen CPU capability: {capability}")
+print("bfloat16 hardware flags:", bf16_hw if bf16_hw is not None else "unknown (no /proc/cpuinfo)")
+
+
+def make_model(width, depth=4):
+    layers = []
+    for _ in range(depth):
+        layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
+    return torch.nn.Sequential(*layers).eval()
+
+
+# %%
+# The anti-pattern and the recommended pattern
+# --------------------------------------------
+# Weights stay float32; autocast runs the eligible ops (``linear``) in bfloat16.
+def predict_fp32(model, x):
+    with torch.inference_mode():
+        return model(x)
+
+
+def predict_bf16(model, x):
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        return model(x)
+
+
+# %%
+# Check: how far off is bfloat16?
+# -------------------------------
+# bfloat16 keeps float32's range but only 8 bits of mantissa (~3 significant digits), so outputs
+# differ; the question is by how much relative to their size.
+model = make_model(512)
+x = torch.randn(64, 512)  # [batch, features]
+ref, low = predict_fp32(model, x), predict_bf16(model, x)
+print("output dtype under autocast:", low.dtype)
+max_abs = (low.float() - ref).abs().max().item()
+rel = max_abs / ref.abs().max().item()
+print(f"max abs error {max_abs:.3e}  (relative to max |output|: {rel:.2e})")
+torch.testing.assert_close(low.float(), ref, rtol=5e-2, atol=5e-2 * ref.abs().max().item())
+
+# %%
+# Measurement
+# -----------
+# Variants alternate round by round; speed-up = float32 time / bfloat16 time.
+
+
+def time_interleaved(variants, label, description, rounds=5, min_run_time=0.05):
+    runs = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            timer = benchmark.Timer("fn()", globals={"fn": fn}, label=label, sub_label=name,
+                                    description=description, num_threads=torch.get_num_threads())
+            runs[name].append(timer.blocked_autorange(min_run_time=min_run_time))
+    return runs
+
+
+widths, batch = [256, 1024], 64
+all_m, ratios, per_call = [], {}, {}
+for width in widths:
+    model = make_model(width)
+    x = torch.randn(batch, width)  # [batch, width]
+    runs = time_interleaved({"float32": lambda: predict_fp32(model, x),
+                             "bf16 autocast": lambda: predict_bf16(model, x)},
+                            label="4-layer MLP forward", description=f"width {width}")
+    all_m += runs["float32"] + runs["bf16 autocast"]
+    ratios[width] = [a.median / b.median for a, b in zip(runs["float32"], runs["bf16 autocast"])]
+    for name, ms in runs.items():
+        per_call[name, width] = [m.median * 1e6 for m in ms]
+
+benchmark.Compare(all_m).print()
+print("speed-up of bf16 autocast over float32 (median, range over rounds):")
+for width, r in ratios.items():
+    print(f"  width {width:5d}: {statistics.median(r):.2f}x  [{min(r):.2f} .. {max(r):.2f}]")
+
+# %%
+# Verdict
+# -------
+# It holds if bf16 autocast is more than 10% faster at every width. Where it is not, the reason
+# matters: without bf16 hardware that is expected (depends on the CPU); with it, the advice is
+# wrong for this model.
+RULE = ("holds if bf16 autocast is >1.10x faster than float32 at every width (median over rounds); "
+        "if not: depends when the CPU lacks avx512_bf16/amx_bf16 or some width gains, wrong when "
+        "the CPU has them and no width gains")
+med = {w: statistics.median(r) for w, r in ratios.items()}
+if all(v > 1.10 for v in med.values()):
+    verdict = "holds"
+elif bf16_hw and all(v <= 1.10 for v in med.values()):
+    verdict = "wrong"
+else:
+    verdict = "depends"
+print(f"Verdict: {verdict}. Speed-ups " + ", ".join(f"width {w}: {v:.2f}x" for w, v in med.items())
+      + f"; bf16 hardware: {bf16_hw or 'none'}; max relative error {rel:.1e}.")
+print(f"Rule: {RULE}")
+
+big = ratios[widths[-1]]
+RESULT = {
+    "verdict": verdict,
+    "rule": RULE,
+    "key": {"name": f"speed-up at width {widths[-1]}", "value": statistics.median(big),
+            "low": min(big), "high": max(big), "unit": "x"},
+    "measurements": [
+        {"variant": f"{name}, width {w}", "metric": "time per forward", "unit": "us",
+         "value": statistics.median(us), "spread": max(us) - min(us)}
+        for (name, w), us in per_call.items()
+    ] + [{"variant": "bf16 autocast, width 512", "metric": "max abs error vs float32",
+          "unit": "", "value": max_abs}],
+    "skipped": [],
+}
+
+# %%
+# When not to use it
+# ------------------
+# Check accuracy on your own outputs first: logits that are compared closely (ranking,
+# thresholds) can flip at 3 significant digits. On CPUs without bf16 instructions keep float32.
+# For GPU float16 training with a gradient scaler see the mixed-precision tip.
