@@ -5,6 +5,7 @@ as a module named ``conf`` too, so the repository root goes first on ``sys.path`
 below is checked to be the package, not this file.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -28,7 +29,18 @@ extensions = [
     "sphinx_copybutton",
     "tips_pages",
     "tips_compat",
+    "tips_index",
 ]
+
+# Links from tip pages and their code to PyTorch's API pages need PyTorch's inventory from the
+# network, so they are opt-in: TIPS_INTERSPHINX=1. By default the build stays offline.
+if os.environ.get("TIPS_INTERSPHINX") == "1":
+    extensions.append("sphinx.ext.intersphinx")
+    intersphinx_mapping = {
+        "torch": ("https://docs.pytorch.org/docs/stable/", None),
+        "python": ("https://docs.python.org/3/", None),
+        "numpy": ("https://numpy.org/doc/stable/", None),
+    }
 
 # Paths are relative to this directory: ../gallery holds the tips, tips/ receives the pages.
 sphinx_gallery_conf = gallery.gallery_conf("../gallery", settings.TIPS_OUT_DIR.name)

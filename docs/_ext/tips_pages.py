@@ -104,14 +104,43 @@ def header_rst(tip: tipmeta.Tip, record: dict) -> str:
         "",
     ]
     if tip.claims:
+        # The source article, and the claim's anchor on the claims page (which quotes it).
         examined = "; ".join(
-            f":ref:`{cid} <claim-{cid}>` (*{sources[cid.split('-')[0]]['title']}* {claims[cid]['where']})"
+            f":ref:`{cid} <claim-{cid}>` (*{sources[cid.split('-')[0]]['title']}*,"
+            f" {sources[cid.split('-')[0]]['kind']}, {claims[cid]['where']})"
             for cid in tip.claims
         )
         lines += [f"   *Examines claim:* {examined}", ""]
-    for ref in tip.docs:
-        lines += [f"   *PyTorch documentation:* {ref}", ""]
+    else:
+        lines += ["   *Examines claim:* none of the seed articles' claims; "
+                  ":ref:`the claims page <tips-claims>` lists them.", ""]
+    from tips_index import api_names, related_tips, search_keywords, subject_keywords
+
+    # py:obj references link to PyTorch's API pages when intersphinx is on (TIPS_INTERSPHINX=1)
+    # and render as plain code offline, without a warning.
+    apis = [f":py:obj:`{name}`" for name in api_names(tip)]
+    pages = [f"`{_doc_label(ref)} <{ref}>`__" for ref in tip.docs]
+    if apis or pages:
+        lines += [f"   *Documentation:* {', '.join(apis + pages)}", ""]
+    related = related_tips(tip)
+    if related:
+        lines += ["   *Related tips:* " + "; ".join(f":doc:`/{t.docname}`" for t in related), ""]
+    keywords = search_keywords(tip)
+    if keywords:
+        # Main index entries ("!") for what the tip is about: Sphinx's search ranks them above
+        # any text match. Other keywords are plain entries, listed after the other results.
+        subject = subject_keywords(tip)
+        head = [".. index::", *(f"   {'!' if k in subject else ''}single: {k}" for k in keywords), "",
+                ".. meta::", f"   :keywords: {', '.join(keywords)}", ""]
+        lines = head + lines
     return "\n".join(lines) + "\n"
+
+
+def _doc_label(url: str) -> str:
+    """``https://.../generated/torch.take_along_dim.html`` -> ``torch.take_along_dim``."""
+    path, _, anchor = url.partition("#")
+    stem = path.rstrip("/").rsplit("/", 1)[-1].removesuffix(".html") or path
+    return f"{stem} ({anchor})" if anchor else stem
 
 
 def _escape(text: str) -> str:

@@ -1,0 +1,147 @@
+"""Fixtures for the real-browser tests: the built site served on localhost, and Chromium.
+
+The browser is Debian's Chromium (``apt-get install chromium``), driven through the
+``playwright`` package; no browser is ever downloaded. If Chromium or playwright is missing, or
+Chromium will not start, the tests FAIL, saying so: a skipped browser test would hide a site
+nobody checked.
+
+``TIPS_TEST_HTML=/path/to/html`` tests an already built site instead of building it (the
+``site`` fixture), e.g. a private build made with ``sphinx-build ... docs /tmp/html``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from conf import tipmeta
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = os.environ.get("TIPS_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+TIMEOUT_MS = 60_000  # a 2-core machine shared by several builds is slow to lay out pages
+
+# Each query must put, among its first three results, a tip that examines one of these claims
+# (conf/claims.toml). Claims rather than file names: whichever tip answers the claim counts.
+QUERIES = {
+    "inference_mode": ["S0-5"],
+    "GradScaler": ["S1-5"],
+    "map_location": ["S0-6", "S1-3"],
+    "non_blocking": ["S1-4"],
+    "set_to_none": ["S1-6"],
+    "ModuleList": ["S2-6"],
+    "register_buffer": ["S2-4"],
+    "memory leak": ["S0-4", "S4-2", "S4-3"],
+    "out of memory": ["S4-1", "S4-3", "S4-2"],
+    "cudnn.benchmark": ["S1-10"],
+    "from_numpy": ["S1-8"],
+    "gradient accumulation": ["S1-7"],
+}
+
+
+def answering_docnames(query: str, tips: list[tipmeta.Tip]) -> set[str]:
+    wanted = set(QUERIES[query])
+    return {t.docname for t in tips if wanted & set(t.claims)}
+
+
+def docname_of(url: str, base_url: str) -> str:
+    """``http://127.0.0.1:8000/tips/speed/tip_x.html?highlight=y#z`` -> ``tips/speed/tip_x``."""
+    path = unquote(urlparse(url).path)
+    base = urlparse(base_url).path.rstrip("/")
+    return path[len(base):].lstrip("/").removesuffix(".html")
+
+
+@pytest.fixture(scope="session")
+def html_dir(request) -> Path:
+    given = os.environ.get("TIPS_TEST_HTML")
+    if given:
+        path = Path(given)
+        assert (path / "index.html").exists(), f"TIPS_TEST_HTML={given} holds no built site"
+        return path
+    return request.getfixturevalue("site")
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the base class's signature
+        pass
+
+
+@pytest.fixture(scope="session")
+def base_url(html_dir: Path):
+    """The built site over HTTP on 127.0.0.1 (ephemeral port), as a reader's browser sees it."""
+    handler = functools.partial(_QuietHandler, directory=str(html_dir))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        pytest.fail(f"the browser tests need the playwright package (conf/requirements/tests.txt): {exc}",
+                    pytrace=False)
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium is not installed at {CHROMIUM} (CI: apt-get install -y chromium)",
+                    pytrace=False)
+    manager = sync_playwright().start()
+    try:
+        chromium = manager.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    except Exception as exc:  # any launch failure must fail the run, loudly
+        manager.stop()
+        pytest.fail(f"Chromium at {CHROMIUM} could not be launched: {exc}", pytrace=False)
+    yield chromium
+    chromium.close()
+    manager.stop()
+
+
+@pytest.fixture
+def new_page(browser):
+    """``new_page(width=1280, height=900, dark=False)``: a fresh page in its own context."""
+    contexts = []
+
+    def make(width: int = 1280, height: int = 900, dark: bool = False):
+        context = browser.new_context(viewport={"width": width, "height": height},
+                                      color_scheme="dark" if dark else "light")
+        context.set_default_timeout(TIMEOUT_MS)
+        contexts.append(context)
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.js_errors = errors  # type: ignore[attr-defined]
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def screenshot(page, name: str, full_page: bool = True) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
+
+
+def wait_for_search(page) -> None:
+    """Sphinx's search has finished and listed every result."""
+    page.wait_for_function(
+        "() => { const s = document.querySelector('#search-results .search-summary');"
+        " return s && s.textContent.trim().length > 0; }")
+
+
+def top_results(page, base_url: str, n: int = 3) -> list[str]:
+    hrefs = page.eval_on_selector_all(
+        "#search-results ul.search > li", "lis => lis.map(li => li.querySelector('a').href)")
+    return [docname_of(h, base_url) for h in hrefs[:n]]

@@ -1,0 +1,204 @@
+"""The built site in a real browser (Debian's Chromium, headless, through playwright).
+
+A reader's paths through the site: type a query in the search box and find the tip that answers
+it among the first three results; open a tip and see its verdict and where its numbers come
+from; download its script and notebook; filter the home page's cards; read it on a phone in
+dark mode. Screenshots land in test-artifacts/ (git-ignored). A browser that cannot start fails
+these tests (see tests/_browser.py); they never skip.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import urljoin
+
+import pytest
+
+from conf import gallery, settings, tipmeta
+
+pytest.register_assert_rewrite("_browser")
+from _browser import (  # noqa: E402
+    QUERIES,
+    answering_docnames,
+    docname_of,
+    screenshot,
+    top_results,
+    wait_for_search,
+)
+
+# The fixtures (html_dir, base_url, browser, new_page), registered once for every module.
+pytest_plugins = ["_browser"]
+
+
+def _example_tip(tips: list[tipmeta.Tip]) -> tipmeta.Tip:
+    """The exemplar tip when it exists, else the first tip that examines a claim."""
+    by_name = {t.name: t for t in tips}
+    return by_name.get("tip_inference_mode") or next(t for t in tips if t.claims)
+
+
+@pytest.mark.parametrize("query", list(QUERIES))
+def test_search_box_finds_the_answering_tip(new_page, base_url, tips, query):
+    expected = answering_docnames(query, tips)
+    assert expected, f"no tip examines {QUERIES[query]} yet, so nothing can answer {query!r}"
+    page = new_page()
+    page.goto(f"{base_url}/index.html")
+    box = page.locator("input.sidebar-search")
+    box.fill(query)
+    box.press("Enter")
+    page.wait_for_url(re.compile(r"/search\.html\?"))
+    wait_for_search(page)
+    top = top_results(page, base_url)
+    if query == "GradScaler":
+        screenshot(page, "search-results.png")
+    assert expected & set(top), (
+        f"search {query!r}: first three results are {top}, none of {sorted(expected)}")
+    assert not page.js_errors, page.js_errors
+
+
+def test_tip_page_shows_verdict_provenance_source_and_tools(new_page, base_url, tips):
+    tip = _example_tip(tips)
+    record = gallery.load_result(settings.TIPS_OUT_DIR / tip.topic / tip.path.name)
+    page = new_page()
+    page.goto(f"{base_url}/{tip.docname}.html")
+
+    badge = page.locator(".tip-header .tip-verdict").first
+    assert badge.is_visible()
+    assert badge.inner_text().strip() == record["verdict"]
+    provenance = page.locator(".tip-provenance")
+    assert provenance.is_visible()
+    assert re.search(r"Provenance: torch \d+\.\d+.*threads.*built \d{4}-\d\d-\d\d", provenance.inner_text())
+
+    # the source article and the claim ids, linked to the claim's anchor on the claims page
+    header = page.locator(".tip-header")
+    for cid in tip.claims:
+        link = header.locator(f'a[href*="claims.html#claim-{cid.lower()}"]')
+        assert link.count() and link.first.is_visible(), f"no visible link to claim {cid}"
+        source = tipmeta.sources()[cid.split("-")[0]]["title"]
+        assert source in header.inner_text()
+    # tags link to their tag page; related tips link to tip pages
+    tag_links = header.locator("a.tip-tag-link")
+    assert tag_links.count() == len(tip.tags)
+    assert "Related tips" in header.inner_text()
+    related = header.locator("a[href*='tip_']")
+    assert related.count() >= 1
+
+    # copy buttons on code (sphinx-copybutton adds them once the page has loaded)
+    page.wait_for_selector("button.copybtn", state="attached")
+    assert page.locator("button.copybtn").count() >= page.locator("div.highlight").count() > 0
+    screenshot(page, "tip-page.png")
+    assert not page.js_errors, page.js_errors
+
+    # following the claim link lands on the claim, on the claims page
+    if tip.claims:
+        header.locator(f'a[href*="claims.html#claim-{tip.claims[0].lower()}"]').first.click()
+        page.wait_for_url(re.compile(r"claims\.html#claim-"))
+        assert page.locator(f"#claim-{tip.claims[0].lower()}").count() == 1
+
+
+def test_download_links_fetch_the_real_files(new_page, base_url, tips):
+    tip = _example_tip(tips)
+    page = new_page()
+    page.goto(f"{base_url}/{tip.docname}.html")
+    for kind, suffix in (("python", ".py"), ("jupyter", ".ipynb")):
+        link = page.locator(f".sphx-glr-download-{kind} a").first
+        assert link.is_visible(), f"no visible {suffix} download button"
+        href = urljoin(page.url, link.get_attribute("href"))
+        assert href.endswith(tip.name + suffix), href
+        response = page.request.get(href)
+        assert response.status == 200, f"{href}: HTTP {response.status}"
+        body = response.body()
+        assert body, f"{href} is empty"
+        if suffix == ".py":
+            compile(body.decode("utf-8"), href, "exec")
+            assert "RESULT" in body.decode("utf-8")
+        else:
+            notebook = json.loads(body)
+            assert notebook["cells"] and notebook["nbformat"] >= 4
+
+
+def test_index_filter_hides_and_shows_cards(new_page, base_url, tips):
+    page = new_page()
+    page.goto(f"{base_url}/index.html")
+    cards = page.locator(".tip-card")
+    assert cards.count() == len(tips), "the home page must show one card per tip"
+    for card in cards.all()[:3]:
+        assert card.locator(".tip-verdict").is_visible()
+        assert card.locator(".tip-card-takeaway").inner_text().strip()
+    page.wait_for_selector("#tip-filter:not([hidden])")
+    screenshot(page, "home.png")
+
+    # a tag that some but not all tips carry
+    counts = {tag: sum(tag in t.tags for t in tips) for tag in tipmeta.vocab()["tags"]}
+    tag = next((t for t, n in counts.items() if 0 < n < len(tips)), None)
+    assert tag, "every tip has the same tags: the filter cannot be exercised"
+    chip = page.locator(f'.tip-filter-chip[data-facet="tag"][data-value="{tag}"]')
+    chip.click()
+    assert chip.get_attribute("aria-pressed") == "true"
+    visible = page.locator(".tip-card:visible")
+    assert visible.count() == counts[tag], f"filter on {tag}: {visible.count()} cards shown, want {counts[tag]}"
+    assert page.locator(".tip-filter-count").inner_text() == f"Showing {counts[tag]} of {len(tips)} tips"
+    assert f"tag={tag}" in page.url
+    chip.click()
+    assert page.locator(".tip-card:visible").count() == len(tips)
+
+    # verdict and device facets combine with AND; "Show all" brings every card back
+    verdict = page.locator('.tip-filter-chip[data-facet="verdict"]').first
+    value = verdict.get_attribute("data-value")
+    verdict.click()
+    n_verdict = page.locator(f".tip-card.tc-verdict-{value}").count()
+    assert page.locator(".tip-card:visible").count() == n_verdict
+    page.locator('.tip-filter-chip[data-facet="device"][data-value="cpu"]').click()
+    assert page.locator(".tip-card:visible").count() == page.locator(
+        f".tip-card.tc-verdict-{value}.tc-device-cpu").count()
+    page.locator(".tip-filter-clear").click()
+    assert page.locator(".tip-card:visible").count() == len(tips)
+
+    # a shared link with ?tag= opens filtered
+    page.goto(f"{base_url}/index.html?tag={tag}")
+    page.wait_for_selector("#tip-filter:not([hidden])")
+    assert page.locator(".tip-card:visible").count() == counts[tag]
+    assert not page.js_errors, page.js_errors
+
+
+def test_one_page_per_tag_lists_its_tips(new_page, base_url, tips):
+    used = sorted({tag for t in tips for tag in t.tags})
+    page = new_page()
+    page.goto(f"{base_url}/generated/tags/index.html")
+    for tag in used:
+        assert page.locator(f'a[href$="{tag}.html"]').count() >= 1, f"tag index misses {tag}"
+    for tag in used:
+        page.goto(f"{base_url}/generated/tags/{tag}.html")
+        shown = {docname_of(urljoin(page.url, a.get_attribute("href")), base_url)
+                 for a in page.locator(".tip-card-title a").all()}
+        assert shown == {t.docname for t in tips if tag in t.tags}, f"tag page {tag}"
+
+
+@pytest.mark.parametrize("where", ["index", "tip"])
+def test_phone_width_and_dark_mode(new_page, base_url, tips, where):
+    page = new_page(width=390, height=844, dark=True)
+    url = "index.html" if where == "index" else f"{_example_tip(tips).docname}.html"
+    page.goto(f"{base_url}/{url}")
+    # nothing of ours makes the page wider than the phone
+    overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 1, f"{url} is {overflow}px wider than a 390px phone"
+    # furo's dark palette applies, and our cards and badges follow it
+    luminance = page.evaluate("""sel => {
+        const rgb = getComputedStyle(document.querySelector(sel)).backgroundColor.match(/\\d+/g).map(Number);
+        return (0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]) / 255; }""",
+        "body")
+    assert luminance < 0.3, f"{url}: body background is not dark in dark mode ({luminance:.2f})"
+    if where == "index":
+        card = page.evaluate("""() => {
+            const c = document.querySelector('.tip-card');
+            const bg = getComputedStyle(c).backgroundColor.match(/\\d+/g).map(Number);
+            const fg = getComputedStyle(c.querySelector('.tip-card-takeaway')).color.match(/\\d+/g).map(Number);
+            const l = v => (0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]) / 255;
+            return [l(bg), l(fg), c.getBoundingClientRect().right <= window.innerWidth]; }""")
+        assert card[0] < 0.3 < card[1], f"card background/text not dark-mode colours: {card}"
+        assert card[2], "a card sticks out of the phone screen"
+        screenshot(page, "home-phone-dark.png")
+    else:
+        assert page.locator(".tip-header .tip-verdict").first.is_visible()
+        screenshot(page, "tip-phone-dark.png", full_page=False)
+    assert not page.js_errors, page.js_errors
