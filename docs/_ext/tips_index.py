@@ -325,6 +325,14 @@ def forget_index_entries(app: Sphinx, env, docname: str) -> None:
         store.pop(docname, None)
 
 
+def merge_index_entries(app: Sphinx, env, docnames: set[str], other) -> None:
+    """env-merge-info: bring the entries read by a parallel reader (-j N) back."""
+    store = getattr(env, "_search_index_index_entries", None)
+    theirs = getattr(other, "_search_index_index_entries", None)
+    if isinstance(store, dict) and isinstance(theirs, dict):
+        store.update({d: theirs[d] for d in docnames if d in theirs})
+
+
 def setup(app: Sphinx) -> dict:
     app.setup_extension("tips_pages")
     app.add_directive("tip-cards", TipCards)
@@ -333,5 +341,6 @@ def setup(app: Sphinx) -> dict:
     app.connect("doctree-resolved", resolve_links)
     app.connect("doctree-read", keep_index_entries)
     app.connect("env-purge-doc", forget_index_entries)
+    app.connect("env-merge-info", merge_index_entries)
     app.add_js_file("tips_filter.js", loading_method="defer")
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
