@@ -14,7 +14,7 @@ from pathlib import Path
 import nox
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conf import settings  # noqa: E402
+from conf import settings, shards  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_venv = "yes"
@@ -34,24 +34,68 @@ def clean_outputs() -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def sphinx_build(session: nox.Session, *extra: str) -> None:
+def sphinx_build(session: nox.Session, *extra: str, out: Path = settings.HTML_DIR,
+                 doctrees: Path = settings.DOCTREES_DIR, env: dict[str, str] | None = None) -> None:
     session.run(
         "sphinx-build", "-b", "html", "-W", "--keep-going", "-j", "1",
-        "-d", str(settings.DOCTREES_DIR), str(settings.DOCS_DIR), str(settings.HTML_DIR),
-        *extra,
+        "-d", str(doctrees), str(settings.DOCS_DIR), str(out),
+        *extra, env=env,
     )
+
+
+def pop_option(args: list[str], name: str) -> str | None:
+    """Remove ``name VALUE`` or ``name=VALUE`` from ``args``; return VALUE (None if absent)."""
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            del args[i]
+            return args.pop(i)
+        if arg.startswith(name + "="):
+            del args[i]
+            return arg.split("=", 1)[1]
+    return None
 
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the site, executing every changed tip (`-- --clean` re-runs every tip)."""
+    """Build the site, executing every changed tip (`-- --clean` re-runs every tip).
+
+    `-- --shard K/N` executes only shard K of N and packs its output for `nox -s docs_merge`.
+    After a build, its results go to build/results/ as one result set (conf/results.py).
+    """
     args = list(session.posargs)
+    shard = pop_option(args, "--shard")
     if "--clean" in args:
         args.remove("--clean")
-        clean_outputs()
+        if shard:
+            shards.clean_outputs()  # keeps the other shards' packs in build/shards/
+        else:
+            clean_outputs()
     install(session, "docs.txt")
+    if shard:
+        k, n = shards.parse_shard(shard)
+        where = shards.SHARD_BUILDS_DIR / shards.pack_name(k, n)
+        sphinx_build(session, *args, out=where / "html", doctrees=where / "doctrees",
+                     env={shards.ENV_VAR: f"{k}/{n}"})
+        session.run("python", "-m", "conf.shards", "pack", f"{k}/{n}")
+        session.log("Shard built: merge every shard with `nox -s docs_merge`")
+        return
     sphinx_build(session, *args)
+    session.run("python", "-m", "conf.results", "export")
     session.log(f"Site built: open {settings.HTML_DIR / 'index.html'}")
+
+
+@nox.session(default=False)
+def docs_merge(session: nox.Session) -> None:
+    """Merge shard packs (`nox -s docs -- --shard K/N` for each K) into one site, executing nothing.
+
+    `-- PACK...` names the packs (default: every pack in build/shards/). Result sets from other
+    builds (e.g. a CUDA runner's) are shown beside this site's figures: TIPS_RESULT_SETS=dir.
+    """
+    install(session, "docs.txt")
+    session.run("python", "-m", "conf.shards", "merge", *session.posargs)
+    sphinx_build(session, env={shards.ENV_VAR: shards.MERGED})
+    session.run("python", "-m", "conf.results", "export")
+    session.log(f"Merged site built: open {settings.HTML_DIR / 'index.html'}")
 
 
 @nox.session
@@ -71,9 +115,10 @@ def matrix(session: nox.Session, torch: str) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Lint Python sources with ruff."""
+    """Lint Python sources with ruff and the CI workflows with actionlint."""
     session.install("-r", str(REQ / "lint.txt"))
     session.run("ruff", "check", ".", *session.posargs)
+    session.run("actionlint", *sorted(str(p) for p in (settings.ROOT / ".github" / "workflows").glob("*.yml")))
 
 
 @nox.session(default=False)

@@ -18,7 +18,7 @@ import conf as _conf_pkg  # noqa: E402
 if Path(_conf_pkg.__file__).resolve() != (ROOT / "conf" / "__init__.py").resolve():
     raise RuntimeError(f"imported {_conf_pkg.__file__} instead of the conf/ package")
 
-from conf import gallery, settings  # noqa: E402
+from conf import gallery, settings, shards  # noqa: E402
 
 project = "PyTorch tips, measured"
 author = "The PyTorch tips knowledge base authors"
@@ -43,7 +43,10 @@ if os.environ.get("TIPS_INTERSPHINX") == "1":
     }
 
 # Paths are relative to this directory: ../gallery holds the tips, tips/ receives the pages.
-sphinx_gallery_conf = gallery.gallery_conf("../gallery", settings.TIPS_OUT_DIR.name)
+# TIPS_SHARD=K/N executes only shard K's tips; TIPS_SHARD=merged executes none (conf/shards.py).
+sphinx_gallery_conf = gallery.gallery_conf(
+    "../gallery", settings.TIPS_OUT_DIR.name,
+    filename_pattern=shards.filename_pattern(settings.GALLERY_DIR))
 
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "tips/**/*.md5"]
 templates_path = ["_templates"]

@@ -12,13 +12,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from conf import gallery, tipmeta
+from conf import gallery, results, tipmeta
 
 logger = logging.getLogger(__name__)
 
@@ -51,16 +52,46 @@ def validate_tips(app: Sphinx) -> None:
     _write_claims_page(app, tips)
 
 
+def _executes(app: Sphinx, tip: tipmeta.Tip) -> bool:
+    """Whether this build executes ``tip``: all tips, or only a shard's (conf/shards.py)."""
+    pattern = app.config.sphinx_gallery_conf.get("filename_pattern", r"/tip_")
+    return re.search(pattern, str(tip.path)) is not None
+
+
 def check_results(app: Sphinx) -> None:
-    """builder-inited, after sphinx-gallery: every tip must have recorded a RESULT."""
+    """builder-inited, after sphinx-gallery: every tip this build executes must have recorded a RESULT."""
     _, out_dir = _gallery_dirs(app)
     missing = [
         f"{tip.path.name}: ran without defining RESULT (or its result record is missing)"
         for tip in _tips(app)
-        if gallery.load_result(out_dir / tip.topic / tip.path.name) is None
+        if _executes(app, tip) and gallery.load_result(out_dir / tip.topic / tip.path.name) is None
     ]
     if missing:
         raise ExtensionError("tips without a result:\n" + "\n".join(missing))
+
+
+def load_result_sets(app: Sphinx) -> None:
+    """builder-inited: read the result sets named by ``TIPS_RESULT_SETS`` (conf/results.py)."""
+    try:
+        paths = results.paths_from_env()
+        app.env.tips_result_sets = results.load_sets(paths)  # type: ignore[attr-defined]
+    except results.ResultSetError as exc:
+        raise ExtensionError(str(exc)) from None
+    app.env.tips_result_sets_new_fp = results.fingerprint(paths)  # type: ignore[attr-defined]
+    if paths:
+        logger.info(f"tips_pages: merging {len(paths)} result set(s): " + ", ".join(map(str, paths)))
+
+
+def result_sets_outdate_tips(app, env, added, changed, removed) -> list[str]:
+    """env-get-outdated: when the given result sets change, every tip page is dressed again."""
+    new = env.tips_result_sets_new_fp
+    if getattr(env, "tips_result_sets_fp", None) == new:
+        return []
+    env.tips_result_sets_fp = new
+    _, out_dir = _gallery_dirs(app)
+    prefix = out_dir.relative_to(Path(app.srcdir).resolve()).as_posix()
+    docs = {f"{prefix}/{tip.topic}/{tip.name}" for tip in _tips(app)}
+    return sorted(docs & set(env.found_docs) - set(added))
 
 
 def _tip_for_doc(app: Sphinx, docname: str) -> tipmeta.Tip | None:
@@ -152,41 +183,124 @@ def _device_words(record: dict) -> str:
     return f"{kind} ({record['device_name']}, {record['threads']} threads)"
 
 
-def footer_rst(tip: tipmeta.Tip, record: dict) -> str:
-    lines = [".. rubric:: Figures measured by this build", ""]
-    measurements = record.get("measurements") or []
-    if measurements:
-        lines += [
-            ".. list-table::",
-            "   :header-rows: 1",
-            "   :class: tip-figures",
-            "",
-            "   * - variant",
-            "     - metric",
-            "     - value",
-            "     - spread",
-        ]
-        for m in measurements:
-            spread = f"± {_fmt(m['spread'])} {m['unit']}" if m.get("spread") is not None else "–"
-            lines += [
-                f"   * - {_escape(m['variant'])}",
-                f"     - {_escape(m['metric'])}",
-                f"     - {_fmt(m['value'])} {m['unit']}",
-                f"     - {spread}",
-            ]
-        lines.append("")
+def _value(m: dict) -> str:
+    return f"{_fmt(m['value'])} {m['unit']}"
+
+
+def _spread(m: dict) -> str:
+    return f"± {_fmt(m['spread'])} {m['unit']}" if m.get("spread") is not None else "–"
+
+
+def _provenance(record: dict) -> str:
+    return (f"torch {record['torch']}, {_device_words(record)},"
+            f" Python {record['python']}, built {record['date']}.")
+
+
+def footer_rst(tip: tipmeta.Tip, record: dict, others: list[dict] | tuple = ()) -> str:
+    """Figures, skipped parts and provenance at the end of a tip page.
+
+    ``record`` is this build's (the run whose output the page shows); ``others`` are records
+    of the same tip from the result sets given to the build (``TIPS_RESULT_SETS``, see
+    conf/results.py), one per other build configuration. With others, the figures table has
+    one column per configuration. A device the tip measures on that no column covers is named
+    as not yet measured, with no number.
+    """
+    columns = [record, *others]
+    measured = {c["device"] for c in columns}
+    lines = [".. rubric:: Figures measured by this build" if not others
+             else ".. rubric:: Figures measured on each device", ""]
+    if len(columns) == 1:
+        lines += _single_table(record)
     else:
-        lines += ["This tip checks a behaviour; it times nothing.", ""]
-    for why in record.get("skipped") or []:
-        lines += [f"*Skipped:* {_escape(why)}", ""]
+        lines += _multi_table(columns)
+    for device in tip.devices:
+        if device not in measured:
+            word = results.device_word(device)
+            why = f"no {word} build's results were given to this build"
+            lines += [f"*{word}:* not yet measured on {word}: {why}.", ""]
+    for c in columns:
+        where = "" if len(columns) == 1 else f" ({_escape(results.column_label(c))})"
+        for why in c.get("skipped") or []:
+            lines += [f"*Skipped{where}:* {_escape(why)}", ""]
     lines += [
         ".. container:: tip-provenance",
         "",
-        f"   Provenance: torch {record['torch']}, {_device_words(record)},"
-        f" Python {record['python']}, built {record['date']}.",
+        f"   Provenance: {_provenance(record)}",
         "",
     ]
+    for c in others:
+        lines += [f"   Provenance of the {_escape(results.column_label(c))} column: {_provenance(c)}", ""]
     return "\n".join(lines) + "\n"
+
+
+def _single_table(record: dict) -> list[str]:
+    measurements = record.get("measurements") or []
+    if not measurements:
+        return ["This tip checks a behaviour; it times nothing.", ""]
+    lines = [
+        ".. list-table::",
+        "   :header-rows: 1",
+        "   :class: tip-figures",
+        "",
+        "   * - variant",
+        "     - metric",
+        "     - value",
+        "     - spread",
+    ]
+    for m in measurements:
+        lines += [
+            f"   * - {_escape(m['variant'])}",
+            f"     - {_escape(m['metric'])}",
+            f"     - {_value(m)}",
+            f"     - {_spread(m)}",
+        ]
+    return lines + [""]
+
+
+def _multi_table(columns: list[dict]) -> list[str]:
+    """variant | metric | one column per build configuration: verdict, key figure, measurements."""
+    rows: list[tuple[str, str]] = []
+    for c in columns:
+        for m in c.get("measurements") or []:
+            if (m["variant"], m["metric"]) not in rows:
+                rows.append((m["variant"], m["metric"]))
+    lines = [
+        ".. list-table::",
+        "   :header-rows: 1",
+        "   :class: tip-figures tip-figures-devices",
+        "",
+        "   * - variant",
+        "     - metric",
+        *(f"     - {_escape(results.column_label(c))}" for c in columns),
+        "   * - *verdict*",
+        "     - –",
+        *(f"     - **{c['verdict']}**" for c in columns),
+    ]
+    if any(c.get("key") for c in columns):
+        name = next(c["key"]["name"] for c in columns if c.get("key"))
+        lines += ["   * - *key figure*", f"     - {_escape(name)}"]
+        for c in columns:
+            key = c.get("key")
+            if not key:
+                lines.append("     - none reported")
+                continue
+            spread = ""
+            if key.get("low") is not None and key.get("high") is not None:
+                spread = f" ({_fmt(key['low'])} to {_fmt(key['high'])})"
+            lines.append(f"     - {_fmt(key['value'])} {key['unit']}{spread}")
+    for variant, metric in rows:
+        lines += [f"   * - {_escape(variant)}", f"     - {_escape(metric)}"]
+        for c in columns:
+            m = next((m for m in c.get("measurements") or []
+                      if (m["variant"], m["metric"]) == (variant, metric)), None)
+            if m is None:
+                lines.append("     - not measured")
+            else:
+                spread = f" {_spread(m)}" if m.get("spread") is not None else ""
+                lines.append(f"     - {_value(m)}{spread}")
+    if not rows:
+        lines += ["   * - *(no timings)*", "     - –", *("     - behaviour checked" for _ in columns)]
+    return lines + [""]
 
 
 def dress_tip_page(app: Sphinx, docname: str, source: list[str]) -> None:
@@ -197,6 +311,8 @@ def dress_tip_page(app: Sphinx, docname: str, source: list[str]) -> None:
     _, out_dir = _gallery_dirs(app)
     record = gallery.load_result(out_dir / tip.topic / tip.path.name)
     if record is None:
+        if not _executes(app, tip):
+            return  # a shard build: another shard executes this tip and dresses its page
         raise ExtensionError(f"{tip.path.name}: no result record to show on its page")
     text = source[0]
     lines = text.split("\n")
@@ -205,11 +321,12 @@ def dress_tip_page(app: Sphinx, docname: str, source: list[str]) -> None:
     under = next(i for i in range(label + 1, len(lines)) if lines[i] and set(lines[i]) == {"="})
     lines.insert(under + 1, "\n" + header_rst(tip, record))
     text = "\n".join(lines)
-    marker = f".. _sphx_glr_download_"
+    marker = ".. _sphx_glr_download_"
     cut = text.find(marker)
     if cut < 0:
         raise ExtensionError(f"{tip.path.name}: sphinx-gallery page has no download section")
-    source[0] = text[:cut] + footer_rst(tip, record) + "\n" + text[cut:]
+    others = results.columns_for(tip.name, record, app.env.tips_result_sets)[1:]  # type: ignore[attr-defined]
+    source[0] = text[:cut] + footer_rst(tip, record, others) + "\n" + text[cut:]
 
 
 def _write_claims_page(app: Sphinx, tips: list[tipmeta.Tip]) -> None:
@@ -269,6 +386,8 @@ def setup(app: Sphinx) -> dict:
     # sphinx-gallery generates on builder-inited at the default priority (500).
     app.connect("builder-inited", validate_tips, priority=400)
     app.connect("builder-inited", check_results, priority=900)
+    app.connect("builder-inited", load_result_sets, priority=950)
+    app.connect("env-get-outdated", result_sets_outdate_tips)
     app.connect("source-read", dress_tip_page)
     app.add_css_file("tips.css")
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

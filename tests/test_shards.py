@@ -1,0 +1,332 @@
+"""Sharded builds: shards 1/2 and 2/2 merged give the same site as an unsharded build.
+
+To keep the suite fast, the builds use a fixture gallery: the ``FIXTURE_SIZE`` real tips from
+``gallery/`` with the shortest recorded run time (``conf/timings.json``), copied into a throwaway
+Sphinx project that uses the real extension and the real shard code (as ``docs/conf.py`` does).
+The session fixture ``fixture_builds`` makes, once per test session:
+
+* an unsharded build at 1 thread (its result set feeds tests/test_results.py),
+* shard 1/2 and shard 2/2 builds at the default thread count, each packed,
+* the merge of the two packs and a build that executes nothing,
+* that merged site rebuilt with the unsharded build's result set given (``TIPS_RESULT_SETS``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from conf import results, settings, shards, tipmeta
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE_SIZE = 3
+
+FIXTURE_CONF = """
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, {root!r})
+sys.path.insert(0, {ext!r})
+from conf import gallery, settings, shards
+
+# A build at another thread count, for a second real result set (tests/test_results.py).
+settings.TIPS_THREADS = int(os.environ.get("FIXTURE_THREADS", settings.TIPS_THREADS))
+
+extensions = ["sphinx_gallery.gen_gallery", "tips_pages"]
+sphinx_gallery_conf = gallery.gallery_conf(
+    "gallery", "tips", filename_pattern=shards.filename_pattern(Path(__file__).parent / "gallery"))
+html_theme = "furo"
+html_static_path = []
+exclude_patterns = ["_build", "gallery"]
+"""
+
+FIXTURE_INDEX = """
+Fixture
+=======
+
+.. toctree::
+
+   tips/index
+   generated/claims
+"""
+
+
+def fixture_tips() -> list[Path]:
+    """The fastest real tips by recorded run time; tips never timed come last, by name."""
+    timings = shards.load_timings()
+    ranked = sorted(tipmeta.tip_files(), key=lambda p: (timings.get(p.stem, float("inf")), p.stem))
+    return ranked[:FIXTURE_SIZE]
+
+
+@dataclass
+class Project:
+    """A throwaway Sphinx project holding copies of some gallery tips."""
+
+    root: Path
+    tips: list[Path]
+    logs: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        gallery = self.src / "gallery"
+        gallery.mkdir(parents=True)
+        shutil.copy(settings.GALLERY_DIR / "README.rst", gallery / "README.rst")
+        for tip in self.tips:
+            topic = gallery / tip.parent.name
+            topic.mkdir(exist_ok=True)
+            shutil.copy(tip.parent / "README.rst", topic / "README.rst")
+            shutil.copy(tip, topic / tip.name)
+        (self.src / "conf.py").write_text(FIXTURE_CONF.format(root=str(ROOT), ext=str(ROOT / "docs" / "_ext")))
+        (self.src / "index.rst").write_text(FIXTURE_INDEX)
+
+    @property
+    def src(self) -> Path:
+        return self.root / "src"
+
+    @property
+    def gallery(self) -> Path:
+        return self.src / "gallery"
+
+    @property
+    def tips_out(self) -> Path:
+        return self.src / "tips"
+
+    def html(self, name: str) -> Path:
+        return self.root / name / "html"
+
+    def build(self, name: str, **env: str) -> Path:
+        out = self.html(name)
+        cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q",
+               "-d", str(self.root / name / "doctrees"), str(self.src), str(out)]
+        run_env = {k: v for k, v in os.environ.items()
+                   if k not in ("PYTHONPATH", shards.ENV_VAR, results.ENV_VAR, "FIXTURE_THREADS")}
+        proc = subprocess.run(cmd, cwd=self.src, capture_output=True, text=True, check=False,
+                              env={**run_env, **env})
+        self.logs[name] = proc.stdout + proc.stderr
+        assert proc.returncode == 0, f"{name} build failed:\n{self.logs[name][-6000:]}"
+        return out
+
+
+@dataclass
+class FixtureBuilds:
+    tips: list[Path]
+    unsharded: Project
+    sharded: Project
+    packs: list[Path]
+    ref_sets: list[Path]        # the unsharded build's result set(s), 1 thread
+    merged_sets: list[Path]     # the merged build's result set(s), default threads
+    merged_plain: Path          # merged site, no result sets given
+    merged_with_sets: Path      # the same site rebuilt with TIPS_RESULT_SETS=<ref_sets>
+    shard_executed: list[set[str]]  # tips whose result record each shard build (re)wrote
+    result_mtimes: dict[str, int]
+    result_mtimes_after: dict[str, int]
+
+
+def _result_mtimes(tips_out: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in tips_out.glob("*/*" + results.RESULT_SUFFIX)}
+
+
+_BUILT: dict[str, FixtureBuilds] = {}
+
+
+@pytest.fixture(scope="session")
+def fixture_builds(tmp_path_factory) -> FixtureBuilds:
+    return build_fixture(tmp_path_factory)
+
+
+def build_fixture(tmp_path_factory) -> FixtureBuilds:
+    """The builds, made once per test session (tests/test_results.py uses them too)."""
+    if "builds" not in _BUILT:
+        _BUILT["builds"] = _make_builds(tmp_path_factory)
+    return _BUILT["builds"]
+
+
+def _make_builds(tmp_path_factory) -> FixtureBuilds:
+    tips = fixture_tips()
+    if len(tips) < 2:
+        pytest.skip("a sharded build needs at least two tips in gallery/")
+    base = tmp_path_factory.mktemp("shards")
+
+    unsharded = Project(base / "unsharded", tips)
+    unsharded.build("html-1thread", FIXTURE_THREADS="1")
+    ref_sets = results.export(base / "results-1thread", unsharded.tips_out, gallery_dir=unsharded.gallery)
+
+    sharded = Project(base / "sharded", tips)
+    packs, executed = [], []
+    for k in (1, 2):
+        seen = _result_mtimes(sharded.tips_out)
+        sharded.build(f"shard-{k}", **{shards.ENV_VAR: f"{k}/2"})
+        executed.append({name[: -len(results.RESULT_SUFFIX)]
+                         for name, t in _result_mtimes(sharded.tips_out).items() if seen.get(name) != t})
+        packs.append(shards.pack(k, 2, sharded.tips_out, base / "packs", gallery_dir=sharded.gallery))
+    shards.merge(packs, sharded.tips_out, gallery_dir=sharded.gallery)
+    before = _result_mtimes(sharded.tips_out)
+    merged = sharded.build("merged", **{shards.ENV_VAR: shards.MERGED})
+    plain = base / "merged-plain"
+    shutil.copytree(merged, plain)
+    merged_sets = results.export(base / "results-merged", sharded.tips_out, gallery_dir=sharded.gallery)
+    # Rebuilt in place: the given result sets alone must make Sphinx dress the pages again.
+    sharded.build("merged", **{shards.ENV_VAR: shards.MERGED,
+                               results.ENV_VAR: str(base / "results-1thread")})
+    return FixtureBuilds(tips, unsharded, sharded, packs, ref_sets, merged_sets, plain, merged,
+                         executed, before, _result_mtimes(sharded.tips_out))
+
+
+# --- the plan -------------------------------------------------------------------------------
+
+def test_plan_is_longest_first_and_balanced():
+    timings = {"a": 4.0, "b": 3.0, "c": 2.0, "d": 1.0, "e": 1.0}
+    assert shards.plan(list(timings), 2, timings) == [["a", "d", "e"], ["b", "c"]]
+    # more shards than tips: the extra shards are empty, every tip is in exactly one
+    assert shards.plan(["a", "b"], 3, timings) == [["a"], ["b"], []]
+
+
+def test_plan_counts_untimed_tips_as_the_median():
+    timings = {"a": 10.0, "b": 2.0, "c": 1.0}
+    # "new" counts as 2 s: a | b, c, new -> 10 vs 5
+    assert shards.plan(["a", "b", "c", "new"], 2, timings) == [["a"], ["b", "c", "new"]]
+    assert shards.plan(["x", "y", "z"], 2, {}) == [["x", "z"], ["y"]]
+
+
+def test_plan_covers_the_real_gallery_once():
+    names = [p.stem for p in tipmeta.tip_files()]
+    for n in (1, 2, 3):
+        split = shards.plan(names, n)
+        assert sorted(t for s in split for t in s) == sorted(names)
+
+
+def test_filename_pattern_selects_the_shard(tmp_path):
+    gallery = tmp_path / "gallery"
+    for rel in ("speed/tip_a.py", "memory/tip_b.py", "memory/tip_ab.py"):
+        (gallery / rel).parent.mkdir(parents=True, exist_ok=True)
+        (gallery / rel).write_text("")
+    files = [str(p) for p in tipmeta.tip_files(gallery)]
+    executed = set()
+    for k in (1, 2):
+        pattern = shards.filename_pattern(gallery, shard=f"{k}/2")
+        mine = {Path(f).stem for f in files if re.search(pattern, f)}
+        assert mine == set(shards.shard_tips(k, 2, gallery)) and not mine & executed
+        executed |= mine
+    assert executed == {"tip_a", "tip_b", "tip_ab"}
+    assert not any(re.search(shards.filename_pattern(gallery, shard="merged"), f) for f in files)
+    assert shards.filename_pattern(gallery, shard="") == r"/tip_"
+    with pytest.raises(shards.ShardError, match="K/N"):
+        shards.filename_pattern(gallery, shard="3")
+    with pytest.raises(shards.ShardError, match="between 1 and N"):
+        shards.parse_shard("3/2")
+
+
+def test_tip_output_files_do_not_take_a_longer_namesake(tmp_path):
+    topic = tmp_path / "speed"
+    (topic / "images" / "thumb").mkdir(parents=True)
+    for name in ("tip_a.py", "tip_a.rst", "tip_a.py.md5", "tip_ab.py", "tip_a_b.rst",
+                 "images/sphx_glr_tip_a_001.png", "images/thumb/sphx_glr_tip_a_thumb.png",
+                 "images/sphx_glr_tip_a_b_001.png"):
+        (topic / name).write_text("x")
+    got = {p.relative_to(topic).as_posix() for p in shards.tip_output_files(topic, "tip_a")}
+    assert got == {"tip_a.py", "tip_a.rst", "tip_a.py.md5", "images/sphx_glr_tip_a_001.png",
+                   "images/thumb/sphx_glr_tip_a_thumb.png"}
+
+
+# --- sharded builds and their merge ----------------------------------------------------------------
+
+def _tip_pages(html: Path) -> set[str]:
+    return {p.relative_to(html).as_posix() for p in (html / "tips").rglob("*.html")}
+
+
+def _manifest(pack: Path) -> dict:
+    return json.loads((pack / shards.MANIFEST).read_text())
+
+
+def test_each_shard_executes_only_its_tips(fixture_builds):
+    fb = fixture_builds
+    names = {p.stem for p in fb.tips}
+    owned = [set(_manifest(p)["tips"]) for p in fb.packs]
+    assert all(owned), f"with {len(names)} tips both shards should execute some: {owned}"
+    assert owned[0].isdisjoint(owned[1]) and owned[0] | owned[1] == names
+    assert fb.shard_executed == owned, "a shard build executed tips outside its shard"
+    # Shard 1 ran first in a fresh tree: only its own pages have output. (Shard 2, run in the
+    # same tree afterwards, reuses shard 1's cached pages; CI runs shards in separate trees.)
+    html = fb.sharded.html("shard-1")
+    for tip in fb.tips:
+        page = (html / "tips" / tip.parent.name / f"{tip.stem}.html").read_text()
+        assert ("sphx-glr-script-out" in page) == (tip.stem in owned[0]), tip.stem
+    for k, mine in enumerate(owned, 1):
+        # the pack holds only its own tips' files, and their result set
+        packed = {p.name.split(".")[0] for p in (fb.packs[k - 1] / "tips").glob("*/*.*")}
+        assert packed == mine
+        (result_set,) = (fb.packs[k - 1] / "results").glob("*.json")
+        assert {r["tip"] for r in results.load_set(result_set)["records"]} == mine
+
+
+def test_merged_site_has_the_pages_of_an_unsharded_build(fixture_builds):
+    fb = fixture_builds
+    ref = fb.unsharded.html("html-1thread")
+    assert _tip_pages(fb.merged_plain) == _tip_pages(ref)
+    verdicts = tipmeta.vocab()["verdicts"]
+    for tip in fb.tips:
+        rel = f"tips/{tip.parent.name}/{tip.stem}.html"
+        for html in (ref, fb.merged_plain, fb.merged_with_sets):
+            page = (html / rel).read_text(encoding="utf-8")
+            assert "sphx-glr-script-out" in page, f"{rel}: no executed output in {html}"
+            badge = re.findall(r'class="tip-verdict tip-verdict-(\w+)"', page)
+            assert badge and badge[0] in verdicts and f"Verdict: {badge[0]}" in page, rel
+            assert re.search(r"Provenance: torch \d+\.\d+\.\d+.*threads.*built \d{4}-\d\d-\d\d", page), rel
+            assert f"{tip.stem}.py" in page and f"{tip.stem}.ipynb" in page, f"{rel}: no downloads"
+        times = (fb.merged_plain / "sg_execution_times.html").read_text(encoding="utf-8")
+        assert f"{tip.stem}.py" in times
+
+
+def test_merge_build_executes_nothing(fixture_builds):
+    fb = fixture_builds
+    assert fb.result_mtimes and fb.result_mtimes == fb.result_mtimes_after
+    for tip in fb.tips:
+        md5 = fb.sharded.tips_out / tip.parent.name / f"{tip.stem}.py.md5"
+        assert md5.read_text().strip() == shards.source_md5(tip)
+
+
+def test_merge_refuses_an_incomplete_or_stale_set_of_shards(fixture_builds, tmp_path):
+    fb = fixture_builds
+    with pytest.raises(shards.ShardError, match=r"need shards 1\.\.2 exactly once"):
+        shards.merge(fb.packs[:1], tmp_path / "out", gallery_dir=fb.sharded.gallery)
+    with pytest.raises(shards.ShardError, match="need shards"):
+        shards.merge([fb.packs[0], fb.packs[0]], tmp_path / "out", gallery_dir=fb.sharded.gallery)
+    # a tip edited after the shards ran: its packed output is stale
+    gallery = tmp_path / "gallery"
+    shutil.copytree(fb.sharded.gallery, gallery)
+    tip = fb.tips[0]
+    edited = gallery / tip.parent.name / tip.name
+    edited.write_text(edited.read_text() + "\n# edited\n")
+    with pytest.raises(shards.ShardError, match=f"{tip.stem}: .* executed an older version"):
+        shards.merge(fb.packs, tmp_path / "out", gallery_dir=gallery)
+    # a tip added after the shards ran: no shard executed it
+    extra = gallery / tip.parent.name / "tip_zz_added_later.py"
+    extra.write_text(tip.read_text())
+    with pytest.raises(shards.ShardError, match="tip_zz_added_later: executed by no shard"):
+        shards.merge(fb.packs, tmp_path / "out", gallery_dir=gallery)
+
+
+def test_record_timings_reads_the_builds_costs(fixture_builds, tmp_path):
+    path = tmp_path / "timings.json"
+    seconds = shards.record_timings(fixture_builds.sharded.tips_out, path, gallery_dir=fixture_builds.sharded.gallery)
+    assert set(seconds) == {p.stem for p in fixture_builds.tips}
+    assert all(s > 0 for s in seconds.values())
+    assert shards.load_timings(path) == seconds
+
+
+def test_workflows_lint_clean():
+    actionlint = shutil.which("actionlint")
+    if actionlint is None:
+        pytest.skip("actionlint is not installed (nox -s lint installs it)")
+    workflows = sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml"))
+    assert workflows
+    proc = subprocess.run([actionlint, *workflows], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
