@@ -22,7 +22,7 @@ each of these against the real full-batch gradient and measures the memory saved
 # sphinx_gallery_tips_tags = ["training", "optimizer"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "memory"
-# sphinx_gallery_tips_min_torch = "2.3"
+# sphinx_gallery_tips_min_torch = "1.6"
 # sphinx_gallery_tips_takeaway = "Accumulating k micro-batches matches the big batch only with loss / k and no BatchNorm; activation memory drops about k-fold."
 # sphinx_gallery_tips_keywords = ["gradient accumulation", "accumulate gradients", "large batch", "loss / accumulation_steps", "BatchNorm", "out of memory", "GradScaler"]
 
@@ -103,7 +103,9 @@ else:
 # %%
 # The corrected loop
 # ------------------
-# ``==`` instead of ``=``, the current ``torch.amp`` APIs, and the device chosen at run time.
+# ``==`` instead of ``=``, the current ``torch.amp`` APIs (``torch.amp.GradScaler(device)``
+# needs torch 2.3+; the accumulation itself works the same on any release), and the device
+# chosen at run time.
 # Still the article's logic: the loss is *not* divided by the number of accumulated batches.
 def article_loop_fixed(model, optimizer, data, accumulate=2):
     use_scaler = device.type == "cuda"  # loss scaling is for float16 on CUDA

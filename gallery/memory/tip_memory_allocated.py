@@ -22,7 +22,7 @@ and shows the per-device tools that do measure.
 # sphinx_gallery_tips_tags = ["tracking", "cuda", "device"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "memory"
-# sphinx_gallery_tips_min_torch = "1.4"
+# sphinx_gallery_tips_min_torch = "0.4"
 # sphinx_gallery_tips_takeaway = "memory_allocated tracks CUDA tensors only; on CPU it silently reads 0, so use torch.profiler(profile_memory=True) there."
 # sphinx_gallery_tips_keywords = ["torch.cuda.memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "profile_memory", "memory usage", "out of memory", "RSS"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.cuda.memory_allocated.html", "https://pytorch.org/docs/stable/profiler.html"]
