@@ -111,15 +111,21 @@ for (name, desc), r in ratios.items():
 # Verdict
 # -------
 # A workload gains from threads when one thread per core is more than 1.10x faster than 1 thread
-# (median over rounds). Where threads help big ops but not small ones, the advice depends on
+# (median over rounds). On a machine already loaded by other processes, extra threads mostly
+# wait for cores; the rule then refuses to judge. Where threads help big ops but not small ones, the advice depends on
 # op size; the crossover is the smallest element-wise size that still gains.
 RULE = (f"holds if {per_core} are >1.10x faster than 1 thread for every workload; wrong if for "
-        "none; depends otherwise (the crossover size is reported)")
+        "none; depends otherwise (the crossover size is reported), and depends whenever the "
+        "machine's 1-minute load average exceeded 1.5x its cores (other processes owned the cores)")
 gains = {desc: statistics.median(ratios[per_core, desc]) for desc in workloads}
 winners = [d for d, g in gains.items() if g > 1.10]
+busy = load > 1.5 * cores
 if cores < 2:
     verdict = "depends"
     print("Only one core available: extra threads cannot run in parallel here.")
+elif busy:
+    verdict = "depends"
+    print("The machine was busy with other processes: thread scaling measured here is contention.")
 elif len(winners) == len(workloads):
     verdict = "holds"
 elif not winners:

@@ -180,7 +180,10 @@ for name, r in ratios.items():
 # 2 workers share the same cores, so the gain is capped well below 2x.
 RULE = ("holds if the best num_workers>0 variant is >1.10x faster than the faster synchronous "
         "variant (num_workers=0 at 2 or 1 threads; median over rounds); wrong if every worker "
-        "variant is below 0.90x of it; depends otherwise or where workers cannot run")
+        "variant is below 0.90x of it; depends otherwise, where workers cannot run, or when the "
+        "1-minute load average exceeded 1.5x the cores (no spare cores for workers)")
+load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+print(f"1-minute load average: {load:.1f} on {cores} cores")
 sync_best = [min(a.median, b.median) for a, b in zip(runs["num_workers=0"],
                                                       runs["num_workers=0, 1 thread"])]
 overlap = {n: [s / m.median for s, m in zip(sync_best, runs[n])] for n in worker_names}
@@ -189,7 +192,10 @@ if not worker_names:
 else:
     best_name = max(worker_names, key=lambda n: statistics.median(overlap[n]))
     best = statistics.median(overlap[best_name])
-    if best > 1.10:
+    if load > 1.5 * cores:
+        verdict = "depends"
+        print("The machine was busy with other processes: workers had no spare cores to use.")
+    elif best > 1.10:
         verdict = "holds"
     elif all(statistics.median(overlap[n]) < 0.90 for n in worker_names):
         verdict = "wrong"
