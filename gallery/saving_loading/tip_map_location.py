@@ -294,6 +294,10 @@ RESULT = {
     "skipped": skipped,
 }
 
+import shutil
+
+shutil.rmtree(tmp, ignore_errors=True)  # the temporary files are not needed any more
+
 # %%
 # When not to use it
 # ------------------

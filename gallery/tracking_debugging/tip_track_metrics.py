@@ -285,6 +285,10 @@ RESULT = {
     "skipped": [],
 }
 
+import shutil
+
+shutil.rmtree(tmp, ignore_errors=True)  # the temporary files are not needed any more
+
 # %%
 # When not to use it
 # ------------------
