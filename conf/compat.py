@@ -66,6 +66,15 @@ def source_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def full_run(run: dict[str, Any]) -> dict[str, Any] | None:
+    """Date, duration and size of the last run of every tip on a release (None if none)."""
+    if run.get("full_run"):
+        return run["full_run"]
+    if "partial" not in run and "seconds" in run:  # written before runs could be partial
+        return {"date": run["date"], "seconds": run["seconds"], "tips": len(run["tips"])}
+    return None
+
+
 def applies(tip: tipmeta.Tip, release: str) -> bool:
     return tipmeta.parse_version(tip.min_torch) <= tipmeta.parse_version(release)
 
@@ -187,8 +196,12 @@ def run(release: str, only: list[str] | None = None) -> int:
         "doctests": None,
         "tips": dict(previous["tips"]) if previous else {},
     }
+    partial = bool(only or changed)
     if previous:
         data["doctests"] = previous.get("doctests")
+        if partial and full_run(previous):
+            data["full_run"] = full_run(previous)
+    data["partial"] = sorted(only) if partial else None
     if not only or changed:
         print(f"[matrix {release}] doctests ...", flush=True)
         data["doctests"] = run_doctests()
@@ -215,12 +228,11 @@ def run(release: str, only: list[str] | None = None) -> int:
               f"{entry['seconds']} s", flush=True)
         if entry["status"] == FAILED:
             print(entry["error"], flush=True)
-    # tips that no longer exist must not linger in the data
-    names = {t.name for t in tips}
-    data["tips"] = {k: v for k, v in sorted(data["tips"].items()) if k in names}
-    data["seconds"] = round(time.perf_counter() - start, 1)
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
-    data_path(release).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        _write(release, data, start, names={t.name for t in tips})  # a killed run keeps what it ran
+    if not partial:
+        data["full_run"] = {"date": data["date"], "seconds": round(time.perf_counter() - start, 1),
+                            "tips": len(data["tips"])}
+    _write(release, data, start, names={t.name for t in tips})
     failed = [k for k, v in data["tips"].items() if v["status"] == FAILED]
     doc_failed = (data["doctests"] or {}).get("status") == FAILED
     print(f"[matrix {release}] wrote {data_path(release).relative_to(settings.ROOT)}: "
@@ -228,6 +240,16 @@ def run(release: str, only: list[str] | None = None) -> int:
           f"{sum(v['status'] == NOT_APPLICABLE for v in data['tips'].values())} not applicable; "
           f"doctests {(data['doctests'] or {}).get('status')}; {data['seconds']} s")
     return 1 if failed or doc_failed else 0
+
+
+def _write(release: str, data: dict[str, Any], start: float, names: set[str]) -> None:
+    # tips that no longer exist must not linger in the data
+    data["tips"] = {k: v for k, v in sorted(data["tips"].items()) if k in names}
+    data["seconds"] = round(time.perf_counter() - start, 1)
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = data_path(release).with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(data_path(release))
 
 
 def _device_name(torch) -> str:

@@ -79,10 +79,15 @@ def run_line(release: str, run: dict | None) -> str:
     device = "CUDA" if run.get("device") == "cuda" else "CPU"
     cuda = f", a CUDA {run['cuda_in_build']} build" if run.get("cuda_in_build") else ", a CPU-only build"
     strict = "; deprecations fail tips (newest release)" if run.get("strict_deprecations") else ""
-    return (f"* **torch {release}** (``{_esc(run.get('torch_build', release))}``{cuda}): run "
-            f"{_esc(run.get('date', '?'))} on {device} ({_esc(run.get('device_name', '?'))}, "
-            f"{run.get('threads', '?')} threads), Python {run.get('python', '?')}, "
-            f"{run.get('seconds', '?')} s; {doc_words}{strict}.")
+    full = compat.full_run(run)
+    when = (f"every tip run {_esc(full['date'])} ({full['seconds']:.0f} s for {full['tips']} tips)"
+            if full else "no complete run recorded")
+    if run.get("partial") is not None:
+        when += (f"; re-ran {len(run['partial'])} new or edited tip(s) {_esc(run.get('date', '?'))}"
+                 f" ({run.get('seconds', 0):.0f} s)")
+    return (f"* **torch {release}** (``{_esc(run.get('torch_build', release))}``{cuda}): {when}, on "
+            f"{device} ({_esc(run.get('device_name', '?'))}, {run.get('threads', '?')} threads), "
+            f"Python {run.get('python', '?')}; {doc_words}{strict}.")
 
 
 def table_rst(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> list[str]:
