@@ -22,7 +22,7 @@ each of these against the real full-batch gradient and measures the memory saved
 # sphinx_gallery_tips_tags = ["training", "optimizer"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "memory"
-# sphinx_gallery_tips_min_torch = "1.6"
+# sphinx_gallery_tips_min_torch = "2.3"
 # sphinx_gallery_tips_takeaway = "Accumulating k micro-batches matches the big batch only with loss / k and no BatchNorm; activation memory drops about k-fold."
 # sphinx_gallery_tips_keywords = ["gradient accumulation", "accumulate gradients", "large batch", "loss / accumulation_steps", "BatchNorm", "out of memory", "GradScaler"]
 

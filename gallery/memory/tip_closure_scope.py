@@ -23,7 +23,7 @@ closure, measures the bytes still alive after the loop and between steps, and ch
 # sphinx_gallery_tips_tags = ["training", "memory-leak", "sync"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "memory"
-# sphinx_gallery_tips_min_torch = "1.0"
+# sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "Per-batch work in a function frees the batch's tensors when it returns; torch.cuda.synchronize() is not needed for that."
 # sphinx_gallery_tips_keywords = ["closure", "scope", "out of memory", "torch.cuda.synchronize", "del", "caching allocator", "memory leak", "validation"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/notes/cuda.html#memory-management"]

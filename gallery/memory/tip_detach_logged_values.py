@@ -21,7 +21,7 @@ alive.
 # sphinx_gallery_tips_tags = ["autograd", "tracking", "memory-leak"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "memory"
-# sphinx_gallery_tips_min_torch = "0.4"
+# sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "A logged output that still requires grad keeps its graph; in a loop without backward that is every activation, N times over."
 # sphinx_gallery_tips_keywords = ["detach", "memory leak", "out of memory", "logging", "loss.item()", "validation", "grad_fn", "saved_tensors_hooks"]
 

@@ -26,7 +26,7 @@ references), against ``+= loss.item()`` and ``+= loss.detach()``.
 # sphinx_gallery_tips_tags = ["autograd", "training", "memory-leak"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "memory"
-# sphinx_gallery_tips_min_torch = "0.4"
+# sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "Summing loss tensors chains every step's graph; backward already freed the big tensors, but a loop without backward keeps them all."
 # sphinx_gallery_tips_keywords = ["memory leak", "out of memory", "loss.item()", "detach", "running loss", "grad_fn", "saved_tensors_hooks"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/autograd.html#hooks-for-saved-tensors"]
