@@ -38,7 +38,9 @@ import torch.utils.benchmark as benchmark
 from torch.utils.checkpoint import checkpoint
 
 torch.manual_seed(0)
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# One CPU thread: the question is not parallelism, and one thread keeps timings stable on a
+# busy machine (multi-threaded small ops stall when other processes hold the cores).
+torch.set_num_threads(1)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
 

@@ -110,15 +110,27 @@ for (name, desc), r in ratios.items():
 # %%
 # Verdict
 # -------
-# A workload gains from threads when one thread per core is more than 1.10x faster than 1 thread
-# (median over rounds). On a machine already loaded by other processes, extra threads mostly
-# wait for cores; the rule then refuses to judge. Where threads help big ops but not small ones, the advice depends on
-# op size; the crossover is the smallest element-wise size that still gains.
-RULE = (f"holds if {per_core} are >1.10x faster than 1 thread for every workload; wrong if for "
-        "none; depends otherwise (the crossover size is reported), and depends whenever the "
-        "machine's 1-minute load average exceeded 1.5x its cores (other processes owned the cores)")
+# A workload *gains* from threads when even the lower quartile of its per-round speed-ups (one
+# thread per core over 1 thread) is above 1.10, shows *no gain* when even the upper quartile is
+# below 1.10, and is *inside the noise* otherwise. On a machine already loaded by other
+# processes, extra threads mostly wait for cores; the rule then refuses to judge. Where threads
+# help big ops but not small ones, the advice depends on op size (the crossover is where the
+# element-wise sizes switch from gain to no gain).
+RULE = (f"holds if {per_core} gain >10% over 1 thread for every workload (lower quartile of the "
+        "speed-up above 1.10); wrong if for none (upper quartile below 1.10); depends otherwise, "
+        "and whenever the machine's 1-minute load average exceeded 1.5x its cores")
+
+
+def classify(r, threshold):
+    """'gain' if even the lower quartile of the per-round ratios beats the threshold, 'no gain' if
+    even the upper quartile misses it, 'noise' otherwise (one disturbed round cannot decide)."""
+    q1, _, q3 = statistics.quantiles(r, n=4)
+    return "gain" if q1 > threshold else "no gain" if q3 < threshold else "noise"
+
+
 gains = {desc: statistics.median(ratios[per_core, desc]) for desc in workloads}
-winners = [d for d, g in gains.items() if g > 1.10]
+cls = {desc: classify(ratios[per_core, desc], 1.10) for desc in workloads}
+winners = [d for d, c in cls.items() if c == "gain"]
 busy = load > 1.5 * cores
 if cores < 2:
     verdict = "depends"
@@ -128,13 +140,13 @@ elif busy:
     print("The machine was busy with other processes: thread scaling measured here is contention.")
 elif len(winners) == len(workloads):
     verdict = "holds"
-elif not winners:
+elif all(c == "no gain" for c in cls.values()):
     verdict = "wrong"
 else:
     verdict = "depends"
 print(f"Verdict: {verdict}. {per_core} vs 1: "
-      + ", ".join(f"{d}: {g:.3g}x" for d, g in gains.items())
-      + f". Gains at: {winners or 'none'} (load average {load:.1f} on {cores} cores).")
+      + ", ".join(f"{d}: {g:.3g}x ({cls[d]})" for d, g in gains.items())
+      + f" (load average {load:.1f} on {cores} cores).")
 print(f"Rule: {RULE}")
 
 mm = ratios[per_core, "matmul 512x512"]

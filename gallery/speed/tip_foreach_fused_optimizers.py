@@ -33,7 +33,9 @@ import torch
 import torch.utils.benchmark as benchmark
 
 torch.manual_seed(0)
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# One CPU thread: the question is not parallelism, and one thread keeps timings stable on a
+# busy machine (multi-threaded small ops stall when other processes hold the cores).
+torch.set_num_threads(1)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
 
@@ -133,21 +135,34 @@ for (impl, desc), r in ratios.items():
 # %%
 # Verdict
 # -------
-# The documented ordering holds here if the fastest of foreach/fused beats the for-loop by more
-# than 10% for both parameter sets (median over rounds); it is wrong if neither beats it at
-# either set; otherwise it depends on the parameter layout.
-RULE = ("holds if the best of foreach/fused is >1.10x faster than the for-loop for both parameter "
-        "sets; wrong if no implementation is >1.10x faster at either; depends otherwise")
-best = {desc: max(statistics.median(ratios[impl, desc]) for impl in implementations if impl != "for-loop")
-        for desc in shapes}
-if all(v > 1.10 for v in best.values()):
+# The documented ordering holds here if the faster of foreach/fused (by median) beats the
+# for-loop by more than 10% for both parameter sets. The middle half of the per-round speed-ups
+# decides: a *gain* when even the lower quartile is above 1.10, *no gain* when even the upper
+# quartile is below it, *inside the noise* otherwise.
+RULE = ("holds if the best of foreach/fused gains >10% over the for-loop for both parameter sets "
+        "(lower quartile of the speed-up above 1.10); wrong if for neither (upper quartile below "
+        "1.10); depends otherwise, including ratios inside the noise")
+
+
+def classify(r, threshold):
+    """'gain' if even the lower quartile of the per-round ratios beats the threshold, 'no gain' if
+    even the upper quartile misses it, 'noise' otherwise (one disturbed round cannot decide)."""
+    q1, _, q3 = statistics.quantiles(r, n=4)
+    return "gain" if q1 > threshold else "no gain" if q3 < threshold else "noise"
+
+
+others = [impl for impl in implementations if impl != "for-loop"]
+best_impl = {desc: max(others, key=lambda i: statistics.median(ratios[i, desc])) for desc in shapes}
+best = {desc: statistics.median(ratios[best_impl[desc], desc]) for desc in shapes}
+cls = {desc: classify(ratios[best_impl[desc], desc], 1.10) for desc in shapes}
+if all(c == "gain" for c in cls.values()):
     verdict = "holds"
-elif all(v <= 1.10 for v in best.values()):
+elif all(c == "no gain" for c in cls.values()):
     verdict = "wrong"
 else:
     verdict = "depends"
 print(f"Verdict: {verdict}. Best speed-up over the for-loop: "
-      + ", ".join(f"{d}: {v:.2f}x" for d, v in best.items()) + f" on {device}.")
+      + ", ".join(f"{d}: {best_impl[d]} {v:.2f}x ({cls[d]})" for d, v in best.items()) + f" on {device}.")
 print(f"Rule: {RULE}")
 
 key_impl = "fused" if "fused" in implementations else "foreach"
