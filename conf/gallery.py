@@ -194,6 +194,9 @@ def collect_result(block, block_vars: dict, gallery_conf: dict) -> str:
         "torch": torch.__version__,
         "python": platform.python_version(),
         **device_description(),
+        # The build's thread setting (the reset hook's), which a tip may change for itself:
+        # records of one build share it, and result sets are told apart by it (conf/results.py).
+        "build_threads": settings.TIPS_THREADS,
         "date": build_date(),
     }
     result_path(block_vars["target_file"]).write_text(

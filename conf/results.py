@@ -64,14 +64,19 @@ def record_problems(record: Any) -> list[str]:
     return problems
 
 
+def build_threads(record: dict) -> int:
+    """The build's thread setting; a tip may have set another count for itself (``threads``)."""
+    return int(record.get("build_threads", record["threads"]))
+
+
 def column_key(record: dict) -> tuple[str, str, str, int]:
     """Records with the same key come from the same build configuration: one column on a page."""
-    return (record["device"], record["device_name"], record["torch"], int(record["threads"]))
+    return (record["device"], record["device_name"], record["torch"], build_threads(record))
 
 
 def column_label(record: dict) -> str:
     """``CPU · torch 2.13.0+cpu · 2 threads``: a column heading on a tip page."""
-    threads = int(record["threads"])
+    threads = build_threads(record)
     return (f"{device_word(record['device'])} · torch {record['torch']} · "
             f"{threads} thread{'s' if threads != 1 else ''}")
 
@@ -104,8 +109,8 @@ def tip_records(tips_out_dir: Path | None = None, tips: Iterable[str] | None = N
 
 def default_label(record: dict) -> str:
     label = f"{record['device']}-torch{record['torch']}"
-    if int(record["threads"]) != settings.TIPS_THREADS:
-        label += f"-{int(record['threads'])}threads"
+    if build_threads(record) != settings.TIPS_THREADS:
+        label += f"-{build_threads(record)}threads"
     return label
 
 
@@ -120,7 +125,7 @@ def make_set(records: list[dict]) -> dict:
         "device": first["device"],
         "device_name": first["device_name"],
         "torch": first["torch"],
-        "threads": int(first["threads"]),
+        "threads": build_threads(first),
         "records": sorted(records, key=lambda r: (r["topic"], r["tip"])),
     }
 
@@ -206,7 +211,7 @@ def _sort_key(record: dict) -> tuple:
         version = tipmeta.parse_version(record["torch"])
     except ValueError:
         version = ()
-    return (order, version, record["torch"], int(record["threads"]), record["device_name"])
+    return (order, version, record["torch"], build_threads(record), record["device_name"])
 
 
 def columns_for(tip: str, current: dict | None, sets: Iterable[dict]) -> list[dict]:

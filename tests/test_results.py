@@ -51,7 +51,7 @@ def test_export_writes_one_result_set_per_build(fixture_builds):
         assert {r["tip"] for r in data["records"]} == names
         for record in data["records"]:
             assert not results.record_problems(record)
-            assert record["threads"] == threads and record["torch"] == torch.__version__
+            assert record["build_threads"] == threads and record["torch"] == torch.__version__
 
 
 def test_rows_are_flat_data(fixture_builds):
@@ -84,7 +84,7 @@ def test_tip_pages_show_both_builds_side_by_side(fixture_builds):
         this = gallery.load_result(fb.sharded.tips_out / tip.parent.name / tip.name)
         other = ref[tip.stem]
         text = _text(_page(fb.merged_with_sets, tip))
-        assert "Figures measured on each device" in text
+        assert "Figures measured by each build" in text
         head_this, head_other = results.column_label(this), results.column_label(other)
         assert head_this != head_other and "2 threads" in head_this and "1 thread" in head_other
         # this build's column first, then the given set's
@@ -125,7 +125,7 @@ def test_a_given_set_from_this_build_adds_no_column(fixture_builds):
         this = gallery.load_result(fb.sharded.tips_out / tip.parent.name / tip.name)
         assert results.columns_for(tip.stem, this, own) == [this]
         both = results.columns_for(tip.stem, this, own + results.load_sets(fb.ref_sets))
-        assert len(both) == 2 and both[1]["threads"] == 1
+        assert len(both) == 2 and both[1]["build_threads"] == 1
 
 
 def test_bad_result_sets_are_refused(tmp_path):

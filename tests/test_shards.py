@@ -61,10 +61,29 @@ Fixture
 
 
 def fixture_tips() -> list[Path]:
-    """The fastest real tips by recorded run time; tips never timed come last, by name."""
+    """Real tips with the shortest recorded run time (tips never timed come last), chosen so the
+    fixture has a tip that measures (speed or memory), one with a CUDA path and one without."""
     timings = shards.load_timings()
-    ranked = sorted(tipmeta.tip_files(), key=lambda p: (timings.get(p.stem, float("inf")), p.stem))
-    return ranked[:FIXTURE_SIZE]
+    ranked = []
+    for path in sorted(tipmeta.tip_files(), key=lambda p: (timings.get(p.stem, float("inf")), p.stem)):
+        try:
+            tip = tipmeta.read_tip(path)
+        except tipmeta.TipError:
+            continue  # a tip being written; the site build reports it
+        if not tip.related:  # a related tip outside the fixture would be a dangling link
+            ranked.append(tip)
+    picks: list[tipmeta.Tip] = []
+
+    def pick(want) -> None:
+        tip = next((t for t in ranked if t not in picks and want(t)), None)
+        if tip is not None and len(picks) < FIXTURE_SIZE:
+            picks.append(tip)
+
+    pick(lambda t: t.kind in ("speed", "memory") and "cpu" in t.devices)
+    pick(lambda t: ("cuda" in t.devices) != any("cuda" in p.devices for p in picks))
+    while len(picks) < min(FIXTURE_SIZE, len(ranked)):
+        pick(lambda t: True)
+    return [t.path for t in picks]
 
 
 @dataclass

@@ -208,7 +208,7 @@ def footer_rst(tip: tipmeta.Tip, record: dict, others: list[dict] | tuple = ()) 
     columns = [record, *others]
     measured = {c["device"] for c in columns}
     lines = [".. rubric:: Figures measured by this build" if not others
-             else ".. rubric:: Figures measured on each device", ""]
+             else ".. rubric:: Figures measured by each build", ""]
     if len(columns) == 1:
         lines += _single_table(record)
     else:
@@ -218,10 +218,13 @@ def footer_rst(tip: tipmeta.Tip, record: dict, others: list[dict] | tuple = ()) 
             word = results.device_word(device)
             why = f"no {word} build's results were given to this build"
             lines += [f"*{word}:* not yet measured on {word}: {why}.", ""]
+    skipped: dict[str, list[str]] = {}
     for c in columns:
-        where = "" if len(columns) == 1 else f" ({_escape(results.column_label(c))})"
         for why in c.get("skipped") or []:
-            lines += [f"*Skipped{where}:* {_escape(why)}", ""]
+            skipped.setdefault(why, []).append(results.column_label(c))
+    for why, where in skipped.items():
+        label = "" if len(where) == len(columns) else f" ({_escape('; '.join(where))})"
+        lines += [f"*Skipped{label}:* {_escape(why)}", ""]
     lines += [
         ".. container:: tip-provenance",
         "",
@@ -257,13 +260,25 @@ def _single_table(record: dict) -> list[str]:
     return lines + [""]
 
 
+def _keyed_measurements(record: dict) -> dict[tuple[str, str, int], dict]:
+    seen: dict[tuple[str, str], int] = {}
+    out = {}
+    for m in record.get("measurements") or []:
+        pair = (m["variant"], m["metric"])
+        seen[pair] = seen.get(pair, -1) + 1
+        out[(*pair, seen[pair])] = m
+    return out
+
+
 def _multi_table(columns: list[dict]) -> list[str]:
     """variant | metric | one column per build configuration: verdict, key figure, measurements."""
-    rows: list[tuple[str, str]] = []
-    for c in columns:
-        for m in c.get("measurements") or []:
-            if (m["variant"], m["metric"]) not in rows:
-                rows.append((m["variant"], m["metric"]))
+    # A row per (variant, metric); a pair a tip reports n times gets n rows, matched in order.
+    keyed = [_keyed_measurements(c) for c in columns]
+    rows: list[tuple[str, str, int]] = []
+    for measurements in keyed:
+        for key in measurements:
+            if key not in rows:
+                rows.append(key)
     lines = [
         ".. list-table::",
         "   :header-rows: 1",
@@ -288,11 +303,10 @@ def _multi_table(columns: list[dict]) -> list[str]:
             if key.get("low") is not None and key.get("high") is not None:
                 spread = f" ({_fmt(key['low'])} to {_fmt(key['high'])})"
             lines.append(f"     - {_fmt(key['value'])} {key['unit']}{spread}")
-    for variant, metric in rows:
+    for variant, metric, n in rows:
         lines += [f"   * - {_escape(variant)}", f"     - {_escape(metric)}"]
-        for c in columns:
-            m = next((m for m in c.get("measurements") or []
-                      if (m["variant"], m["metric"]) == (variant, metric)), None)
+        for measurements in keyed:
+            m = measurements.get((variant, metric, n))
             if m is None:
                 lines.append("     - not measured")
             else:
