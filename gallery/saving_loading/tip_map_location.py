@@ -137,9 +137,15 @@ import pickle
 
 ns_path = os.path.join(tmp, "with_args.pt")
 torch.save({"model": model.state_dict(), "args": argparse.Namespace(lr=1e-3)}, ns_path)
+import warnings
+
 try:
-    torch.load(ns_path, map_location="cpu")  # default weights_only
+    with warnings.catch_warnings(record=True) as caught:  # torch 2.4-2.5 warn about the coming flip
+        warnings.simplefilter("always")
+        torch.load(ns_path, map_location="cpu")  # default weights_only
     print(f"torch {torch.__version__}: the default loaded an argparse.Namespace (weights_only default False)")
+    for w in caught:
+        print(f"    {w.category.__name__}: {str(w.message)[:100]}...")
 except pickle.UnpicklingError as err:
     reason = next((ln for ln in str(err).splitlines() if "Unsupported global" in ln),
                   str(err).splitlines()[0])

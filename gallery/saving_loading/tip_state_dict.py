@@ -120,9 +120,15 @@ checks["state_dict loads into a renamed class (weights_only=True)"] = True
 # Since torch 2.6 ``torch.load`` defaults to ``weights_only=True``, which refuses to import
 # arbitrary classes such as ``mynet.TinyNet``. Older versions loaded it (2.4 and 2.5 with a
 # FutureWarning). We pass nothing, as most code does, and record what the default did.
+import warnings
+
 try:
-    torch.load(whole_path)
+    with warnings.catch_warnings(record=True) as caught:  # torch 2.4-2.5 warn about the coming flip
+        warnings.simplefilter("always")
+        torch.load(whole_path)
     print(f"torch {torch.__version__}: the default torch.load unpickled the whole model")
+    for w in caught:
+        print(f"    {w.category.__name__}: {str(w.message)[:100]}...")
     checks["whole model refused by the default torch.load"] = False
 except pickle.UnpicklingError as err:
     line = next((ln for ln in str(err).splitlines() if "Unsupported global" in ln), str(err))
