@@ -153,13 +153,13 @@ import matplotlib.pyplot as plt
 fig, axes = plt.subplots(1, 4, figsize=(14, 3.2))
 for name, rows in logs.items():
     steps = [r["step"] for r in rows]
-    style = "-" if name == "healthy" else "--"
-    axes[0].plot(steps, [r["loss"] for r in rows], style, label=name)
-    axes[1].plot(steps, [r["grad_norm_0"] for r in rows], style, label=f"{name}, layer 0")
-    axes[1].plot(steps, [r["grad_norm_4"] for r in rows], style, alpha=0.5, label=f"{name}, layer 4")
-    axes[2].plot(steps, [r["lr"] for r in rows], style, label=name)
+    style, color = ("-", "C0") if name == "healthy" else ("--", "C1")
+    axes[0].plot(steps, [r["loss"] for r in rows], style, color=color, label=name)
+    axes[1].plot(steps, [r["grad_norm_0"] for r in rows], style, color=color, label=f"{name}, layer 0")
+    axes[1].plot(steps, [r["grad_norm_4"] for r in rows], ":", color=color, alpha=0.6, label=f"{name}, layer 4")
+    axes[2].plot(steps, [r["lr"] for r in rows], style, color=color, label=name)
     vsteps = [r["step"] for r in rows if "val_acc" in r]
-    axes[3].plot(vsteps, [r["val_acc"] for r in rows if "val_acc" in r], style + "o", ms=3, label=name)
+    axes[3].plot(vsteps, [r["val_acc"] for r in rows if "val_acc" in r], style + "o", color=color, ms=3, label=name)
 axes[1].set_yscale("symlog", linthresh=1e-3)
 for ax, title in zip(axes, ("training loss", "weight-gradient norm", "learning rate", "validation accuracy")):
     ax.set_title(title)
