@@ -128,7 +128,8 @@ def header_rst(tip: tipmeta.Tip, record: dict) -> str:
         spread = ""
         if key.get("low") is not None and key.get("high") is not None:
             spread = f" (spread {_fmt(key['low'])} to {_fmt(key['high'])})"
-        lines += [f"   *Key figure:* {key['name']} = **{_fmt(key['value'])} {key['unit']}**{spread}", ""]
+        value = f"{_fmt(key['value'])} {key['unit']}".strip()  # an empty unit must not end in a space
+        lines += [f"   *Key figure:* {key['name']} = **{value}**{spread}", ""]
     lines += [
         f"   *Tags:* {', '.join(f':tip-tag:`{t}`' for t in tip.tags)} · "
         f"*Devices:* {', '.join(tip.devices)} · *Since torch* {tip.min_torch}",
