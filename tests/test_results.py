@@ -128,6 +128,14 @@ def test_a_given_set_from_this_build_adds_no_column(fixture_builds):
         assert len(both) == 2 and both[1]["build_threads"] == 1
 
 
+def test_expect_device_guards_the_cuda_job(fixture_builds, capsys):
+    """The CUDA job fails rather than publish a CPU fallback as its results."""
+    sets = [str(p) for p in fixture_builds.ref_sets]
+    assert results.main(["expect-device", "cpu", *sets]) == 0
+    assert results.main(["expect-device", "cuda", *sets]) == 1
+    assert "expected result sets from cuda" in capsys.readouterr().err
+
+
 def test_bad_result_sets_are_refused(tmp_path):
     with pytest.raises(results.ResultSetError, match="neither a result-set file nor a folder"):
         results.paths_from_env(str(tmp_path / "missing.json"))
