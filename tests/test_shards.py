@@ -243,6 +243,19 @@ def test_filename_pattern_selects_the_shard(tmp_path):
         shards.parse_shard("3/2")
 
 
+def test_site_conf_executes_the_shard_named_by_the_environment():
+    """docs/conf.py hands sphinx-gallery the pattern of the shard TIPS_SHARD names."""
+    code = ("import runpy; print(runpy.run_path('docs/conf.py')"
+            "['sphinx_gallery_conf']['filename_pattern'])")
+    for shard, expected in (("", r"/tip_"), ("merged", shards.NOTHING),
+                            ("2/3", shards.filename_pattern(settings.GALLERY_DIR, shard="2/3"))):
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                              check=False, env={**env, shards.ENV_VAR: shard})
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == expected
+
+
 def test_tip_output_files_do_not_take_a_longer_namesake(tmp_path):
     topic = tmp_path / "speed"
     (topic / "images" / "thumb").mkdir(parents=True)
