@@ -10,11 +10,15 @@ from __future__ import annotations
 import html as html_lib
 import json
 import re
+import sys
+from pathlib import Path
 
 import pytest
-from test_shards import build_fixture
 
-from conf import gallery, results, settings, tipmeta
+sys.path.insert(0, str(Path(__file__).parent))  # whatever pytest's import mode
+from test_shards import build_fixture  # noqa: E402
+
+from conf import gallery, results, settings, tipmeta  # noqa: E402
 
 
 @pytest.fixture(scope="session")
