@@ -145,7 +145,10 @@ print("weights_only=False, class still importable: loads, outputs identical")
 # %%
 # Check 3: the whole model after the class moves
 # ----------------------------------------------
-# Rename the module file, as a refactor would, and forget the imported copy.
+# Rename the module file, as a refactor would, and forget the imported copy. The folder goes
+# back on ``sys.path`` first: some runners (this site's build among them) reset it between cells.
+if tmp not in sys.path:
+    sys.path.insert(0, tmp)
 os.rename(os.path.join(tmp, "mynet.py"), os.path.join(tmp, "models_v2.py"))
 del sys.modules["mynet"], mynet
 importlib.invalidate_caches()
@@ -165,6 +168,8 @@ print("the state_dict still loads after the move")
 # whole-model file adds the pickled module objects. That cost is fixed per layer, not per
 # parameter, so we measure it at two widths.
 sizes = {}
+if tmp not in sys.path:
+    sys.path.insert(0, tmp)
 for width in (64, 1024):
     sys.modules.pop("models_v2", None)
     import models_v2  # noqa: E402  (the moved module)
@@ -175,7 +180,8 @@ for width in (64, 1024):
     torch.save(m.state_dict(), sd_path)
     sizes[width] = (n_params, os.path.getsize(whole_path), os.path.getsize(sd_path))
 sys.modules.pop("models_v2", None)
-sys.path.remove(tmp)  # leave the interpreter as we found it
+if tmp in sys.path:
+    sys.path.remove(tmp)  # leave the interpreter as we found it
 for width, (n, whole, sd) in sizes.items():
     print(f"width {width:5d} ({n:8d} params): torch.save(model) {whole / 1024:8.1f} KiB, "
           f"state_dict {sd / 1024:8.1f} KiB, extra {(whole - sd) / 1024:5.1f} KiB ({whole / sd - 1:.2%})")
