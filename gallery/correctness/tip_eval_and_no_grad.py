@@ -131,7 +131,7 @@ for name, ok in checks.items():
 
 # %%
 # Measurement: time of ``eval()`` alone versus ``eval()`` + ``no_grad()``
-# ----------------------------------------------------------------------
+# -----------------------------------------------------------------------
 # Interleaved rounds with ``torch.utils.benchmark``; ratio = eval-only time / both time.
 import torch.utils.benchmark as benchmark
 

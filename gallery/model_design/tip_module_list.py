@@ -121,7 +121,7 @@ checks[".double() converts every floating parameter and buffer"] = set(dtypes.va
 
 # %%
 # A list of *parameters*: the article's ``torch.nn.ModuleList(params)``, as written
-# --------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------
 params = [nn.Parameter(torch.randn(8)) for _ in range(3)]  # [8] each
 try:
     nn.ModuleList(params)
