@@ -137,8 +137,9 @@ def run_doctests(python: str = sys.executable) -> dict[str, Any]:
     }
 
 
-def _tip_entry(tip: tipmeta.Tip, report: dict[str, Any], date: str) -> dict[str, Any]:
+def _tip_entry(tip: tipmeta.Tip, report: dict[str, Any], date: str, run_date: str) -> dict[str, Any]:
     entry = {
+        "run": run_date,  # the run (full or partial) that produced this entry
         "topic": tip.topic,
         "min_torch": tip.min_torch,
         "status": report["status"],
@@ -214,12 +215,12 @@ def run(release: str, only: list[str] | None = None) -> int:
             continue
         if not applies(tip, release):
             data["tips"][tip.name] = {"topic": tip.topic, "min_torch": tip.min_torch,
-                                      "status": NOT_APPLICABLE, "date": data["date"],
+                                      "status": NOT_APPLICABLE, "date": data["date"], "run": data["date"],
                                       "sha256": source_hash(tip.path)}
             print(f"[matrix {release}] {tip.name}: not applicable (needs torch >= {tip.min_torch})")
             continue
         report = run_tip(tip.path, strict=strict)
-        entry = _tip_entry(tip, report, now_utc())
+        entry = _tip_entry(tip, report, now_utc(), data["date"])
         data["tips"][tip.name] = entry
         key = entry["key"]
         ratio = f", {key['name']} = {key['value']:.3g} {key['unit']}" if isinstance(key, dict) and "value" in key else ""

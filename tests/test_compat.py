@@ -83,7 +83,8 @@ def test_compat_cells_never_fill_in_missing_runs():
     table = "\n".join(tips_compat.table_rst([_tip()], {"2.5.1": None, "2.9.1": {"tips": {}}, "2.13.0": run}))
     cells = table.split("tip_fake`` · since torch 2.0", 1)[1]
     assert cells.count("*missing*") == 2  # no file for 2.5.1; no entry for the tip in 2.9.1
-    assert "✓ passed · :tip-verdict:`holds`" in cells and "**1.23** x" in cells
+    assert "✓ passed :tip-verdict:`holds`" in cells and "| **1.23** x" in cells
+    assert "key figure: speed-up" in table
 
 
 def test_compat_cells_show_not_applicable_and_failures():

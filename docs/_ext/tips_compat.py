@@ -32,25 +32,32 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def cell_lines(entry: dict | None, run: dict | None, current_sha: str | None = None) -> list[str]:
-    """The reST lines of one cell (a tip on a release)."""
+def cell_lines(entry: dict | None, run: dict | None, current_sha: str | None = None,
+               key_name: str | None = None) -> list[str]:
+    """The reST lines of one cell (a tip on a release).
+
+    ``key_name`` is the key figure's name shown in the tip's row; the cell names its own only
+    when it differs (an older version of the tip may have measured something else).
+    """
     if run is None or entry is None:
         return ["*missing*"]
-    stale = ["", "| *stale: recorded for an earlier version of the tip*"] if (
-        current_sha and entry.get("sha256") and entry["sha256"] != current_sha) else []
+    stale = "| *stale: an older version of the tip*" if (
+        current_sha and entry.get("sha256") and entry["sha256"] != current_sha) else None
     status = entry.get("status")
     if status == compat.NOT_APPLICABLE:
-        return [f"not applicable (needs torch ≥ {_esc(entry.get('min_torch', '?'))})"] + stale
+        first = f"not applicable (needs torch ≥ {_esc(entry.get('min_torch', '?'))})"
+        return [first, "", stale] if stale else [first]
     lines = []
     verdict = entry.get("verdict")
-    verdict_rst = f" · :tip-verdict:`{verdict}`" if verdict in tipmeta.vocab()["verdicts"] else ""
+    verdict_rst = f" :tip-verdict:`{verdict}`" if verdict in tipmeta.vocab()["verdicts"] else ""
     if status == compat.PASSED:
         lines.append(f"✓ passed{verdict_rst}")
     else:
         lines.append(f"✗ **failed**{verdict_rst}")
     key = entry.get("key")
     if isinstance(key, dict) and isinstance(key.get("value"), (int, float)):
-        lines.append(f"| {_esc(str(key.get('name', 'key')))}: **{_fmt(key['value'])}** {_esc(str(key.get('unit', '')))}")
+        name = "" if key.get("name") == key_name else f"{_esc(str(key.get('name', 'key')))}: "
+        lines.append(f"| {name}**{_fmt(key['value'])}** {_esc(str(key.get('unit', '')))}")
     deps = entry.get("deprecations") or 0
     n_warn = len(entry.get("warnings") or [])
     if deps:
@@ -61,10 +68,11 @@ def cell_lines(entry: dict | None, run: dict | None, current_sha: str | None = N
         last = [ln for ln in str(entry["error"]).strip().splitlines() if ln.strip()]
         reason = last[-1] if last else "failed"
         lines.append(f"| *{_esc(reason[:160])}*")
-    if entry.get("date") and entry.get("date") != run.get("date"):
-        lines.append(f"| re-run {_esc(entry['date'])}")
+    full = compat.full_run(run)
+    if entry.get("run") and full and entry["run"] != full["date"]:
+        lines.append(f"| re-run {_esc(entry['run'])}")
     if stale:
-        lines.append(stale[1])
+        lines.append(stale)
     # line blocks need every line to start with "| "; the first line stands alone
     return [lines[0], ""] + lines[1:] if len(lines) > 1 else lines
 
@@ -96,18 +104,23 @@ def table_rst(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> list[str
         ".. list-table::",
         "   :header-rows: 1",
         "   :class: tips-compat",
+        f"   :widths: 32 {' '.join(['17'] * len(releases))}",
         "",
         "   * - tip",
     ]
     lines += [f"     - torch {r}" for r in releases]
     for tip in sorted(tips, key=lambda t: (t.topic, t.name)):
+        entries = {r: (runs[r] or {}).get("tips", {}).get(tip.name) for r in releases}
+        # the key figure's name, from the newest release that measured one
+        key_name = next((e["key"]["name"] for e in reversed(list(entries.values()))
+                         if e and isinstance(e.get("key"), dict) and e["key"].get("name")), None)
         lines.append(f"   * - :doc:`/{tip.docname}`")
         lines.append("")
-        lines.append(f"       ``{tip.name}`` · since torch {_esc(tip.min_torch)}")
+        about = f"       ``{tip.name}`` · since torch {_esc(tip.min_torch)}"
+        lines.append(about + (f" · key figure: {_esc(key_name)}" if key_name else ""))
+        sha = compat.source_hash(tip.path) if tip.path.exists() else None
         for release in releases:
-            run = runs[release]
-            entry = (run or {}).get("tips", {}).get(tip.name)
-            cell = cell_lines(entry, run, compat.source_hash(tip.path) if tip.path.exists() else None)
+            cell = cell_lines(entries[release], runs[release], sha, key_name)
             lines.append(f"     - {cell[0]}")
             lines += [f"       {ln}" if ln else "" for ln in cell[1:]]
     lines.append("")
