@@ -269,8 +269,13 @@ def ratio_stability(tips: list[tipmeta.Tip], runs: list[dict[str, dict]]) -> lis
             continue
         values = [float(k["value"]) for k in keys]
         med = statistics.median(values)
-        dev = max(abs(v - med) for v in values) / abs(med) * 100 if med else float("inf")
-        rng = (max(values) - min(values)) / abs(med) * 100 if med else float("inf")
+        if max(values) == min(values):
+            dev = rng = 0.0  # identical in every run (e.g. exact byte counts, even 0)
+        elif med == 0:
+            dev = rng = None  # moved around 0: no relative spread; counts as moved
+        else:
+            dev = max(abs(v - med) for v in values) / abs(med) * 100
+            rng = (max(values) - min(values)) / abs(med) * 100
         lows = [k.get("low") for k in keys]
         highs = [k.get("high") for k in keys]
         inside = None
@@ -281,11 +286,11 @@ def ratio_stability(tips: list[tipmeta.Tip], runs: list[dict[str, dict]]) -> lis
             "key": keys[0]["name"], "unit": keys[0]["unit"],
             "values": [round(v, 4) for v in values],
             "median": round(med, 4),
-            "max_dev_pct": round(dev, 1),
-            "range_pct": round(rng, 1),
+            "max_dev_pct": None if dev is None else round(dev, 1),
+            "range_pct": None if rng is None else round(rng, 1),
             "reported_bands": [[lo, hi] for lo, hi in zip(lows, highs)],
             "runs_inside_reported_band": inside,
-            "within_target": dev <= TARGET_RATIO_PCT,
+            "within_target": dev is not None and dev <= TARGET_RATIO_PCT,
         })
         rows.append(row)
     return rows
@@ -533,7 +538,8 @@ def render_page(data: dict[str, Any] | None) -> str:
             rows.append([f"``{r['tip']}``", r["kind"], "no key figure", "–", "–", "–", verdicts])
             continue
         inside = {True: "yes", False: "no", None: "–"}[r["runs_inside_reported_band"]]
-        dev = f"{r['max_dev_pct']:.1f}%" + ("" if r["within_target"] else " **(moved)**")
+        dev = ("around 0" if r["max_dev_pct"] is None else f"{r['max_dev_pct']:.1f}%") + (
+            "" if r["within_target"] else " **(moved)**")
         rows.append([f"``{r['tip']}``", r["kind"], _esc(f"{r['key']} ({r['unit']})"),
                      ", ".join(f"{v:.4g}" for v in r["values"]), dev, inside, verdicts])
     if rows:
@@ -580,7 +586,8 @@ def render_markdown(data: dict[str, Any]) -> str:
         out += ["", f"Key figures that moved more than ±{TARGET_RATIO_PCT:.0f}% across the runs (the tip"
                 " should report that spread and keep its verdict band wide enough for it):", ""]
         out += [f"- `{r['tip']}`: {r['key']} = {', '.join(f'{v:.4g}' for v in r['values'])}"
-                f" ({r['max_dev_pct']}% from the median)" for r in moved]
+                f" ({'around 0' if r['max_dev_pct'] is None else str(r['max_dev_pct']) + '%'} from the median)"
+                for r in moved]
     if flipped:
         out += ["", "Verdicts that changed between runs:", ""]
         out += [f"- `{r['tip']}`: {' / '.join(str(v) for v in r['verdicts'])}" for r in flipped]

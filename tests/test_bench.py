@@ -142,3 +142,11 @@ def test_a_stopped_run_still_reports_what_it_measured():
     docutils.core.publish_string(text, writer="null",
                                  settings_overrides={"halt_level": 2, "report_level": 2})
     assert "incomplete" in text and "Incomplete run" in bench.render_markdown(data)
+
+
+def test_a_figure_that_is_zero_in_every_run_is_stable():
+    tips = [_tip("tip_zero", "memory"), _tip("tip_around_zero", "memory")]
+    runs = [{"tip_zero": _record(0.0), "tip_around_zero": _record(v)} for v in (0.0, 0.1, -0.1)]
+    rows = {r["tip"]: r for r in bench.ratio_stability(tips, runs)}
+    assert rows["tip_zero"]["max_dev_pct"] == 0.0 and rows["tip_zero"]["within_target"]
+    assert rows["tip_around_zero"]["max_dev_pct"] is None and not rows["tip_around_zero"]["within_target"]
