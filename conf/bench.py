@@ -396,6 +396,8 @@ def targets(data: dict[str, Any]) -> list[dict[str, Any]]:
     worst = max(r["wall_s"] for r in runs)
     timed = [r for r in data["key_ratios"] if r.get("values")]
     moved = [r["tip"] for r in timed if not r["within_target"]]
+    # The alternative: a tip whose figure moves more reports that spread itself.
+    uncovered = [r["tip"] for r in timed if not r["within_target"] and r["runs_inside_reported_band"] is not True]
     changed = [r["tip"] for r in data["key_ratios"] if r["verdict_changed"]]
     rows = [
         {"what": "clean build, every tip executed", "target": f"<= {TARGET_CLEAN_S:.0f} s",
@@ -418,10 +420,12 @@ def targets(data: dict[str, Any]) -> list[dict[str, Any]]:
              "measured": f"{len(changed)}" + (f" ({', '.join(changed)})" if changed else ""),
              "met": not changed},
             {"what": "key figure of each speed/memory tip across runs",
-             "target": f"within ±{TARGET_RATIO_PCT:.0f}% of the median",
-             "measured": f"{len(timed) - len(moved)} of {len(timed)} within"
-                         + (f"; moved more: {', '.join(moved)}" if moved else ""),
-             "met": not moved},
+             "target": f"within ±{TARGET_RATIO_PCT:.0f}% of the median, or inside the spread the tip reports",
+             "measured": f"{len(timed) - len(moved)} of {len(timed)} within ±{TARGET_RATIO_PCT:.0f}%"
+                         + (f"; moved more: {', '.join(moved)}" if moved else "")
+                         + (f"; outside their own reported spread: {', '.join(uncovered)}" if uncovered
+                            else "; every run inside the spread its tip reports" if moved else ""),
+             "met": not uncovered},
         ]
     return rows
 
@@ -628,6 +632,9 @@ def main(argv: list[str] | None = None) -> int:
     page = None if args.no_page else args.page
     if args.render:
         data = json.loads(args.out.read_text(encoding="utf-8")) if args.out.exists() else None
+        if data:
+            data["targets"] = targets(data)  # the rules may have changed since the run
+            args.out.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
         if page is not None:
             page.write_text(render_page(data), encoding="utf-8")
         if data:
