@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conf import settings, tipmeta
+from conf import gallery, settings, tipmeta
 
 DATA_DIR = settings.DOCS_DIR / "_data" / "compat"
 RUNNER = Path(__file__).with_name("tiprunner.py")
@@ -256,14 +256,7 @@ def _write(release: str, data: dict[str, Any], start: float, names: set[str]) ->
 def _device_name(torch) -> str:
     if torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return gallery.cpu_model()
 
 
 def main(argv: list[str]) -> int:
