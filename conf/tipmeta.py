@@ -37,7 +37,7 @@ _CLAIM_ID_RE = re.compile(r"^S\d+-\d+$")
 
 # field -> (required, type description, checker). Checkers live below.
 REQUIRED = ("claims", "tags", "devices", "kind", "min_torch", "takeaway")
-OPTIONAL = ("keywords", "docs", "related")
+OPTIONAL = ("keywords", "docs", "related", "single_size")
 
 
 class TipError(ValueError):
@@ -64,6 +64,8 @@ class Tip:
     keywords: tuple[str, ...] = ()
     docs: tuple[str, ...] = ()
     related: tuple[str, ...] = ()
+    # Why a speed or memory tip measures at one size only (otherwise it sweeps sizes and draws them).
+    single_size: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -219,9 +221,15 @@ def read_tip(path: Path | str) -> Tip:
         if not isinstance(t, str) or not t.strip() or "\n" in t or len(t) > 160:
             problems.append(f"{FIELD_PREFIX}takeaway: must be one non-empty line of at most 160 characters")
         values["takeaway"] = t
-    for name in OPTIONAL:
+    for name in ("keywords", "docs", "related"):
         if name in raw:
             values[name] = _str_list(name, raw[name], problems, nonempty=False)
+    if "single_size" in raw:
+        why = raw["single_size"]
+        if not isinstance(why, str) or not why.strip() or "\n" in why or len(why) > 300:
+            problems.append(f"{FIELD_PREFIX}single_size: must say in one line (at most 300 "
+                            "characters) why the tip measures at one size only")
+        values["single_size"] = why
 
     if path.parent.name not in v["topics"]:
         problems.append(
@@ -263,50 +271,15 @@ def read_all(gallery_dir: Path | None = None) -> list[Tip]:
 
 # --- the RESULT a tip computes -------------------------------------------------------------
 
-RESULT_KEYS = {"verdict", "rule", "key", "measurements", "skipped"}
-MEASUREMENT_KEYS = {"variant", "metric", "value", "unit"}
-
-
 def validate_result(result: Any) -> list[str]:
     """Problems with a tip's ``RESULT``; an empty list means it is valid.
 
-    ``RESULT = {"verdict": str, "rule": str, "key": dict | None, "measurements": [..],
-    "skipped": [str, ..]}`` where ``key`` is the key figure the verdict was computed from
-    (``{"name", "value", "low", "high", "unit"}``) and each measurement is
-    ``{"variant", "metric", "value", "unit"}`` plus an optional ``"spread"``.
+    ``RESULT = {"rule": str, "verdicts": {device: decision}, "measurements": [..],
+    "skipped": [str, ..]}``: one decision per device the run measured, each made by the
+    ``decide()`` helper every tip copies (:mod:`tipsite.tipkit`), whose verdict must follow from
+    the evidence it records. A device the tip did not measure in this run has no decision: the
+    site shows it as "not measured". See :func:`tipsite.records.result_problems`.
     """
-    if not isinstance(result, dict):
-        return [f"RESULT must be a dict, got {type(result).__name__}"]
-    problems = []
-    missing = RESULT_KEYS - result.keys()
-    if missing:
-        problems.append(f"RESULT misses {sorted(missing)}")
-    extra = result.keys() - RESULT_KEYS
-    if extra:
-        problems.append(f"RESULT has unknown keys {sorted(extra)}")
-    verdict = result.get("verdict")
-    if verdict not in vocab()["verdicts"]:
-        problems.append(f"RESULT['verdict'] is {verdict!r}, not one of {list(vocab()['verdicts'])}")
-    if not isinstance(result.get("rule"), str) or not result.get("rule", "").strip():
-        problems.append("RESULT['rule'] must state the rule the verdict was computed by")
-    key = result.get("key")
-    if key is not None:
-        if not isinstance(key, dict) or not {"name", "value", "unit"} <= key.keys():
-            problems.append("RESULT['key'] must be None or a dict with name, value, unit (low, high optional)")
-        elif not _is_number(key["value"]):
-            problems.append(f"RESULT['key']['value'] must be a finite number, got {key['value']!r}")
-    for i, m in enumerate(result.get("measurements") or []):
-        if not isinstance(m, dict) or not MEASUREMENT_KEYS <= m.keys():
-            problems.append(f"RESULT['measurements'][{i}] needs {sorted(MEASUREMENT_KEYS)}")
-        elif not _is_number(m["value"]):
-            problems.append(f"RESULT['measurements'][{i}]['value'] must be a finite number")
-    if not isinstance(result.get("measurements", []), list):
-        problems.append("RESULT['measurements'] must be a list")
-    skipped = result.get("skipped", [])
-    if not isinstance(skipped, list) or not all(isinstance(s, str) for s in skipped):
-        problems.append("RESULT['skipped'] must be a list of strings (why each part was skipped)")
-    return problems
+    from tipsite import records
 
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
+    return records.result_problems(result)

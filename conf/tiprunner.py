@@ -2,7 +2,7 @@
 
 Usage (standard library only; copied next to the tip and run with the venv's plain python)::
 
-    python tiprunner.py tip_x.py [--json out.json] [--strict]
+    python tiprunner.py tip_x.py [--json out.json] [--strict] [--fake-cuda]
 
 The tip runs as ``__main__`` (``runpy.run_path``) with ``sys.argv`` and ``sys.path[0]`` as
 ``python tip_x.py`` would set them, inside ``warnings.catch_warnings(record=True)``: every
@@ -23,8 +23,13 @@ or a ``UserWarning`` whose message says "deprecat". Each warning's ``origin`` sa
 ``--strict`` turns the tip's deprecations into a failure (exit status 3): the site never
 teaches an API that the torch release it runs on deprecates.
 
+``--fake-cuda`` runs the tip's CUDA branch on a machine without a GPU: ``fakecuda.py`` (copied
+beside this runner, see :mod:`tipsite.fakecuda`) makes torch report a CUDA device backed by the
+CPU. Its figures mean nothing; the run proves the CUDA code paths work.
+
 Exit status: 0 ran, 1 the tip raised, 2 bad usage, 3 strict and the tip raised a deprecation.
-The JSON holds ``status``, ``error``, ``verdict``, ``key``, ``result`` (RESULT, JSON-safe),
+The JSON holds ``status``, ``error``, ``verdicts`` (per device: verdict and key figure),
+``result`` (RESULT, JSON-safe), ``figures`` (how many matplotlib figures are open at the end),
 ``warnings``, ``torch``, ``device``, ``device_name``, ``threads``, ``python`` and ``seconds``.
 """
 
@@ -118,11 +123,16 @@ def _device() -> dict:
     return {"device": "cpu", "device_name": name}
 
 
-def run(tip_path: str, strict: bool = False) -> dict:
+def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
     tip_path = os.path.realpath(tip_path)
     report: dict = {"tip": os.path.splitext(os.path.basename(tip_path))[0], "status": "passed",
-                    "error": None, "verdict": None, "key": None, "result": None, "warnings": [],
-                    "python": platform.python_version()}
+                    "error": None, "verdicts": None, "result": None, "warnings": [],
+                    "python": platform.python_version(), "fake_cuda": fake_cuda}
+    if fake_cuda:
+        sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+        import fakecuda
+
+        fakecuda.install()
     sys.argv = [tip_path]
     sys.path[0] = os.path.dirname(tip_path)
     torch_dirs = _torch_dirs()
@@ -156,8 +166,12 @@ def run(tip_path: str, strict: bool = False) -> dict:
     result = namespace.get("RESULT")
     if isinstance(result, dict):
         report["result"] = _json_safe(result)
-        report["verdict"] = result.get("verdict")
-        report["key"] = _json_safe(result.get("key"))
+        decided = result.get("verdicts")
+        if isinstance(decided, dict):
+            report["verdicts"] = {d: {"verdict": v.get("verdict"), "key": _json_safe(v.get("key"))}
+                                  for d, v in decided.items() if isinstance(v, dict)}
+    if "matplotlib.pyplot" in sys.modules:
+        report["figures"] = len(sys.modules["matplotlib.pyplot"].get_fignums())
     elif report["status"] == "passed":
         report["status"] = "failed"
         report["error"] = "the tip finished without defining a RESULT dict"
@@ -196,6 +210,9 @@ def main(argv: list[str]) -> int:
     strict = "--strict" in args
     if strict:
         args.remove("--strict")
+    fake_cuda = "--fake-cuda" in args
+    if fake_cuda:
+        args.remove("--fake-cuda")
     out = None
     if "--json" in args:
         i = args.index("--json")
@@ -204,7 +221,7 @@ def main(argv: list[str]) -> int:
     if len(args) != 1:
         print(__doc__, file=sys.stderr)
         return 2
-    report = run(args[0], strict=strict)
+    report = run(args[0], strict=strict, fake_cuda=fake_cuda)
     if out:
         with open(out, "w", encoding="utf-8") as fh:
             json.dump(report, fh, indent=1, sort_keys=True)

@@ -1,0 +1,353 @@
+"""Run a tip's CUDA branch on a machine without a GPU, as far as that can be faked.
+
+``install()`` makes torch report one CUDA device and runs every CUDA tensor on the CPU instead,
+so the code a tip runs only under ``torch.cuda.is_available()`` executes, with CUDA's own checks
+where they matter for correctness:
+
+* device arguments (``"cuda"``, ``"cuda:0"``, ``torch.device("cuda")``, ``.cuda()``,
+  ``.to(device)``) go to the CPU; tensors made there report ``device`` ``cuda:0`` and
+  ``is_cuda`` True, and so do the tensors computed from them, until ``.cpu()``/``.to("cpu")``;
+* ``torch.cuda.*`` functions that take a device validate it as CUDA does (e.g.
+  ``set_per_process_memory_fraction`` refuses ``torch.device("cuda")`` without an index), then
+  act on a bookkeeping of the fake device's memory: the bytes of live CUDA tensors made through
+  torch calls (autograd's internal buffers are not seen), with a peak, a reset, and an
+  out-of-memory error past ``set_per_process_memory_fraction``;
+* float32 convolutions round their inputs to TF32 as cuDNN does by default
+  (``torch.backends.cudnn.allow_tf32``), and so do float32 matmuls when
+  ``torch.backends.cuda.matmul.allow_tf32`` (or ``set_float32_matmul_precision("high")``) allows
+  it, so a tolerance that only holds in full float32 fails here as on a GPU;
+* float16/bfloat16 matmuls are computed in float32 and rounded back (fast on a CPU, as Tensor
+  Cores accumulate in float32); ``torch.autocast("cuda", ...)`` autocasts the CPU ops instead;
+* ``set_sync_debug_mode("warn")`` warns on the host-device synchronisations CUDA warns on:
+  ``.item()``, ``.tolist()``, ``.cpu()``/``.to("cpu")`` of a CUDA tensor, ``nonzero``, a
+  CUDA tensor's truth value, printing one;
+* ``torch.utils.benchmark`` runs each timed statement once: the timings mean nothing, the run
+  only proves the CUDA branch works.
+
+Nothing measured under this fake may be published: it exists for ``tests/test_fakecuda.py``.
+Standard library and torch only, so the tip runner can load it beside a lone tip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+import weakref
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+NAME = "Fake CUDA device (the CPU, for tests)"
+TOTAL_MEMORY = 80 * 2**30
+CUDA = torch.device("cuda", 0)
+CPU = torch.device("cpu")
+
+
+class _Memory:
+    """The fake device's allocations: live CUDA tensors' storages, counted once each."""
+
+    def __init__(self):
+        self.storages: dict[int, list] = {}  # data_ptr -> [nbytes, live tensor objects]
+        self.allocated = 0
+        self.peak = 0
+        self.fraction = 1.0
+
+    def add(self, tensor: torch.Tensor) -> None:
+        try:
+            storage = tensor.untyped_storage()
+            ptr, nbytes = storage.data_ptr(), storage.nbytes()
+        except (RuntimeError, NotImplementedError):
+            return
+        entry = self.storages.get(ptr)
+        if entry is None:
+            limit = self.fraction * TOTAL_MEMORY
+            if self.allocated + nbytes > limit:
+                raise torch.OutOfMemoryError(
+                    f"CUDA out of memory (fake device). Tried to allocate {nbytes} bytes; "
+                    f"{self.allocated} bytes allocated, limit {int(limit)} bytes")
+            entry = self.storages[ptr] = [nbytes, 0]
+            self.allocated += nbytes
+            self.peak = max(self.peak, self.allocated)
+        entry[1] += 1
+        weakref.finalize(tensor, self._release, ptr)
+
+    def _release(self, ptr: int) -> None:
+        entry = self.storages.get(ptr)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del self.storages[ptr]
+            self.allocated -= entry[0]
+
+
+MEMORY = _Memory()
+_SYNC_MODE = [0]
+
+
+def _is_cuda_device(value) -> bool:
+    if isinstance(value, torch.device):
+        return value.type == "cuda"
+    if isinstance(value, str):
+        return value.split(":")[0] == "cuda"
+    return False
+
+
+def _tagged(t) -> bool:
+    return isinstance(t, torch.Tensor) and getattr(t, "_fake_cuda", False)
+
+
+def _tf32(t: torch.Tensor) -> torch.Tensor:
+    """Round float32 to TF32's 10-bit mantissa (round to nearest), as Tensor Cores read it."""
+    if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:
+        return t
+    bits = t.detach().contiguous().view(torch.int32)
+    rounded = ((bits + 0x1000) & ~0x1FFF).view(torch.float32).view(t.shape)
+    return rounded if not t.requires_grad else t + (rounded - t).detach()
+
+
+def _flatten(obj):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _flatten(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from _flatten(o)
+
+
+_CONVS = {torch.conv1d, torch.conv2d, torch.conv3d, torch.nn.functional.conv1d,
+          torch.nn.functional.conv2d, torch.nn.functional.conv3d, torch.convolution,
+          torch.conv_transpose1d, torch.conv_transpose2d, torch.conv_transpose3d}
+_MATMULS = {torch.matmul, torch.mm, torch.bmm, torch.addmm, torch.baddbmm, torch.nn.functional.linear,
+            torch.Tensor.matmul, torch.Tensor.mm, torch.Tensor.bmm, torch.Tensor.__matmul__,
+            torch.Tensor.__rmatmul__, torch.einsum}
+_SYNCING = {torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__bool__, torch.nonzero,
+            torch.Tensor.nonzero, torch.Tensor.__repr__, torch.Tensor.__format__,
+            torch.Tensor.numpy}
+_DESCRIPTORS = {"device": torch.Tensor.device, "is_cuda": torch.Tensor.is_cuda}
+
+
+def _matmul_tf32() -> bool:
+    return (torch.backends.cuda.matmul.allow_tf32
+            or torch.get_float32_matmul_precision() in ("high", "medium"))
+
+
+class FakeCudaMode(TorchFunctionMode):
+    """Runs CUDA tensors on the CPU, tagging them so they still look like CUDA tensors."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        owner = getattr(func, "__self__", None)
+        if owner is _DESCRIPTORS["device"] and args and _tagged(args[0]):
+            return CUDA
+        if owner is _DESCRIPTORS["is_cuda"] and args and _tagged(args[0]):
+            return True
+        to_cuda = False
+        # device arguments
+        if "device" in kwargs and _is_cuda_device(kwargs["device"]):
+            kwargs["device"] = CPU
+            to_cuda = True
+        if func in (torch.Tensor.cuda,):
+            to_cuda = True
+            func, args = torch.Tensor.to, (args[0], CPU)
+            kwargs.pop("device", None)
+            kwargs = {k: v for k, v in kwargs.items() if k in ("non_blocking", "memory_format")}
+        elif func is torch.Tensor.to:
+            rest = list(args[1:])
+            for i, a in enumerate(rest):
+                if _is_cuda_device(a) or (isinstance(a, int) and not isinstance(a, bool)):
+                    rest[i], to_cuda = CPU, True
+                elif isinstance(a, torch.Tensor) and _tagged(a):
+                    to_cuda = True
+            args = (args[0], *rest)
+        elif func in (torch.Tensor.pin_memory,):
+            return args[0]
+        elif func in (torch.Tensor.is_pinned,):
+            return True
+        leaving = (func is torch.Tensor.cpu or (func is torch.Tensor.to and not to_cuda and any(
+            a == "cpu" or a == CPU for a in list(args[1:]) + [kwargs.get("device")])))
+        inputs_cuda = any(_tagged(t) for t in _flatten((args, kwargs)))
+        if _SYNC_MODE[0] and inputs_cuda and (func in _SYNCING or leaving):
+            message = "called a synchronizing CUDA operation (fake device)"
+            if _SYNC_MODE[0] >= 2:
+                raise RuntimeError(message)
+            warnings.warn(message, UserWarning, stacklevel=3)
+        if func in _CONVS and torch.backends.cudnn.allow_tf32 and inputs_cuda:
+            args = tuple(_tf32(a) for a in args)
+        if func in _MATMULS and inputs_cuda:
+            halves = [a for a in _flatten(args) if a.dtype in (torch.float16, torch.bfloat16)]
+            if halves:
+                dtype = halves[0].dtype
+                up = tuple(a.float() if isinstance(a, torch.Tensor) and a.dtype == dtype else a
+                           for a in args)
+                return self._tag(func(*up, **kwargs).to(dtype))
+            if _matmul_tf32():
+                args = tuple(_tf32(a) for a in args)
+        out = func(*args, **kwargs)
+        if leaving:
+            return out
+        if to_cuda or inputs_cuda:
+            self._tag(out)
+        return out
+
+    @staticmethod
+    def _tag(out):
+        for t in _flatten(out):
+            if not getattr(t, "_fake_cuda", False):
+                with contextlib.suppress(AttributeError, RuntimeError):
+                    t._fake_cuda = True
+                    MEMORY.add(t)
+        return out
+
+
+class _Event:
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        self.t = None
+
+    def record(self, stream=None):
+        self.t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def wait(self, stream=None):
+        pass
+
+    def query(self):
+        return True
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) * 1000.0
+
+
+class _Stream:
+    def __init__(self, device=None, priority=0, **kwargs):
+        self.device = CUDA
+
+    def synchronize(self):
+        pass
+
+    def wait_stream(self, other):
+        pass
+
+    def wait_event(self, event):
+        pass
+
+    def record_event(self, event=None):
+        event = event or _Event()
+        event.record()
+        return event
+
+    def query(self):
+        return True
+
+
+class _Properties:
+    name = NAME
+    major, minor = 9, 0
+    total_memory = TOTAL_MEMORY
+    multi_processor_count = 132
+
+    def __repr__(self):
+        return f"_CudaDeviceProperties(name='{NAME}', major=9, minor=0, total_memory={TOTAL_MEMORY})"
+
+
+def _index(device=None, optional=True) -> int:
+    """Validate a device argument exactly as torch.cuda does; the fake has one device, 0."""
+    from torch.cuda._utils import _get_device_index
+
+    index = _get_device_index(device, optional=optional)
+    if index not in (0, -1) and not (optional and index is None):
+        raise RuntimeError(f"Invalid device index {index}: the fake has one CUDA device")
+    return 0
+
+
+def _set_fraction(fraction, device=None):
+    _index(device, optional=False)  # as torch.cuda: an index is required (or an int)
+    if not isinstance(fraction, float) or not 0 <= fraction <= 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    MEMORY.fraction = fraction
+
+
+def _sync_debug_mode(mode):
+    if isinstance(mode, str):
+        mode = {"default": 0, "warn": 1, "error": 2}[mode]
+    _SYNC_MODE[0] = int(mode)
+
+
+def _patch_autocast() -> None:
+    """``autocast("cuda", ...)`` (and the deprecated ``torch.cuda.amp.autocast``) autocasts CPU ops."""
+    cls = torch.amp.autocast_mode.autocast
+    real_init = cls.__init__
+
+    def __init__(self, device_type, *args, **kwargs):
+        real_init(self, "cpu" if device_type == "cuda" else device_type, *args, **kwargs)
+
+    cls.__init__ = __init__
+
+
+def _timer_once():
+    from torch.utils import benchmark
+
+    def blocked_autorange(self, callback=None, min_run_time=0.2):
+        start = time.perf_counter()
+        self._timeit(1)
+        elapsed = max(time.perf_counter() - start, 1e-9)
+        return benchmark.Measurement(number_per_run=1, raw_times=[elapsed], task_spec=self._task_spec)
+
+    def timeit(self, number=1000000):
+        return blocked_autorange(self)
+
+    return blocked_autorange, timeit
+
+
+def install() -> FakeCudaMode:
+    """Patch torch so that it reports one CUDA device, backed by the CPU. Returns the mode."""
+    cuda = torch.cuda
+    patches = {
+        "is_available": lambda: True,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+        "set_device": lambda device: _index(device),
+        "is_initialized": lambda: True,
+        "init": lambda: None,
+        "get_device_name": lambda device=None: (_index(device), NAME)[1],
+        "get_device_capability": lambda device=None: (_index(device), (9, 0))[1],
+        "get_device_properties": lambda device=None: (_index(device), _Properties())[1],
+        "synchronize": lambda device=None: (_index(device), None)[1],
+        "empty_cache": lambda: None,
+        "memory_allocated": lambda device=None: (_index(device), MEMORY.allocated)[1],
+        "max_memory_allocated": lambda device=None: (_index(device), MEMORY.peak)[1],
+        "memory_reserved": lambda device=None: (_index(device), MEMORY.allocated)[1],
+        "max_memory_reserved": lambda device=None: (_index(device), MEMORY.peak)[1],
+        "reset_peak_memory_stats": lambda device=None: (_index(device), setattr(MEMORY, "peak", MEMORY.allocated))[1],
+        "reset_max_memory_allocated": lambda device=None: (_index(device), setattr(MEMORY, "peak", MEMORY.allocated))[1],
+        "mem_get_info": lambda device=None: (_index(device), (TOTAL_MEMORY - MEMORY.allocated, TOTAL_MEMORY))[1],
+        "set_per_process_memory_fraction": _set_fraction,
+        "set_sync_debug_mode": _sync_debug_mode,
+        "get_sync_debug_mode": lambda: _SYNC_MODE[0],
+        "Event": _Event,
+        "Stream": _Stream,
+        "current_stream": lambda device=None: _Stream(),
+        "default_stream": lambda device=None: _Stream(),
+        "stream": lambda stream=None: contextlib.nullcontext(),
+        "manual_seed": lambda seed: None,
+        "manual_seed_all": lambda seed: None,
+    }
+    for name, value in patches.items():
+        setattr(cuda, name, value)
+    if hasattr(torch, "accelerator"):
+        torch.accelerator.is_available = lambda: True
+        torch.accelerator.current_accelerator = lambda check_available=False: torch.device("cuda")
+        torch.accelerator.device_count = lambda: 1
+        torch.accelerator.synchronize = lambda device=None: None
+    _patch_autocast()
+    from torch.utils import benchmark
+
+    benchmark.Timer.blocked_autorange, benchmark.Timer.timeit = _timer_once()
+    mode = FakeCudaMode()
+    mode.__enter__()
+    return mode

@@ -1,0 +1,301 @@
+"""The reference copy of the helpers every tip carries: measure, decide, report, draw.
+
+A tip is downloaded and run on its own, so it cannot import project code: each tip copies the
+functions of :data:`HELPERS` that it uses, verbatim, into its "How this tip measures and decides"
+cell. ``tests/test_tipkit.py`` checks that every copy is identical to this file; a tip that needs
+different behaviour writes a function of another name. The build re-derives each verdict from the
+evidence its decision records (:func:`rederive`): a verdict the recorded measurements do not give
+fails the build, naming the tip and the device.
+
+The vocabulary:
+
+* A **comparison** pits the anti-pattern (``baseline``) against the recommended pattern
+  (``candidate``) on one device. It holds paired samples, one pair per *round*, and per round the
+  ratio ``baseline / candidate`` (how many times faster, or smaller, the candidate is) or their
+  difference. :func:`compare_times` times two callables in alternating rounds and adds rounds
+  while the interval straddles the threshold; :func:`compare_values` takes samples measured by
+  other means (bytes, counts).
+* Its **interval** is a distribution-free confidence interval (~95%) for the median ratio, from
+  the order statistics of the rounds; with 5 rounds or fewer it is their whole range. Its
+  **outcome** is ``"above"`` when the whole interval lies above the threshold, ``"below"`` when it
+  lies below, and ``"noise"`` when it straddles it: more rounds on this machine would not say which
+  side it is on, and the rule maps that to a fixed verdict.
+* A **decision** (:func:`decide`) is the verdict for one device: the first *case* whose conditions
+  all hold. A condition tests a *group* of comparisons (``"all above"``, ``"none above"``, ...)
+  or a *fact*, another observation the tip made on that device (an error raised, a flag, a dtype).
+
+Copied helpers keep lines within 88 characters so that no code block scrolls sideways.
+"""
+
+from __future__ import annotations
+
+# The helpers a tip may copy, in the order they appear below; tests/test_tipkit.py reads this.
+HELPERS = ("median_interval", "outcome", "compare_times", "compare_values", "decide",
+           "report", "plot_ratios", "plot_series")
+
+
+def median_interval(values, confidence=0.95):
+    """The median of ``values`` and a distribution-free interval for it."""
+    import math
+    import statistics
+
+    xs = sorted(values)
+    n, k, tail = len(xs), 0, 0.0
+    # largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x_k, x_(n+1-k)]
+    while k < n // 2 and tail + math.comb(n, k) / 2**n <= (1 - confidence) / 2:
+        tail += math.comb(n, k) / 2**n
+        k += 1
+    k = max(k, 1)  # too few rounds for that confidence: the whole range
+    return statistics.median(xs), xs[k - 1], xs[n - k]
+
+
+def outcome(low, high, threshold):
+    """'above' or 'below' if the whole interval is on that side, else 'noise'."""
+    return "above" if low > threshold else "below" if high < threshold else "noise"
+
+
+def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
+                  max_rounds=40, budget_s=3.0, min_run_time=0.02):
+    """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
+
+    Each round times both callables with ``torch.utils.benchmark`` (which synchronises
+    CUDA around the timed calls), each first in every other round. The ratio per round is
+    anti-pattern time / recommended time. Rounds are added while the interval straddles
+    ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
+    """
+    import time
+
+    import torch
+    import torch.utils.benchmark as benchmark
+
+    (base_name, base_fn), (cand_name, cand_fn) = variants.items()
+    base, cand, ratios = [], [], []
+    start = time.perf_counter()
+    while len(ratios) < max_rounds:
+        order = [(base_name, base_fn), (cand_name, cand_fn)]
+        if len(ratios) % 2:
+            order.reverse()
+        seconds = {}
+        for label, fn in order:
+            timer = benchmark.Timer("fn()", globals={"fn": fn},
+                                    num_threads=torch.get_num_threads())
+            seconds[label] = timer.blocked_autorange(min_run_time=min_run_time).median
+        base.append(seconds[base_name])
+        cand.append(seconds[cand_name])
+        ratios.append(base[-1] / cand[-1])
+        if len(ratios) >= min_rounds:
+            _, low, high = median_interval(ratios)
+            spent = time.perf_counter() - start
+            if outcome(low, high, threshold) != "noise" or spent > budget_s:
+                break
+    mid, low, high = median_interval(ratios)
+    return {"name": name, "device": torch.device(device).type,
+            "threads": torch.get_num_threads(), "x": x, "metric": "time", "unit": "s",
+            "measure": "ratio", "baseline": base_name, "candidate": cand_name,
+            "base": base, "cand": cand, "ratios": ratios, "median": mid, "low": low,
+            "high": high, "threshold": threshold,
+            "outcome": outcome(low, high, threshold)}
+
+
+def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
+                   measure="ratio"):
+    """Compare samples measured by other means: ``{"anti-pattern": [...], "fix": [...]}``.
+
+    Samples pair up by position, one pair per round. ``measure="ratio"`` compares
+    anti-pattern / recommended with ``threshold``; ``"difference"`` compares
+    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per step).
+    """
+    import torch
+
+    (base_name, base), (cand_name, cand) = variants.items()
+    if measure == "ratio":
+        ratios = [b / c for b, c in zip(base, cand)]
+    else:
+        ratios = [b - c for b, c in zip(base, cand)]
+    mid, low, high = median_interval(ratios)
+    return {"name": name, "device": torch.device(device).type,
+            "threads": torch.get_num_threads(), "x": x, "metric": metric, "unit": unit,
+            "measure": measure, "baseline": base_name, "candidate": cand_name,
+            "base": list(base), "cand": list(cand), "ratios": ratios, "median": mid,
+            "low": low, "high": high, "threshold": threshold,
+            "outcome": outcome(low, high, threshold)}
+
+
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
+    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
+    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
+    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
+            "comparisons": comparisons, "state": state, "key": key,
+            "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
+
+def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommended time"):
+    """Median ratio and interval against size, one line per ``{label: [comparison]}``.
+
+    A log-scaled size axis, a dotted line at 1.0 (no difference) and a dashed line at
+    the rule's threshold, in colours that survive colour-blindness (Okabe-Ito). The
+    title's second line names the device, thread count and torch version.
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    every = [c for comparisons in series.values() for c in comparisons]
+    for (label, comparisons), colour in zip(series.items(), colours):
+        points = sorted((c["x"], c["median"], c["low"], c["high"]) for c in comparisons)
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        err = [[p[1] - p[2] for p in points], [p[3] - p[1] for p in points]]
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour, label=label)
+    ax.axhline(1.0, color="0.4", linestyle=":", linewidth=1, label="1.0: no difference")
+    for t in sorted({c["threshold"] for c in every} - {1.0}):
+        ax.axhline(t, color="0.2", linestyle="--", linewidth=1, label=f"threshold {t:g}")
+    devices = ", ".join(sorted({c["device"].upper() for c in every}))
+    threads = "/".join(str(t) for t in sorted({c["threads"] for c in every}))
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{title}\n{devices}, {threads} thread(s), torch {torch.__version__}",
+                 fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_series(series, *, xlabel, ylabel, title, device, logx=False):
+    """Measured values against steps or size, one line per ``{label: (xs, ys)}``.
+
+    Measured on ``device``; the title's second line names it, the thread count and the
+    torch version.
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
+    markers = ["o", "s", "^", "D", "v", "P"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    for (label, (xs, ys)), colour, marker in zip(series.items(), colours, markers):
+        ax.plot(xs, ys, marker=marker, color=colour, label=label)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    where = f"{torch.device(device).type.upper()}, {torch.get_num_threads()} thread(s)"
+    ax.set_title(f"{title}\n{where}, torch {torch.__version__}", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
+# --- used by the build only (never copied into a tip) ------------------------------------------
+
+GROUP_CONDITIONS = tuple(f"{q} {side}" for q in ("all", "any", "none")
+                         for side in ("above", "below", "noise"))
+
+
+def rederive(decision):
+    """The verdict the recorded evidence gives, recomputed from the raw samples.
+
+    Each comparison's ratios are recomputed from its samples, its interval and outcome from
+    the ratios, each group's outcomes from its comparisons, then the first matching case.
+    Returns ``(verdict, problems)``: ``problems`` names every recorded figure or outcome that
+    the samples do not give, and a verdict that differs from the one the evidence gives.
+    """
+    problems = []
+    outcomes = {}
+    for c in decision["comparisons"]:
+        if c["measure"] == "ratio":
+            ratios = [b / v for b, v in zip(c["base"], c["cand"])]
+        else:
+            ratios = [b - v for b, v in zip(c["base"], c["cand"])]
+        if any(abs(r - s) > 1e-9 * max(1.0, abs(r)) for r, s in zip(ratios, c["ratios"])):
+            problems.append(f"comparison {c['name']!r}: its ratios are not its samples' ratios")
+        recorded = (c["median"], c["low"], c["high"])
+        if any(abs(a - b) > 1e-9 * max(1.0, abs(a)) for a, b in zip(median_interval(ratios), recorded)):
+            problems.append(f"comparison {c['name']!r}: median or interval differs from its samples")
+        _, low, high = median_interval(ratios)
+        outcomes[c["name"]] = outcome(low, high, c["threshold"])
+        if outcomes[c["name"]] != c["outcome"]:
+            problems.append(f"comparison {c['name']!r}: outcome {c['outcome']!r} is not what its "
+                            f"interval gives ({outcomes[c['name']]!r})")
+    state = dict(decision["facts"])
+    for name, members in decision["groups"].items():
+        if name in state:
+            problems.append(f"{name!r} is both a fact and a group")
+        missing = [m for m in members if m not in outcomes]
+        if missing or not members:
+            problems.append(f"group {name!r} names no comparison, or unknown ones: {missing}")
+            continue
+        state[name] = [outcomes[m] for m in members]
+    verdict = None
+    for case_verdict, conditions in decision["cases"]:
+        matched = True
+        for name, condition in conditions.items():
+            accepted = condition if isinstance(condition, list) else [condition]
+            if name not in state:
+                problems.append(f"a case tests {name!r}, which is neither a fact nor a group")
+                return None, problems
+            if isinstance(state[name], list):
+                if not all(a in GROUP_CONDITIONS for a in accepted):
+                    problems.append(f"a case tests group {name!r} with {condition!r}, "
+                                    f"not one of {list(GROUP_CONDITIONS)}")
+                    return None, problems
+                ok = False
+                for a in accepted:
+                    quantifier, side = a.split()
+                    hits = [o == side for o in state[name]]
+                    ok = ok or {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+            else:
+                ok = state[name] in accepted
+            matched = matched and ok
+        if matched:
+            verdict = case_verdict
+            break
+    if verdict is None:
+        problems.append("no case matched the recorded evidence")
+    elif verdict != decision["verdict"]:
+        problems.append(f"the verdict is {decision['verdict']!r} but the recorded evidence "
+                        f"gives {verdict!r}")
+    return verdict, problems
