@@ -14,7 +14,8 @@ from pathlib import Path
 import nox
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conf import settings, shards  # noqa: E402
+from conf import settings  # noqa: E402
+from tipsite import shards  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_venv = "yes"
@@ -76,11 +77,11 @@ def docs(session: nox.Session) -> None:
         where = shards.SHARD_BUILDS_DIR / shards.pack_name(k, n)
         sphinx_build(session, *args, out=where / "html", doctrees=where / "doctrees",
                      env={shards.ENV_VAR: f"{k}/{n}"})
-        session.run("python", "-m", "conf.shards", "pack", f"{k}/{n}")
+        session.run("python", "-m", "tipsite.shards", "pack", f"{k}/{n}")
         session.log("Shard built: merge every shard with `nox -s docs_merge`")
         return
     sphinx_build(session, *args, env={shards.ENV_VAR: ""})  # every tip, whatever the shell says
-    session.run("python", "-m", "conf.results", "export")
+    session.run("python", "-m", "tipsite.records", "export")
     session.log(f"Site built: open {settings.HTML_DIR / 'index.html'}")
 
 
@@ -92,9 +93,9 @@ def docs_merge(session: nox.Session) -> None:
     builds (e.g. a CUDA runner's) are shown beside this site's figures: TIPS_RESULT_SETS=dir.
     """
     install(session, "docs.txt")
-    session.run("python", "-m", "conf.shards", "merge", *session.posargs)
+    session.run("python", "-m", "tipsite.shards", "merge", *session.posargs)
     sphinx_build(session, env={shards.ENV_VAR: shards.MERGED})
-    session.run("python", "-m", "conf.results", "export")
+    session.run("python", "-m", "tipsite.records", "export")
     session.log(f"Merged site built: open {settings.HTML_DIR / 'index.html'}")
 
 
@@ -110,7 +111,7 @@ def tests(session: nox.Session) -> None:
 def matrix(session: nox.Session, torch: str) -> None:
     """Doctests and every tip on one torch release -> docs/_data/compat/torch-<torch>.json."""
     install(session, "matrix.txt", torch)
-    session.run("python", "-m", "conf.compat", "run", torch, *session.posargs)
+    session.run("python", "-m", "tipsite.compat", "run", torch, *session.posargs)
 
 
 @nox.session
@@ -125,4 +126,4 @@ def lint(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Time clean, no-change and one-tip builds and key-ratio stability -> docs/_data/bench.json."""
     install(session, "docs.txt")
-    session.run("python", "-m", "conf.bench", *session.posargs)
+    session.run("python", "-m", "tipsite.bench", *session.posargs)

@@ -5,6 +5,7 @@ Everything here is a plain value: nothing depends on what happens to be installe
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,3 +31,14 @@ TIPS_SEED = 0
 
 # Python files under gallery/ that are tips (others, e.g. helpers, are not allowed there).
 TIP_GLOB = "tip_*.py"
+
+
+def repo_url() -> str | None:
+    """The project's repository, for "report a wrong verdict" links: ``TIPS_REPO_URL``, or the
+    repository a GitHub Actions build runs in; None when neither is known (the page then offers
+    the report's text to copy instead of a link)."""
+    url = os.environ.get("TIPS_REPO_URL")
+    if url:
+        return url.rstrip("/")
+    server, repo = os.environ.get("GITHUB_SERVER_URL"), os.environ.get("GITHUB_REPOSITORY")
+    return f"{server}/{repo}" if server and repo else None

@@ -11,14 +11,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
 import conf as _conf_pkg  # noqa: E402
 
 if Path(_conf_pkg.__file__).resolve() != (ROOT / "conf" / "__init__.py").resolve():
     raise RuntimeError(f"imported {_conf_pkg.__file__} instead of the conf/ package")
 
-from conf import gallery, settings, shards  # noqa: E402
+from conf import settings  # noqa: E402
+from tipsite import gallery, shards  # noqa: E402
 
 project = "PyTorch tips, measured"
 author = "The PyTorch tips knowledge base authors"
@@ -27,9 +27,7 @@ copyright = "2026, " + author
 extensions = [
     "sphinx_gallery.gen_gallery",
     "sphinx_copybutton",
-    "tips_pages",
-    "tips_compat",
-    "tips_index",
+    "tipsite.sphinxext",
 ]
 
 # Links from tip pages and their code to PyTorch's API pages need PyTorch's inventory from the

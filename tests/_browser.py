@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from conf import tipmeta
+from tipsite import tipmeta
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"

@@ -19,7 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from conf import settings, tipmeta  # noqa: E402
+from conf import settings  # noqa: E402
+from tipsite import tipmeta  # noqa: E402
 
 
 def sphinx_cmd(src: Path, out: Path, doctrees: Path) -> list[str]:
@@ -47,7 +48,7 @@ TINY_CONF = """
 import sys
 sys.path.insert(0, {root!r})
 sys.path.insert(0, {ext!r})
-from conf import gallery
+from tipsite import gallery
 
 extensions = ["sphinx_gallery.gen_gallery", "tips_pages"]
 sphinx_gallery_conf = gallery.gallery_conf("gallery", "tips")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import docutils.core
 import pytest
 
-from conf import bench, settings, tipmeta
+from conf import settings
+from tipsite import bench, tipmeta
 
 
 def _record(value, verdict="holds", low=None, high=None, mtime=1):

@@ -15,7 +15,8 @@ from urllib.parse import urljoin
 
 import pytest
 
-from conf import gallery, settings, tipmeta
+from conf import settings
+from tipsite import gallery, tipmeta
 
 pytest.register_assert_rewrite("_browser")
 from _browser import (  # noqa: E402

@@ -16,7 +16,8 @@ import textwrap
 
 import pytest
 
-from conf import compat, settings, tipmeta
+from conf import settings
+from tipsite import compat, tipmeta
 
 sys.path.insert(0, str(settings.DOCS_DIR / "_ext"))
 import tips_compat  # noqa: E402

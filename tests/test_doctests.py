@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from conf import settings, tipmeta
+from conf import settings
+from tipsite import tipmeta
 
 README = settings.ROOT / "README.md"
 QUICK = settings.DOCS_DIR / "reference" / "quick.rst"

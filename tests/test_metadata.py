@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conf import tipmeta
+from tipsite import tipmeta
 
 
 def write(tmp_path: Path, text: str, topic: str = "speed", name: str = "tip_tiny.py") -> Path:

@@ -18,7 +18,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # whatever pytest's import mode
 from test_shards import build_fixture  # noqa: E402
 
-from conf import gallery, results, settings, tipmeta  # noqa: E402
+from conf import settings  # noqa: E402
+from tipsite import gallery, records, tipmeta  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from conf import results, settings, shards, tipmeta
+from conf import settings
+from tipsite import records, shards, tipmeta
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_SIZE = 3
@@ -36,7 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, {root!r})
 sys.path.insert(0, {ext!r})
-from conf import gallery, settings, shards
+from conf import settings
+from tipsite import gallery, shards
 
 # A build at another thread count, for a second real result set (tests/test_results.py).
 settings.TIPS_THREADS = int(os.environ.get("FIXTURE_THREADS", settings.TIPS_THREADS))

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from conf import gallery, settings, tipmeta
+from conf import settings
+from tipsite import gallery, tipmeta
 
 
 def page(site, tip) -> str:

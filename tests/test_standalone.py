@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from conf import settings, tipmeta
+from conf import settings
+from tipsite import tipmeta
 
 
 def reader_env() -> dict[str, str]:

@@ -69,13 +69,13 @@ def device_word(device: str) -> str:
 
 
 def verdicts() -> list[str]:
-    from conf import tipmeta
+    from tipsite import tipmeta
 
     return list(tipmeta.vocab()["verdicts"])
 
 
 def devices() -> list[str]:
-    from conf import tipmeta
+    from tipsite import tipmeta
 
     return list(tipmeta.vocab()["devices"])
 
@@ -189,6 +189,10 @@ def result_problems(result: Any) -> list[str]:
     """Problems with a tip's ``RESULT``; an empty list means it is valid (see the README)."""
     if not isinstance(result, dict):
         return [f"RESULT must be a dict, got {type(result).__name__}"]
+    try:
+        result = json.loads(json.dumps(result, allow_nan=False))  # as it will be recorded
+    except (TypeError, ValueError) as exc:
+        return [f"RESULT must be plain data (numbers finite, no objects): {exc}"]
     problems = []
     missing = RESULT_KEYS - result.keys()
     if missing:
@@ -436,7 +440,7 @@ def set_label(record: dict) -> str:
 def tip_records(tips_out_dir: Path | None = None, tips: Iterable[str] | None = None,
                 gallery_dir: Path | None = None) -> list[dict]:
     """The records in a build's output folder, for ``tips`` (default: every tip in the gallery)."""
-    from conf import tipmeta
+    from tipsite import tipmeta
 
     tips_out_dir = Path(tips_out_dir or settings.TIPS_OUT_DIR)
     wanted = set(tips) if tips is not None else {p.stem for p in tipmeta.tip_files(gallery_dir)}
@@ -715,7 +719,7 @@ def main(argv: list[str] | None = None) -> int:
 def expect_device(device: str, paths: list[str]) -> int:
     """The CUDA runner's guard: its sets decide ``device`` for every tip that measures it, and
     only for those; a CPU-only tip's record must say CPU, whatever machine ran it."""
-    from conf import tipmeta
+    from tipsite import tipmeta
 
     sets = load_sets(paths_from_env(os.pathsep.join(paths)))
     tips = {t.name: t for t in tipmeta.read_all()}

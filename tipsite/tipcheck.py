@@ -2,7 +2,7 @@
 
 For each tip file it
 
-1. reads and validates the metadata (:mod:`conf.tipmeta`);
+1. reads and validates the metadata (:mod:`tipsite.tipmeta`);
 2. checks that every helper the tip copies is identical to the reference (:mod:`tipsite.tipkit`);
 3. runs the tip as a reader runs the download (a lone copy, plain python, ``--strict``
    deprecations) through the tip runner, with ``--fake-cuda`` under :mod:`tipsite.fakecuda`;
@@ -24,7 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from conf import settings, tipmeta
+from conf import settings
+from tipsite import tipmeta
 from tipsite import records, tipkit
 
 RUNNER = settings.CONF_DIR / "tiprunner.py"
@@ -72,7 +73,7 @@ def sync_helpers(path: Path) -> list[str]:
 
 def run_tip(path: Path, *, fake_cuda: bool = False, timeout: float = 900) -> dict:
     """Run a lone copy of the tip through the runner; return the runner's report."""
-    from conf import compat
+    from tipsite import compat
 
     with tempfile.TemporaryDirectory(prefix=f"{path.stem}-") as tmp:
         work = Path(tmp)

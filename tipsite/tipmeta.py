@@ -37,7 +37,7 @@ _CLAIM_ID_RE = re.compile(r"^S\d+-\d+$")
 
 # field -> (required, type description, checker). Checkers live below.
 REQUIRED = ("claims", "tags", "devices", "kind", "min_torch", "takeaway")
-OPTIONAL = ("keywords", "docs", "related", "single_size")
+OPTIONAL = ("keywords", "docs", "related", "single_size", "statement")
 
 
 class TipError(ValueError):
@@ -66,6 +66,8 @@ class Tip:
     related: tuple[str, ...] = ()
     # Why a speed or memory tip measures at one size only (otherwise it sweeps sizes and draws them).
     single_size: str | None = None
+    # The claim the verdicts judge, in one short line, for a tip that examines no seed claim.
+    statement: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -224,6 +226,15 @@ def read_tip(path: Path | str) -> Tip:
     for name in ("keywords", "docs", "related"):
         if name in raw:
             values[name] = _str_list(name, raw[name], problems, nonempty=False)
+    if "statement" in raw:
+        st = raw["statement"]
+        if not isinstance(st, str) or not st.strip() or "\n" in st or len(st) > 200:
+            problems.append(f"{FIELD_PREFIX}statement: must be the judged claim in one line of at "
+                            "most 200 characters")
+        values["statement"] = st
+    for url in values.get("docs", ()):
+        if not re.fullmatch(r"https://[\w.-]+(/[\w.~%+:@!$&'()*,;=/-]*)?(#[\w.~%+-]*)?", url):
+            problems.append(f"{FIELD_PREFIX}docs: {url!r} is not a plain https:// address")
     if "single_size" in raw:
         why = raw["single_size"]
         if not isinstance(why, str) or not why.strip() or "\n" in why or len(why) > 300:

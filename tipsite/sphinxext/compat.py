@@ -1,7 +1,7 @@
 """Sphinx extension: the ``tips-compat-matrix`` directive renders the torch-version matrix.
 
 It reads what ``nox -s matrix`` recorded, ``docs/_data/compat/torch-<release>.json`` (one file a
-release of ``conf.settings.TORCH_MATRIX``, see :mod:`conf.compat`), and renders
+release of ``conf.settings.TORCH_MATRIX``, see :mod:`tipsite.compat`), and renders
 
 * ``table``: tips down and releases across: each cell shows passed/failed, the verdict the tip
   computed on that release and its key figure, or "not applicable" (the tip's
@@ -15,11 +15,14 @@ The page is rebuilt whenever a data file changes (each is a noted dependency).
 from __future__ import annotations
 
 from docutils import nodes
+from sphinx import addnodes
 from docutils.statemachine import StringList
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
-from conf import compat, settings, tipmeta
+from conf import settings
+from tipsite import compat, records, tipmeta
+from tipsite.sphinxext.render import anchor_name, quantity
 
 
 def _esc(text: str) -> str:
@@ -30,6 +33,22 @@ def _esc(text: str) -> str:
 
 def _fmt(x: float) -> str:
     return f"{x:.3g}"
+
+
+def _decided(entry: dict) -> dict[str, dict]:
+    """Per device: verdict and key figure (entries written before per-device verdicts had one)."""
+    if isinstance(entry.get("verdicts"), dict):
+        return {d: v for d, v in entry["verdicts"].items() if isinstance(v, dict)}
+    if entry.get("verdict"):
+        return {entry.get("device") or "cpu": {"verdict": entry["verdict"], "key": entry.get("key")}}
+    return {}
+
+
+def _key_name(entry: dict | None) -> str | None:
+    for v in _decided(entry or {}).values():
+        if isinstance(v.get("key"), dict) and v["key"].get("name"):
+            return v["key"]["name"]
+    return None
 
 
 def cell_lines(entry: dict | None, run: dict | None, current_sha: str | None = None,
@@ -48,16 +67,18 @@ def cell_lines(entry: dict | None, run: dict | None, current_sha: str | None = N
         first = f"not applicable (needs torch ≥ {_esc(entry.get('min_torch', '?'))})"
         return [first, "", stale] if stale else [first]
     lines = []
-    verdict = entry.get("verdict")
-    verdict_rst = f" :tip-verdict:`{verdict}`" if verdict in tipmeta.vocab()["verdicts"] else ""
+    decided = _decided(entry)
+    verdict_rst = "".join(f" {records.device_word(d)} :tip-verdict:`{v['verdict']}`"
+                          for d, v in decided.items() if v.get("verdict") in tipmeta.vocab()["verdicts"])
     if status == compat.PASSED:
-        lines.append(f"✓ passed{verdict_rst}")
+        lines.append(f"✓ passed{verdict_rst or ' (no verdict on this device)'}")
     else:
         lines.append(f"✗ **failed**{verdict_rst}")
-    key = entry.get("key")
-    if isinstance(key, dict) and isinstance(key.get("value"), (int, float)):
-        name = "" if key.get("name") == key_name else f"{_esc(str(key.get('name', 'key')))}: "
-        lines.append(f"| {name}**{_fmt(key['value'])}** {_esc(str(key.get('unit', '')))}")
+    for v in decided.values():
+        key = v.get("key")
+        if isinstance(key, dict) and isinstance(key.get("value"), (int, float)):
+            name = "" if key.get("name") == key_name else f"{_esc(str(key.get('name', 'key')))}: "
+            lines.append(f"| {name}**{_esc(quantity(key['value'], str(key.get('unit', ''))))}**")
     deps = entry.get("deprecations") or 0
     n_warn = len(entry.get("warnings") or [])
     if deps:
@@ -112,8 +133,7 @@ def table_rst(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> list[str
     for tip in sorted(tips, key=lambda t: (t.topic, t.name)):
         entries = {r: (runs[r] or {}).get("tips", {}).get(tip.name) for r in releases}
         # the key figure's name, from the newest release that measured one
-        key_name = next((e["key"]["name"] for e in reversed(list(entries.values()))
-                         if e and isinstance(e.get("key"), dict) and e["key"].get("name")), None)
+        key_name = next((_key_name(e) for e in reversed(list(entries.values())) if _key_name(e)), None)
         lines.append(f"   * - :doc:`/{tip.docname}`")
         lines.append("")
         about = f"       ``{tip.name}`` · since torch {_esc(tip.min_torch)}"
@@ -170,10 +190,18 @@ class CompatMatrix(SphinxDirective):
             text = warnings_rst(runs)
         container = nodes.container(classes=["tips-compat-matrix"])
         self.state.nested_parse(StringList(text, source="tips-compat-matrix"), self.content_offset, container)
+        if part == "table":
+            self._row_targets(container, tips)
         return [container]
 
-
-def setup(app: Sphinx) -> dict:
-    app.add_directive("tips-compat-matrix", CompatMatrix)
-    app.add_css_file("tips_compat.css")
-    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
+    def _row_targets(self, container: nodes.Element, tips: list[tipmeta.Tip]) -> None:
+        """A target ``compat-<tip>`` on each tip's row, so its page can link to it."""
+        by_doc = {t.docname: t for t in tips}
+        for xref in list(container.findall(addnodes.pending_xref)):
+            tip = by_doc.get(str(xref.get("reftarget", "")).lstrip("/"))
+            if tip is None or xref.get("reftype") != "doc":
+                continue
+            name = f"compat-{anchor_name(tip.name)}"
+            target = nodes.target("", "", ids=[name], names=[name])
+            xref.parent.insert(0, target)
+            self.state.document.note_explicit_target(target)

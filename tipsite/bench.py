@@ -1,4 +1,4 @@
-"""Benchmark the site build on this machine: ``nox -s bench`` or ``python -m conf.bench``.
+"""Benchmark the site build on this machine: ``nox -s bench`` or ``python -m tipsite.bench``.
 
 What it measures, all in its own temporary copy of the sources (``conf/``, ``docs/``,
 ``gallery/``), so ``build/html`` and ``docs/tips`` of the working tree are never touched:
@@ -46,7 +46,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conf import gallery, settings, tipmeta
+from conf import settings
+from tipsite import gallery, tipmeta
 
 DATA_FILE = settings.DOCS_DIR / "_data" / "bench.json"
 PAGE_FILE = settings.DOCS_DIR / "how_built.rst"
@@ -479,7 +480,7 @@ def render_page(data: dict[str, Any] | None) -> str:
         "The benchmark",
         "-------------",
         "",
-        "``nox -s bench`` (``python -m conf.bench``) builds a temporary copy of the sources with the",
+        "``nox -s bench`` (``python -m tipsite.bench``) builds a temporary copy of the sources with the",
         "same ``sphinx-build`` command as ``nox -s docs``, three times from clean. It times the",
         "whole build, a rebuild with nothing changed and a rebuild after a comment line is appended",
         "to one tip, and compares the key figure and verdict of every speed and memory tip across",
@@ -613,7 +614,7 @@ def _stop(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
-    parser = argparse.ArgumentParser(prog="python -m conf.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tipsite.bench", description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="clean builds (default 3)")
     parser.add_argument("--tips", nargs="+", metavar="PATTERN",
                         help="build only tips whose name matches (fnmatch); for trying it out")

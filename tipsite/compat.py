@@ -1,19 +1,19 @@
 """The torch-version compatibility matrix: run it on one release, and read what it recorded.
 
 ``nox -s "matrix(torch='2.9.1')"`` installs that release in its own reused virtualenv and runs
-``python -m conf.compat run 2.9.1`` there, which
+``python -m tipsite.compat run 2.9.1`` there, which
 
 1. runs the doctests (``tests/test_doctests.py``: the README's and the reference pages'
    ``>>>`` examples) with that torch;
 2. runs every tip as a reader would: a lone copy of the file in a temporary folder, plain
-   python, no project code importable, through :mod:`conf.tiprunner`, which records the
+   python, no project code importable, through :mod:`tipsite.tiprunner`, which records the
    verdict and key figure from the tip's ``RESULT`` and every warning the tip let through.
    A tip whose ``sphinx_gallery_tips_min_torch`` is newer than the release is recorded as
    "not applicable" and not run. On the newest release of ``settings.TORCH_MATRIX`` a
    deprecation warning raised by the tip's code (or by torch on its behalf) fails the tip;
 3. writes ``docs/_data/compat/torch-<release>.json`` (committed; the docs build reads it).
 
-``python -m conf.compat run 2.9.1 tip_a tip_b`` re-runs only those tips and keeps the other
+``python -m tipsite.compat run 2.9.1 tip_a tip_b`` re-runs only those tips and keeps the other
 entries of the existing file (each entry carries its own date); ``run 2.9.1 --changed`` re-runs
 the doctests and only the tips that are new, edited since their recorded run (each entry keeps
 the SHA-256 of the tip file it ran) or failed. The page marks an entry whose tip file has
@@ -36,7 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conf import gallery, settings, tipmeta
+from conf import settings
+from tipsite import gallery, tipmeta
 
 DATA_DIR = settings.DOCS_DIR / "_data" / "compat"
 RUNNER = Path(__file__).with_name("tiprunner.py")
@@ -261,7 +262,7 @@ def _device_name(torch) -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2 or argv[0] != "run" or argv[1] not in settings.TORCH_MATRIX:
-        print(f"usage: python -m conf.compat run <{'|'.join(settings.TORCH_MATRIX)}> [tip_name ...]",
+        print(f"usage: python -m tipsite.compat run <{'|'.join(settings.TORCH_MATRIX)}> [tip_name ...]",
               file=sys.stderr)
         return 2
     return run(argv[1], argv[2:])

@@ -7,24 +7,22 @@ picklable and Sphinx can cache it.
   grad mode back to a known state, so one tip cannot change another's figures.
 * :class:`PeakMemory` is sphinx-gallery's ``show_memory`` callable: the CUDA caching
   allocator's peak on a CUDA build, the process's peak resident memory otherwise.
-* :func:`collect_result` is registered as an "image scraper": after every code block it reads
-  the tip's ``RESULT`` dict from the tip's globals and writes it, with the provenance of the
-  run (torch version, device, threads, date), to ``<tip>.result.json`` beside the executed
-  page. It emits no reST.
+* :func:`collect_figures` and :func:`collect_result` are registered as "image scrapers":
+  after every code block the first notes what each open matplotlib figure plots (before
+  matplotlib's scraper saves it), the second reads the tip's ``RESULT`` from the tip's globals,
+  validates it and writes it with the provenance of the run and the figures' data as the tip's
+  record, ``<tip>.result.json`` beside the executed page (:mod:`tipsite.records`). Neither
+  emits reST.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
-import os
 import platform
 from pathlib import Path
 from typing import Any
 
-from conf import settings, tipmeta
-
-RESULT_SUFFIX = ".result.json"
+from conf import settings
+from tipsite import tipmeta
 
 
 def gallery_conf(examples_dir: Path | str, gallery_dir: Path | str, *,
@@ -38,9 +36,11 @@ def gallery_conf(examples_dir: Path | str, gallery_dir: Path | str, *,
         "ignore_pattern": r"__init__\.py",
         "within_subsection_order": "FileNameSortKey",
         "remove_config_comments": True,
-        "reset_modules": ("matplotlib", "conf.gallery.reset_torch"),
+        "reset_modules": ("matplotlib", "tipsite.gallery.reset_torch"),
         "reset_modules_order": "before",
-        "image_scrapers": ("matplotlib", "conf.gallery.collect_result"),
+        # collect_figures reads each figure before matplotlib's scraper saves and closes it.
+        "image_scrapers": ("tipsite.gallery.collect_figures", "matplotlib",
+                           "tipsite.gallery.collect_result"),
         "show_memory": PeakMemory(),
         "download_all_examples": True,
         "first_notebook_cell": None,
@@ -78,11 +78,18 @@ def reset_torch(gallery_conf: dict, fname: str | None, when: str) -> None:
     if torch.cuda.is_available():
         torch.cuda.set_sync_debug_mode(0)
         torch.cuda.empty_cache()
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
     if fname is not None and when == "before":
+        from tipsite import records
+
         # A stale result from an earlier run must never stand in for this run's.
+        for key in [k for k in _FIGURES if Path(k).name == Path(fname).name]:
+            del _FIGURES[key]
         dirs = gallery_conf["gallery_dirs"]
         for d in dirs if isinstance(dirs, (list, tuple)) else [dirs]:
-            for stale in (Path(gallery_conf["src_dir"]) / d).rglob(Path(fname).stem + RESULT_SUFFIX):
+            for stale in (Path(gallery_conf["src_dir"]) / d).rglob(Path(fname).stem + records.RECORD_SUFFIX):
                 stale.unlink()
 
 
@@ -110,7 +117,7 @@ class PeakMemory:
     """
 
     def __repr__(self) -> str:
-        return "conf.gallery.PeakMemory()"
+        return "tipsite.gallery.PeakMemory()"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PeakMemory)
@@ -140,72 +147,61 @@ def _peak_memory(func):
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, out
 
 
-def device_description() -> dict[str, Any]:
-    """What this build runs on, for the provenance line and the result records."""
-    import torch
-
-    if torch.cuda.is_available():
-        return {"device": "cuda", "device_name": torch.cuda.get_device_name(0),
-                "threads": torch.get_num_threads()}
-    return {"device": "cpu", "device_name": cpu_model(), "threads": torch.get_num_threads()}
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+def _figure_data(fig) -> dict[str, Any]:
+    """What a matplotlib figure plots: per axes its labels, scales and every line's points."""
+    axes = []
+    for ax in fig.get_axes():
+        lines = []
+        for line in ax.get_lines():
+            label = str(line.get_label())
+            xs, ys = line.get_xdata(), line.get_ydata()
+            if label.startswith("_child") and len(xs) == 2 and len(set(map(float, ys))) == 1:
+                label = "_hline"  # axhline: a reference line
+            lines.append({"label": label, "x": [float(x) for x in xs], "y": [float(y) for y in ys]})
+        axes.append({"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
+                     "xscale": ax.get_xscale(), "yscale": ax.get_yscale(), "lines": lines})
+    return {"axes": axes}
 
 
-def build_date() -> str:
-    """UTC date of the build; SOURCE_DATE_EPOCH wins for reproducible builds."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    now = (_dt.datetime.fromtimestamp(int(epoch), _dt.UTC) if epoch
-           else _dt.datetime.now(_dt.UTC))
-    return now.strftime("%Y-%m-%d %H:%M UTC")
+# The figures each tip drew so far in this build (tip file -> figures, in order).
+_FIGURES: dict[str, list[dict[str, Any]]] = {}
 
 
-def result_path(target_file: str | Path) -> Path:
-    """``docs/tips/speed/tip_x.py`` -> ``docs/tips/speed/tip_x.result.json``."""
-    target = Path(target_file)
-    return target.with_name(target.stem + RESULT_SUFFIX)
+def collect_figures(block, block_vars: dict, gallery_conf: dict) -> str:
+    """Scraper, before matplotlib's: note what every open figure plots, in the order
+    sphinx-gallery numbers them, so the record carries the data behind each image."""
+    import matplotlib.pyplot as plt
+
+    figures = _FIGURES.setdefault(str(block_vars["src_file"]), [])
+    for num in plt.get_fignums():
+        figures.append(_figure_data(plt.figure(num)))
+    return ""
 
 
 def collect_result(block, block_vars: dict, gallery_conf: dict) -> str:
-    """Scraper: write the tip's RESULT, with provenance, once the tip has defined it."""
+    """Scraper: write the tip's RESULT, with provenance, once the tip has defined it.
+
+    The RESULT must be valid (its verdicts re-derive from their evidence), and it must decide
+    every device that this run had to measure (:func:`tipsite.records.required_devices`);
+    otherwise the tip fails here, named, and no record is written.
+    """
     import torch
+
+    from tipsite import records
 
     result = block_vars["example_globals"].get("RESULT")
     if result is None:
         return ""
     src = Path(block_vars["src_file"])
-    problems = tipmeta.validate_result(result)
+    problems = records.result_problems(result)
+    if not problems:
+        tip = tipmeta.read_tip(src)
+        problems = records.coverage_problems(result, tip.devices, torch.cuda.is_available())
     if problems:
         # Raised inside sphinx-gallery's block execution: the tip fails and is named.
         raise ValueError(f"{src.name}: " + "; ".join(problems))
-    record = {
-        "tip": src.stem,
-        "topic": src.parent.name,
-        **json.loads(json.dumps(result)),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        **device_description(),
-        # The build's thread setting (the reset hook's), which a tip may change for itself:
-        # records of one build share it, and result sets are told apart by it (conf/results.py).
-        "build_threads": settings.TIPS_THREADS,
-        "date": build_date(),
-    }
-    result_path(block_vars["target_file"]).write_text(
-        json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    # The build's thread setting (the reset hook's); each decision names the threads it used.
+    record = records.make_record(src, result, build_threads=settings.TIPS_THREADS)
+    record["figures"] = _FIGURES.get(str(src), [])
+    records.write_record(records.record_path(block_vars["target_file"]), record)
     return ""
-
-
-def load_result(target_file: str | Path) -> dict[str, Any] | None:
-    path = result_path(target_file)
-    if not path.exists():
-        return None
-    return json.loads(path.read_text(encoding="utf-8"))

@@ -11,7 +11,7 @@ copies each tip's files into ``docs/tips/`` -- then builds the site with ``TIPS_
 nothing may execute, every MD5 matches, and the pages are those an unsharded build makes.
 
 The plan is a greedy longest-first split by each tip's last recorded run time, read from the
-committed file ``conf/timings.json`` (``python -m conf.shards timings --update`` refreshes it from
+committed file ``conf/timings.json`` (``python -m tipsite.shards timings --update`` refreshes it from
 the last build's ``<tip>.cost.json`` files). Every runner therefore computes the same plan from
 the same commit. A tip missing from the file counts as the median of the known times (1 s when
 none is known).
@@ -29,7 +29,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from conf import results, settings, tipmeta
+from conf import settings
+from tipsite import records, tipmeta
 
 ENV_VAR = "TIPS_SHARD"
 MERGED = "merged"
@@ -162,7 +163,7 @@ def pack(k: int, n: int, tips_out_dir: Path | None = None, dest_root: Path | Non
         if not md5_file.exists() or md5_file.read_text().strip() != source_md5(src):
             problems.append(f"{name}: not executed from its current source by this build")
             continue
-        if not (topic_dir / f"{name}{results.RESULT_SUFFIX}").exists():
+        if not (topic_dir / f"{name}{records.RECORD_SUFFIX}").exists():
             problems.append(f"{name}: executed but left no result record")
             continue
         for path in tip_output_files(topic_dir, name):
@@ -173,7 +174,7 @@ def pack(k: int, n: int, tips_out_dir: Path | None = None, dest_root: Path | Non
     if problems:
         raise ShardError(f"shard {k}/{n} is incomplete:\n" + "\n".join(problems))
     dest.mkdir(parents=True, exist_ok=True)
-    results.export(dest / "results", tips_out_dir, names, suffix=f"-shard{pack_name(k, n)}",
+    records.export(dest / "results", tips_out_dir, names, suffix=f"-shard{pack_name(k, n)}",
                    gallery_dir=gallery_dir)
     (dest / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return dest
@@ -242,14 +243,14 @@ def record_timings(tips_out_dir: Path | None = None, path: Path | None = None,
     seconds = {k: v for k, v in sorted(seconds.items()) if k in names}
     path.write_text(json.dumps({
         "about": "Each tip's last recorded run time in seconds, for balancing sharded builds "
-                 "(python -m conf.shards timings --update).",
+                 "(python -m tipsite.shards timings --update).",
         "seconds": seconds,
     }, indent=1) + "\n", encoding="utf-8")
     return seconds
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conf.shards", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tipsite.shards", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     pl = sub.add_parser("plan", help="print which tips each of N shards executes")
     pl.add_argument("n", type=int)
@@ -277,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             seconds = record_timings() if args.update else load_timings()
             print(json.dumps(seconds, indent=1))
-    except (ShardError, results.ResultSetError) as exc:
+    except (ShardError, records.RecordError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -1,0 +1,54 @@
+"""The site's Sphinx extension: ``extensions = ["tipsite.sphinxext"]``.
+
+``setup`` only wires features; each lives in its own module:
+
+* :mod:`.state`: the tips' metadata (validated before anything runs), their records (checked
+  after sphinx-gallery ran them), the result sets and one view per tip;
+* :mod:`.pages`: each tip page's header and footer (templates ``tip_header``/``tip_footer``);
+* :mod:`.cards`: the card grid, tag pages and the claims page (templates ``cards``, ``tag``,
+  ``tags_index``, ``claims``);
+* :mod:`.search`: search-index entries for each tip;
+* :mod:`.compat`: the torch-release matrix page;
+* :mod:`.freshness`: pages are rebuilt when the page layer itself changes.
+
+Templates live in ``templates/`` and are rendered by :mod:`.render`, which escapes every value.
+"""
+
+from __future__ import annotations
+
+from docutils import nodes
+from sphinx.application import Sphinx
+
+from tipsite.sphinxext import cards, compat, freshness, pages, search, state
+
+
+def _inline_role(css: str, per_value: bool = False):
+    def role(name, rawtext, text, lineno, inliner, options=None, content=None):
+        classes = [css, f"{css}-{text}"] if per_value else [css]
+        return [nodes.inline(text, text, classes=classes)], []
+
+    return role
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_role("tip-verdict", _inline_role("tip-verdict", per_value=True))
+    app.add_role("tip-tag", _inline_role("tip-tag"))
+    # sphinx-gallery executes the tips on builder-inited at the default priority (500).
+    app.connect("builder-inited", freshness.invalidate_executions, priority=300)
+    app.connect("builder-inited", state.load_tips, priority=400)
+    app.connect("builder-inited", state.check_records, priority=900)
+    app.connect("builder-inited", state.load_views, priority=950)
+    app.connect("builder-inited", cards.generate, priority=960)
+    app.connect("env-get-outdated", state.result_sets_outdate_tips)
+    app.connect("env-get-outdated", freshness.outdate_all_on_change)
+    app.connect("source-read", pages.dress_tip_page)
+    app.connect("doctree-resolved", cards.link_tags)
+    app.connect("doctree-read", search.keep_index_entries)
+    app.connect("env-purge-doc", search.forget_index_entries)
+    app.connect("env-merge-info", search.merge_index_entries)
+    app.add_directive("tip-cards", cards.TipCards)
+    app.add_directive("tips-compat-matrix", compat.CompatMatrix)
+    app.add_css_file("tips.css")
+    app.add_css_file("tips_compat.css")
+    app.add_js_file("tips_filter.js", loading_method="defer")
+    return {"version": "2.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,168 @@
+"""Find any tip fast: the card grid, tag pages, the claims page and related tips.
+
+* ``.. tip-cards::`` renders one card per tip (``templates/cards.rst.jinja``): its thumbnail,
+  title, the claim it judges and each device's verdict with its key figure, its takeaway, tags
+  and devices. ``:filter:`` adds the filter bar that ``_static/tips_filter.js`` fills in;
+  ``:tag: <tag>`` keeps the tips with that tag. Cards carry their facets as classes
+  (``tc-v-cpu-holds``, ``tc-tag-autograd``, ``tc-device-cuda``), which is all the script reads.
+* At builder-inited, once the views exist, :func:`generate` writes ``generated/tips_manifest.json``
+  (what every card shows), one page per tag in use, the tag index and the claims page, each from
+  its template. Pages showing cards depend on the manifest, so a new tip or a changed verdict
+  re-reads them and nothing else.
+* Every ``:tip-tag:`` badge on the site links to its tag page.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from docutils.statemachine import StringList
+from sphinx.application import Sphinx
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+from tipsite import tipmeta
+from tipsite.sphinxext import state
+from tipsite.sphinxext.render import render
+
+logger = logging.getLogger(__name__)
+
+GENERATED = "generated"
+TAGS_DIR = "tags"
+MANIFEST = "tips_manifest.json"
+
+
+def _same(tip: tipmeta.Tip, ref: str) -> bool:
+    ref = ref.strip().removesuffix(".py").strip("/")
+    return ref in (tip.name, f"{tip.topic}/{tip.name}", tip.docname)
+
+
+def related_tips(tip: tipmeta.Tip, tips: list[tipmeta.Tip], limit: int = 3) -> list[tipmeta.Tip]:
+    """The tip's ``related`` field first, then the tips sharing most claims and tags with it."""
+    others = [t for t in tips if t.name != tip.name]
+    chosen: list[tipmeta.Tip] = []
+    for ref in tip.related:
+        match = next((t for t in others if _same(t, ref)), None)
+        if match is None:
+            logger.warning("%s: sphinx_gallery_tips_related: no tip named %r", tip.path.name, ref)
+        elif match not in chosen:
+            chosen.append(match)
+
+    def score(other: tipmeta.Tip) -> int:
+        return (3 * len(set(tip.claims) & set(other.claims))
+                + 2 * len(set(tip.tags) & set(other.tags))
+                + (1 if other.topic == tip.topic else 0))
+
+    ranked = sorted((t for t in others if t not in chosen and score(t) >= 2),
+                    key=lambda t: (-score(t), t.title.lower()))
+    return chosen + ranked[:max(0, limit - len(chosen))]
+
+
+def _topic_order(tip: tipmeta.Tip) -> tuple:
+    topics = list(tipmeta.vocab()["topics"])
+    return (topics.index(tip.topic) if tip.topic in topics else len(topics), tip.name)
+
+
+def manifest_rows(app: Sphinx) -> list[dict]:
+    """What each card shows, in gallery order (topic, then file name)."""
+    views = state.views(app)
+    rows = []
+    for tip in sorted(state.tips(app), key=_topic_order):
+        view = views.get(tip.name)
+        devices = []
+        for d in (view.devices.values() if view else []):
+            devices.append({"device": d.device, "word": d.word, "state": d.state,
+                            "verdict": d.verdict, "key": d.key_text if d.state == "measured" else "",
+                            "where": d.where})
+        rows.append({
+            "name": tip.name, "docname": tip.docname, "title": tip.title, "topic": tip.topic,
+            "takeaway": tip.takeaway, "statement": view.statement if view else tip.title,
+            "tags": list(tip.tags), "devices": list(tip.devices), "kind": tip.kind,
+            "min_torch": tip.min_torch, "claims": list(tip.claims), "verdicts": devices,
+            "classes": view.card_classes() if view else ["tip-card"],
+            "thumb": f"/{tip.docname.rsplit('/', 1)[0]}/images/thumb/sphx_glr_{tip.name}_thumb.png",
+        })
+    return rows
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+
+
+def generate(app: Sphinx) -> None:
+    """builder-inited, after the views: the manifest, tag pages, the tag index, the claims page."""
+    rows = manifest_rows(app)
+    gen = Path(app.srcdir) / GENERATED
+    _write_if_changed(gen / MANIFEST, json.dumps(rows, indent=1, sort_keys=True) + "\n")
+
+    vocab_tags = tipmeta.vocab()["tags"]
+    used = [t for t in vocab_tags if any(t in r["tags"] for r in rows)]
+    tag_dir = gen / TAGS_DIR
+    for tag in used:
+        n = sum(tag in r["tags"] for r in rows)
+        _write_if_changed(tag_dir / f"{tag}.rst",
+                          render("tag.rst.jinja", tag=tag, about=vocab_tags[tag], n=n))
+    for stale in tag_dir.glob("*.rst"):
+        if stale.stem != "index" and stale.stem not in used:
+            stale.unlink()
+    counts = {tag: sum(tag in r["tags"] for r in rows) for tag in used}
+    _write_if_changed(tag_dir / "index.rst", render("tags_index.rst.jinja", counts=counts))
+    app.env.tips_tags_used = set(used)  # type: ignore[attr-defined]
+    _write_if_changed(gen / "claims.rst", claims_page(rows))
+
+
+def claims_page(rows: list[dict]) -> str:
+    by_claim: dict[str, list[dict]] = {}
+    for row in rows:
+        for cid in row["claims"]:
+            by_claim.setdefault(cid, []).append(row)
+    sources = []
+    claims = tipmeta.claims()
+    for sid, src in tipmeta.sources().items():
+        own = [{**c, "tips": by_claim.get(cid, [])} for cid, c in claims.items()
+               if cid.startswith(sid + "-")]
+        sources.append({**src, "id": sid, "claims": own})
+    return render("claims.rst.jinja", sources=sources)
+
+
+class TipCards(SphinxDirective):
+    """One card per tip (all tips, or those with ``:tag:``); ``:filter:`` adds the filter bar."""
+
+    has_content = False
+    option_spec = {"tag": directives.unchanged_required, "filter": directives.flag}
+
+    def run(self) -> list[nodes.Node]:
+        path = Path(self.env.srcdir) / GENERATED / MANIFEST
+        self.env.note_dependency(str(path))
+        rows = json.loads(path.read_text(encoding="utf-8"))
+        tag = self.options.get("tag")
+        if tag:
+            rows = [r for r in rows if tag in r["tags"]]
+        text = render("cards.rst.jinja", rows=rows, filter="filter" in self.options)
+        container = nodes.container()
+        self.state.nested_parse(StringList(text.splitlines(), source="tip-cards"),
+                                self.content_offset, container)
+        return container.children
+
+
+def link_tags(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """doctree-resolved: tag badges link to their tag page."""
+    builder = app.builder
+    if builder.format != "html":
+        return
+    used = getattr(app.env, "tips_tags_used", set())
+    for chip in list(doctree.findall(nodes.inline)):
+        if "tip-tag" not in chip["classes"] or isinstance(chip.parent, nodes.reference):
+            continue
+        tag = chip.astext()
+        if tag not in used:
+            continue
+        ref = nodes.reference("", "", internal=True, classes=["tip-tag-link"],
+                              refuri=builder.get_relative_uri(docname, f"{GENERATED}/{TAGS_DIR}/{tag}"))
+        chip.replace_self(ref)
+        ref += chip

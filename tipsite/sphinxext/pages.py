@@ -1,0 +1,160 @@
+"""Dress each executed tip page: the header under its title, the footer before its downloads.
+
+Both come from templates (``templates/tip_header.rst.jinja``, ``tip_footer.rst.jinja``) filled
+from the tip's :class:`~tipsite.sphinxext.view.TipView`. The page's own sphinx-gallery reST is
+tidied on the way: the empty code block left where the metadata comments were removed goes, and
+the "How this tip measures and decides" cell (the helpers every tip copies) folds into a
+``<details>`` block so that the tip's own code comes first.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+
+from sphinx.application import Sphinx
+from sphinx.errors import ExtensionError
+
+from conf import settings
+from tipsite import records
+from tipsite.sphinxext import state
+from tipsite.sphinxext.render import Rst, anchor_name, render
+from tipsite.sphinxext.view import TipView, column_label
+
+HELPERS_TITLE = "How this tip measures and decides"
+_KEYWORD_CLEAN = re.compile(r"[^\w .()+/'-]+")
+
+
+def _doc_label(url: str) -> str:
+    """``https://.../generated/torch.take_along_dim.html`` -> ``torch.take_along_dim``;
+    ``https://.../notes/cuda.html#use-pinned-memory-buffers`` -> ``cuda notes: use pinned memory buffers``."""
+    path, _, fragment = url.partition("#")
+    stem = path.rstrip("/").rsplit("/", 1)[-1].removesuffix(".html") or path
+    if "/generated/" in path:
+        return stem
+    section = path.rstrip("/").rsplit("/", 2)[-2] if path.count("/") > 3 else ""
+    words = f"{stem} {section}".strip() if section in ("notes", "recipes") else stem
+    return f"{words}: {fragment.replace('-', ' ')}" if fragment else words
+
+
+def keywords_context(view: TipView) -> tuple[list[Rst], set[Rst]]:
+    from tipsite.sphinxext.search import search_keywords, subject_keywords
+
+    clean = [Rst(_KEYWORD_CLEAN.sub(" ", k).strip()) for k in search_keywords(view.tip)]
+    subject = {Rst(_KEYWORD_CLEAN.sub(" ", k).strip()) for k in subject_keywords(view.tip)}
+    return [k for k in clean if k], subject
+
+
+def report_text(view: TipView) -> str:
+    lines = [f"Verdict of {view.name} looks wrong", "", f"Tip: {view.tip.title} ({view.name})"]
+    for d in view.devices.values():
+        state_text = (f"{d.verdict}, {d.key_text}; {d.where}; {d.when}" if d.state == "measured"
+                      else d.state)
+        lines.append(f"{d.word}: {state_text}")
+    lines += ["", "What I measured or read instead (machine, torch version, figures):", ""]
+    return "\n".join(lines)
+
+
+def report_url(view: TipView) -> str | None:
+    repo = settings.repo_url()
+    if not repo or not re.fullmatch(r"https://[\w.-]+(/[\w.-]+)*", repo):
+        return None
+    title, _, body = report_text(view).partition("\n\n")
+    query = urllib.parse.urlencode({"title": title, "body": body})
+    return f"{repo}/issues/new?{query}"
+
+
+def header(view: TipView) -> str:
+    keywords, subject = keywords_context(view)
+    docs = [(_doc_label(u), Rst(u)) for u in view.tip.docs]
+    rule = (view.record or next(iter(view.columns), {}) or {}).get("rule", "")
+    return render("tip_header.rst.jinja", view=view, keywords=keywords, subject=subject, docs=docs,
+                  rule=rule, figures_label=Rst(f"tip-figures-{anchor_name(view.name)}"),
+                  report_label=Rst(f"tip-report-{anchor_name(view.name)}"),
+                  report_url=report_url(view))
+
+
+def _provenance(record: dict, current_sha: str, origin: str) -> str:
+    hosts = record["hosts"]
+    machine = []
+    for device, host in hosts.items():
+        extra = []
+        if device == "cpu":
+            extra += [", ".join(f.upper().replace("_", "-") for f in host.get("flags") or [])]
+            extra += [f"{host['cores']} cores" if host.get("cores") else ""]
+        else:
+            extra += [f"CUDA {host['cuda']}" if host.get("cuda") else "",
+                      f"driver {host['driver']}" if host.get("driver") else ""]
+        machine.append(f"{records.device_word(device)} {host['name']}"
+                       + (f" ({', '.join(e for e in extra if e)})" if any(extra) else ""))
+    version = ("the tip's current source" if record["source_sha256"] == current_sha
+               else "an older version of the tip")
+    where = "this build" if origin == "this build" else f"result set {origin.rsplit('/', 1)[-1]}"
+    return (f"{'; '.join(machine)}; torch {record['torch']}, Python {record['python']}; build "
+            f"threads {record['build_threads']}; {record['date']}; {version}; from {where}.")
+
+
+def footer(view: TipView, sets: list[dict]) -> str:
+    current = records.source_sha256(view.tip.path)
+    origins = {id(r): s["path"] for s in sets for r in s["records"]}
+    columns = [{"label": column_label(r), "stale": r["source_sha256"] != current,
+                "provenance": _provenance(r, current, "this build" if r is view.record else origins.get(id(r), "?"))}
+               for r in view.columns]
+    skipped: dict[str, list[str]] = {}
+    for r in view.columns:
+        for why in r.get("skipped") or []:
+            skipped.setdefault(why, []).append(column_label(r))
+    skipped_rows = [(why, "" if len(where) == len(view.columns) else "; ".join(where))
+                    for why, where in skipped.items()]
+    rows = view.comparison_rows()
+    return render("tip_footer.rst.jinja", view=view, rows=rows, columns=columns,
+                  devices=list(view.devices.values()), skipped=skipped_rows,
+                  multi_device=len({r["device"] for r in rows}) > 1,
+                  figures_label=Rst(f"tip-figures-{anchor_name(view.name)}"),
+                  report_label=Rst(f"tip-report-{anchor_name(view.name)}"),
+                  report_url=report_url(view), report_text=report_text(view))
+
+
+def _fold_helpers(text: str) -> str:
+    """Wrap the helpers cell's code in a collapsed <details> block: the tip's own code first."""
+    m = re.search(rf"^{re.escape(HELPERS_TITLE)}\n-+\n", text, re.M)
+    if not m:
+        return text
+    start = text.find("\n.. code-block:: Python", m.end())
+    end = text.find("\n.. GENERATED FROM PYTHON SOURCE LINES", start + 1)
+    if start < 0 or end < 0:
+        return text
+    opening = ('\n.. raw:: html\n\n   <details class="tip-helpers"><summary>Show the helpers '
+               "(the same in every tip)</summary>\n")
+    closing = "\n.. raw:: html\n\n   </details>\n"
+    return text[:start] + opening + text[start:end] + closing + text[end:]
+
+
+def _drop_empty_code_blocks(text: str) -> str:
+    """sphinx-gallery leaves an empty code block where the metadata comments were."""
+    return re.sub(r"\n\.\. code-block:: Python\n   :dedent: 1\n(\s*\n)+(?=\.\. GENERATED)", "\n\n", text)
+
+
+def dress_tip_page(app: Sphinx, docname: str, source: list[str]) -> None:
+    """source-read: the header under the title, the footer before the downloads."""
+    tip = state.tip_for_doc(app, docname)
+    if tip is None:
+        return
+    view = state.views(app).get(tip.name)
+    if view is None or view.record is None:
+        if not state.executes(app, tip):
+            return  # a shard build: another shard executes this tip and dresses its page
+        raise ExtensionError(f"{tip.path.name}: no result record to show on its page")
+    text = _drop_empty_code_blocks(source[0])
+    text = _fold_helpers(text)
+    lines = text.split("\n")
+    # sphinx-gallery writes ".. _sphx_glr_<...>.py:", a blank line, the title, its underline.
+    label = next(i for i, ln in enumerate(lines) if ln.startswith(".. _sphx_glr_"))
+    under = next(i for i in range(label + 1, len(lines)) if lines[i] and set(lines[i]) == {"="})
+    lines.insert(under + 1, "\n" + header(view))
+    text = "\n".join(lines)
+    marker = ".. _sphx_glr_download_"
+    cut = text.find(marker)
+    if cut < 0:
+        raise ExtensionError(f"{tip.path.name}: sphinx-gallery page has no download section")
+    source[0] = text[:cut] + footer(view, state.result_sets(app)) + "\n" + text[cut:]

@@ -1,0 +1,129 @@
+"""The build's shared knowledge, gathered once per build at ``builder-inited``.
+
+* :func:`load_tips` (before sphinx-gallery executes anything): every tip's metadata, validated;
+  a bad tip stops the build with ``<file>: <field>: <problem>``.
+* :func:`check_records` (after execution): every tip this build executed left a valid record.
+* :func:`load_views` (after that): the result sets (committed ``docs/_data/results`` and
+  ``TIPS_RESULT_SETS``) and one :class:`~tipsite.sphinxext.view.TipView` per tip.
+
+Views live on the application object, not in the pickled environment: they are rebuilt from the
+records on disk by every build, so a page never shows a view from an earlier build.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sphinx.application import Sphinx
+from sphinx.errors import ExtensionError
+from sphinx.util import logging
+
+from tipsite import records, tipmeta
+
+logger = logging.getLogger(__name__)
+
+
+def gallery_dirs(app: Sphinx) -> tuple[Path, Path]:
+    conf = app.config.sphinx_gallery_conf
+    examples, out = conf["examples_dirs"], conf["gallery_dirs"]
+    examples = examples[0] if isinstance(examples, (list, tuple)) else examples
+    out = out[0] if isinstance(out, (list, tuple)) else out
+    src = Path(app.srcdir)
+    return (src / examples).resolve(), (src / out).resolve()
+
+
+def tips(app: Sphinx) -> list[tipmeta.Tip]:
+    return app.env.tips_metadata  # type: ignore[attr-defined]
+
+
+def load_tips(app: Sphinx) -> None:
+    """builder-inited, before sphinx-gallery: refuse to build a gallery that breaks the contract."""
+    examples_dir, _ = gallery_dirs(app)
+    try:
+        found = tipmeta.read_all(examples_dir)
+    except ValueError as exc:
+        raise ExtensionError(str(exc)) from None
+    if not found:
+        raise ExtensionError(f"no tips found under {examples_dir}")
+    app.env.tips_metadata = found  # type: ignore[attr-defined]
+
+
+def executes(app: Sphinx, tip: tipmeta.Tip) -> bool:
+    """Whether this build executes ``tip``: all tips, or only a shard's (tipsite/shards.py)."""
+    pattern = app.config.sphinx_gallery_conf.get("filename_pattern", r"/tip_")
+    return re.search(pattern, str(tip.path)) is not None
+
+
+def check_records(app: Sphinx) -> None:
+    """builder-inited, after sphinx-gallery: every tip this build executes has a valid record."""
+    _, out_dir = gallery_dirs(app)
+    problems = []
+    for tip in tips(app):
+        if not executes(app, tip):
+            continue
+        try:
+            record = records.read_record(out_dir / tip.topic / tip.path.name)
+        except records.RecordError as exc:
+            problems.append(str(exc))
+            continue
+        if record is None:
+            problems.append(f"{tip.path.name}: ran without defining RESULT (or its result record is missing)")
+    if problems:
+        raise ExtensionError("tips without a valid result:\n" + "\n".join(problems))
+
+
+def load_views(app: Sphinx) -> None:
+    """builder-inited, after the records were checked: result sets and one view per tip."""
+    from tipsite.sphinxext import cards, search
+    from tipsite.sphinxext.view import build_views
+
+    try:
+        paths = records.committed_paths() + records.paths_from_env()
+        sets = records.load_sets(paths)
+    except records.RecordError as exc:
+        raise ExtensionError(str(exc)) from None
+    app.env.tips_result_sets_new_fp = records.fingerprint(paths)  # type: ignore[attr-defined]
+    if paths:
+        logger.info(f"tipsite: showing {len(paths)} result set(s): " + ", ".join(map(str, paths)))
+    _, out_dir = gallery_dirs(app)
+    all_tips = tips(app)
+    related = {t.name: cards.related_tips(t, all_tips) for t in all_tips}
+    apis = {t.name: search.api_names(t) for t in all_tips}
+    views = build_views([t for t in all_tips if executes(app, t) or _has_record(out_dir, t)],
+                        out_dir, sets, related, apis)
+    app.tips_views = views  # type: ignore[attr-defined]
+    app.tips_result_sets = sets  # type: ignore[attr-defined]
+
+
+def _has_record(out_dir: Path, tip: tipmeta.Tip) -> bool:
+    return records.record_path(out_dir / tip.topic / tip.path.name).exists()
+
+
+def views(app: Sphinx) -> dict:
+    return getattr(app, "tips_views", {})
+
+
+def result_sets(app: Sphinx) -> list[dict]:
+    return getattr(app, "tips_result_sets", [])
+
+
+def tip_for_doc(app: Sphinx, docname: str) -> tipmeta.Tip | None:
+    _, out_dir = gallery_dirs(app)
+    prefix = out_dir.relative_to(Path(app.srcdir).resolve()).as_posix()
+    for tip in tips(app):
+        if docname == f"{prefix}/{tip.topic}/{tip.name}":
+            return tip
+    return None
+
+
+def result_sets_outdate_tips(app: Sphinx, env, added, changed, removed) -> list[str]:
+    """env-get-outdated: when the given result sets change, every tip page is dressed again."""
+    new = env.tips_result_sets_new_fp
+    if getattr(env, "tips_result_sets_fp", None) == new:
+        return []
+    env.tips_result_sets_fp = new
+    _, out_dir = gallery_dirs(app)
+    prefix = out_dir.relative_to(Path(app.srcdir).resolve()).as_posix()
+    docs = {f"{prefix}/{tip.topic}/{tip.name}" for tip in tips(app)}
+    return sorted(docs & set(env.found_docs) - set(added))

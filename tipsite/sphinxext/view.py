@@ -1,0 +1,199 @@
+"""What the site knows about one tip, gathered once: the view every template renders.
+
+A :class:`TipView` joins the tip's metadata (:mod:`tipsite.tipmeta`), this build's record of it,
+the records of other builds (committed result sets and ``TIPS_RESULT_SETS``), the claims it
+examines, its related tips and its row on the compatibility page. Per device it holds a
+:class:`DeviceView`: the verdict from the newest record of the tip's current source, or that only
+an older version was measured there ("stale"), or "not measured".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conf import settings
+from tipsite import records, tipmeta
+from tipsite.sphinxext.render import anchor_name, interval, number, quantity
+
+CLAIM_MAX = 180
+
+
+@dataclass
+class DeviceView:
+    device: str
+    state: str  # "measured" | "stale" | "not measured"
+    decision: dict | None = None
+    record: dict | None = None
+    origin: str | None = None
+
+    @property
+    def word(self) -> str:
+        return records.device_word(self.device)
+
+    @property
+    def verdict(self) -> str | None:
+        return self.decision["verdict"] if self.decision else None
+
+    @property
+    def legacy(self) -> bool:
+        return bool(self.decision and self.decision.get("legacy"))
+
+    @property
+    def key_text(self) -> str:
+        """``1.8x speed-up at width 4 (interval 1.6–2.0x, 12 rounds)``."""
+        key = (self.decision or {}).get("key")
+        if not key:
+            return ""
+        text = f"{quantity(key['value'], key['unit'])} {key['name']}"
+        span = interval(key.get("low"), key.get("high"), key["unit"])
+        if span and (key.get("low") != key.get("high")):
+            rounds = f", {key['rounds']} rounds" if key.get("rounds") else ""
+            text += f" (interval {span}{rounds})"
+        return text
+
+    @property
+    def where(self) -> str:
+        """``AMD EPYC, AVX2, 1 thread, torch 2.13.0+cpu`` or ``NVIDIA H100, CUDA 13.0, driver 580``."""
+        if not self.record:
+            return ""
+        host = self.record["hosts"].get(self.device, {})
+        parts = [host.get("name") or "unknown machine"]
+        if self.device == "cpu":
+            flags = [f.upper().replace("_", "-") for f in host.get("flags") or []]
+            parts += [", ".join(flags) or None]
+        else:
+            parts += [f"CUDA {host['cuda']}" if host.get("cuda") else None,
+                      f"driver {host['driver']}" if host.get("driver") else None]
+        threads = "/".join(str(t) for t in (self.decision or {}).get("threads") or [])
+        if threads:
+            parts.append(f"{threads} thread{'' if threads == '1' else 's'}")
+        parts.append(f"torch {self.record['torch']}")
+        return ", ".join(p for p in parts if p)
+
+    @property
+    def when(self) -> str:
+        return self.record["date"] if self.record else ""
+
+
+@dataclass
+class TipView:
+    tip: tipmeta.Tip
+    record: dict | None  # this build's
+    devices: dict[str, DeviceView]
+    columns: list[dict]  # every record shown in the figures table, this build's first
+    related: list[tipmeta.Tip] = field(default_factory=list)
+    claims: list[dict] = field(default_factory=list)
+    apis: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.tip.name
+
+    @property
+    def statement(self) -> str:
+        """The claim the verdicts judge, short: the seed claim's restatement, or the tip's own."""
+        if self.claims:
+            text = self.claims[0]["claim"]
+        else:
+            text = self.tip.statement or self.tip.title
+        return text if len(text) <= CLAIM_MAX else text[: CLAIM_MAX - 1].rsplit(" ", 1)[0] + "…"
+
+    @property
+    def measured(self) -> list[DeviceView]:
+        return [d for d in self.devices.values() if d.state == "measured"]
+
+    @property
+    def disagreement(self) -> str:
+        """One sentence when the measured devices reach different verdicts, else ''."""
+        seen = {d.word: d.verdict for d in self.measured}
+        if len(set(seen.values())) < 2:
+            return ""
+        said = "; ".join(f"{v} on {w}" for w, v in seen.items())
+        return (f"The devices disagree: {said}. Each verdict is decided from that device's own "
+                "measurements; the figures below show where the effect differs.")
+
+    @property
+    def compat_anchor(self) -> str:
+        return f"compat-{anchor_name(self.name)}"
+
+    def card_classes(self) -> list[str]:
+        """Facets the home page's filter reads: per-device verdicts, tags, devices, topic."""
+        classes = ["tip-card", f"tc-topic-{self.tip.topic}"]
+        classes += [f"tc-tag-{t}" for t in self.tip.tags] + [f"tc-device-{d}" for d in self.tip.devices]
+        for d in self.devices.values():
+            verdict = d.verdict if d.state == "measured" else "not-measured"
+            classes += [f"tc-v-{d.device}-{verdict}", f"tc-verdict-{verdict}"]
+        return list(dict.fromkeys(classes))
+
+    def comparison_rows(self) -> list[dict[str, Any]]:
+        """The figures table: one row per comparison (and per variant time), one cell per column."""
+        rows: dict[tuple, dict] = {}
+        for i, record in enumerate(self.columns):
+            for device, decision in (record.get("verdicts") or {}).items():
+                for c in decision.get("comparisons") or []:
+                    unit = "x" if c["measure"] == "ratio" else c["unit"]
+                    key = (device, c["name"])
+                    row = rows.setdefault(key, {"label": c["name"], "device": device, "cells": {}})
+                    median = quantity(c["median"], unit)
+                    span = interval(c["low"], c["high"], unit)
+                    row["cells"][i] = (f"{median} [{span}], {len(c['ratios'])} rounds, "
+                                       f"{c['outcome']} {number(c['threshold'])}")
+                    for variant, samples in ((c["baseline"], c["base"]), (c["candidate"], c["cand"])):
+                        vkey = (device, c["name"], variant)
+                        vrow = rows.setdefault(vkey, {"label": f"{variant} ({c['name']})",
+                                                      "device": device, "cells": {}})
+                        vrow["cells"][i] = _spread(samples, c["unit"])
+            for m in record.get("measurements") or []:
+                key = (m["device"], m["variant"], m["metric"])
+                row = rows.setdefault(key, {"label": f"{m['variant']}: {m['metric']}",
+                                            "device": m["device"], "cells": {}})
+                spread = f" ± {quantity(m['spread'], m['unit'])}" if m.get("spread") is not None else ""
+                warn = " (spread larger than the value)" if (m.get("spread") or 0) > abs(m["value"]) else ""
+                row["cells"][i] = f"{quantity(m['value'], m['unit'])}{spread}{warn}"
+        return list(rows.values())
+
+
+def _spread(samples: list[float], unit: str) -> str:
+    import statistics
+
+    median = statistics.median(samples)
+    if len(samples) < 2:
+        return quantity(median, unit)
+    q = statistics.quantiles(samples, n=4) if len(samples) >= 4 else [min(samples), median, max(samples)]
+    text = f"{quantity(median, unit)} (IQR {quantity(q[0], unit)} to {quantity(q[-1], unit)})"
+    if q[-1] - q[0] > abs(median):
+        text += " (spread larger than the value)"
+    return text
+
+
+def column_label(record: dict) -> str:
+    """A figures-table column: which machine and run it came from."""
+    hosts = record["hosts"]
+    devices = ", ".join(records.device_word(d) for d in (record.get("verdicts") or {})) or "no device"
+    names = "; ".join(hosts[d]["name"] for d in (record.get("verdicts") or {}) if d in hosts)
+    return f"{devices}: {names or hosts['cpu']['name']}, torch {record['torch']}, {record['date']}"
+
+
+def build_views(tips: list[tipmeta.Tip], out_dir: Path, sets: list[dict],
+                related: dict[str, list[tipmeta.Tip]], apis: dict[str, list[str]]) -> dict[str, TipView]:
+    """A view per tip, from the records on disk (this build's) and the given result sets."""
+    claims = tipmeta.claims()
+    sources = tipmeta.sources()
+    views = {}
+    for tip in tips:
+        this = records.read_record(out_dir / tip.topic / tip.path.name)
+        current = records.source_sha256(tip.path)
+        states = records.device_states(tip.name, tip.devices, current, this, sets)
+        devices = {d: DeviceView(d, **s) for d, s in states.items()}
+        tip_claims = [{**claims[c], "source": sources[c.split("-")[0]]} for c in tip.claims]
+        views[tip.name] = TipView(tip=tip, record=this, devices=devices,
+                                  columns=records.columns(tip.name, this, sets),
+                                  related=related.get(tip.name, []), claims=tip_claims,
+                                  apis=apis.get(tip.name, []))
+    return views
+
+
+def settings_repo_url() -> str | None:
+    return settings.repo_url()
