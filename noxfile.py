@@ -7,7 +7,6 @@ reused: uv would not see the local torch wheels here.
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conf import settings  # noqa: E402
-from tipsite import shards  # noqa: E402
+from tipsite import build, shards  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_venv = "yes"
@@ -29,19 +28,9 @@ def install(session: nox.Session, requirements: str, torch: str = settings.TORCH
     session.install("-r", str(REQ / requirements), f"torch=={torch}")
 
 
-def clean_outputs() -> None:
-    """Remove every build output, so the next build executes every tip again."""
-    for path in (settings.BUILD_DIR, settings.TIPS_OUT_DIR, settings.DOCS_DIR / "generated"):
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def sphinx_build(session: nox.Session, *extra: str, out: Path = settings.HTML_DIR,
                  doctrees: Path = settings.DOCTREES_DIR, env: dict[str, str] | None = None) -> None:
-    session.run(
-        "sphinx-build", "-b", "html", "-W", "--keep-going", "-j", "1",
-        "-d", str(doctrees), str(settings.DOCS_DIR), str(out),
-        *extra, env=env,
-    )
+    session.run("sphinx-build", *build.sphinx_args(out=out, doctrees=doctrees), *extra, env=env)
 
 
 def pop_option(args: list[str], name: str) -> str | None:
@@ -61,19 +50,22 @@ def docs(session: nox.Session) -> None:
     """Build the site, executing every changed tip (`-- --clean` re-runs every tip).
 
     `-- --shard K/N` executes only shard K of N and packs its output for `nox -s docs_merge`.
-    After a build, its results go to build/results/ as one result set (conf/results.py).
+    After a build, its results go to build/results/ as one result set (tipsite/records.py).
     """
     args = list(session.posargs)
     shard = pop_option(args, "--shard")
+    try:
+        k, n = shards.parse_shard(shard) if shard else (None, None)  # before anything is deleted
+    except shards.ShardError as exc:
+        session.error(str(exc))
     if "--clean" in args:
         args.remove("--clean")
         if shard:
             shards.clean_outputs()  # keeps the other shards' packs in build/shards/
         else:
-            clean_outputs()
+            build.clean()
     install(session, "docs.txt")
     if shard:
-        k, n = shards.parse_shard(shard)
         where = shards.SHARD_BUILDS_DIR / shards.pack_name(k, n)
         sphinx_build(session, *args, out=where / "html", doctrees=where / "doctrees",
                      env={shards.ENV_VAR: f"{k}/{n}"})

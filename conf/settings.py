@@ -28,6 +28,11 @@ TORCH_MATRIX = ("2.5.1", "2.9.1", "2.13.0", "2.14.1")
 # builds on the same machine compare. The reset hook sets it before each tip.
 TIPS_THREADS = 2
 TIPS_SEED = 0
+# A tip running longer than this stops the build, naming it (the slowest tip takes about 15 s on
+# the 2-core development machine). The environment variable TIPS_TIMEOUT overrides it.
+TIPS_TIMEOUT_S = 180.0
+# Printed output a tip's page shows at most; the rest is cut, and the page says so.
+TIPS_OUTPUT_MAX_BYTES = 64 * 1024
 
 # Python files under gallery/ that are tips (others, e.g. helpers, are not allowed there).
 TIP_GLOB = "tip_*.py"

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from conf import settings
-from tipsite import gallery, tipmeta
+from tipsite import records, tipmeta
 
 DATA_DIR = settings.DOCS_DIR / "_data" / "compat"
 RUNNER = Path(__file__).with_name("tiprunner.py")
@@ -104,20 +104,20 @@ def run_tip(path: Path, *, strict: bool, python: str = sys.executable,
             proc = subprocess.run(cmd, cwd=work, env=reader_env(), capture_output=True, text=True,
                                   timeout=timeout)
         except subprocess.TimeoutExpired:
-            return {"status": FAILED, "error": f"timed out after {timeout:.0f} s", "verdict": None,
-                    "key": None, "warnings": [], "seconds": round(time.perf_counter() - start, 2)}
+            return {"status": FAILED, "error": f"timed out after {timeout:.0f} s", "verdicts": {},
+                    "warnings": [], "seconds": round(time.perf_counter() - start, 2)}
         report_file = work / "report.json"
         if report_file.exists():
             report = json.loads(report_file.read_text(encoding="utf-8"))
         else:
-            report = {"status": FAILED, "verdict": None, "key": None, "warnings": [],
+            report = {"status": FAILED, "verdicts": {}, "warnings": [],
                       "error": f"the runner wrote no report (exit {proc.returncode}):\n{proc.stderr[-2000:]}"}
         if proc.returncode != 0 and report.get("status") == PASSED:
             report["status"] = FAILED
             report["error"] = f"exit status {proc.returncode}:\n{proc.stderr[-2000:]}"
-        if report.get("status") == PASSED and "Verdict: " not in proc.stdout:
+        if report.get("status") == PASSED and report.get("verdicts") and "Verdict on " not in proc.stdout:
             report["status"] = FAILED
-            report["error"] = "the tip printed no 'Verdict: ' line"
+            report["error"] = "the tip printed no 'Verdict on <DEVICE>: ' line"
         report["wall_seconds"] = round(time.perf_counter() - start, 2)
         return report
 
@@ -144,8 +144,8 @@ def _tip_entry(tip: tipmeta.Tip, report: dict[str, Any], date: str, run_date: st
         "topic": tip.topic,
         "min_torch": tip.min_torch,
         "status": report["status"],
-        "verdict": report.get("verdict"),
-        "key": report.get("key"),
+        # per device the tip decided on this machine: verdict and key figure
+        "verdicts": report.get("verdicts") or {},
         "warnings": report.get("warnings", []),
         "deprecations": sum(1 for w in report.get("warnings", [])
                             if w.get("deprecation") and w.get("origin") == "tip"),
@@ -223,9 +223,10 @@ def run(release: str, only: list[str] | None = None) -> int:
         report = run_tip(tip.path, strict=strict)
         entry = _tip_entry(tip, report, now_utc(), data["date"])
         data["tips"][tip.name] = entry
-        key = entry["key"]
-        ratio = f", {key['name']} = {key['value']:.3g} {key['unit']}" if isinstance(key, dict) and "value" in key else ""
-        print(f"[matrix {release}] {tip.name}: {entry['status']}, verdict {entry['verdict']}{ratio}, "
+        said = "; ".join(f"{d} {v.get('verdict')}" + (
+            f" ({v['key']['name']} = {v['key']['value']:.3g} {v['key']['unit']})"
+            if isinstance(v.get("key"), dict) else "") for d, v in entry["verdicts"].items())
+        print(f"[matrix {release}] {tip.name}: {entry['status']}, verdicts: {said or 'none'}, "
               f"{len(entry['warnings'])} warning(s), {entry['deprecations']} deprecation(s), "
               f"{entry['seconds']} s", flush=True)
         if entry["status"] == FAILED:
@@ -257,7 +258,7 @@ def _write(release: str, data: dict[str, Any], start: float, names: set[str]) ->
 def _device_name(torch) -> str:
     if torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
-    return gallery.cpu_model()
+    return records.cpu_model()
 
 
 def main(argv: list[str]) -> int:

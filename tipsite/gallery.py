@@ -17,7 +17,9 @@ picklable and Sphinx can cache it.
 
 from __future__ import annotations
 
+import os
 import platform
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +39,8 @@ def gallery_conf(examples_dir: Path | str, gallery_dir: Path | str, *,
         "within_subsection_order": "FileNameSortKey",
         "remove_config_comments": True,
         "reset_modules": ("matplotlib", "tipsite.gallery.reset_torch"),
-        "reset_modules_order": "before",
+        # "after" too: the per-tip time limit is cancelled once the tip has run.
+        "reset_modules_order": "both",
         # collect_figures reads each figure before matplotlib's scraper saves and closes it.
         "image_scrapers": ("tipsite.gallery.collect_figures", "matplotlib",
                            "tipsite.gallery.collect_result"),
@@ -61,8 +64,41 @@ def gallery_conf(examples_dir: Path | str, gallery_dir: Path | str, *,
 
 # --- hooks -----------------------------------------------------------------------------------
 
+class TipTimeout(SystemExit):
+    """A tip ran past ``TIPS_TIMEOUT``: the build stops, naming it (not a Sphinx crash report)."""
+
+
+def timeout_s() -> float:
+    """The per-tip time limit: ``TIPS_TIMEOUT`` seconds, else ``settings.TIPS_TIMEOUT_S``."""
+    text = os.environ.get("TIPS_TIMEOUT", "").strip()
+    if not text:
+        return settings.TIPS_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        raise SystemExit(f"error: TIPS_TIMEOUT must be a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise SystemExit(f"error: TIPS_TIMEOUT must be positive, got {text!r}")
+    return value
+
+
+def _arm_timeout(fname: str) -> None:
+    limit = timeout_s()
+
+    def expired(signum, frame):
+        raise TipTimeout(f"error: {Path(fname).name} ran for more than {limit:g} s (TIPS_TIMEOUT): "
+                         "the build stopped. Make the tip faster, or raise TIPS_TIMEOUT.")
+
+    signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+
+
 def reset_torch(gallery_conf: dict, fname: str | None, when: str) -> None:
-    """Put torch's global state back to the build's defaults before a tip runs."""
+    """Before a tip: torch's global state back to the build's defaults, the tip's cache entry
+    and record removed, its time limit armed. After it: the time limit disarmed."""
+    if when == "after":
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        return
     import torch
 
     torch.manual_seed(settings.TIPS_SEED)
@@ -74,23 +110,29 @@ def reset_torch(gallery_conf: dict, fname: str | None, when: str) -> None:
         torch.set_default_device(None)
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = False
-    torch.use_deterministic_algorithms(False)
-    if torch.cuda.is_available():
-        torch.cuda.set_sync_debug_mode(0)
-        torch.cuda.empty_cache()
+    if torch.are_deterministic_algorithms_enabled():
+        torch.use_deterministic_algorithms(False)
     torch.backends.cudnn.allow_tf32 = True
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
-    if fname is not None and when == "before":
-        from tipsite import records
+    if torch.cuda.is_available():
+        torch.cuda.set_sync_debug_mode(0)
+        torch.cuda.empty_cache()
+    if fname is None:
+        return
+    from tipsite import records
 
-        # A stale result from an earlier run must never stand in for this run's.
-        for key in [k for k in _FIGURES if Path(k).name == Path(fname).name]:
-            del _FIGURES[key]
-        dirs = gallery_conf["gallery_dirs"]
-        for d in dirs if isinstance(dirs, (list, tuple)) else [dirs]:
-            for stale in (Path(gallery_conf["src_dir"]) / d).rglob(Path(fname).stem + records.RECORD_SUFFIX):
-                stale.unlink()
+    for key in [k for k in _FIGURES if Path(k).name == Path(fname).name]:
+        del _FIGURES[key]
+    dirs = gallery_conf["gallery_dirs"]
+    for d in dirs if isinstance(dirs, (list, tuple)) else [dirs]:
+        for topic_dir in filter(Path.is_dir, (Path(gallery_conf["src_dir"]) / d).iterdir()):
+            # A stale result must never stand in for this run's, and a run that fails or is
+            # interrupted must not leave the MD5 of an older success: the next build runs it again.
+            for stale in (topic_dir / (Path(fname).stem + records.RECORD_SUFFIX),
+                          topic_dir / (Path(fname).name + ".md5")):
+                stale.unlink(missing_ok=True)
+    _arm_timeout(fname)
 
 
 def _rss_peak_mib() -> float:

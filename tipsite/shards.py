@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from conf import settings
-from tipsite import records, tipmeta
+from tipsite import build, records, tipmeta
 
 ENV_VAR = "TIPS_SHARD"
 MERGED = "merged"
@@ -155,7 +155,10 @@ def pack(k: int, n: int, tips_out_dir: Path | None = None, dest_root: Path | Non
     by_name = {p.stem: p for p in tipmeta.tip_files(gallery_dir)}
     names = shard_tips(k, n, gallery_dir)
     problems = []
-    manifest = {"shard": k, "of": n, "tips": {}}
+    # What the pack claims, checked file by file at merge: the split, the commit and the
+    # execution layer that produced it, and every file of every tip with its SHA-256.
+    manifest = {"shard": k, "of": n, "commit": build.commit(),
+                "execution": build.execution_fingerprint(), "tips": {}}
     for name in names:
         src = by_name[name]
         topic_dir = tips_out_dir / src.parent.name
@@ -166,11 +169,14 @@ def pack(k: int, n: int, tips_out_dir: Path | None = None, dest_root: Path | Non
         if not (topic_dir / f"{name}{records.RECORD_SUFFIX}").exists():
             problems.append(f"{name}: executed but left no result record")
             continue
+        files = {}
         for path in tip_output_files(topic_dir, name):
-            target = dest / "tips" / path.relative_to(tips_out_dir)
+            rel = path.relative_to(tips_out_dir)
+            target = dest / "tips" / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
-        manifest["tips"][name] = {"topic": src.parent.name, "md5": source_md5(src)}
+            files[rel.as_posix()] = _sha256(path)
+        manifest["tips"][name] = {"topic": src.parent.name, "md5": source_md5(src), "files": files}
     if problems:
         raise ShardError(f"shard {k}/{n} is incomplete:\n" + "\n".join(problems))
     dest.mkdir(parents=True, exist_ok=True)
@@ -178,6 +184,49 @@ def pack(k: int, n: int, tips_out_dir: Path | None = None, dest_root: Path | Non
                    gallery_dir=gallery_dir)
     (dest / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return dest
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def read_manifest(pack_dir: Path) -> dict:
+    """A pack's manifest; a missing or unreadable one stops the merge, naming the pack."""
+    path = Path(pack_dir) / MANIFEST
+    if not path.exists():
+        raise ShardError(f"{pack_dir}: not a shard pack (no {MANIFEST}; run nox -s docs -- --shard K/N)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ShardError(f"{path}: cannot be read as a shard manifest: {exc}") from None
+    if (not isinstance(data, dict) or not isinstance(data.get("tips"), dict)
+            or not isinstance(data.get("shard"), int) or not isinstance(data.get("of"), int)):
+        raise ShardError(f"{path}: not a shard manifest (needs shard, of, tips)")
+    return data
+
+
+def _pack_file_problems(pack_dir: Path, name: str, info: dict) -> list[str]:
+    """Every file the manifest lists is in the pack, unchanged; the page, record and MD5 are there."""
+    files = info.get("files") if isinstance(info, dict) else None
+    if not isinstance(files, dict) or not files:
+        return ["the manifest lists no files for it"]
+    problems = []
+    for rel, sha in files.items():
+        path = Path(pack_dir) / "tips" / rel
+        if ".." in Path(rel).parts or not path.is_file():
+            problems.append(f"{rel} is missing from the pack")
+        elif _sha256(path) != sha:
+            problems.append(f"{rel} differs from what the shard packed")
+    topic = info.get("topic", "")
+    for needed in (f"{name}.rst", f"{name}.py.md5", f"{name}{records.RECORD_SUFFIX}"):
+        if f"{topic}/{needed}" not in files:
+            problems.append(f"the pack has no {needed}")
+    if not problems:
+        try:
+            records.read_record(Path(pack_dir) / "tips" / topic / f"{name}.py")
+        except records.RecordError as exc:
+            problems.append(str(exc))
+    return problems
 
 
 def merge(packs: list[Path], tips_out_dir: Path | None = None,
@@ -188,14 +237,18 @@ def merge(packs: list[Path], tips_out_dir: Path | None = None,
     Returns the merged tip names.
     """
     tips_out_dir = Path(tips_out_dir or settings.TIPS_OUT_DIR)
-    manifests = []
-    for p in packs:
-        path = Path(p) / MANIFEST
-        if not path.exists():
-            raise ShardError(f"{p}: not a shard pack (no {MANIFEST}; run nox -s docs -- --shard K/N)")
-        manifests.append((Path(p), json.loads(path.read_text(encoding="utf-8"))))
+    manifests = [(Path(p), read_manifest(Path(p))) for p in packs]
     if not manifests:
         raise ShardError("no shard packs to merge")
+    fingerprint = build.execution_fingerprint()
+    for pack_dir, m in manifests:
+        if m.get("execution") != fingerprint:
+            raise ShardError(f"{pack_dir}: built by another version of the build's execution layer "
+                             "(tipsite/gallery.py, records.py, tipkit.py, tipmeta.py or conf/settings.py "
+                             "differ from this checkout): rebuild the shards from this commit")
+    commits = {m.get("commit") for _, m in manifests}
+    if len(commits) > 1:
+        raise ShardError(f"packs come from different commits: {sorted(map(str, commits))}")
     ns = {m["of"] for _, m in manifests}
     if len(ns) != 1:
         raise ShardError(f"packs come from different splits: N = {sorted(ns)}")
@@ -215,6 +268,9 @@ def merge(packs: list[Path], tips_out_dir: Path | None = None,
                 problems.append(f"{name}: {pack_dir} executed an older version of the tip")
     for name in sorted(set(current) - set(owner)):
         problems.append(f"{name}: executed by no shard")
+    for pack_dir, m in manifests:
+        for name, info in m["tips"].items():
+            problems += [f"{name}: {pack_dir}: {p}" for p in _pack_file_problems(pack_dir, name, info)]
     if problems:
         raise ShardError("the shards do not make one site:\n" + "\n".join(problems))
     shutil.rmtree(tips_out_dir, ignore_errors=True)

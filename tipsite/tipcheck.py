@@ -28,7 +28,7 @@ from conf import settings
 from tipsite import tipmeta
 from tipsite import records, tipkit
 
-RUNNER = settings.CONF_DIR / "tiprunner.py"
+RUNNER = Path(__file__).with_name("tiprunner.py")
 FAKE = Path(__file__).with_name("fakecuda.py")
 
 

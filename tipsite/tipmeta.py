@@ -21,7 +21,9 @@ Every problem is reported as ``<file>: <field>: <what is wrong>``.
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
@@ -31,7 +33,7 @@ from typing import Any
 from conf import settings
 
 FIELD_PREFIX = "sphinx_gallery_tips_"
-_FIELD_RE = re.compile(r"^[ \t]*#\s*sphinx_gallery_tips_(\w+)\s*=\s*(.+?)\s*$", re.MULTILINE)
+_FIELD_RE = re.compile(r"#\s*sphinx_gallery_tips_(\w+)\s*=\s*(.+?)\s*$")
 _VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
 _CLAIM_ID_RE = re.compile(r"^S\d+-\d+$")
 
@@ -153,6 +155,18 @@ def _str_list(name: str, value: Any, problems: list[str], allowed: dict | None =
     return tuple(value)
 
 
+def _metadata_comments(source: str) -> list[re.Match]:
+    """The ``# sphinx_gallery_tips_<field> = <literal>`` comments: real comment lines only, never
+    text inside a string that happens to look like one."""
+    found = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT and tok.line.lstrip().startswith("#"):
+            m = _FIELD_RE.fullmatch(tok.string.strip())
+            if m:
+                found.append(m)
+    return found
+
+
 def read_tip(path: Path | str) -> Tip:
     """Parse and validate one tip file. Raises :class:`TipError` listing every problem."""
     path = Path(path)
@@ -160,7 +174,8 @@ def read_tip(path: Path | str) -> Tip:
     try:
         source = path.read_text(encoding="utf-8")
         module = ast.parse(source, filename=str(path))
-    except (OSError, UnicodeDecodeError, SyntaxError) as exc:
+        _metadata_comments(source)
+    except (OSError, UnicodeDecodeError, SyntaxError, tokenize.TokenError) as exc:
         raise TipError(path, [f"cannot be read as Python: {exc}"]) from exc
 
     title = _title(ast.get_docstring(module, clean=True))
@@ -170,7 +185,7 @@ def read_tip(path: Path | str) -> Tip:
         )
 
     raw: dict[str, Any] = {}
-    for match in _FIELD_RE.finditer(source):
+    for match in _metadata_comments(source):
         name, text = match.group(1), match.group(2)
         if name in raw:
             problems.append(f"{FIELD_PREFIX}{name}: given twice")

@@ -14,41 +14,24 @@ re-reads a page only when its source changed. Two more sources decide what a pag
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from conf import settings
+from tipsite import build
 
 logger = logging.getLogger(__name__)
 
-TIPSITE = Path(__file__).resolve().parents[1]
-EXECUTION_LAYER = ("gallery.py", "records.py", "tipkit.py", "tipmeta.py")
 STAMP = ".execution-fingerprint"
-
-
-def _digest(paths) -> str:
-    digest = hashlib.sha256()
-    for path in paths:
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
-def execution_fingerprint() -> str:
-    """Changes when anything that decides what an executed tip records changes."""
-    paths = [TIPSITE / name for name in EXECUTION_LAYER] + [settings.CONF_DIR / "settings.py",
-                                                           settings.CONF_DIR / "vocab.toml"]
-    return _digest(paths)
 
 
 def page_layer_fingerprint() -> str:
     here = Path(__file__).parent
     paths = sorted(here.rglob("*.py")) + sorted(p for p in (here / "templates").rglob("*") if p.is_file())
     paths += [settings.CONF_DIR / "claims.toml", settings.CONF_DIR / "vocab.toml"]
-    return _digest(paths) + execution_fingerprint()
+    return build.digest(paths) + build.execution_fingerprint()
 
 
 def _out_dir(app: Sphinx) -> Path:
@@ -63,7 +46,7 @@ def invalidate_executions(app: Sphinx) -> None:
 
     out = _out_dir(app)
     stamp = out / STAMP
-    new = execution_fingerprint()
+    new = build.execution_fingerprint()
     old = stamp.read_text(encoding="utf-8").strip() if stamp.exists() else None
     if old == new:
         return
@@ -85,3 +68,55 @@ def outdate_all_on_change(app: Sphinx, env, added, changed, removed) -> list[str
     env.tips_page_layer_fp = new
     logger.info("tipsite: the page layer changed: every page is read again")
     return sorted(set(env.found_docs) - set(added))
+
+
+INCOMPLETE = ".tipsite-build-incomplete"
+
+
+def mark_build_started(app: Sphinx) -> None:
+    """builder-inited: a marker that only a finished build removes. Sphinx saves what it read
+    before it writes the pages, so after an interrupted write it would consider those pages
+    current; a marker left behind makes the next build read and write every page again."""
+    marker = Path(app.outdir) / INCOMPLETE
+    app.tips_previous_build_incomplete = marker.exists()  # type: ignore[attr-defined]
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text("a build started here and has not finished\n", encoding="utf-8")
+
+
+def mark_build_finished(app: Sphinx, exception: BaseException | None) -> None:
+    if exception is None:
+        (Path(app.outdir) / INCOMPLETE).unlink(missing_ok=True)
+
+
+def outdate_all_after_interruption(app: Sphinx, env, added, changed, removed) -> list[str]:
+    """env-get-outdated: every page, after an unfinished build or when pages come or go (every
+    page's navigation lists them)."""
+    if getattr(app, "tips_previous_build_incomplete", False):
+        logger.info("tipsite: the previous build did not finish: every page is read again")
+        return sorted(set(env.found_docs) - set(added))
+    if added or removed:
+        return sorted(set(env.found_docs) - set(added))
+    return []
+
+
+def remove_deleted_tips(app: Sphinx) -> None:
+    """builder-inited, before sphinx-gallery: a tip deleted from the gallery leaves nothing behind
+    (its generated page, downloads, images and record; its HTML page and downloads)."""
+    from tipsite import shards, tipmeta
+    from tipsite.sphinxext.state import gallery_dirs
+
+    examples, out = gallery_dirs(app)
+    if not out.is_dir():
+        return
+    current = {p.stem for p in tipmeta.tip_files(examples)}
+    html = Path(app.outdir)
+    for topic_dir in filter(Path.is_dir, out.iterdir()):
+        for copy in topic_dir.glob("tip_*.py"):
+            if copy.stem in current:
+                continue
+            for path in shards.tip_output_files(topic_dir, copy.stem):
+                path.unlink(missing_ok=True)
+            (html / out.name / topic_dir.name / f"{copy.stem}.html").unlink(missing_ok=True)
+            for stale in [*html.glob(f"_downloads/*/{copy.stem}.*"), *html.glob(f"_images/sphx_glr_{copy.stem}_*")]:
+                stale.unlink(missing_ok=True)
+            logger.info(f"tipsite: {copy.stem} is no longer in the gallery: its outputs are removed")

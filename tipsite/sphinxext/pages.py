@@ -13,7 +13,6 @@ import re
 import urllib.parse
 
 from sphinx.application import Sphinx
-from sphinx.errors import ExtensionError
 
 from conf import settings
 from tipsite import records
@@ -130,6 +129,40 @@ def _fold_helpers(text: str) -> str:
     return text[:start] + opening + text[start:end] + closing + text[end:]
 
 
+_OUTPUT_BLOCK = re.compile(r"(\.\. rst-class:: sphx-glr-script-out\n\n \.\. code-block:: none\n\n)"
+                           r"((?:    .*\n|[ \t]*\n)*)")
+
+
+def cap_output(text: str, limit: int) -> str:
+    """Keep the first ``limit`` bytes of the tip's printed output; say on the page what was cut."""
+    used, cut = 0, 0
+
+    def keep(m: re.Match) -> str:
+        nonlocal used, cut
+        body = m.group(2)
+        size = len(body.encode("utf-8"))
+        if used + size <= limit:
+            used += size
+            return m.group(0)
+        kept = []
+        for line in body.splitlines(keepends=True):
+            n = len(line.encode("utf-8"))
+            if used + n > limit:
+                cut += n
+                continue
+            used += n
+            kept.append(line)
+        return m.group(1) + "".join(kept) + "\n"
+
+    text = _OUTPUT_BLOCK.sub(keep, text)
+    if cut:
+        note = (f"\n.. note::\n\n   This page shows the first {limit // 1024} KiB of what the tip "
+                f"printed; {cut // 1024 or 1} KiB more was cut. Run the tip to see all of it.\n\n")
+        marker = text.find(".. _sphx_glr_download_")
+        text = text[:marker] + note + text[marker:] if marker >= 0 else text + note
+    return text
+
+
 def _drop_empty_code_blocks(text: str) -> str:
     """sphinx-gallery leaves an empty code block where the metadata comments were."""
     return re.sub(r"\n\.\. code-block:: Python\n   :dedent: 1\n(\s*\n)+(?=\.\. GENERATED)", "\n\n", text)
@@ -144,8 +177,8 @@ def dress_tip_page(app: Sphinx, docname: str, source: list[str]) -> None:
     if view is None or view.record is None:
         if not state.executes(app, tip):
             return  # a shard build: another shard executes this tip and dresses its page
-        raise ExtensionError(f"{tip.path.name}: no result record to show on its page")
-    text = _drop_empty_code_blocks(source[0])
+        state.stop(f"{tip.path.name}: no result record to show on its page")
+    text = cap_output(_drop_empty_code_blocks(source[0]), settings.TIPS_OUTPUT_MAX_BYTES)
     text = _fold_helpers(text)
     lines = text.split("\n")
     # sphinx-gallery writes ".. _sphx_glr_<...>.py:", a blank line, the title, its underline.
@@ -156,5 +189,5 @@ def dress_tip_page(app: Sphinx, docname: str, source: list[str]) -> None:
     marker = ".. _sphx_glr_download_"
     cut = text.find(marker)
     if cut < 0:
-        raise ExtensionError(f"{tip.path.name}: sphinx-gallery page has no download section")
+        state.stop(f"{tip.path.name}: sphinx-gallery page has no download section")
     source[0] = text[:cut] + footer(view, state.result_sets(app)) + "\n" + text[cut:]

@@ -16,7 +16,6 @@ import re
 from pathlib import Path
 
 from sphinx.application import Sphinx
-from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
 from tipsite import records, tipmeta
@@ -37,15 +36,28 @@ def tips(app: Sphinx) -> list[tipmeta.Tip]:
     return app.env.tips_metadata  # type: ignore[attr-defined]
 
 
+class BuildStopped(SystemExit):
+    """A problem with the sources stops the build with a message naming the file and the problem,
+    not with a Sphinx crash report (Sphinx frames every other exception as its own bug)."""
+
+
+def stop(message: str) -> None:
+    raise BuildStopped(f"error: {message}")
+
+
 def load_tips(app: Sphinx) -> None:
     """builder-inited, before sphinx-gallery: refuse to build a gallery that breaks the contract."""
     examples_dir, _ = gallery_dirs(app)
     try:
         found = tipmeta.read_all(examples_dir)
     except ValueError as exc:
-        raise ExtensionError(str(exc)) from None
+        stop(str(exc))
     if not found:
-        raise ExtensionError(f"no tips found under {examples_dir}")
+        stop(f"no tips found under {examples_dir}")
+    for topic in sorted({t.path.parent for t in found}):
+        if not any((topic / name).exists() for name in ("README.rst", "README.txt", "GALLERY_HEADER.rst")):
+            stop(f"{topic}: a topic folder needs a README.rst (its heading on the site); "
+                 "without one sphinx-gallery leaves the whole topic out")
     app.env.tips_metadata = found  # type: ignore[attr-defined]
 
 
@@ -58,9 +70,14 @@ def executes(app: Sphinx, tip: tipmeta.Tip) -> bool:
 def check_records(app: Sphinx) -> None:
     """builder-inited, after sphinx-gallery: every tip this build executes has a valid record."""
     _, out_dir = gallery_dirs(app)
+    failing = {Path(f).name: tb for f, tb in app.config.sphinx_gallery_conf.get("failing_examples", {}).items()}
     problems = []
     for tip in tips(app):
         if not executes(app, tip):
+            continue
+        if tip.path.name in failing:
+            last = [ln for ln in str(failing[tip.path.name]).strip().splitlines() if ln.strip()]
+            problems.append(f"{tip.path.name}: failed: {last[-1] if last else 'see the traceback above'}")
             continue
         try:
             record = records.read_record(out_dir / tip.topic / tip.path.name)
@@ -70,7 +87,8 @@ def check_records(app: Sphinx) -> None:
         if record is None:
             problems.append(f"{tip.path.name}: ran without defining RESULT (or its result record is missing)")
     if problems:
-        raise ExtensionError("tips without a valid result:\n" + "\n".join(problems))
+        stop("tips that failed or left no valid result (their tracebacks are above):\n"
+             + "\n".join(problems))
 
 
 def load_views(app: Sphinx) -> None:
@@ -82,7 +100,7 @@ def load_views(app: Sphinx) -> None:
         paths = records.committed_paths() + records.paths_from_env()
         sets = records.load_sets(paths)
     except records.RecordError as exc:
-        raise ExtensionError(str(exc)) from None
+        stop(str(exc))
     app.env.tips_result_sets_new_fp = records.fingerprint(paths)  # type: ignore[attr-defined]
     if paths:
         logger.info(f"tipsite: showing {len(paths)} result set(s): " + ", ".join(map(str, paths)))
