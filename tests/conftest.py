@@ -1,17 +1,25 @@
 """Shared fixtures: the built site (built once per test session) and tiny throwaway builds.
 
 Like sphinx-gallery's own tests, a fixture builds one complete Sphinx project and the tests
-assert on the produced HTML. The full site is built with the same command as ``nox -s docs``,
-into the same folders, so a test run after a docs build re-executes nothing.
+assert on the produced HTML. The full site is built with the site's own command line
+(:mod:`tipsite.build`) into the same folders as ``nox -s docs``: a test run after a docs build
+re-executes nothing, and the extension's fingerprints (:mod:`tipsite.sphinxext.freshness`)
+re-run or re-read whatever a change to the hooks or the page layer affects, so the pages the
+tests read always reflect the current sources.
+
+Tiny builds copy the committed project ``tests/tinysite/`` to a temporary folder, add the tips
+under test and build it the same way.
 """
 
 from __future__ import annotations
 
+import ast
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -20,21 +28,25 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from conf import settings  # noqa: E402
-from tipsite import tipmeta  # noqa: E402
+from tipsite import build, tipkit, tipmeta  # noqa: E402
+
+TINYSITE = ROOT / "tests" / "tinysite"
 
 
-def sphinx_cmd(src: Path, out: Path, doctrees: Path) -> list[str]:
-    return [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q",
-            "-d", str(doctrees), str(src), str(out)]
+def build_env(**extra: str) -> dict[str, str]:
+    """The environment of a test build: this checkout importable, no build knobs from the shell."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TIPS_", "TINYSITE_")) and k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(ROOT)
+    env.update(extra)
+    return env
 
 
 @pytest.fixture(scope="session")
 def site() -> Path:
     """The full site, built (incrementally) with every tip executed. Returns the HTML folder."""
-    proc = subprocess.run(
-        sphinx_cmd(settings.DOCS_DIR, settings.HTML_DIR, settings.DOCTREES_DIR),
-        cwd=ROOT, capture_output=True, text=True,
-    )
+    proc = subprocess.run(build.sphinx_command(quiet=True), cwd=ROOT, capture_output=True, text=True,
+                          env=build_env())
     assert proc.returncode == 0, f"site build failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
     return settings.HTML_DIR
 
@@ -44,88 +56,101 @@ def tips() -> list[tipmeta.Tip]:
     return tipmeta.read_all()
 
 
-TINY_CONF = """
-import sys
-sys.path.insert(0, {root!r})
-sys.path.insert(0, {ext!r})
-from tipsite import gallery
-
-extensions = ["sphinx_gallery.gen_gallery", "tips_pages"]
-sphinx_gallery_conf = gallery.gallery_conf("gallery", "tips")
-html_theme = "furo"
-html_static_path = []
-exclude_patterns = ["_build", "gallery"]
-"""
-
-TINY_INDEX = """
-Tiny
-====
-
-.. toctree::
-
-   tips/index
-   generated/claims
-"""
-
-
 @dataclass
 class TinyBuild:
     returncode: int
     output: str
+    src: Path
     html: Path
+    runs: list[int] = field(default_factory=list)
+
+    def page(self, topic: str, name: str) -> str:
+        return (self.html / "tips" / topic / f"{name}.html").read_text(encoding="utf-8")
+
+
+class TinySite:
+    """A copy of tests/tinysite in a temporary folder, built as often as a test needs."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.src = root / "src"
+        shutil.copytree(TINYSITE, self.src)
+        self.html = root / "html"
+        self.doctrees = root / "doctrees"
+
+    def write(self, files: dict[str, str]) -> None:
+        for rel, text in files.items():
+            path = self.src / "gallery" / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            readme = path.parent / "README.rst"
+            if not readme.exists() and path.parent != self.src / "gallery":
+                readme.write_text(f"{path.parent.name}\n{'-' * len(path.parent.name)}\n")
+            path.write_text(textwrap.dedent(text) if text.startswith("\n") else text, encoding="utf-8")
+
+    def build(self, timeout: float = 600, **env: str) -> TinyBuild:
+        cmd = build.sphinx_command(src=self.src, out=self.html, doctrees=self.doctrees, quiet=True)
+        proc = subprocess.run(cmd, cwd=self.src, capture_output=True, text=True, timeout=timeout,
+                              env=build_env(**env))
+        return TinyBuild(proc.returncode, proc.stdout + proc.stderr, self.src, self.html)
 
 
 @pytest.fixture
-def tiny_build(tmp_path: Path):
+def tiny_site(tmp_path: Path) -> TinySite:
+    return TinySite(tmp_path)
+
+
+@pytest.fixture
+def tiny_build(tiny_site: TinySite):
     """Build a throwaway site from ``{"topic/tip_name.py": source}``; never raises on failure."""
 
-    def build(files: dict[str, str]) -> TinyBuild:
-        src = tmp_path / "src"
-        (src / "gallery").mkdir(parents=True)
-        (src / "conf.py").write_text(TINY_CONF.format(root=str(ROOT), ext=str(ROOT / "docs" / "_ext")))
-        (src / "index.rst").write_text(TINY_INDEX)
-        (src / "gallery" / "README.rst").write_text("Tips\n====\n")
-        for rel, text in files.items():
-            path = src / "gallery" / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            readme = path.parent / "README.rst"
-            if not readme.exists():
-                readme.write_text(f"{path.parent.name}\n{'-' * len(path.parent.name)}\n")
-            path.write_text(textwrap.dedent(text))
-        out = tmp_path / "html"
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        proc = subprocess.run(sphinx_cmd(src, out, tmp_path / "doctrees"), cwd=src,
-                              capture_output=True, text=True, env=env)
-        return TinyBuild(proc.returncode, proc.stdout + proc.stderr, out)
+    def build_it(files: dict[str, str], **env: str) -> TinyBuild:
+        tiny_site.write(files)
+        return tiny_site.build(**env)
 
-    return build
+    return build_it
 
 
-GOOD_TIP = '''\
-"""
-A tiny tip
-==========
+def helpers_source(*names: str) -> str:
+    """The reference text of tipkit helpers, as a tip copies them."""
+    source = Path(tipkit.__file__).read_text(encoding="utf-8")
+    funcs = {n.name: ast.get_source_segment(source, n) for n in ast.parse(source).body
+             if isinstance(n, ast.FunctionDef)}
+    return "\n\n\n".join(funcs[n] for n in names)
 
-Claim S4-4, quoted: "Since PyTorch 0.4.0 however, `Tensor` is merged with `Variable`"
-"""
-# sphinx_gallery_tips_claims = ["S4-4"]
-# sphinx_gallery_tips_tags = ["autograd"]
-# sphinx_gallery_tips_devices = ["cpu"]
-# sphinx_gallery_tips_kind = "behaviour"
-# sphinx_gallery_tips_min_torch = "2.0"
-# sphinx_gallery_tips_takeaway = "A tiny tip for tests."
 
-# %%
+def make_tip(body: str, *, title: str = "A tiny tip", claims: str = '["S4-4"]',
+             devices: str = '["cpu"]', kind: str = "behaviour", extra_meta: str = "",
+             helpers: tuple[str, ...] = ("decide", "report")) -> str:
+    """A complete tip on the contract: docstring, metadata, helpers cell, then ``body``."""
+    quote = 'Claim S4-4, quoted: "Since PyTorch 0.4.0 however, `Tensor` is merged with `Variable`"' \
+        if "S4-4" in claims else "A claim from PyTorch's documentation."
+    meta = "\n".join([
+        f"# sphinx_gallery_tips_claims = {claims}",
+        '# sphinx_gallery_tips_tags = ["autograd"]',
+        f"# sphinx_gallery_tips_devices = {devices}",
+        f'# sphinx_gallery_tips_kind = "{kind}"',
+        '# sphinx_gallery_tips_min_torch = "2.0"',
+        '# sphinx_gallery_tips_takeaway = "A tiny tip for tests."',
+        *([extra_meta] if extra_meta else []),
+    ])
+    return (f'"""\n{title}\n{"=" * len(title)}\n\n{quote}\n"""\n{meta}\n\n'
+            "# %%\n# How this tip measures and decides\n# ---------------------------------\n"
+            "# The same helpers in every tip.\n"
+            f"{helpers_source(*helpers)}\n\n\n# %%\n{textwrap.dedent(body)}")
+
+
+GOOD_BODY = '''\
 import torch
 
 x = torch.tensor([1.0, 2.0], requires_grad=True)
-verdict = "holds" if x.requires_grad else "wrong"
-print(f"Verdict: {verdict}")
-RESULT = {"verdict": verdict, "rule": "holds if a plain tensor can require grad",
-          "key": None, "measurements": [], "skipped": []}
+RULE = "holds if a plain tensor can require grad"
+decision = decide("cpu", [("holds", {"requires grad": True}), ("wrong", {})],
+                  facts={"requires grad": x.requires_grad})
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {"cpu": decision}, "measurements": [], "skipped": []}
 '''
 
 
 @pytest.fixture
 def good_tip() -> str:
-    return GOOD_TIP
+    return make_tip(GOOD_BODY)

@@ -1,19 +1,32 @@
-"""Broken tips fed to a real Sphinx build: the build stops and says which file and what."""
+"""Broken tips and interrupted builds fed to a real Sphinx build (issue "Builds that never
+publish a wrong page"): the build stops and names the file and the problem, and after any
+failure or interruption the next build publishes what a clean build would."""
 
 from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from conftest import make_tip
+
+SPHINX_CRASH_REPORT = "github.com/sphinx-doc/sphinx/issues"
 
 
 def test_good_tiny_build_passes(tiny_build, good_tip):
     result = tiny_build({"correctness/tip_tiny.py": good_tip})
     assert result.returncode == 0, result.output
-    page = (result.html / "tips" / "correctness" / "tip_tiny.html").read_text()
-    assert "tip-verdict-holds" in page and "Provenance: torch" in page
+    page = result.page("correctness", "tip_tiny")
+    assert 'class="tip-verdict tip-verdict-holds"' in page
 
 
 def test_bad_metadata_stops_the_build(tiny_build, good_tip):
     result = tiny_build({"correctness/tip_tiny.py": good_tip.replace('["autograd"]', '["fast"]')})
     assert result.returncode != 0
     assert "tip_tiny.py: sphinx_gallery_tips_tags: unknown tag 'fast'" in result.output
+    assert SPHINX_CRASH_REPORT not in result.output
 
 
 def test_missing_title_stops_the_build(tiny_build, good_tip):
@@ -22,24 +35,194 @@ def test_missing_title_stops_the_build(tiny_build, good_tip):
     assert "tip_tiny.py: title" in result.output
 
 
-def test_raising_tip_fails_the_build_and_publishes_no_page(tiny_build, good_tip):
-    broken = good_tip.replace("import torch\n", "import torch\nraise RuntimeError('boom in tip')\n")
+def test_raising_tip_fails_the_build_and_says_it_raised(tiny_build, good_tip):
+    broken = good_tip.replace("x = torch.tensor(", "raise RuntimeError('boom in tip')\nx = torch.tensor(")
     result = tiny_build({"correctness/tip_tiny.py": broken})
     assert result.returncode != 0
-    assert "tip_tiny.py" in result.output and "boom in tip" in result.output
-    assert not (result.html / "tips" / "correctness" / "tip_tiny.html").exists()
+    assert "tip_tiny.py: failed: RuntimeError: boom in tip" in result.output
+    assert "ran without defining RESULT" not in result.output
+    assert SPHINX_CRASH_REPORT not in result.output
 
 
 def test_invalid_result_fails_the_build(tiny_build, good_tip):
-    broken = good_tip.replace('{"verdict": verdict,', '{"verdict": "probably",')
+    broken = good_tip.replace('"verdicts": {"cpu": decision}', '"verdicts": {"cpu": {**decision, "verdict": "probably"}}')
     result = tiny_build({"correctness/tip_tiny.py": broken})
     assert result.returncode != 0
     assert "tip_tiny.py" in result.output and "'probably'" in result.output
+    assert "ran without defining RESULT" not in result.output
+
+
+def test_a_verdict_written_by_hand_fails_the_build(tiny_build, good_tip):
+    """The build re-derives each verdict from its evidence: overriding it is refused."""
+    broken = good_tip.replace("report(decision, RULE)", 'decision["verdict"] = "wrong"\nreport(decision, RULE)')
+    result = tiny_build({"correctness/tip_tiny.py": broken})
+    assert result.returncode != 0
+    assert "the verdict is 'wrong' but the recorded evidence gives 'holds'" in result.output
 
 
 def test_tip_that_never_sets_result_fails_the_build(tiny_build, good_tip):
-    broken = good_tip.replace("RESULT = {", "if False:\n    RESULT = {").replace(
-        '\n          "key": None', '\n              "key": None')
+    broken = good_tip.replace("RESULT = {", "if False:\n    RESULT = {")
     result = tiny_build({"correctness/tip_tiny.py": broken})
     assert result.returncode != 0
     assert "tip_tiny.py: ran without defining RESULT" in result.output
+
+
+def test_missing_topic_readme_is_named(tiny_site, good_tip):
+    tiny_site.write({"correctness/tip_tiny.py": good_tip})
+    (tiny_site.src / "gallery" / "correctness" / "README.rst").unlink()
+    result = tiny_site.build()
+    assert result.returncode != 0
+    assert "correctness: a topic folder needs a README.rst" in result.output
+
+
+# --- a failed or interrupted run never poisons the next build ------------------------------------
+
+def test_failure_after_result_then_revert_runs_the_tip_again(tiny_site, good_tip):
+    """(a) A tip raising after its RESULT fails the build; reverted, it runs again (no cached
+    traceback page, no stale downloads)."""
+    tiny_site.write({"correctness/tip_tiny.py": good_tip})
+    assert tiny_site.build().returncode == 0
+    tiny_site.write({"correctness/tip_tiny.py": good_tip + "\nraise RuntimeError('after RESULT')\n"})
+    failed = tiny_site.build()
+    assert failed.returncode != 0 and "after RESULT" in failed.output
+    tiny_site.write({"correctness/tip_tiny.py": good_tip})
+    again = tiny_site.build()
+    assert again.returncode == 0, again.output
+    page = again.page("correctness", "tip_tiny")
+    assert "after RESULT" not in page and "highlight-pytb" not in page
+    download = next(again.html.glob("_downloads/*/tip_tiny.py")).read_text()
+    assert "after RESULT" not in download
+
+
+def test_early_raise_then_revert_does_not_need_a_hand_deleted_md5(tiny_site, good_tip):
+    """(c) After an early raise and a revert, the next build runs the tip and passes."""
+    tiny_site.write({"correctness/tip_tiny.py": good_tip})
+    assert tiny_site.build().returncode == 0
+    tiny_site.write({"correctness/tip_tiny.py": good_tip.replace("x = torch.tensor(", "raise KeyError('early')\nx = torch.tensor(")})
+    assert tiny_site.build().returncode != 0
+    tiny_site.write({"correctness/tip_tiny.py": good_tip})
+    again = tiny_site.build()
+    assert again.returncode == 0, again.output
+
+
+def test_a_tip_that_stops_defining_result_never_shows_its_old_record(tiny_site, good_tip):
+    tiny_site.write({"correctness/tip_tiny.py": good_tip})
+    assert tiny_site.build().returncode == 0
+    tiny_site.write({"correctness/tip_tiny.py": good_tip.replace("RESULT = {", "NOT_RESULT = {")})
+    result = tiny_site.build()
+    assert result.returncode != 0 and "ran without defining RESULT" in result.output
+
+
+def test_interrupted_tip_then_revert_runs_it_again(tiny_site, good_tip):
+    """(b) A tip killed after it wrote its record (timeout here, like Ctrl-C) leaves no MD5:
+    reverted, it runs again and its page and record agree."""
+    tiny_site.write({"correctness/tip_tiny.py": good_tip})
+    assert tiny_site.build().returncode == 0
+    slow = good_tip + "\nimport time\ntime.sleep(60)\n"
+    tiny_site.write({"correctness/tip_tiny.py": slow})
+    stopped = tiny_site.build(TIPS_TIMEOUT="4")
+    assert stopped.returncode != 0
+    assert not list((tiny_site.src / "tips").glob("*/tip_tiny.py.md5"))
+    tiny_site.write({"correctness/tip_tiny.py": good_tip})
+    again = tiny_site.build()
+    assert again.returncode == 0, again.output
+    record = json.loads(next((tiny_site.src / "tips").glob("*/tip_tiny.result.json")).read_text())
+    assert "time.sleep" not in again.page("correctness", "tip_tiny")
+    assert record["verdicts"]["cpu"]["verdict"] == "holds"
+
+
+def test_a_tip_past_its_time_limit_stops_the_build_naming_it(tiny_build, good_tip):
+    endless = good_tip.replace("RULE =", "while True:\n    pass\nRULE =")
+    start = time.monotonic()
+    result = tiny_build({"correctness/tip_tiny.py": endless}, TIPS_TIMEOUT="5")
+    assert result.returncode != 0
+    assert time.monotonic() - start < 120
+    assert "tip_tiny.py ran for more than 5 s (TIPS_TIMEOUT)" in result.output
+    assert SPHINX_CRASH_REPORT not in result.output
+
+
+def test_printed_output_is_capped_and_the_page_says_so(tiny_build, good_tip):
+    noisy = good_tip.replace("RULE =", "for i in range(100_000):\n    print('x' * 50)\nRULE =")
+    result = tiny_build({"correctness/tip_tiny.py": noisy})
+    assert result.returncode == 0, result.output
+    page = result.page("correctness", "tip_tiny")
+    assert len(page.encode()) < 400_000
+    assert "KiB more was cut. Run the tip to see all of it." in page
+
+
+def test_a_deleted_tip_leaves_nothing_behind(tiny_site, good_tip):
+    other = good_tip.replace("A tiny tip\n==========", "Another tip\n===========")
+    tiny_site.write({"correctness/tip_tiny.py": good_tip, "correctness/tip_other.py": other})
+    assert tiny_site.build().returncode == 0
+    (tiny_site.src / "gallery" / "correctness" / "tip_other.py").unlink()
+    result = tiny_site.build()
+    assert result.returncode == 0, result.output
+    assert not (result.html / "tips" / "correctness" / "tip_other.html").exists()
+    assert not list(result.html.glob("_downloads/*/tip_other.*"))
+    assert "tip_other" not in (result.html / "searchindex.js").read_text()
+    assert "tip_other" not in (result.html / "index.html").read_text()
+
+
+def test_a_new_tip_appears_in_every_page_s_navigation(tiny_site, good_tip):
+    tiny_site.write({"correctness/tip_tiny.py": good_tip})
+    assert tiny_site.build().returncode == 0
+    other = good_tip.replace("A tiny tip\n==========", "Another tip\n===========")
+    tiny_site.write({"correctness/tip_other.py": other})
+    result = tiny_site.build()
+    assert result.returncode == 0, result.output
+    assert "tip_other.html" in result.page("correctness", "tip_tiny")
+
+
+def test_an_unfinished_build_makes_the_next_one_write_every_page(tiny_site, good_tip):
+    """Sphinx saves what it read before it writes: a build stopped while writing left pages that
+    the next build would call current. The marker it leaves makes the next build rewrite them."""
+    tiny_site.write({"correctness/tip_tiny.py": good_tip})
+    assert tiny_site.build().returncode == 0
+    page = tiny_site.html / "tips" / "correctness" / "tip_tiny.html"
+    page.write_text("half-written")
+    (tiny_site.html / ".tipsite-build-incomplete").write_text("interrupted\n")
+    result = tiny_site.build()
+    assert result.returncode == 0, result.output
+    assert "half-written" not in page.read_text()
+    assert not (tiny_site.html / ".tipsite-build-incomplete").exists()
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("low", float("nan"), "key low must be a finite number"),
+    ("high", float("inf"), "key high must be a finite number"),
+])
+def test_non_finite_key_figures_are_refused(tiny_build, good_tip, field, value, message):
+    broken = good_tip.replace("report(decision, RULE)",
+                              f'decision["key"] = {{"name": "k", "value": 1.0, "unit": "x", "{field}": float("{value}")}}\n'
+                              "report(decision, RULE)")
+    result = tiny_build({"correctness/tip_tiny.py": broken})
+    assert result.returncode != 0
+    assert message in result.output or "plain data" in result.output
+
+
+def test_metadata_lines_inside_strings_are_not_metadata(tiny_build, good_tip):
+    text = good_tip.replace("x = torch.tensor(", 'NOTE = """\n# sphinx_gallery_tips_kind = "speed"\n"""\nx = torch.tensor(')
+    result = tiny_build({"correctness/tip_tiny.py": text})
+    assert result.returncode == 0, result.output
+    assert "given twice" not in result.output
+
+
+def test_a_cuda_only_tip_on_a_cpu_build_shows_no_cpu_verdict(tiny_build):
+    body = '''\
+    import torch
+
+    RULE = "holds if CUDA is there"
+    verdicts = {}
+    if torch.cuda.is_available():
+        verdicts["cuda"] = decide("cuda", [("holds", {})], facts={"cuda": True})
+    else:
+        print("Skipped: no CUDA device in this build")
+    RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": [], "skipped": ["no CUDA"]}
+    '''
+    result = tiny_build({"speed/tip_gpu.py": make_tip(body, devices='["cuda"]')})
+    assert result.returncode == 0, result.output
+    page = result.page("speed", "tip_gpu")
+    header = page[page.index("tip-header"):page.index("Figures and provenance")]
+    assert "tip-verdict-" not in header
+    assert re.search(r"CUDA:.*not measured yet", re.sub(r"<[^>]+>", "", header), re.S)
+    assert "CPU:" not in re.sub(r"<[^>]+>", "", header)

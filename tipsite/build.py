@@ -20,14 +20,15 @@ from conf import settings
 OUTPUTS = ("build", "docs/tips", "docs/generated", "docs/sg_execution_times.rst", "docs/_build")
 
 
-def sphinx_args(*, root: Path = settings.ROOT, out: Path | None = None, doctrees: Path | None = None,
-                quiet: bool = False) -> list[str]:
-    """The arguments after ``sphinx-build``: warnings are errors, one process (timing tips run
-    alone; a tip beside a timing tip would change its figures)."""
+def sphinx_args(*, root: Path = settings.ROOT, src: Path | None = None, out: Path | None = None,
+                doctrees: Path | None = None, quiet: bool = False) -> list[str]:
+    """The arguments after ``sphinx-build`` for the site in ``root`` (or the Sphinx project in
+    ``src``): warnings are errors, one process (timing tips run alone; a tip beside a timing tip
+    would change its figures)."""
     out = out or root / "build" / "html"
     doctrees = doctrees or root / "build" / "doctrees"
     return ["-b", "html", "-W", "--keep-going", "-j", "1", *(["-q"] if quiet else []),
-            "-d", str(doctrees), str(root / "docs"), str(out)]
+            "-d", str(doctrees), str(src or root / "docs"), str(out)]
 
 
 def sphinx_command(**kwargs) -> list[str]:

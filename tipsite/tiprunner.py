@@ -23,6 +23,10 @@ or a ``UserWarning`` whose message says "deprecat". Each warning's ``origin`` sa
 ``--strict`` turns the tip's deprecations into a failure (exit status 3): the site never
 teaches an API that the torch release it runs on deprecates.
 
+With ``--strict`` on a machine without CUDA, the ``torch.cuda`` functions that answer silently
+there (``memory_allocated`` reads 0, ``reset_peak_memory_stats`` does nothing, ...) raise
+instead: a tip must call them only under ``torch.cuda.is_available()``.
+
 ``--fake-cuda`` runs the tip's CUDA branch on a machine without a GPU: ``fakecuda.py`` (copied
 beside this runner, see :mod:`tipsite.fakecuda`) makes torch report a CUDA device backed by the
 CPU. Its figures mean nothing; the run proves the CUDA code paths work.
@@ -123,6 +127,31 @@ def _device() -> dict:
     return {"device": "cpu", "device_name": name}
 
 
+# torch.cuda functions that return a plausible answer without CUDA instead of failing.
+SILENT_WITHOUT_CUDA = ("memory_allocated", "max_memory_allocated", "memory_reserved",
+                       "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated",
+                       "memory_stats", "mem_get_info", "set_per_process_memory_fraction",
+                       "set_sync_debug_mode", "get_sync_debug_mode", "memory_summary")
+
+
+def guard_cuda_calls() -> None:
+    """Make the torch.cuda functions that answer silently without CUDA raise instead."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+
+    def refuse(name):
+        def call(*args, **kwargs):
+            raise RuntimeError(f"torch.cuda.{name}() called on a machine without CUDA: call it only "
+                               "under torch.cuda.is_available() (without CUDA it answers 0 or nothing)")
+        return call
+
+    for name in SILENT_WITHOUT_CUDA:
+        if hasattr(torch.cuda, name):
+            setattr(torch.cuda, name, refuse(name))
+
+
 def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
     tip_path = os.path.realpath(tip_path)
     report: dict = {"tip": os.path.splitext(os.path.basename(tip_path))[0], "status": "passed",
@@ -133,6 +162,8 @@ def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
         import fakecuda
 
         fakecuda.install()
+    elif strict:
+        guard_cuda_calls()
     sys.argv = [tip_path]
     sys.path[0] = os.path.dirname(tip_path)
     torch_dirs = _torch_dirs()

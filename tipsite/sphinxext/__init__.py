@@ -16,6 +16,8 @@ Templates live in ``templates/`` and are rendered by :mod:`.render`, which escap
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from docutils import nodes
 from sphinx.application import Sphinx
 
@@ -30,7 +32,19 @@ def _inline_role(css: str, per_value: bool = False):
     return role
 
 
+STATIC = Path(__file__).with_name("static")
+
+
+def _add_static_path(app: Sphinx, config) -> None:
+    """config-inited: the extension ships its own CSS and script."""
+    if str(STATIC) not in config.html_static_path:
+        config.html_static_path.append(str(STATIC))
+
+
 def setup(app: Sphinx) -> dict:
+    app.connect("config-inited", _add_static_path)
+    # The page whose tips-compat-matrix table each tip page links to (when the project has it).
+    app.add_config_value("tips_compat_page", "reference/compat", "env")
     app.add_role("tip-verdict", _inline_role("tip-verdict", per_value=True))
     app.add_role("tip-tag", _inline_role("tip-tag"))
     # sphinx-gallery executes the tips on builder-inited at the default priority (500).

@@ -63,14 +63,14 @@ def report_url(view: TipView) -> str | None:
     return f"{repo}/issues/new?{query}"
 
 
-def header(view: TipView) -> str:
+def header(view: TipView, compat_page: bool = True) -> str:
     keywords, subject = keywords_context(view)
     docs = [(_doc_label(u), Rst(u)) for u in view.tip.docs]
     rule = (view.record or next(iter(view.columns), {}) or {}).get("rule", "")
     return render("tip_header.rst.jinja", view=view, keywords=keywords, subject=subject, docs=docs,
                   rule=rule, figures_label=Rst(f"tip-figures-{anchor_name(view.name)}"),
                   report_label=Rst(f"tip-report-{anchor_name(view.name)}"),
-                  report_url=report_url(view))
+                  report_url=report_url(view), compat_page=compat_page)
 
 
 def _provenance(record: dict, current_sha: str, origin: str) -> str:
@@ -184,7 +184,8 @@ def dress_tip_page(app: Sphinx, docname: str, source: list[str]) -> None:
     # sphinx-gallery writes ".. _sphx_glr_<...>.py:", a blank line, the title, its underline.
     label = next(i for i, ln in enumerate(lines) if ln.startswith(".. _sphx_glr_"))
     under = next(i for i in range(label + 1, len(lines)) if lines[i] and set(lines[i]) == {"="})
-    lines.insert(under + 1, "\n" + header(view))
+    has_compat = app.config.tips_compat_page in app.env.found_docs
+    lines.insert(under + 1, "\n" + header(view, compat_page=has_compat))
     text = "\n".join(lines)
     marker = ".. _sphx_glr_download_"
     cut = text.find(marker)

@@ -1,0 +1,28 @@
+"""A tiny site for the tests: the real extension over a throwaway gallery.
+
+``tests/conftest.py`` copies this folder to a temporary directory, writes the tips under test into
+``gallery/<topic>/`` and builds it with the site's own command line (:mod:`tipsite.build`).
+``TINYSITE_THREADS`` sets the build's thread count (for a second, different result set).
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import tipsite
+
+# Sphinx runs this file with its folder first on sys.path: put the repository first so that
+# ``conf`` is the configuration package, not this file.
+sys.path.insert(0, str(Path(tipsite.__file__).resolve().parents[1]))
+
+from conf import settings  # noqa: E402
+from tipsite import gallery, shards  # noqa: E402
+
+settings.TIPS_THREADS = int(os.environ.get("TINYSITE_THREADS", settings.TIPS_THREADS))
+
+project = "Tiny tips"
+extensions = ["sphinx_gallery.gen_gallery", "tipsite.sphinxext"]
+sphinx_gallery_conf = gallery.gallery_conf(
+    "gallery", "tips", filename_pattern=shards.filename_pattern(Path(__file__).parent / "gallery"))
+html_theme = "furo"
+exclude_patterns = ["_build", "gallery"]
