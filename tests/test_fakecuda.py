@@ -1,0 +1,101 @@
+"""Every tip's CUDA branch runs on a faked CUDA device (tipsite/fakecuda.py): no GPU is needed to
+catch a device argument without an index, a float32 tolerance that TF32 breaks, or a
+``torch.cuda`` call outside ``is_available()``. The figures of these runs mean nothing and are
+never published; a real GPU run is what the CUDA runner and the committed result sets are for."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT
+from tipsite import records, tipcheck, tipmeta
+
+CUDA_TIPS = [t.path for t in tipmeta.read_all() if "cuda" in t.devices]
+
+
+@pytest.mark.parametrize("path", CUDA_TIPS, ids=lambda p: p.stem)
+def test_cuda_branch_runs_and_decides_cuda(path):
+    problems, report = tipcheck.check(path, fake_cuda=True)
+    assert not problems, f"{path.name} on the fake CUDA device:\n" + "\n".join(problems) + (
+        "\n" + report.get("stderr", "")[-3000:] if report else "")
+    assert "cuda" in report["verdicts"], f"{path.name} decided no CUDA verdict on a CUDA machine"
+
+
+def _run_fake(code: str) -> subprocess.CompletedProcess:
+    script = "import sys; sys.path.insert(0, %r)\nfrom tipsite import fakecuda\nfakecuda.install()\n" % str(ROOT)
+    return subprocess.run([sys.executable, "-c", script + textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_fake_refuses_a_device_without_an_index_as_cuda_does():
+    """The crash tip_oom_retry hit on the H100 (tests/fixtures/gpu-run-2026-11-22-h100)."""
+    proc = _run_fake("""
+        import torch
+        torch.cuda.set_per_process_memory_fraction(0.5, torch.device("cuda"))
+    """)
+    assert proc.returncode != 0
+    assert "Expected a torch.device with a specified index or an integer" in proc.stderr
+    ok = _run_fake("""
+        import torch
+        torch.cuda.set_per_process_memory_fraction(0.5, torch.device("cuda", 0))
+        print(torch.cuda.memory_allocated(0))
+    """)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_the_fake_breaks_a_float32_tolerance_as_tf32_did():
+    """The crash tip_channels_last hit on the H100: channels_last vs contiguous conv at 1e-4."""
+    proc = _run_fake("""
+        import torch
+        torch.manual_seed(0)
+        conv = torch.nn.Conv2d(64, 64, 3, padding=1).to("cuda")
+        x = torch.randn(8, 64, 32, 32, device="cuda")
+        out = conv(x)
+        out_cl = conv.to(memory_format=torch.channels_last)(x.to(memory_format=torch.channels_last))
+        torch.testing.assert_close(out_cl, out, rtol=1e-4, atol=1e-4)
+    """)
+    assert proc.returncode != 0 and "Tensor-likes are not close" in proc.stderr
+
+
+def test_cuda_tensors_look_like_cuda_tensors():
+    proc = _run_fake("""
+        import torch
+        x = torch.ones(4, device="cuda")
+        y = (x * 2).sum()
+        host = y.cpu()
+        print(x.is_cuda, y.device, host.device, torch.cuda.memory_allocated() > 0)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "cuda:0", "cpu", "True"]
+
+
+def test_sync_debug_mode_warns_on_item():
+    proc = _run_fake("""
+        import warnings, torch
+        torch.cuda.set_sync_debug_mode("warn")
+        x = torch.ones(4, device="cuda")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            x.sum().item()
+        print(len(caught))
+    """)
+    assert proc.returncode == 0 and proc.stdout.strip() == "1", proc.stderr
+
+
+def test_cuda_calls_outside_is_available_fail_a_cpu_run(tmp_path):
+    """On a CPU machine memory_allocated() reads 0 silently; the strict tip runner refuses it."""
+    tip = tmp_path / "tip_bad.py"
+    tip.write_text("import torch\nprint(torch.cuda.memory_allocated())\nRESULT = {}\n")
+    report = tipcheck.run_tip(tip)
+    assert report["status"] == "failed"
+    assert "torch.cuda.memory_allocated() called on a machine without CUDA" in report["error"]
+
+
+def test_cuda_verdicts_are_labelled_cuda_only_by_tips_that_measure_it():
+    for tip in tipmeta.read_all():
+        if "cuda" not in tip.devices:
+            assert records.required_devices(tip.devices, True) == {"cpu"}

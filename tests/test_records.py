@@ -1,0 +1,183 @@
+"""Records and result sets (tipsite/records.py): every field from another machine is checked, a
+verdict is one device's and follows from its evidence, and the recorded H100 run is read with
+each tip on the device it really ran on."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from tipsite import records, tipkit, tipmeta
+
+FIXTURE = ROOT / "tests" / "fixtures" / "gpu-run-2026-11-22-h100"
+OLD_SET = FIXTURE / "cuda-torch2.11.0+cu130-shard1of1.json"
+SOURCES = FIXTURE / "sources-4cf5b7c.json"
+COMMITTED = sorted(records.DATA_DIR.glob("*.json"))
+
+
+def decision(device="cpu", ratios=(1.3,) * 8):
+    c = tipkit.compare_values("size 1", {"slow": [r for r in ratios], "fast": [1.0] * len(ratios)},
+                              threshold=1.05, device=device, metric="time", unit="s", x=1)
+    return tipkit.decide(device, [("holds", {"g": "all above"}), ("wrong", {})], groups={"g": [c]}, key=c)
+
+
+def result(**verdicts):
+    return {"rule": "holds if faster", "verdicts": verdicts or {"cpu": decision()},
+            "measurements": [], "skipped": []}
+
+
+def record(tmp_path: Path, res=None, **overrides) -> dict:
+    tip = tmp_path / "speed" / "tip_x.py"
+    tip.parent.mkdir(parents=True, exist_ok=True)
+    tip.write_text("# a tip\n")
+    rec = records.make_record(tip, res or result(), build_threads=2)
+    rec.update(overrides)
+    return rec
+
+
+def test_a_valid_result_has_no_problems():
+    assert records.result_problems(result()) == []
+
+
+def test_the_old_single_verdict_is_refused():
+    old = {"verdict": "holds", "rule": "r", "key": None, "measurements": [], "skipped": []}
+    problems = records.result_problems(old)
+    assert any("one verdict per device" in p for p in problems)
+
+
+def test_a_verdict_without_evidence_is_refused():
+    """A device's verdict written into the code, decided by no measurement of that device."""
+    bare = tipkit.decide("cpu", [("holds", {})])
+    problems = records.result_problems(result(cpu=bare))
+    assert any("decides without any measurement of this device" in p for p in problems)
+
+
+def test_a_verdict_from_another_device_s_measurements_is_refused():
+    problems = records.result_problems(result(cuda=decision("cpu")))
+    assert any("was decided on 'cpu', not 'cuda'" in p for p in problems)
+
+
+def test_a_forged_verdict_is_refused():
+    forged = {**decision(), "verdict": "wrong"}
+    problems = records.result_problems(result(cpu=forged))
+    assert any("the recorded evidence gives 'holds'" in p for p in problems)
+
+
+def test_non_finite_numbers_are_refused():
+    d = decision()
+    d["key"] = {**d["key"], "low": float("nan")}
+    assert records.result_problems(result(cpu=d))
+    assert any("plain data" in p for p in records.result_problems(result(cpu=d)))
+
+
+@pytest.mark.parametrize("devices,cuda,need", [
+    (["cpu"], False, {"cpu"}), (["cpu"], True, {"cpu"}),
+    (["cuda"], False, set()), (["cuda"], True, {"cuda"}),
+    (["cpu", "cuda"], False, {"cpu"}), (["cpu", "cuda"], True, {"cuda"}),
+])
+def test_which_devices_a_run_must_decide(devices, cuda, need):
+    """A CPU-only tip on a GPU machine decides the CPU (its figures are that machine's CPU)."""
+    assert records.required_devices(devices, cuda) == need
+
+
+def test_a_run_that_skips_a_device_it_must_measure_is_refused():
+    problems = records.coverage_problems(result(), ["cuda"], cuda_available=True)
+    assert any("'cpu', which sphinx_gallery_tips_devices does not list" in p for p in problems)
+    assert any("no decision for 'cuda'" in p for p in problems)
+
+
+def test_records_name_the_wrong_field(tmp_path):
+    good = record(tmp_path)
+    assert records.record_problems(good) == []
+    for field, value, said in [("build_threads", "two", "build_threads must be a positive integer"),
+                               ("torch", "2.13.0\n.. raw:: html", "torch must be a version"),
+                               ("date", "<script>", "date must look like"),
+                               ("tip", "tip_x/../../etc", "tip and topic must be plain names")]:
+        bad = {**good, field: value}
+        assert any(said in p for p in records.record_problems(bad)), field
+
+
+def test_hosts_describe_the_machine(tmp_path):
+    rec = record(tmp_path)
+    cpu = rec["hosts"]["cpu"]
+    assert cpu["name"] and isinstance(cpu["flags"], list) and cpu["cores"] >= 1
+    assert rec["verdicts"]["cpu"]["threads"]
+
+
+def test_export_never_merges_two_machines_into_one_file(tmp_path):
+    """Two CPU shards on different CPU models: both groups are kept, in two files."""
+    out = tmp_path / "tips"
+    for i, model in enumerate(["Intel Xeon", "AMD EPYC"]):
+        res = result()
+        tip = tmp_path / "gallery" / "speed" / f"tip_{i}.py"
+        tip.parent.mkdir(parents=True, exist_ok=True)
+        tip.write_text("# tip\n")
+        rec = records.make_record(tip, res, build_threads=2)
+        rec["hosts"]["cpu"]["name"] = model
+        (out / "speed").mkdir(parents=True, exist_ok=True)
+        records.write_record(out / "speed" / f"tip_{i}{records.RECORD_SUFFIX}", rec)
+    written = records.export(tmp_path / "sets", out, tips=["tip_0", "tip_1"])
+    assert len(written) == 2
+    kept = [r["tip"] for p in written for r in records.load_set(p)["records"]]
+    assert sorted(kept) == ["tip_0", "tip_1"]
+
+
+def test_a_schema_1_set_is_refused_with_the_way_out(tmp_path):
+    with pytest.raises(records.RecordError, match="convert it with `python -m tipsite.records upgrade`"):
+        records.load_set(OLD_SET)
+
+
+def test_the_recorded_h100_run_puts_every_tip_on_its_true_device():
+    old = json.loads(OLD_SET.read_text())
+    sources = json.loads(SOURCES.read_text())["tips"]
+    new = records.upgrade_v1(old, sources, cpu_name="host", cuda_host={"name": "H100"})
+    for rec in new["records"]:
+        (device,) = rec["verdicts"]
+        assert device == ("cuda" if "cuda" in sources[rec["tip"]]["devices"] else "cpu"), rec["tip"]
+    cpu_only = {r["tip"] for r in new["records"] if "cuda" not in r["verdicts"]}
+    assert {"tip_bf16_autocast_cpu", "tip_cpu_threads", "tip_from_numpy"} <= cpu_only
+
+
+def test_the_committed_cuda_data_is_that_conversion_of_the_fixture():
+    """docs/_data/results holds the recorded run converted, nothing typed in."""
+    (path,) = [p for p in COMMITTED if "h100" in p.name]
+    committed = json.loads(path.read_text())
+    old = json.loads(OLD_SET.read_text())
+    sources = json.loads(SOURCES.read_text())["tips"]
+    again = records.upgrade_v1(old, sources, cpu_name=committed["hosts"]["cpu"]["name"],
+                               cuda_host=committed["hosts"]["cuda"])
+    assert json.loads(json.dumps(again)) == committed
+    records.load_set(path)
+
+
+def test_expect_device_fails_when_a_cpu_only_record_claims_cuda(tmp_path, capsys):
+    data = json.loads(COMMITTED[0].read_text())
+    forged = copy.deepcopy(data)
+    for rec in forged["records"]:
+        if rec["tip"] == "tip_bf16_autocast_cpu":
+            rec["verdicts"] = {"cuda": {**rec["verdicts"]["cpu"], "device": "cuda"}}
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(forged))
+    assert records.expect_device("cuda", [str(path)]) == 1
+    assert "tip_bf16_autocast_cpu: claims a cuda result but does not measure cuda" in capsys.readouterr().err
+
+
+def test_device_states_current_stale_and_not_measured(tmp_path):
+    this = record(tmp_path)
+    other = {**copy.deepcopy(this), "source_sha256": "0" * 64, "date": "2026-01-01 00:00 UTC",
+             "verdicts": {"cuda": {**decision("cuda")}},
+             "hosts": {**this["hosts"], "cuda": {"name": "GPU"}}}
+    states = records.device_states("tip_x", ["cpu", "cuda", "cpu"][:2], this["source_sha256"], this,
+                                   [{"path": "s.json", "records": [other]}])
+    assert states["cpu"]["state"] == "measured" and states["cpu"]["origin"] == "this build"
+    assert states["cuda"]["state"] == "stale"
+    assert records.device_states("tip_x", ["cuda"], this["source_sha256"], this, [])["cuda"]["state"] == "not measured"
+
+
+def test_every_tip_device_is_in_the_vocabulary():
+    for tip in tipmeta.read_all():
+        assert set(tip.devices) <= set(records.devices())
