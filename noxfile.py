@@ -33,18 +33,6 @@ def sphinx_build(session: nox.Session, *extra: str, out: Path = settings.HTML_DI
     session.run("sphinx-build", *build.sphinx_args(out=out, doctrees=doctrees), *extra, env=env)
 
 
-def pop_option(args: list[str], name: str) -> str | None:
-    """Remove ``name VALUE`` or ``name=VALUE`` from ``args``; return VALUE (None if absent)."""
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            del args[i]
-            return args.pop(i)
-        if arg.startswith(name + "="):
-            del args[i]
-            return arg.split("=", 1)[1]
-    return None
-
-
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the site, executing every changed tip (`-- --clean` re-runs every tip).
@@ -52,20 +40,18 @@ def docs(session: nox.Session) -> None:
     `-- --shard K/N` executes only shard K of N and packs its output for `nox -s docs_merge`.
     After a build, its results go to build/results/ as one result set (tipsite/records.py).
     """
-    args = list(session.posargs)
-    shard = pop_option(args, "--shard")
     try:
-        k, n = shards.parse_shard(shard) if shard else (None, None)  # before anything is deleted
+        shard, clean, args = build.docs_options(session.posargs)  # before anything is deleted
     except shards.ShardError as exc:
         session.error(str(exc))
-    if "--clean" in args:
-        args.remove("--clean")
+    if clean:
         if shard:
             shards.clean_outputs()  # keeps the other shards' packs in build/shards/
         else:
             build.clean()
     install(session, "docs.txt")
     if shard:
+        k, n = shard
         where = shards.SHARD_BUILDS_DIR / shards.pack_name(k, n)
         sphinx_build(session, *args, out=where / "html", doctrees=where / "doctrees",
                      env={shards.ENV_VAR: f"{k}/{n}"})

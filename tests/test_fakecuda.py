@@ -99,3 +99,15 @@ def test_cuda_verdicts_are_labelled_cuda_only_by_tips_that_measure_it():
     for tip in tipmeta.read_all():
         if "cuda" not in tip.devices:
             assert records.required_devices(tip.devices, True) == {"cpu"}
+
+
+def test_a_tip_importing_what_a_reader_lacks_fails(tmp_path):
+    """The test venv has jinja2 (Sphinx needs it); a reader's download does not."""
+    tip = tmp_path / "tip_jinja.py"
+    tip.write_text("import jinja2\nRESULT = {}\n")
+    report = tipcheck.run_tip(tip)
+    assert report["status"] == "failed" and "imports 'jinja2', which a reader" in report["error"]
+    own = tmp_path / "tip_own.py"
+    own.write_text("import pathlib, sys\npathlib.Path('mine.py').write_text('X = 1')\nsys.path.insert(0, '.')\n"
+                   "import mine\nimport numpy\nRESULT = {}\n")
+    assert tipcheck.run_tip(own)["status"] == "passed"

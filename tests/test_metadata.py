@@ -74,13 +74,13 @@ def test_syntax_error_is_reported_with_the_file(tmp_path):
 @pytest.mark.parametrize(
     "result, expected",
     [
-        ({"verdict": "maybe", "rule": "r", "key": None, "measurements": [], "skipped": []}, "not one of"),
-        ({"verdict": "holds", "rule": "", "key": None, "measurements": [], "skipped": []}, "rule"),
-        ({"verdict": "holds", "rule": "r", "measurements": [], "skipped": []}, "misses ['key']"),
-        ({"verdict": "holds", "rule": "r", "key": {"name": "x", "value": float("nan"), "unit": "x"},
-          "measurements": [], "skipped": []}, "finite number"),
-        ({"verdict": "holds", "rule": "r", "key": None, "measurements": [{"variant": "a"}], "skipped": []},
-         "measurements'][0]"),
+        ({"rule": "r", "verdicts": {"cpu": {"verdict": "maybe"}}, "measurements": [], "skipped": []},
+         "make it with decide()"),
+        ({"rule": "", "verdicts": {}, "measurements": [], "skipped": []}, "rule"),
+        ({"rule": "r", "measurements": [], "skipped": []}, "misses ['verdicts']"),
+        ({"rule": "r", "verdicts": {"tpu": {}}, "measurements": [], "skipped": []}, "unknown device"),
+        ({"rule": "r", "verdicts": {}, "measurements": [{"variant": "a"}], "skipped": []}, "measurements'][0]"),
+        ({"rule": "r", "verdicts": {}, "measurements": [], "skipped": "none"}, "skipped"),
         ([], "must be a dict"),
     ],
 )
@@ -89,5 +89,14 @@ def test_result_validation(result, expected):
     assert any(expected in p for p in problems), problems
 
 
-def test_every_gallery_tip_is_valid(tips):
-    assert tips, "the gallery has no tips"
+def test_metadata_inside_a_string_is_not_metadata(tmp_path, good_tip):
+    text = good_tip.replace("import torch\n\nx =", 'import torch\n\nDOC = """\n# sphinx_gallery_tips_kind = "speed"\n"""\nx =')
+    assert text != good_tip
+    assert tipmeta.read_tip(write(tmp_path, text)).kind == "behaviour"
+
+
+@pytest.mark.parametrize("url", ["javascript:alert(1)", "http://example.com", "https://x.org/a b"])
+def test_docs_links_must_be_plain_https(tmp_path, good_tip, url):
+    text = good_tip.replace("# sphinx_gallery_tips_kind", f'# sphinx_gallery_tips_docs = ["{url}"]\n# sphinx_gallery_tips_kind')
+    with pytest.raises(tipmeta.TipError, match="is not a plain https:// address"):
+        tipmeta.read_tip(write(tmp_path, text))

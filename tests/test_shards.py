@@ -8,7 +8,8 @@ The session fixture ``fixture_builds`` makes, once per test session:
 * an unsharded build at 1 thread (its result set feeds tests/test_results.py),
 * shard 1/2 and shard 2/2 builds at the default thread count, each packed,
 * the merge of the two packs and a build that executes nothing,
-* that merged site rebuilt with the unsharded build's result set given (``TIPS_RESULT_SETS``).
+* that merged site rebuilt with the unsharded build's result set and a CUDA result set given
+  (``TIPS_RESULT_SETS``); the CUDA set is the fixture's CUDA tips run on the fake CUDA device.
 """
 
 from __future__ import annotations
@@ -25,42 +26,11 @@ from pathlib import Path
 import pytest
 
 from conf import settings
-from tipsite import records, shards, tipmeta
+from conftest import TINYSITE, build_env
+from tipsite import build, records, shards, tipmeta
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_SIZE = 3
-
-FIXTURE_CONF = """
-import os
-import sys
-from pathlib import Path
-
-sys.path.insert(0, {root!r})
-sys.path.insert(0, {ext!r})
-from conf import settings
-from tipsite import gallery, shards
-
-# A build at another thread count, for a second real result set (tests/test_results.py).
-settings.TIPS_THREADS = int(os.environ.get("FIXTURE_THREADS", settings.TIPS_THREADS))
-
-extensions = ["sphinx_gallery.gen_gallery", "tips_pages"]
-sphinx_gallery_conf = gallery.gallery_conf(
-    "gallery", "tips", filename_pattern=shards.filename_pattern(Path(__file__).parent / "gallery"))
-html_theme = "furo"
-html_static_path = []
-exclude_patterns = ["_build", "gallery"]
-"""
-
-FIXTURE_INDEX = """
-Fixture
-=======
-
-.. toctree::
-
-   tips/index
-   generated/claims
-"""
-
 
 def fixture_tips() -> list[Path]:
     """Real tips with the shortest recorded run time (tips never timed come last), chosen so the
@@ -105,8 +75,8 @@ class Project:
             topic.mkdir(exist_ok=True)
             shutil.copy(tip.parent / "README.rst", topic / "README.rst")
             shutil.copy(tip, topic / tip.name)
-        (self.src / "conf.py").write_text(FIXTURE_CONF.format(root=str(ROOT), ext=str(ROOT / "docs" / "_ext")))
-        (self.src / "index.rst").write_text(FIXTURE_INDEX)
+        for name in ("conf.py", "index.rst"):
+            shutil.copy(TINYSITE / name, self.src / name)
 
     @property
     def src(self) -> Path:
@@ -125,12 +95,9 @@ class Project:
 
     def build(self, name: str, **env: str) -> Path:
         out = self.html(name)
-        cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q",
-               "-d", str(self.root / name / "doctrees"), str(self.src), str(out)]
-        run_env = {k: v for k, v in os.environ.items()
-                   if k not in ("PYTHONPATH", shards.ENV_VAR, results.ENV_VAR, "FIXTURE_THREADS")}
+        cmd = build.sphinx_command(src=self.src, out=out, doctrees=self.root / name / "doctrees", quiet=True)
         proc = subprocess.run(cmd, cwd=self.src, capture_output=True, text=True, check=False,
-                              env={**run_env, **env})
+                              env=build_env(**env))
         self.logs[name] = proc.stdout + proc.stderr
         assert proc.returncode == 0, f"{name} build failed:\n{self.logs[name][-6000:]}"
         return out
@@ -145,14 +112,15 @@ class FixtureBuilds:
     ref_sets: list[Path]        # the unsharded build's result set(s), 1 thread
     merged_sets: list[Path]     # the merged build's result set(s), default threads
     merged_plain: Path          # merged site, no result sets given
-    merged_with_sets: Path      # the same site rebuilt with TIPS_RESULT_SETS=<ref_sets>
+    merged_with_sets: Path      # the same site rebuilt with TIPS_RESULT_SETS=<ref_sets>:<cuda_set>
     shard_executed: list[set[str]]  # tips whose result record each shard build (re)wrote
     result_mtimes: dict[str, int]
     result_mtimes_after: dict[str, int]
+    cuda_set: Path              # the fixture's CUDA tips run on the fake CUDA device
 
 
 def _result_mtimes(tips_out: Path) -> dict[str, int]:
-    return {p.name: p.stat().st_mtime_ns for p in tips_out.glob("*/*" + results.RESULT_SUFFIX)}
+    return {p.name: p.stat().st_mtime_ns for p in tips_out.glob("*/*" + records.RECORD_SUFFIX)}
 
 
 _BUILT: dict[str, FixtureBuilds] = {}
@@ -177,15 +145,15 @@ def _make_builds(tmp_path_factory) -> FixtureBuilds:
     base = tmp_path_factory.mktemp("shards")
 
     unsharded = Project(base / "unsharded", tips)
-    unsharded.build("html-1thread", FIXTURE_THREADS="1")
-    ref_sets = results.export(base / "results-1thread", unsharded.tips_out, gallery_dir=unsharded.gallery)
+    unsharded.build("html-1thread", TINYSITE_THREADS="1")
+    ref_sets = records.export(base / "results-1thread", unsharded.tips_out, gallery_dir=unsharded.gallery)
 
     sharded = Project(base / "sharded", tips)
     packs, executed = [], []
     for k in (1, 2):
         seen = _result_mtimes(sharded.tips_out)
         sharded.build(f"shard-{k}", **{shards.ENV_VAR: f"{k}/2"})
-        executed.append({name[: -len(results.RESULT_SUFFIX)]
+        executed.append({name[: -len(records.RECORD_SUFFIX)]
                          for name, t in _result_mtimes(sharded.tips_out).items() if seen.get(name) != t})
         packs.append(shards.pack(k, 2, sharded.tips_out, base / "packs", gallery_dir=sharded.gallery))
     shards.merge(packs, sharded.tips_out, gallery_dir=sharded.gallery)
@@ -193,12 +161,39 @@ def _make_builds(tmp_path_factory) -> FixtureBuilds:
     merged = sharded.build("merged", **{shards.ENV_VAR: shards.MERGED})
     plain = base / "merged-plain"
     shutil.copytree(merged, plain)
-    merged_sets = results.export(base / "results-merged", sharded.tips_out, gallery_dir=sharded.gallery)
+    merged_sets = records.export(base / "results-merged", sharded.tips_out, gallery_dir=sharded.gallery)
+    cuda_set = fake_cuda_set(tips, base / "results-cuda")
     # Rebuilt in place: the given result sets alone must make Sphinx dress the pages again.
-    sharded.build("merged", **{shards.ENV_VAR: shards.MERGED,
-                               results.ENV_VAR: str(base / "results-1thread")})
+    given = os.pathsep.join(str(p) for p in (base / "results-1thread", cuda_set))
+    sharded.build("merged", **{shards.ENV_VAR: shards.MERGED, records.ENV_VAR: given})
     return FixtureBuilds(tips, unsharded, sharded, packs, ref_sets, merged_sets, plain, merged,
-                         executed, before, _result_mtimes(sharded.tips_out))
+                         executed, before, _result_mtimes(sharded.tips_out), cuda_set)
+
+
+# A CUDA machine's name as another machine could send it: markup must never reach the page.
+HOSTILE_NAME = "Fake GPU\n.. raw:: html\n\n   <script>alert('name')</script>\n"
+
+
+def fake_cuda_set(tips: list[Path], out: Path) -> Path:
+    """A result set of the fixture's CUDA tips, run on the fake CUDA device (tipsite/fakecuda.py)
+    through the tip runner: real decisions from a real run, whose figures mean nothing. Its
+    machine name is hostile, to check the pages treat it as text."""
+    from tipsite import tipcheck
+
+    made = []
+    for tip in tips:
+        if "cuda" not in tipmeta.read_tip(tip).devices:
+            continue
+        report = tipcheck.run_tip(tip, fake_cuda=True)
+        assert report["status"] == "passed", report.get("error")
+        record = records.make_record(tip, report["result"], build_threads=settings.TIPS_THREADS)
+        record["hosts"]["cuda"] = {"name": HOSTILE_NAME, "cuda": "13.0", "driver": "580"}
+        made.append(record)
+    assert made, "the fixture needs a tip with a CUDA path"
+    out.mkdir(parents=True)
+    path = out / "cuda-fake.json"
+    records.write_record(path, records.make_set(made))
+    return path
 
 
 # --- the plan -------------------------------------------------------------------------------
@@ -298,7 +293,7 @@ def test_each_shard_executes_only_its_tips(fixture_builds):
         packed = {p.name.split(".")[0] for p in (fb.packs[k - 1] / "tips").glob("*/*.*")}
         assert packed == mine
         (result_set,) = (fb.packs[k - 1] / "results").glob("*.json")
-        assert {r["tip"] for r in results.load_set(result_set)["records"]} == mine
+        assert {r["tip"] for r in records.load_set(result_set)["records"]} == mine
 
 
 def test_merged_site_has_the_pages_of_an_unsharded_build(fixture_builds):
@@ -311,9 +306,11 @@ def test_merged_site_has_the_pages_of_an_unsharded_build(fixture_builds):
         for html in (ref, fb.merged_plain, fb.merged_with_sets):
             page = (html / rel).read_text(encoding="utf-8")
             assert "sphx-glr-script-out" in page, f"{rel}: no executed output in {html}"
-            badge = re.findall(r'class="tip-verdict tip-verdict-(\w+)"', page)
-            assert badge and badge[0] in verdicts and f"Verdict: {badge[0]}" in page, rel
-            assert re.search(r"Provenance: torch \d+\.\d+\.\d+.*threads.*built \d{4}-\d\d-\d\d", page), rel
+            record = records.read_record(fb.sharded.tips_out / tip.parent.name / tip.name)
+            for device, decision in record["verdicts"].items():
+                assert f'tip-verdict-{decision["verdict"]}' in page, rel
+                assert f"Verdict on {device.upper()}: {decision['verdict']}" in page, rel
+            assert "Figures and provenance" in page and "build threads" in page, rel
             assert f"{tip.stem}.py" in page and f"{tip.stem}.ipynb" in page, f"{rel}: no downloads"
         times = (fb.merged_plain / "sg_execution_times.html").read_text(encoding="utf-8")
         assert f"{tip.stem}.py" in times
@@ -348,6 +345,62 @@ def test_merge_refuses_an_incomplete_or_stale_set_of_shards(fixture_builds, tmp_
         shards.merge(fb.packs, tmp_path / "out", gallery_dir=gallery)
 
 
+def _copy_packs(fb, tmp_path) -> list[Path]:
+    copies = []
+    for pack in fb.packs:
+        dest = tmp_path / "packs" / pack.name
+        shutil.copytree(pack, dest)
+        copies.append(dest)
+    return copies
+
+
+def test_merge_checks_every_packed_file_against_the_manifest(fixture_builds, tmp_path):
+    """A pack missing a tip's files, or only its record, stops the merge naming the tip."""
+    fb = fixture_builds
+    packs = _copy_packs(fb, tmp_path)
+    name, info = next(iter(_manifest(packs[0])["tips"].items()))
+    (packs[0] / "tips" / info["topic"] / f"{name}{records.RECORD_SUFFIX}").unlink()
+    with pytest.raises(shards.ShardError, match=f"{name}: .*{name}{re.escape(records.RECORD_SUFFIX)} is missing"):
+        shards.merge(packs, tmp_path / "out", gallery_dir=fb.sharded.gallery)
+    packs = _copy_packs(fb, tmp_path / "again")
+    for path in (packs[0] / "tips").rglob(f"{name}.*"):
+        path.unlink()
+    with pytest.raises(shards.ShardError, match=f"{name}: .* is missing from the pack"):
+        shards.merge(packs, tmp_path / "out", gallery_dir=fb.sharded.gallery)
+    packs = _copy_packs(fb, tmp_path / "third")
+    page = packs[0] / "tips" / info["topic"] / f"{name}.rst"
+    page.write_text(page.read_text() + "\nedited after packing\n")
+    with pytest.raises(shards.ShardError, match="differs from what the shard packed"):
+        shards.merge(packs, tmp_path / "out", gallery_dir=fb.sharded.gallery)
+
+
+def test_a_corrupt_manifest_is_named(fixture_builds, tmp_path):
+    packs = _copy_packs(fixture_builds, tmp_path)
+    (packs[0] / shards.MANIFEST).write_text("{ not json")
+    with pytest.raises(shards.ShardError, match=f"{re.escape(str(packs[0] / shards.MANIFEST))}: cannot be read"):
+        shards.merge(packs, tmp_path / "out", gallery_dir=fixture_builds.sharded.gallery)
+
+
+def test_packs_record_their_commit_and_execution_layer(fixture_builds, tmp_path):
+    fb = fixture_builds
+    for pack in fb.packs:
+        m = _manifest(pack)
+        assert m["execution"] == build.execution_fingerprint() and "commit" in m
+    packs = _copy_packs(fb, tmp_path)
+    m = _manifest(packs[1])
+    (packs[1] / shards.MANIFEST).write_text(json.dumps({**m, "commit": "0" * 40}))
+    with pytest.raises(shards.ShardError, match="packs come from different commits"):
+        shards.merge(packs, tmp_path / "out", gallery_dir=fb.sharded.gallery)
+    (packs[1] / shards.MANIFEST).write_text(json.dumps({**m, "execution": "another"}))
+    with pytest.raises(shards.ShardError, match="another version of the build's execution layer"):
+        shards.merge(packs, tmp_path / "out", gallery_dir=fb.sharded.gallery)
+
+
+def test_a_bad_shard_argument_deletes_nothing(tmp_path):
+    with pytest.raises(shards.ShardError):
+        build.docs_options(["--clean", "--shard", "3/2"])
+
+
 def test_record_timings_reads_the_builds_costs(fixture_builds, tmp_path):
     path = tmp_path / "timings.json"
     seconds = shards.record_timings(fixture_builds.sharded.tips_out, path, gallery_dir=fixture_builds.sharded.gallery)
@@ -358,8 +411,7 @@ def test_record_timings_reads_the_builds_costs(fixture_builds, tmp_path):
 
 def test_workflows_lint_clean():
     actionlint = shutil.which("actionlint")
-    if actionlint is None:
-        pytest.skip("actionlint is not installed (nox -s lint installs it)")
+    assert actionlint, "actionlint is missing: conf/requirements/tests.txt installs it"
     workflows = sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml"))
     assert workflows
     proc = subprocess.run([actionlint, *workflows], capture_output=True, text=True, cwd=ROOT, check=False)

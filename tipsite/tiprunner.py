@@ -152,6 +152,38 @@ def guard_cuda_calls() -> None:
             setattr(torch.cuda, name, refuse(name))
 
 
+# What a reader who downloads a tip has installed: torch, numpy and matplotlib (and what they
+# bring along), besides the standard library.
+READER_PACKAGES = ("torch", "numpy", "matplotlib")
+
+
+class ReaderImports:
+    """A meta-path finder that refuses, for imports made by the tip's own code, any installed
+    package a reader would not have (the test venv has Sphinx, jinja2 and more). Modules the tip
+    writes itself, outside site-packages, are its own business."""
+
+    def __init__(self, tip_path: str):
+        self.tip_path = tip_path
+
+    def find_spec(self, name, path=None, target=None):
+        top = name.split(".")[0]
+        if path is not None or top in READER_PACKAGES or top in sys.stdlib_module_names:
+            return None
+        frame = sys._getframe(1)
+        while frame is not None and "importlib" in frame.f_code.co_filename:
+            frame = frame.f_back
+        if frame is None or os.path.realpath(frame.f_code.co_filename) != self.tip_path:
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name)
+        origin = (spec.origin or "") if spec else ""
+        if spec and ("site-packages" in origin or "dist-packages" in origin):
+            raise ImportError(f"the tip imports {name!r}, which a reader who downloads it may not have: "
+                              f"a tip imports only torch, numpy, matplotlib and the standard library")
+        return None
+
+
 def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
     tip_path = os.path.realpath(tip_path)
     report: dict = {"tip": os.path.splitext(os.path.basename(tip_path))[0], "status": "passed",
@@ -164,6 +196,8 @@ def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
         fakecuda.install()
     elif strict:
         guard_cuda_calls()
+    if strict:
+        sys.meta_path.insert(0, ReaderImports(tip_path))
     sys.argv = [tip_path]
     sys.path[0] = os.path.dirname(tip_path)
     torch_dirs = _torch_dirs()
@@ -201,11 +235,11 @@ def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
         if isinstance(decided, dict):
             report["verdicts"] = {d: {"verdict": v.get("verdict"), "key": _json_safe(v.get("key"))}
                                   for d, v in decided.items() if isinstance(v, dict)}
-    if "matplotlib.pyplot" in sys.modules:
-        report["figures"] = len(sys.modules["matplotlib.pyplot"].get_fignums())
     elif report["status"] == "passed":
         report["status"] = "failed"
         report["error"] = "the tip finished without defining a RESULT dict"
+    if "matplotlib.pyplot" in sys.modules:
+        report["figures"] = len(sys.modules["matplotlib.pyplot"].get_fignums())
 
     seen: dict[tuple, dict] = {}
     for category, message, filename, lineno, who in caught:
