@@ -1,14 +1,18 @@
-"""The built site: every tip has its executed page, verdict, provenance and downloads."""
+"""The built site: every tip has its executed page, a verdict per device that matches its
+record, provenance, downloads, and the claims it examines."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 
 import pytest
 
 from conf import settings
-from tipsite import gallery, tipmeta
+from tipsite import records, tipmeta
+
+VERDICTS = tipmeta.vocab()["verdicts"]
 
 
 def page(site, tip) -> str:
@@ -17,36 +21,76 @@ def page(site, tip) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def test_every_tip_page_shows_output_verdict_and_provenance(site, tips):
-    verdicts = tipmeta.vocab()["verdicts"]
+def text(html: str) -> str:
+    import html as html_lib
+
+    return re.sub(r"\s+", " ", html_lib.unescape(re.sub(r"<[^>]+>", " ", html)))
+
+
+def header(html: str) -> str:
+    start = html.index('class="tip-header')
+    return text(html[start:html.index("</div>", html.index('class="tip-verdicts', start)) + 200])
+
+
+def record_of(tip) -> dict:
+    return records.read_record(settings.TIPS_OUT_DIR / tip.topic / tip.path.name)
+
+
+def test_every_tip_page_shows_output_verdicts_and_provenance(site, tips):
     for tip in tips:
         html = page(site, tip)
         assert "sphx-glr-script-out" in html, f"{tip.name}: no executed output on the page"
         # sphinx-gallery renders a failing block's traceback as a pytb code block
         assert "highlight-pytb" not in html, f"{tip.name}: a failure traceback is on the page"
-        found = re.findall(r'class="tip-verdict tip-verdict-(\w+)"', html)
-        assert found and found[0] in verdicts, f"{tip.name}: no verdict badge"
-        record = gallery.load_result(settings.TIPS_OUT_DIR / tip.topic / tip.path.name)
-        assert record["verdict"] == found[0], f"{tip.name}: badge differs from the recorded verdict"
-        assert f"Verdict: {found[0]}" in html, f"{tip.name}: the tip's own output does not state the verdict"
-        assert re.search(r"Provenance: torch \d+\.\d+\.\d+.*threads.*built \d{4}-\d\d-\d\d", html), (
-            f"{tip.name}: no provenance line")
+        record = record_of(tip)
+        top = header(html)
+        for device, decision in record["verdicts"].items():
+            word = records.device_word(device)
+            assert f"{word}: {decision['verdict']}" in top, f"{tip.name}: header misses {word}'s verdict"
+            assert f"Verdict on {device.upper()}: {decision['verdict']}" in html, (
+                f"{tip.name}: the tip's own output does not state the verdict it recorded")
+        assert "Figures and provenance" in html and "build threads" in html, f"{tip.name}: no provenance"
         # the provenance sits after the executed output, before the downloads
-        assert html.rindex("sphx-glr-script-out") < html.index("Provenance: torch") < html.index(
+        assert html.rindex("sphx-glr-script-out") < html.index("build threads") < html.index(
             "sphx-glr-download-python"), f"{tip.name}: provenance is not at the end of the tip"
 
 
-def test_results_record_this_build(tips):
+def test_no_page_shows_a_cpu_verdict_for_a_claim_about_cuda(site, tips):
+    """A claim about CUDA gets no CPU verdict; on a CPU build its CUDA verdict is not measured
+    (or comes from a recorded CUDA run, named as such)."""
+    for tip in tips:
+        top = header(page(site, tip))
+        if "cpu" not in tip.devices:
+            assert "CPU:" not in top, f"{tip.name}: a CPU verdict on a claim about CUDA"
+            assert "cpu" not in record_of(tip)["verdicts"]
+        if "cuda" in tip.devices:
+            assert re.search(r"CUDA: (not measured|holds|depends|outdated|wrong)", top), tip.name
+
+
+def test_records_record_this_build(tips):
     import torch
 
     for tip in tips:
-        record = gallery.load_result(settings.TIPS_OUT_DIR / tip.topic / tip.path.name)
+        record = record_of(tip)
         assert record is not None, tip.name
-        assert not tipmeta.validate_result({k: record[k] for k in tipmeta.RESULT_KEYS})
         assert record["torch"] == torch.__version__
-        if tip.kind in ("speed", "memory") and "cpu" in tip.devices and record["device"] == "cpu":
-            assert record["key"] is not None, f"{tip.name}: a {tip.kind} tip must report its key figure"
-            assert record["measurements"], f"{tip.name}: a {tip.kind} tip must report measurements"
+        assert record["source_sha256"] == records.source_sha256(tip.path), f"{tip.name}: record of another version"
+        assert set(record["verdicts"]) == records.required_devices(tip.devices, torch.cuda.is_available())
+
+
+def test_the_recorded_cuda_run_is_shown_as_an_older_version(site, tips):
+    """The committed H100 run (docs/_data/results) appears with its machine and date, marked as
+    an older version of the tip where the tip changed since, and never as a current verdict."""
+    (path,) = [p for p in records.committed_paths() if "h100" in p.name]
+    recorded = {r["tip"]: r for r in records.load_set(path)["records"]}
+    for tip in tips:
+        rec = recorded.get(tip.name)
+        if rec is None or "cuda" not in rec["verdicts"] or "cuda" not in tip.devices:
+            continue
+        html = page(site, tip)
+        assert "NVIDIA H100 80GB HBM3" in text(html), tip.name
+        if rec["source_sha256"] != records.source_sha256(tip.path):
+            assert "not measured for this version of the tip" in header(html), tip.name
 
 
 def test_execution_times_page_lists_every_tip(site, tips):
@@ -68,30 +112,44 @@ def test_zip_of_all_tips_is_offered(site):
     assert any("tips_python" in z.name for z in zips) and any("tips_jupyter" in z.name for z in zips), zips
 
 
-def test_claims_page_links_every_covered_claim(site, tips):
+def test_claims_page_links_every_claim_with_its_verdicts(site, tips):
     html = (site / "generated" / "claims.html").read_text(encoding="utf-8")
     for tip in tips:
         for cid in tip.claims:
             assert f'id="claim-{cid.lower()}"' in html
-            assert tip.name in html
+            assert f"{tip.name}.html" in html
+    assert "no tip yet" not in text(html)
 
 
-def test_tip_quotes_its_claims_verbatim(tips):
-    """A tip names a claim only if its docstring quotes the article's words for it exactly."""
+def test_every_claim_is_examined_by_some_tip(tips):
+    examined = {c for t in tips for c in t.claims}
+    missing = [c for c in tipmeta.claims() if c not in examined]
+    assert not missing, f"claims no tip examines: {missing}"
 
-    def norm(text: str) -> str:
-        return re.sub(r"\s+", " ", text.replace("`", "").replace("\u2019", "'")).strip()
 
+def _norm(s: str) -> str:
+    return re.sub(r"\s+", " ", s.replace("`", "").replace("\u2019", "'")).strip()
+
+
+def test_a_tip_names_exactly_the_claims_it_quotes(tips):
+    """Both ways: a tip naming a claim quotes the article's words verbatim, and a tip quoting a
+    claim's words names its id (so removing an id from the metadata fails here)."""
     claims = tipmeta.claims()
     for tip in tips:
-        import ast
-
-        doc = norm(ast.get_docstring(ast.parse(tip.path.read_text(encoding="utf-8"))))
+        doc = _norm(ast.get_docstring(ast.parse(tip.path.read_text(encoding="utf-8"))))
+        quoted = {cid for cid, c in claims.items() if _norm(c["quote"]) in doc}
         for cid in tip.claims:
-            assert norm(claims[cid]["quote"]) in doc, f"{tip.name}: does not quote {cid} verbatim"
+            assert cid in quoted, f"{tip.name}: names {cid} but does not quote it verbatim"
+        assert quoted <= set(tip.claims), f"{tip.name}: quotes {sorted(quoted - set(tip.claims))} without naming it"
+
+
+def test_every_tip_without_a_seed_claim_states_the_claim_it_judges(tips):
+    for tip in tips:
+        if not tip.claims:
+            assert tip.statement, f"{tip.name}: sphinx_gallery_tips_statement is missing"
 
 
 def test_record_json_is_plain_data(tips):
     for tip in tips:
-        path = gallery.result_path(settings.TIPS_OUT_DIR / tip.topic / tip.path.name)
+        path = records.record_path(settings.TIPS_OUT_DIR / tip.topic / tip.path.name)
         json.loads(path.read_text(encoding="utf-8"))

@@ -8,6 +8,7 @@
 * :mod:`.cards`: the card grid, tag pages and the claims page (templates ``cards``, ``tag``,
   ``tags_index``, ``claims``);
 * :mod:`.search`: search-index entries for each tip;
+* :mod:`.notebooks`: notebooks without an empty cell, quoted passages as quotes;
 * :mod:`.compat`: the torch-release matrix page;
 * :mod:`.freshness`: pages are rebuilt when the page layer itself changes.
 
@@ -21,7 +22,7 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.application import Sphinx
 
-from tipsite.sphinxext import cards, compat, freshness, pages, search, state
+from tipsite.sphinxext import cards, compat, freshness, notebooks, pages, search, state
 
 
 def _inline_role(css: str, per_value: bool = False):
@@ -52,6 +53,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", freshness.invalidate_executions, priority=300)
     app.connect("builder-inited", freshness.remove_deleted_tips, priority=310)
     app.connect("builder-inited", state.load_tips, priority=400)
+    app.connect("builder-inited", notebooks.fix_notebooks, priority=600)
     app.connect("builder-inited", state.check_records, priority=900)
     app.connect("builder-inited", state.load_views, priority=950)
     app.connect("builder-inited", cards.generate, priority=960)
