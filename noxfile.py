@@ -105,3 +105,10 @@ def bench(session: nox.Session) -> None:
     """Time clean, no-change and one-tip builds and key-ratio stability -> docs/_data/bench.json."""
     install(session, "docs.txt")
     session.run("python", "-m", "tipsite.bench", *session.posargs)
+
+
+@nox.session(default=False)
+def new_tip(session: nox.Session) -> None:
+    """Start a tip from the template: `nox -s new_tip -- TOPIC tip_name`."""
+    install(session, "docs.txt")
+    session.run("python", "-m", "tipsite.newtip", *session.posargs)

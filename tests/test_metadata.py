@@ -100,3 +100,17 @@ def test_docs_links_must_be_plain_https(tmp_path, good_tip, url):
     text = good_tip.replace("# sphinx_gallery_tips_kind", f'# sphinx_gallery_tips_docs = ["{url}"]\n# sphinx_gallery_tips_kind')
     with pytest.raises(tipmeta.TipError, match="is not a plain https:// address"):
         tipmeta.read_tip(write(tmp_path, text))
+
+
+def test_a_new_tip_from_the_template_is_a_valid_tip_that_runs(tmp_path):
+    """`nox -s new_tip` writes a tip that already meets the contract and decides from a run."""
+    from tipsite import newtip, tipcheck
+
+    for topic in tipmeta.vocab()["topics"]:
+        (tmp_path / topic).mkdir()
+    path = newtip.new_tip("speed", "tip_try_me", gallery=tmp_path)
+    problems, report = tipcheck.check(path)
+    assert not problems, problems
+    assert report["figures"] == 1 and "cpu" in report["verdicts"]
+    with pytest.raises(ValueError, match="already exists"):
+        newtip.new_tip("speed", "tip_try_me", gallery=tmp_path)
