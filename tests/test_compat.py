@@ -18,13 +18,11 @@ import pytest
 
 from conf import settings
 from tipsite import compat, tipmeta
-
-sys.path.insert(0, str(settings.DOCS_DIR / "_ext"))
-import tips_compat  # noqa: E402
+from tipsite.sphinxext import compat as tips_compat
 
 TAIL = '''
-print("Verdict: holds")
-RESULT = {"verdict": "holds", "rule": "r", "key": None, "measurements": [], "skipped": []}
+print("Verdict on CPU: holds")
+RESULT = {"rule": "r", "verdicts": {"cpu": {"verdict": "holds", "key": None}}, "measurements": [], "skipped": []}
 '''
 
 CASES = {
@@ -60,7 +58,7 @@ def test_runner_holds_only_the_tips_deprecations_against_it(tmp_path, case):
                           cwd=tmp_path, env=compat.reader_env(), capture_output=True, text=True, timeout=300)
     report = json.loads((tmp_path / "r.json").read_text())
     assert proc.returncode == expected, proc.stderr[-3000:]
-    assert report["verdict"] == "holds" and report["torch"]
+    assert report["verdicts"]["cpu"]["verdict"] == "holds" and report["torch"]
     tips_deprecations = [w for w in report["warnings"] if w["deprecation"] and w["origin"] == "tip"]
     if case == "deprecated_unguarded":
         assert report["status"] == "failed" and "GradScaler" in report["error"]
@@ -79,24 +77,25 @@ def _tip(min_torch: str = "2.0") -> tipmeta.Tip:
 
 def test_compat_cells_never_fill_in_missing_runs():
     run = {"date": "2026-01-01 00:00 UTC", "tips": {
-        "tip_fake": {"status": "passed", "verdict": "holds", "date": "2026-01-01 00:00 UTC",
-                     "key": {"name": "speed-up", "value": 1.234, "unit": "x"}, "warnings": [], "deprecations": 0}}}
+        "tip_fake": {"status": "passed", "date": "2026-01-01 00:00 UTC", "warnings": [], "deprecations": 0,
+                     "verdicts": {"cpu": {"verdict": "holds",
+                                          "key": {"name": "speed-up", "value": 1.234, "unit": "x"}}}}}}
     table = "\n".join(tips_compat.table_rst([_tip()], {"2.5.1": None, "2.9.1": {"tips": {}}, "2.13.0": run}))
     cells = table.split("tip_fake`` · since torch 2.0", 1)[1]
     assert cells.count("*missing*") == 2  # no file for 2.5.1; no entry for the tip in 2.9.1
-    assert "✓ passed :tip-verdict:`holds`" in cells and "| **1.23** x" in cells
+    assert "✓ passed CPU :tip-verdict:`holds`" in cells and "| **1.23x**" in cells
     assert "key figure: speed-up" in table
 
 
 def test_compat_cells_show_not_applicable_and_failures():
     run = {"date": "d", "tips": {"tip_fake": {"status": "not applicable", "min_torch": "2.6", "date": "d"}}}
     assert tips_compat.cell_lines(run["tips"]["tip_fake"], run) == ["not applicable (needs torch ≥ 2.6)"]
-    failed = {"status": "failed", "verdict": None, "date": "d", "warnings": [{"deprecation": True}],
+    failed = {"status": "failed", "verdicts": {}, "date": "d", "warnings": [{"deprecation": True}],
               "deprecations": 1, "error": "Traceback ...\nRuntimeError: boom"}
     lines = tips_compat.cell_lines(failed, run)
     assert lines[0] == "✗ **failed**" and "| ⚠ 1 deprecation warning" in lines
     assert any("RuntimeError: boom" in ln for ln in lines)
-    passed = {"status": "passed", "verdict": "holds", "date": "d", "sha256": "old"}
+    passed = {"status": "passed", "verdicts": {"cpu": {"verdict": "holds"}}, "date": "d", "sha256": "old"}
     assert any("stale" in ln for ln in tips_compat.cell_lines(passed, run, current_sha="new"))
     assert not any("stale" in ln for ln in tips_compat.cell_lines(passed, run, current_sha="old"))
 
@@ -107,13 +106,27 @@ def test_min_torch_decides_applicability():
 
 
 @pytest.mark.parametrize("release", settings.TORCH_MATRIX)
-def test_recorded_runs_are_well_formed(release):
+def test_committed_runs_are_complete_and_passing(release):
+    """The committed matrix data has every current tip on every release, passed or not
+    applicable, and passing doctests: a failed or missing tip, or failed doctests, fail here."""
     run = compat.load(release)
-    if run is None:
-        pytest.skip(f"no recorded run for torch {release} (the page shows it as missing)")
+    assert run is not None, f"no recorded run for torch {release}: run nox -s \"matrix(torch='{release}')\""
     assert run["torch"] == release and run["torch_build"].split("+")[0] == release
     assert run["strict_deprecations"] == (release == settings.TORCH_MATRIX[-1])
-    for name, entry in run["tips"].items():
-        assert entry["status"] in (compat.PASSED, compat.FAILED, compat.NOT_APPLICABLE), name
-        if entry["status"] == compat.PASSED:
-            assert entry["verdict"] in tipmeta.vocab()["verdicts"], name
+    assert (run.get("doctests") or {}).get("status") == compat.PASSED, f"torch {release}: doctests did not pass"
+    for tip in tipmeta.read_all():
+        entry = run["tips"].get(tip.name)
+        assert entry is not None, f"torch {release}: {tip.name} was never run"
+        assert entry["status"] in (compat.PASSED, compat.NOT_APPLICABLE), f"torch {release}: {tip.name} {entry['status']}"
+
+
+def test_stale_entries_are_rendered_stale_on_the_real_page(site):
+    """An entry recorded for another version of a tip file says so on the compatibility page."""
+    html = (site / "reference" / "compat.html").read_text(encoding="utf-8")
+    runs = compat.load_all()
+    for tip in tipmeta.read_all():
+        stale = [r for r, run in runs.items() if run and tip.name in run["tips"]
+                 and run["tips"][tip.name].get("sha256") not in (None, compat.source_hash(tip.path))]
+        row = html[html.index(f'id="compat-{tip.name.replace("_", "-")}"'):]
+        row = row[:row.index("</tr>")]
+        assert row.count("stale: an older version of the tip") == len(stale), tip.name
