@@ -22,12 +22,14 @@ ending in ``# noqa`` or ``# noqa: PTT012`` silences findings on it.
 from __future__ import annotations
 
 import ast
+import bisect
+import dataclasses
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst._batched_visitor import _BatchedCSTVisitor, _get_visitor_methods
+from libcst._batched_visitor import _get_visitor_methods
 from libcst.metadata import (MetadataWrapper, PositionProvider, QualifiedName,
                              QualifiedNameProvider, QualifiedNameSource,
                              WhitespaceInclusivePositionProvider)
@@ -42,7 +44,7 @@ STMT_CALLS = {"load", "load_state_dict", "save", "zero_grad", "Variable", "Modul
               "DataLoader", "register_parameter",
               "Linear", "set_detect_anomaly", "detect_anomaly", "no_grad", "autocast", "GradScaler",
               *(n.rsplit(".", 1)[1] for n in V.OPTIMIZERS)}
-LOOP_CALLS = V.HOST_READS | {"append", "to", "cuda", "step", "backward"}
+LOOP_CALLS = V.HOST_READS
 CLASS_CALLS = {"cuda", "cpu", "no_grad", "eval", "train", *(n.rsplit(".", 1)[1] for n in V.FACTORIES)}
 _NOQA = re.compile(r"#\s*noqa(?::\s*([\w, ]+))?", re.IGNORECASE)
 _CLAUSE = re.compile(r"\s*(else|elif|except|finally|case)\b")
@@ -77,6 +79,11 @@ def _dotted(node: ast.expr) -> str | None:
     return ".".join(reversed(parts))
 
 
+_AST_LEAVES = {ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue,
+               *ast.operator.__subclasses__(), *ast.cmpop.__subclasses__(), *ast.unaryop.__subclasses__(),
+               *ast.boolop.__subclasses__(), ast.alias}
+
+
 class _Scan:
     """One pass over the ``ast``: facts, and the pieces libcst must check."""
 
@@ -86,8 +93,9 @@ class _Scan:
     def __init__(self) -> None:
         self.facts = V.Facts()
         self.pieces: dict[int, ast.AST] = {}
-        self.calls: list[tuple[ast.Call, list[ast.AST]]] = []
         self.binds: list[tuple[str, ast.expr]] = []
+        self.maybe: list[tuple[str, ast.expr, ast.AST]] = []  # pieces that depend on whole-file facts
+        self.spots: dict[str, list[tuple[int, int, int, int]]] = {k: [] for k in POSITIONED}
 
     def qualify(self, node: ast.expr) -> str | None:
         name = _dotted(node)
@@ -127,6 +135,9 @@ class _Scan:
 
     def walk(self, node: ast.AST, stack: list[ast.AST]) -> None:
         stack.append(node)
+        kind = _AST_KIND.get(type(node))
+        if kind is not None:
+            self.spots[kind].append((node.lineno, node.col_offset, -node.end_lineno, -node.end_col_offset))
         if isinstance(node, ast.Call):
             self.call(node, stack)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -134,9 +145,12 @@ class _Scan:
         elif isinstance(node, ast.Assign):
             self.assign(node, stack)
         elif isinstance(node, ast.AugAssign):
-            self._add(self._loop(stack))
+            loop = self._loop(stack)
+            if loop is not None and isinstance(node.op, ast.Add):
+                self.maybe.append(("lossy", node.value, loop))
         elif isinstance(node, ast.ExceptHandler):
-            self._add(self._loop(stack))
+            if node.type is not None and "RuntimeError" in ast.dump(node.type):
+                self._add(self._loop(stack))
         elif isinstance(node, ast.Subscript):
             sl = node.slice
             if (isinstance(sl, ast.Tuple) and sl.elts and isinstance(sl.elts[0], ast.Call)
@@ -148,8 +162,14 @@ class _Scan:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if any(_last_name(d.func if isinstance(d, ast.Call) else d) == "no_grad" for d in node.decorator_list):
                 self._add(node)
-        for child in ast.iter_child_nodes(node):
-            self.walk(child, stack)
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST) and type(item) not in _AST_LEAVES:
+                        self.walk(item, stack)
+            elif isinstance(value, ast.AST) and type(value) not in _AST_LEAVES:
+                self.walk(value, stack)
         stack.pop()
 
     def imports(self, node: ast.Import | ast.ImportFrom) -> None:
@@ -173,6 +193,17 @@ class _Scan:
             self._add(self._stmt(stack))
         if name in LOOP_CALLS:
             self._add(self._loop(stack))
+        elif name in ("to", "cuda"):
+            loop = self._loop(stack)
+            if isinstance(loop, (ast.For, ast.AsyncFor)):
+                self.maybe.append(("loader", loop.iter, loop))
+        elif name == "append" and node.args:
+            loop = self._loop(stack)
+            if loop is not None:
+                self.maybe.append(("lossy", node.args[0], loop))
+        elif name == "step" and any(isinstance(n, ast.If) and any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mod)
+                                                                for b in ast.walk(n.test)) for n in stack):
+            self._add(self._loop(stack))
         if name == "backward":
             receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
             if isinstance(receiver, ast.Name):
@@ -195,7 +226,10 @@ class _Scan:
             if isinstance(t, ast.Name):
                 self.binds.append((t.id, value))
             elif isinstance(t, ast.Subscript):
-                self._add(self._loop(stack))
+                loop = self._loop(stack)
+                if (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
+                        and _last_name(loop.iter.func) == "range"):
+                    self._add(loop)
             elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                 if isinstance(value, (ast.List, ast.ListComp, ast.Call)):
                     self._add(self._method_class(stack, ("__init__",)))
@@ -204,6 +238,16 @@ class _Scan:
 
     def finish(self) -> None:
         """Facts about bindings need the whole import table: resolved once the walk is done."""
+        for spots in self.spots.values():
+            spots.sort()
+        lossy = set(self.facts.backward_receivers)
+        names = {n for n, _ in self.binds}
+        lossy |= {n for n in names if "loss" in n.lower()}
+        for _ in range(3):  # names bound from a loss, a few hops deep
+            grew = {n for n, v in self.binds if n not in lossy and _mentions_any(v, lossy)}
+            if not grew:
+                break
+            lossy |= grew
         for alias, target in DEFAULT_ALIASES.items():
             self.facts.aliases.setdefault(alias, target)
         f = self.facts
@@ -225,6 +269,25 @@ class _Scan:
                 elts = value.elts if isinstance(value, ast.List) else [value.elt]
                 if elts and all(isinstance(e, ast.Call) and _last_name(e.func) == "Parameter" for e in elts):
                     f.param_list_names.add(name)
+        for why, expr, loop in self.maybe:
+            if why == "lossy" and (_mentions_any(expr, lossy) or _calls_loss(expr)):
+                self._add(loop)
+            elif why == "loader":
+                it = expr
+                while isinstance(it, ast.Call) and it.args and _dotted(it.func) in V.LOADER_WRAPPERS:
+                    it = it.args[0]
+                name = _dotted(it) or ""
+                if name in f.loader_names or "loader" in name.rsplit(".", 1)[-1].lower():
+                    self._add(loop)
+
+
+def _mentions_any(expr: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
+
+
+def _calls_loss(expr: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and any(w in (_dotted(n.func) or "").lower() for w in ("loss", "criterion"))
+               for n in ast.walk(expr))
 
 
 class _QualifiedNames:
@@ -267,6 +330,91 @@ class _NoPositions:
         return self.ZERO
 
 
+# Fields of a libcst node that hold only whitespace, punctuation or names: never walked.
+_SKIP = frozenset({"lpar", "rpar", "lbracket", "rbracket", "leading_lines", "lines_after_decorators",
+                   "trailing_whitespace", "header", "footer", "indent", "comma", "semicolon", "equal",
+                   "dot", "star", "asynchronous", "encoding", "default_indent", "default_newline",
+                   "has_trailing_newline", "operator", "colon", "keyword", "attr", "name", "asname",
+                   "newline", "whitespace"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+# Nodes whose libcst fields are not in source order.
+_SOURCE_ORDER = {"IfExp": ["body", "test", "orelse"],
+                 "Parameters": ["posonly_params", "params", "star_arg", "kwonly_params", "star_kwarg"]}
+# Node kinds a finding can be reported on, and the ast classes that are the same nodes: the engine
+# finds a finding's position from the ast (which has them all) instead of libcst's codegen.
+POSITIONED = {"Call": (ast.Call,), "Subscript": (ast.Subscript,), "Assign": (ast.Assign,),
+              "AugAssign": (ast.AugAssign,), "For": (ast.For, ast.AsyncFor), "While": (ast.While,),
+              "ExceptHandler": (ast.ExceptHandler,)}
+_AST_KIND = {cls: kind for kind, classes in POSITIONED.items() for cls in classes}
+
+
+def _fields(kind: type) -> tuple[str, ...]:
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = [f.name for f in dataclasses.fields(kind)
+                 if f.name not in _SKIP and not f.name.startswith("whitespace")]
+        if "decorators" in names:  # in source order: decorators before the body
+            names.remove("decorators")
+            names.insert(0, "decorators")
+        names = _SOURCE_ORDER.get(kind.__name__, names)
+        names = _FIELDS[kind] = tuple(names)
+    return names
+
+
+_NODE_TYPES: dict[type, bool] = {}
+
+
+def _is_node(kind: type) -> bool:
+    known = _NODE_TYPES.get(kind)
+    if known is None:
+        known = _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
+    return known
+
+
+class _Walk:
+    """A batched traversal of a libcst tree that calls the visitors' ``visit_<Node>`` and
+    ``leave_<Node>`` methods in source order, like ``libcst.visit_batched``, without rebuilding
+    every node on the way back up (which libcst's own traversal does, doubling the cost)."""
+
+    def __init__(self, visitors: list, push, pop) -> None:
+        methods = _get_visitor_methods(visitors)
+        self.visits = {k[6:]: tuple(v) for k, v in methods.items() if k.startswith("visit_") and k.count("_") == 1}
+        self.leaves = {k[6:]: tuple(v) for k, v in methods.items() if k.startswith("leave_") and k.count("_") == 1}
+        other = [k for k in methods if k.count("_") != 1]
+        if other:  # attribute visitors (visit_Call_func) are not supported by this walk
+            raise ValueError(f"unsupported visitor methods: {other}")
+        self.push, self.pop = push, pop
+        self.ordinal: dict[int, int] = {}  # id(node) -> its index among nodes of its kind
+        self.count: dict[str, int] = {}
+
+    def reset(self) -> None:
+        self.ordinal.clear()
+        self.count.clear()
+
+    def __call__(self, node: cst.CSTNode) -> None:
+        kind = type(node)
+        name = kind.__name__
+        if name in POSITIONED:
+            n = self.count.get(name, 0)
+            self.ordinal[id(node)] = n
+            self.count[name] = n + 1
+        self.push(node)
+        for fn in self.visits.get(name, ()):
+            fn(node)
+        for field in _fields(kind):
+            value = getattr(node, field)
+            vt = type(value)
+            if vt is tuple or vt is list:
+                for item in value:
+                    if _is_node(type(item)):
+                        self(item)
+            elif _is_node(vt):
+                self(value)
+        for fn in self.leaves.get(name, ()):
+            fn(node)
+        self.pop(node)
+
+
 class Checker:
     """Reusable: builds the visitors once; :meth:`check_source` per file."""
 
@@ -277,9 +425,7 @@ class Checker:
             v.where = self.tracker
         self.torchfix = {cls(): codes for cls, codes in V.TORCHFIX_RULES.items()}
         self.visitors = [*self.own, *self.torchfix]
-        self.batched = _BatchedCSTVisitor(_get_visitor_methods(self.visitors),
-                                          before_visit=self.tracker.push,
-                                          after_leave=self.tracker.pop)
+        self.walk = _Walk(self.visitors, self.tracker.push, self.tracker.pop)
 
     def check_source(self, text: str, path: str = "<string>") -> list[Finding]:
         """Findings in one file's source, sorted; a file that does not parse raises SyntaxError."""
@@ -289,7 +435,7 @@ class Checker:
         scan = _Scan()
         scan.walk(tree, [])
         scan.finish()
-        qn = _QualifiedNames(scan.facts.aliases)
+        qn = self.qn = _QualifiedNames(scan.facts.aliases)
         for v in self.visitors:
             v.metadata = {QualifiedNameProvider: qn, WhitespaceInclusivePositionProvider: _NoPositions()}
             v.facts = scan.facts
@@ -297,18 +443,18 @@ class Checker:
         lines = text.splitlines(keepends=True)
         found: dict[tuple[int, int, str], Finding] = {}
         for piece in _outermost(scan.pieces.values()):
-            for f in self._check_piece(piece, tree, lines, path):
+            for f in self._check_piece(piece, scan, lines, path):
                 found.setdefault((f.line, f.col, f.code), f)
         return sorted((f for f in found.values() if not _silenced(lines, f)),
                       key=lambda f: (f.line, f.col, f.code))
 
-    def _check_piece(self, piece: ast.AST, tree: ast.Module, lines: list[str], path: str) -> list[Finding]:
+    def _check_piece(self, piece: ast.AST, scan: _Scan, lines: list[str], path: str) -> list[Finding]:
         start = min([piece.lineno] + [d.lineno for d in getattr(piece, "decorator_list", [])])
         end = piece.end_lineno
         first = lines[start - 1]
         indent = first[: len(first) - len(first.lstrip())]
         if _CLAUSE.match(first):  # a clause's body on its header line: not a statement alone
-            return self._whole(lines, path)
+            return self._whole(scan, lines, path)
         segment = "".join(lines[start - 1:end])
         if not segment.endswith("\n"):
             segment += "\n"
@@ -318,18 +464,22 @@ class Checker:
         try:
             module = cst.parse_module(segment)
         except cst.ParserSyntaxError:
-            return self._whole(lines, path)
-        return self._run(module, offset, at_module_level=not indent, path=path)
+            return self._whole(scan, lines, path)
+        return self._run(module, offset, (start, end), scan, lines, at_module_level=not indent, path=path)
 
-    def _whole(self, lines: list[str], path: str) -> list[Finding]:
-        return self._run(cst.parse_module("".join(lines)), 0, at_module_level=True, path=path)
+    def _whole(self, scan: _Scan, lines: list[str], path: str) -> list[Finding]:
+        module = cst.parse_module("".join(lines))
+        return self._run(module, 0, (1, len(lines)), scan, lines, at_module_level=True, path=path)
 
-    def _run(self, module: cst.Module, offset: int, *, at_module_level: bool, path: str) -> list[Finding]:
+    def _run(self, module: cst.Module, offset: int, span: tuple[int, int], scan: _Scan, lines: list[str],
+             *, at_module_level: bool, path: str) -> list[Finding]:
         before = [len(v.violations) for v in self.visitors]
         for v in self.own:
             v.at_module_level = at_module_level
         self.tracker.stack.clear()
-        module.visit(self.batched)
+        self.walk.reset()
+        self.qn.cache.clear()  # keyed by id(): a freed piece's ids are reused by the next one
+        self.walk(module)
         new = []
         for v, n in zip(self.visitors, before):
             for violation in v.violations[n:]:
@@ -338,15 +488,36 @@ class Checker:
                 if code is None or (isinstance(node, cst.Call) and V._star_kwargs(node)):
                     continue
                 new.append((code, violation, v in self.torchfix))
-        if not new:
-            return []
-        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
         out = []
+        resolved = None
         for code, violation, from_torchfix in new:
-            start = positions[violation.node].start
-            out.append(Finding(path, start.line + offset, start.column + 1, code,
-                               V.RULES[code].finding, violation.error_code if from_torchfix else None))
+            where = self._from_ast(violation.node, span, scan, lines)
+            if where is None:  # libcst's own positions: a codegen pass over the piece
+                if resolved is None:
+                    resolved = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+                pos = resolved[violation.node].start
+                where = (pos.line + offset, pos.column + 1)
+            out.append(Finding(path, where[0], where[1], code, V.RULES[code].finding,
+                               violation.error_code if from_torchfix else None))
         return out
+
+    def _from_ast(self, node: cst.CSTNode, span: tuple[int, int], scan: _Scan,
+                  lines: list[str]) -> tuple[int, int] | None:
+        """The node's (line, column) from the ast: the k-th node of its kind in the piece is the
+        k-th ast node of that kind in the piece's lines, when both count the same number."""
+        kind = type(node).__name__
+        if kind not in POSITIONED or id(node) not in self.walk.ordinal:
+            return None
+        spots = scan.spots[kind]
+        lo = bisect.bisect_left(spots, (span[0], -1, -10**9, -10**9))
+        hi = bisect.bisect_left(spots, (span[1] + 1, -1, -10**9, -10**9))
+        if hi - lo != self.walk.count.get(kind, 0):
+            return None
+        line, col = spots[lo + self.walk.ordinal[id(node)]][:2]
+        text = lines[line - 1]
+        if not text.isascii():  # ast columns count UTF-8 bytes
+            col = len(text.encode("utf-8")[:col].decode("utf-8", errors="replace"))
+        return line, col + 1
 
 
 def _outermost(pieces: Iterable[ast.AST]) -> list[ast.AST]:

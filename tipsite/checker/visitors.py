@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
+from libcst.metadata import QualifiedNameProvider
 from torchfix.common import LintViolation, TorchError, TorchVisitor
 from torchfix.visitors import TorchSynchronizedDataLoaderVisitor, TorchUnsafeLoadVisitor
 
@@ -65,13 +66,13 @@ def is_module_class(node: cst.ClassDef) -> bool:
 class Tracker:
     """The enclosing nodes of the one being visited (the engine pushes and pops every node)."""
 
-    KINDS = (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.With, cst.If)
+    KINDS = frozenset({cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.With, cst.If})
 
     def __init__(self) -> None:
         self.stack: list[cst.CSTNode] = []
 
     def push(self, node: cst.CSTNode) -> None:
-        if isinstance(node, self.KINDS):
+        if type(node) in self.KINDS:
             self.stack.append(node)
 
     def pop(self, node: cst.CSTNode) -> None:
@@ -137,7 +138,7 @@ def _mentions(node: cst.CSTNode, word: str) -> bool:
 
 def _method(call: cst.Call) -> str | None:
     """``x.item()`` -> ``"item"``; None for a plain name call."""
-    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+    return call.func.attr.value if type(call.func) is cst.Attribute else None
 
 
 def _int(node: cst.BaseExpression) -> int | None:
@@ -193,7 +194,9 @@ class RuleVisitor(TorchVisitor):
         return (base + ("." + rest if rest else "")) if base else name
 
     def qname(self, call: cst.Call) -> str | None:
-        return self.get_qualified_name_for_call(call)
+        """TorchFix's ``get_qualified_name_for_call``, read straight from the engine's cache."""
+        names = self.metadata[QualifiedNameProvider][call]
+        return next(iter(names)).name if names else None
 
     def visit_Module(self, node: cst.Module) -> None:
         self.reset()
