@@ -1,1 +1,5 @@
-print("stub")
+import sys
+
+from tipsite.checker.cli import main
+
+sys.exit(main())
