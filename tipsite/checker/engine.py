@@ -40,7 +40,7 @@ from tipsite.checker import visitors as V
 
 MARKER = "torch"  # like TorchFix: a file that never says "torch" has nothing to find
 DEFAULT_ALIASES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional", "np": "numpy"}
-STMT_CALLS = {"load", "load_state_dict", "save", "zero_grad", "Variable", "ModuleList", "tensor",
+STMT_CALLS = {"load", "save", "zero_grad", "Variable", "ModuleList", "tensor",
               "DataLoader", "register_parameter",
               "Linear", "set_detect_anomaly", "detect_anomaly", "no_grad", "autocast", "GradScaler",
               *(n.rsplit(".", 1)[1] for n in V.OPTIMIZERS)}
@@ -213,8 +213,8 @@ class _Scan:
                 self.facts.module_backward = True
             elif self._loop(stack) is not None:
                 self._add(func)
-        if name == "eval":
-            self._add(self._function(stack))
+        if name in ("eval", "load_state_dict"):  # judged with the rest of the function
+            self._add(self._function(stack) or self._stmt(stack))
         if name in ("memory_allocated", "max_memory_allocated"):  # judged with the ifs around it
             self._add(self._function(stack) or next((n for n in stack if isinstance(n, ast.stmt)), None))
         if name in CLASS_CALLS:

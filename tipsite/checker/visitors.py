@@ -231,15 +231,32 @@ class LoadWithoutMapLocation(RuleVisitor):
 class LoadStateDictWithoutMmap(RuleVisitor):
     CODE = "PTT003"
 
+    def reset(self) -> None:
+        self.loaded: dict[str, bool] = {}  # name -> bound to torch.load(...) without mmap=True
+
+    def _plain_load(self, value: cst.BaseExpression) -> bool | None:
+        if isinstance(value, cst.Call) and self.qname(value) == "torch.load":
+            mmap = self.get_specific_arg(value, "mmap", -1)
+            return mmap is None or not _is_true(mmap.value)
+        return None
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            if isinstance(t.target, cst.Name):
+                self.loaded[t.target.value] = bool(self._plain_load(node.value))
+
     def visit_Call(self, node: cst.Call) -> None:
         if _method(node) != "load_state_dict" or not node.args:
             return
+        assign = self.get_specific_arg(node, "assign", -1)
+        if assign is not None and _is_true(assign.value):
+            return  # the meta-device recipe
         value = node.args[0].value
-        if isinstance(value, cst.Call) and self.qname(value) == "torch.load":
-            mmap = self.get_specific_arg(value, "mmap", -1)
-            if mmap is None or not _is_true(mmap.value):
-                self.flag(node)
-        elif isinstance(value, cst.Name) and value.value in self.facts.load_names:
+        if isinstance(value, cst.Name):
+            plain = self.loaded.get(value.value, value.value in self.facts.load_names)
+        else:
+            plain = bool(self._plain_load(value))
+        if plain:
             self.flag(node)
 
 
