@@ -516,11 +516,19 @@ class _LossTracking(RuleVisitor):
         return _loss_like(node, self.loss_names, self.clean)
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        lossy = self.carries_loss(node.value)
+        value = node.value
+        lossy = self.carries_loss(value)
+        untracked = isinstance(value, cst.Call) and (
+            _method(value) in UNTRACKED
+            or (isinstance(value.func, cst.Name) and value.func.value in ("float", "int")))
         for t in node.targets:
             if isinstance(t.target, cst.Name):
-                (self.loss_names if lossy else self.clean).add(t.target.value)
-                (self.clean if lossy else self.loss_names).discard(t.target.value)
+                if lossy:
+                    self.loss_names.add(t.target.value)
+                    self.clean.discard(t.target.value)
+                elif untracked:  # known to hold no graph: loss = criterion(...).item()
+                    self.clean.add(t.target.value)
+                    self.loss_names.discard(t.target.value)
 
 
 class RunningLossTensor(_LossTracking):
