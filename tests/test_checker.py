@@ -10,10 +10,9 @@ import pytest
 
 pytest.importorskip("libcst", reason="the checker's requirements (conf/requirements/check.txt) are missing")
 
-from conf import settings  # noqa: E402
 from tipsite import records, tipmeta  # noqa: E402
 from tipsite.checker import bench, cli, engine, evidence, tipcells  # noqa: E402
-from tipsite.checker.registry import RULES, rules_for_tip  # noqa: E402
+from tipsite.checker.registry import RULES  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -30,11 +30,16 @@ from dataclasses import dataclass
 
 import libcst as cst
 from libcst._batched_visitor import _get_visitor_methods
-from libcst.metadata import (MetadataWrapper, PositionProvider, QualifiedName,
-                             QualifiedNameProvider, QualifiedNameSource,
-                             WhitespaceInclusivePositionProvider)
-from libcst.helpers import get_full_name_for_node
 from libcst._position import CodePosition, CodeRange
+from libcst.helpers import get_full_name_for_node
+from libcst.metadata import (
+    MetadataWrapper,
+    PositionProvider,
+    QualifiedName,
+    QualifiedNameProvider,
+    QualifiedNameSource,
+    WhitespaceInclusivePositionProvider,
+)
 
 from tipsite.checker import visitors as V
 

@@ -110,7 +110,7 @@ def patterns(source: str | Path) -> Patterns:
             if first < start < nxt:
                 units.append((start, node.end_lineno, node))
         marks = []
-        for start, end, node in units:
+        for start, _end, _node in units:
             lead = None
             line = start - 1  # only the comment line right above the unit: prose above it is not a marker
             if line >= 1 and line not in skip and lines[line - 1].lstrip().startswith("#"):
