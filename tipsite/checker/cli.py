@@ -63,7 +63,9 @@ def check_file(path: Path) -> tuple[list, str | None]:
 
 def check_files(files: list[Path], jobs: int) -> tuple[list, list[str]]:
     if jobs > 1 and len(files) >= 2 * jobs and "fork" in multiprocessing.get_all_start_methods():
-        with multiprocessing.get_context("fork").Pool(jobs, initializer=_init) as pool:
+        if _checker is None:
+            _init()  # import libcst and TorchFix once, here: the forked workers inherit them
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
             results = pool.map(check_file, files, chunksize=max(1, len(files) // (jobs * 4)))
     else:
         results = [check_file(f) for f in files]
