@@ -112,3 +112,14 @@ def new_tip(session: nox.Session) -> None:
     """Start a tip from the template: `nox -s new_tip -- TOPIC tip_name`."""
     install(session, "docs.txt")
     session.run("python", "-m", "tipsite.newtip", *session.posargs)
+
+
+@nox.session(default=False)
+def check(session: nox.Session) -> None:
+    """Check your code against the tips' evidence: `nox -s check -- PATH...` (files or folders).
+
+    One line per finding with the verdict of the tip that measured it; exit 1 when it found
+    something. `-- --format json`, `--torch X.Y`, `--device cpu|cuda`, `--bench` (README).
+    """
+    session.install("-r", str(REQ / "check.txt"))
+    session.run("python", "-m", "tipsite.checker", *session.posargs)

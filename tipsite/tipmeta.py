@@ -39,7 +39,7 @@ _CLAIM_ID_RE = re.compile(r"^S\d+-\d+$")
 
 # field -> (required, type description, checker). Checkers live below.
 REQUIRED = ("claims", "tags", "devices", "kind", "min_torch", "takeaway")
-OPTIONAL = ("keywords", "docs", "related", "single_size", "statement")
+OPTIONAL = ("keywords", "docs", "related", "single_size", "statement", "rules")
 
 
 class TipError(ValueError):
@@ -70,6 +70,8 @@ class Tip:
     single_size: str | None = None
     # The claim the verdicts judge, in one short line, for a tip that examines no seed claim.
     statement: str | None = None
+    # Codes of the checker's rules this tip's evidence backs (tipsite/checker/registry.py).
+    rules: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -241,6 +243,9 @@ def read_tip(path: Path | str) -> Tip:
     for name in ("keywords", "docs", "related"):
         if name in raw:
             values[name] = _str_list(name, raw[name], problems, nonempty=False)
+    if "rules" in raw:
+        values["rules"] = _str_list("rules", raw["rules"], problems, nonempty=False)
+        problems += rule_problems(path.stem, values["rules"])
     if "statement" in raw:
         st = raw["statement"]
         if not isinstance(st, str) or not st.strip() or "\n" in st or len(st) > 200:
@@ -269,6 +274,21 @@ def read_tip(path: Path | str) -> Tip:
     if problems:
         raise TipError(path, problems)
     return Tip(path=path, title=title, **values)
+
+
+def rule_problems(tip_name: str, codes: tuple[str, ...]) -> list[str]:
+    """A tip names only rules that exist and whose findings quote this tip's verdict."""
+    from tipsite.checker.registry import RULES  # pure data: no libcst needed
+
+    problems = []
+    for code in codes:
+        rule = RULES.get(code)
+        if rule is None:
+            problems.append(f"{FIELD_PREFIX}rules: unknown rule {code!r} (known: {', '.join(sorted(RULES))})")
+        elif rule.tip != tip_name:
+            problems.append(f"{FIELD_PREFIX}rules: {code} quotes {rule.tip}'s verdict, not this tip's "
+                            "(tipsite/checker/registry.py)")
+    return problems
 
 
 def tip_files(gallery_dir: Path | None = None) -> list[Path]:

@@ -1,0 +1,541 @@
+"""Find the rules' patterns in Python source: Python's ``ast`` picks the pieces, libcst checks them.
+
+Parsing a whole file with libcst and resolving its scope metadata costs ~20x what Python's own
+``ast`` does, far too slow for the checker's budget (50 files of 200 lines a second on two
+shared cores). So each file is read twice, cheaply first:
+
+1. ``ast`` parses the whole file and gathers :class:`~tipsite.checker.visitors.Facts`: the
+   imports (which give each dotted name its qualified name, the job libcst's
+   ``QualifiedNameProvider`` does for TorchFix) and what some names were bound to. It also marks
+   every node that could start a finding (a call named ``load``, an ``except`` in a loop, ...)
+   and, for each, the smallest enclosing piece a rule needs to judge it: the statement, the loop,
+   the function or the class.
+2. libcst parses only those pieces (nested ones are dropped in favour of the piece around them)
+   and all visitors (:mod:`tipsite.checker.visitors`) run over each piece in one batched
+   traversal. An indented piece is parsed under an ``if 1:`` line so that its lines, and so its
+   columns, stay exactly as in the file.
+
+Positions are resolved (libcst's ``PositionProvider``) only for pieces with a finding. A line
+ending in ``# noqa`` or ``# noqa: PTT012`` silences findings on it.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import dataclasses
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst._batched_visitor import _get_visitor_methods
+from libcst._position import CodePosition, CodeRange
+from libcst.helpers import get_full_name_for_node
+from libcst.metadata import (
+    MetadataWrapper,
+    PositionProvider,
+    QualifiedName,
+    QualifiedNameProvider,
+    QualifiedNameSource,
+    WhitespaceInclusivePositionProvider,
+)
+
+from tipsite.checker import visitors as V
+
+MARKER = "torch"  # like TorchFix: a file that never says "torch" has nothing to find
+DEFAULT_ALIASES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional", "np": "numpy"}
+STMT_CALLS = {"load", "save", "zero_grad", "Variable", "ModuleList", "tensor",
+              "DataLoader", "register_parameter",
+              "Linear", "set_detect_anomaly", "detect_anomaly", "no_grad", "autocast", "GradScaler",
+              *(n.rsplit(".", 1)[1] for n in V.OPTIMIZERS)}
+LOOP_CALLS = V.HOST_READS
+CLASS_CALLS = {"cuda", "cpu", "no_grad", "eval", "train", *(n.rsplit(".", 1)[1] for n in V.FACTORIES)}
+_NOQA = re.compile(r"#\s*noqa(?::\s*([\w, ]+))?", re.IGNORECASE)
+_CLAUSE = re.compile(r"\s*(else|elif|except|finally|case)\b")
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str
+    line: int
+    col: int  # 1-based
+    code: str
+    message: str
+    torchfix: str | None = None  # the TorchFix code when TorchFix's own visitor found it
+
+
+def _last_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
+
+
+def _dotted(node: ast.expr) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+_AST_LEAVES = {ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue,
+               *ast.operator.__subclasses__(), *ast.cmpop.__subclasses__(), *ast.unaryop.__subclasses__(),
+               *ast.boolop.__subclasses__(), ast.alias}
+
+
+class _Scan:
+    """One pass over the ``ast``: facts, and the pieces libcst must check."""
+
+    STOP = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+    LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+    def __init__(self) -> None:
+        self.facts = V.Facts()
+        self.pieces: dict[int, ast.AST] = {}
+        self.binds: list[tuple[str, ast.expr]] = []
+        self.maybe: list[tuple[str, ast.expr, ast.AST]] = []  # pieces that depend on whole-file facts
+        self.spots: dict[str, list[tuple[int, int, int, int]]] = {k: [] for k in POSITIONED}
+
+    def qualify(self, node: ast.expr) -> str | None:
+        name = _dotted(node)
+        if name is None:
+            return None
+        root, _, rest = name.partition(".")
+        base = self.facts.aliases.get(root)
+        return (base + ("." + rest if rest else "")) if base else name
+
+    # which piece a rule needs, from the node's ancestors (innermost last)
+    def _add(self, node: ast.AST | None) -> None:
+        if node is not None:
+            self.pieces[id(node)] = node
+
+    @staticmethod
+    def _stmt(stack: list[ast.AST]) -> ast.AST | None:
+        return next((n for n in reversed(stack) if isinstance(n, ast.stmt)), None)
+
+    def _loop(self, stack: list[ast.AST]) -> ast.AST | None:
+        for n in reversed(stack):
+            if isinstance(n, self.LOOPS):
+                return n
+            if isinstance(n, self.STOP):
+                return None
+        return None
+
+    @staticmethod
+    def _function(stack: list[ast.AST]) -> ast.AST | None:
+        return next((n for n in reversed(stack) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+
+    @staticmethod
+    def _method_class(stack: list[ast.AST], names=("forward", "__init__")) -> ast.AST | None:
+        for i in range(len(stack) - 1, 0, -1):
+            if isinstance(stack[i], (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(stack[i - 1], ast.ClassDef):
+                return stack[i - 1] if stack[i].name in names else None
+        return None
+
+    def walk(self, node: ast.AST, stack: list[ast.AST]) -> None:
+        stack.append(node)
+        kind = _AST_KIND.get(type(node))
+        if kind is not None:
+            self.spots[kind].append((node.lineno, node.col_offset, -node.end_lineno, -node.end_col_offset))
+        if isinstance(node, ast.Call):
+            self.call(node, stack)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            self.imports(node)
+        elif isinstance(node, ast.Assign):
+            self.assign(node, stack)
+        elif isinstance(node, ast.AugAssign):
+            loop = self._loop(stack)
+            if loop is not None and isinstance(node.op, ast.Add):
+                self.maybe.append(("lossy", node.value, loop))
+        elif isinstance(node, ast.ExceptHandler):
+            if node.type is not None and "RuntimeError" in ast.dump(node.type):
+                self._add(self._loop(stack))
+        elif isinstance(node, ast.Subscript):
+            sl = node.slice
+            if (isinstance(sl, ast.Tuple) and sl.elts and isinstance(sl.elts[0], ast.Call)
+                    and _last_name(sl.elts[0].func) == "arange"):
+                self._add(self._stmt(stack))
+        elif isinstance(node, ast.Attribute):
+            if node.attr == "amp" and isinstance(node.value, ast.Attribute) and node.value.attr == "cuda":
+                self._add(self._stmt(stack))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if any(_last_name(d.func if isinstance(d, ast.Call) else d) == "no_grad" for d in node.decorator_list):
+                self._add(node)
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST) and type(item) not in _AST_LEAVES:
+                        self.walk(item, stack)
+            elif isinstance(value, ast.AST) and type(value) not in _AST_LEAVES:
+                self.walk(value, stack)
+        stack.pop()
+
+    def imports(self, node: ast.Import | ast.ImportFrom) -> None:
+        aliases = self.facts.aliases
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    aliases[a.asname] = a.name
+                else:
+                    root = a.name.split(".")[0]
+                    aliases[root] = root
+        elif node.module and not node.level:
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+
+    def call(self, node: ast.Call, stack: list[ast.AST]) -> None:
+        name = _last_name(node.func)
+        if name is None:
+            return
+        if name in STMT_CALLS:
+            self._add(self._stmt(stack))
+        if name in LOOP_CALLS:
+            self._add(self._loop(stack))
+        elif name in ("to", "cuda"):
+            loop = self._loop(stack)
+            if isinstance(loop, (ast.For, ast.AsyncFor)):
+                self.maybe.append(("loader", loop.iter, loop))
+        elif name == "append" and node.args:
+            loop = self._loop(stack)
+            if loop is not None:
+                self.maybe.append(("lossy", node.args[0], loop))
+        elif name == "step" and any(isinstance(n, ast.If) and any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mod)
+                                                                for b in ast.walk(n.test)) for n in stack):
+            self._add(self._loop(stack))
+        if name == "backward":
+            receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
+            if isinstance(receiver, ast.Name):
+                self.facts.backward_receivers.add(receiver.id)
+            func = self._function(stack)
+            if func is None:
+                self.facts.module_backward = True
+            elif self._loop(stack) is not None:
+                self._add(func)
+        if name in ("eval", "load_state_dict"):  # judged with the rest of the function
+            self._add(self._function(stack) or self._stmt(stack))
+        if name in ("memory_allocated", "max_memory_allocated"):  # judged with the ifs around it
+            self._add(self._function(stack) or next((n for n in stack if isinstance(n, ast.stmt)), None))
+        if name in CLASS_CALLS:
+            self._add(self._method_class(stack, ("forward",)))
+
+    def assign(self, node: ast.Assign, stack: list[ast.AST]) -> None:
+        value = node.value
+        for t in node.targets:
+            if isinstance(t, ast.Name):
+                self.binds.append((t.id, value))
+            elif isinstance(t, ast.Subscript):
+                loop = self._loop(stack)
+                if (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
+                        and _last_name(loop.iter.func) == "range"):
+                    self._add(loop)
+            elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                if isinstance(value, (ast.List, ast.ListComp, ast.Call)):
+                    self._add(self._method_class(stack, ("__init__",)))
+        if isinstance(value, ast.Call) and _last_name(value.func) == "detach":
+            self._add(self._function(stack) or self._stmt(stack))
+
+    def finish(self) -> None:
+        """Facts about bindings need the whole import table: resolved once the walk is done."""
+        for spots in self.spots.values():
+            spots.sort()
+        lossy = set(self.facts.backward_receivers)
+        names = {n for n, _ in self.binds}
+        lossy |= {n for n in names if "loss" in n.lower()}
+        for _ in range(3):  # names bound from a loss, a few hops deep
+            grew = {n for n, v in self.binds if n not in lossy and _mentions_any(v, lossy)}
+            if not grew:
+                break
+            lossy |= grew
+        for alias, target in DEFAULT_ALIASES.items():
+            self.facts.aliases.setdefault(alias, target)
+        f = self.facts
+        for name, value in self.binds:
+            if isinstance(value, ast.Call):
+                q = self.qualify(value.func) or ""
+                last = _last_name(value.func) or ""
+                if q.startswith("numpy.") or last == "numpy":
+                    f.numpy_names.add(name)
+                elif q.endswith("DataLoader"):
+                    f.loader_names.add(name)
+                elif q == "torch.load":
+                    mmap = next((k.value for k in value.keywords if k.arg == "mmap"), None)
+                    if not (isinstance(mmap, ast.Constant) and mmap.value):
+                        f.load_names.add(name)
+                elif last[:1].isupper() and last not in ("Tensor", "Path", "Generator", "DataLoader"):
+                    f.module_names.add(name)
+            elif isinstance(value, (ast.List, ast.ListComp)):
+                elts = value.elts if isinstance(value, ast.List) else [value.elt]
+                if elts and all(isinstance(e, ast.Call) and _last_name(e.func) == "Parameter" for e in elts):
+                    f.param_list_names.add(name)
+        for why, expr, loop in self.maybe:
+            if why == "lossy" and (_mentions_any(expr, lossy) or _calls_loss(expr)):
+                self._add(loop)
+            elif why == "loader":
+                it = expr
+                while isinstance(it, ast.Call) and it.args and _dotted(it.func) in V.LOADER_WRAPPERS:
+                    it = it.args[0]
+                name = _dotted(it) or ""
+                if name in f.loader_names or "loader" in name.rsplit(".", 1)[-1].lower():
+                    self._add(loop)
+
+
+def _mentions_any(expr: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
+
+
+def _calls_loss(expr: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and any(w in (_dotted(n.func) or "").lower() for w in ("loss", "criterion"))
+               for n in ast.walk(expr))
+
+
+class _QualifiedNames:
+    """libcst metadata for TorchFix's ``get_qualified_name_for_call``, from the ``ast`` imports."""
+
+    def __init__(self, aliases: dict[str, str]):
+        self.aliases = aliases
+        self.cache: dict[int, set] = {}
+
+    def __getitem__(self, node: cst.CSTNode) -> set:
+        key = id(node)
+        if key not in self.cache:
+            target = node.func if isinstance(node, cst.Call) else node
+            name = None if isinstance(target, cst.Call) else get_full_name_for_node(target)
+            if name is None:
+                self.cache[key] = set()
+            else:
+                root, _, rest = name.partition(".")
+                base = self.aliases.get(root)
+                full = (base + ("." + rest if rest else "")) if base else name
+                self.cache[key] = {QualifiedName(name=full, source=QualifiedNameSource.IMPORT)}
+        return self.cache[key]
+
+    def get(self, node, default=None):
+        return self[node]
+
+    def __contains__(self, node) -> bool:
+        return True
+
+
+class _NoPositions:
+    """TorchFix's visitors ask for a position when they report; the engine resolves it later."""
+
+    ZERO = CodeRange(CodePosition(1, 0), CodePosition(1, 0))
+
+    def __getitem__(self, node):
+        return self.ZERO
+
+    def get(self, node, default=None):
+        return self.ZERO
+
+
+# Fields of a libcst node that hold only whitespace, punctuation or names: never walked.
+_SKIP = frozenset({"lpar", "rpar", "lbracket", "rbracket", "leading_lines", "lines_after_decorators",
+                   "trailing_whitespace", "header", "footer", "indent", "comma", "semicolon", "equal",
+                   "dot", "star", "asynchronous", "encoding", "default_indent", "default_newline",
+                   "has_trailing_newline", "operator", "colon", "keyword", "attr", "name", "asname",
+                   "newline", "whitespace"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+# Nodes whose libcst fields are not in source order.
+_SOURCE_ORDER = {"IfExp": ["body", "test", "orelse"],
+                 "Parameters": ["posonly_params", "params", "star_arg", "kwonly_params", "star_kwarg"]}
+# Node kinds a finding can be reported on, and the ast classes that are the same nodes: the engine
+# finds a finding's position from the ast (which has them all) instead of libcst's codegen.
+POSITIONED = {"Call": (ast.Call,), "Subscript": (ast.Subscript,), "Assign": (ast.Assign,),
+              "AugAssign": (ast.AugAssign,), "For": (ast.For, ast.AsyncFor), "While": (ast.While,),
+              "ExceptHandler": (ast.ExceptHandler,)}
+_AST_KIND = {cls: kind for kind, classes in POSITIONED.items() for cls in classes}
+
+
+def _fields(kind: type) -> tuple[str, ...]:
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = [f.name for f in dataclasses.fields(kind)
+                 if f.name not in _SKIP and not f.name.startswith("whitespace")]
+        if "decorators" in names:  # in source order: decorators before the body
+            names.remove("decorators")
+            names.insert(0, "decorators")
+        names = _SOURCE_ORDER.get(kind.__name__, names)
+        names = _FIELDS[kind] = tuple(names)
+    return names
+
+
+_NODE_TYPES: dict[type, bool] = {}
+
+
+def _is_node(kind: type) -> bool:
+    known = _NODE_TYPES.get(kind)
+    if known is None:
+        known = _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
+    return known
+
+
+class _Walk:
+    """A batched traversal of a libcst tree that calls the visitors' ``visit_<Node>`` and
+    ``leave_<Node>`` methods in source order, like ``libcst.visit_batched``, without rebuilding
+    every node on the way back up (which libcst's own traversal does, doubling the cost)."""
+
+    def __init__(self, visitors: list, push, pop) -> None:
+        methods = _get_visitor_methods(visitors)
+        self.visits = {k[6:]: tuple(v) for k, v in methods.items() if k.startswith("visit_") and k.count("_") == 1}
+        self.leaves = {k[6:]: tuple(v) for k, v in methods.items() if k.startswith("leave_") and k.count("_") == 1}
+        other = [k for k in methods if k.count("_") != 1]
+        if other:  # attribute visitors (visit_Call_func) are not supported by this walk
+            raise ValueError(f"unsupported visitor methods: {other}")
+        self.push, self.pop = push, pop
+        self.ordinal: dict[int, int] = {}  # id(node) -> its index among nodes of its kind
+        self.count: dict[str, int] = {}
+
+    def reset(self) -> None:
+        self.ordinal.clear()
+        self.count.clear()
+
+    def __call__(self, node: cst.CSTNode) -> None:
+        kind = type(node)
+        name = kind.__name__
+        if name in POSITIONED:
+            n = self.count.get(name, 0)
+            self.ordinal[id(node)] = n
+            self.count[name] = n + 1
+        self.push(node)
+        for fn in self.visits.get(name, ()):
+            fn(node)
+        for field in _fields(kind):
+            value = getattr(node, field)
+            vt = type(value)
+            if vt is tuple or vt is list:
+                for item in value:
+                    if _is_node(type(item)):
+                        self(item)
+            elif _is_node(vt):
+                self(value)
+        for fn in self.leaves.get(name, ()):
+            fn(node)
+        self.pop(node)
+
+
+class Checker:
+    """Reusable: builds the visitors once; :meth:`check_source` per file."""
+
+    def __init__(self) -> None:
+        self.tracker = V.Tracker()
+        self.own = [cls() for cls in V.OWN_VISITORS]
+        for v in self.own:
+            v.where = self.tracker
+        self.torchfix = {cls(): codes for cls, codes in V.TORCHFIX_RULES.items()}
+        self.visitors = [*self.own, *self.torchfix]
+        self.walk = _Walk(self.visitors, self.tracker.push, self.tracker.pop)
+
+    def check_source(self, text: str, path: str = "<string>") -> list[Finding]:
+        """Findings in one file's source, sorted; a file that does not parse raises SyntaxError."""
+        tree = ast.parse(text, filename=path)
+        if MARKER not in text:
+            return []
+        scan = _Scan()
+        scan.walk(tree, [])
+        scan.finish()
+        qn = self.qn = _QualifiedNames(scan.facts.aliases)
+        for v in self.visitors:
+            v.metadata = {QualifiedNameProvider: qn, WhitespaceInclusivePositionProvider: _NoPositions()}
+            v.facts = scan.facts
+            v.violations = []
+        lines = text.splitlines(keepends=True)
+        found: dict[tuple[int, int, str], Finding] = {}
+        for piece in _outermost(scan.pieces.values()):
+            for f in self._check_piece(piece, scan, lines, path):
+                found.setdefault((f.line, f.col, f.code), f)
+        return sorted((f for f in found.values() if not _silenced(lines, f)),
+                      key=lambda f: (f.line, f.col, f.code))
+
+    def _check_piece(self, piece: ast.AST, scan: _Scan, lines: list[str], path: str) -> list[Finding]:
+        start = min([piece.lineno] + [d.lineno for d in getattr(piece, "decorator_list", [])])
+        end = piece.end_lineno
+        first = lines[start - 1]
+        indent = first[: len(first) - len(first.lstrip())]
+        if _CLAUSE.match(first):  # a clause's body on its header line: not a statement alone
+            return self._whole(scan, lines, path)
+        segment = "".join(lines[start - 1:end])
+        if not segment.endswith("\n"):
+            segment += "\n"
+        offset = start - 1
+        if indent:
+            segment, offset = "if 1:\n" + segment, start - 2
+        try:
+            module = cst.parse_module(segment)
+        except cst.ParserSyntaxError:
+            return self._whole(scan, lines, path)
+        return self._run(module, offset, (start, end), scan, lines, at_module_level=not indent, path=path)
+
+    def _whole(self, scan: _Scan, lines: list[str], path: str) -> list[Finding]:
+        module = cst.parse_module("".join(lines))
+        return self._run(module, 0, (1, len(lines)), scan, lines, at_module_level=True, path=path)
+
+    def _run(self, module: cst.Module, offset: int, span: tuple[int, int], scan: _Scan, lines: list[str],
+             *, at_module_level: bool, path: str) -> list[Finding]:
+        before = [len(v.violations) for v in self.visitors]
+        for v in self.own:
+            v.at_module_level = at_module_level
+        self.tracker.stack.clear()
+        self.walk.reset()
+        self.qn.cache.clear()  # keyed by id(): a freed piece's ids are reused by the next one
+        self.walk(module)
+        new = []
+        for v, n in zip(self.visitors, before):
+            for violation in v.violations[n:]:
+                code = self.torchfix[v].get(violation.error_code) if v in self.torchfix else violation.error_code
+                node = violation.node
+                if code is None or (isinstance(node, cst.Call) and V._star_kwargs(node)):
+                    continue
+                new.append((code, violation, v in self.torchfix))
+        out = []
+        resolved = None
+        for code, violation, from_torchfix in new:
+            where = self._from_ast(violation.node, span, scan, lines)
+            if where is None:  # libcst's own positions: a codegen pass over the piece
+                if resolved is None:
+                    resolved = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+                pos = resolved[violation.node].start
+                where = (pos.line + offset, pos.column + 1)
+            out.append(Finding(path, where[0], where[1], code, V.RULES[code].finding,
+                               violation.error_code if from_torchfix else None))
+        return out
+
+    def _from_ast(self, node: cst.CSTNode, span: tuple[int, int], scan: _Scan,
+                  lines: list[str]) -> tuple[int, int] | None:
+        """The node's (line, column) from the ast: the k-th node of its kind in the piece is the
+        k-th ast node of that kind in the piece's lines, when both count the same number."""
+        kind = type(node).__name__
+        if kind not in POSITIONED or id(node) not in self.walk.ordinal:
+            return None
+        spots = scan.spots[kind]
+        lo = bisect.bisect_left(spots, (span[0], -1, -10**9, -10**9))
+        hi = bisect.bisect_left(spots, (span[1] + 1, -1, -10**9, -10**9))
+        if hi - lo != self.walk.count.get(kind, 0):
+            return None
+        line, col = spots[lo + self.walk.ordinal[id(node)]][:2]
+        text = lines[line - 1]
+        if not text.isascii():  # ast columns count UTF-8 bytes
+            col = len(text.encode("utf-8")[:col].decode("utf-8", errors="replace"))
+        return line, col + 1
+
+
+def _outermost(pieces: Iterable[ast.AST]) -> list[ast.AST]:
+    spans = sorted(((min([p.lineno] + [d.lineno for d in getattr(p, "decorator_list", [])]), p.end_lineno, p)
+                    for p in pieces), key=lambda s: (s[0], -s[1]))
+    kept: list[tuple[int, int, ast.AST]] = []
+    for s in spans:
+        if kept and s[0] >= kept[-1][0] and s[1] <= kept[-1][1]:
+            continue
+        kept.append(s)
+    return [s[2] for s in kept]
+
+
+def _silenced(lines: list[str], f: Finding) -> bool:
+    m = _NOQA.search(lines[f.line - 1]) if f.line - 1 < len(lines) else None
+    return bool(m) and (m.group(1) is None or f.code in re.split(r"[,\s]+", m.group(1).upper()))
