@@ -111,6 +111,7 @@ def footer(view: TipView, sets: list[dict]) -> str:
                   multi_device=len({r["device"] for r in rows}) > 1,
                   figures_label=Rst(f"tip-figures-{anchor_name(view.name)}"),
                   report_label=Rst(f"tip-report-{anchor_name(view.name)}"),
+                  checker_label=Rst(f"tip-checker-{anchor_name(view.name)}"),
                   report_url=report_url(view), report_text=report_text(view))
 
 

@@ -88,6 +88,13 @@ class TipView:
     apis: list[str] = field(default_factory=list)
 
     @property
+    def rules(self) -> list:
+        """The checker's rules this tip's evidence backs (its ``rules`` metadata)."""
+        from tipsite.checker.registry import RULES
+
+        return [RULES[code] for code in self.tip.rules if code in RULES]
+
+    @property
     def name(self) -> str:
         return self.tip.name
 
