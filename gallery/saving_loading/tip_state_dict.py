@@ -115,7 +115,6 @@ def plot_series(series, *, xlabel, ylabel, title, device, logx=False):
 # from it: some runners, this site's build among them, reset ``sys.path`` between cells.)
 import importlib
 import os
-import pickle
 import pickletools
 import sys
 import tempfile
