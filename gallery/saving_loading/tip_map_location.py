@@ -19,9 +19,10 @@ The second gives the code, and frees the checkpoint afterwards (claim S1-3)::
 ``torch.load`` restores every storage to the device it was saved from (its *location tag*,
 the article's "default device") unless ``map_location`` names another one. This tip loads a
 checkpoint written by a GPU training run onto the CPU, with and without ``map_location``, and
-measures the memory each way needs while loading: the GPU's on a machine with one, the host's
-(peak resident memory) on one without. Then it resumes training the article's way and measures
-what ``del checkpoint`` gives back, for checkpoints of several sizes.
+measures the memory loading needs: on a machine with a GPU, the GPU memory each way takes; on
+one without, where only ``map_location`` can load it, the host's peak resident memory. Then it
+resumes training the article's way and measures what ``del checkpoint`` gives back, for
+checkpoints of several sizes.
 """
 # sphinx_gallery_tips_claims = ["S0-6", "S1-3"]
 # sphinx_gallery_tips_tags = ["checkpoint", "device"]
