@@ -187,14 +187,16 @@ def pickled_globals(path):
     return sorted(found)
 
 
+private = sorted(k for k in vars(model) if k.startswith("_"))
 for name, path in (("torch.save(model)", whole_path),
                    ("torch.save(state_dict)", sd_path)):
-    print(f"{name} names {len(pickled_globals(path))} globals:")
-    for ref in pickled_globals(path):
+    refs = pickled_globals(path)
+    print(f"{name} names {len(refs)} globals:")
+    for ref in refs:
         print("     ", ref)
-hooks = sorted(k for k in vars(model) if k.startswith("_"))
-print(f"and each module's {len(hooks)} private attributes as this torch version has "
-      f"them,\ne.g. {', '.join(hooks[:3])}")
+    if path == whole_path:
+        print(f"  and stores each module's {len(private)} private attributes as torch "
+              f"{torch.__version__} lays them out,\n  e.g. {', '.join(private[:3])}")
 
 
 # %%
