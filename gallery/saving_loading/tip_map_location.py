@@ -9,306 +9,511 @@ moving it (claim S0-6):
     mentioned in `.to(device)`. That's irritating when the default device is either missing or
     doesn't have enough memory in it."
 
-The second gives the code, and adds that the checkpoint should be freed afterwards (claim
-S1-3)::
+The second gives the code, and frees the checkpoint afterwards (claim S1-3)::
 
     checkpoint = torch.load(save_path, map_location = device)
     model.load_state_dict(checkpoint['model'])
     optimizer.load_state_dict(checkpoint['optimizer'])
     del checkpoint
 
-``torch.load`` first restores every storage to the device it was saved from (its *location
-tag*); ``map_location`` rewrites that tag. This tip makes a checkpoint tagged ``cuda:0`` (so
-the problem shows on a CPU-only machine), loads it with and without ``map_location``, and then
-measures what the loaded checkpoint costs in memory and what ``del checkpoint`` gives back.
+``torch.load`` restores every storage to the device it was saved from (its *location tag*,
+the article's "default device") unless ``map_location`` names another one. This tip loads a
+checkpoint written by a GPU training run onto the CPU, with and without ``map_location``, and
+measures the memory loading needs: on a machine with a GPU, the GPU memory each way takes; on
+one without, where only ``map_location`` can load it, the host's peak resident memory. Then it
+resumes training the article's way and measures what ``del checkpoint`` gives back, for
+checkpoints of several sizes.
 """
 # sphinx_gallery_tips_claims = ["S0-6", "S1-3"]
 # sphinx_gallery_tips_tags = ["checkpoint", "device"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "memory"
-# sphinx_gallery_tips_min_torch = "1.0"
-# sphinx_gallery_tips_takeaway = "map_location decides where storages land before any .to(); after load_state_dict the checkpoint is a full duplicate until deleted."
-# sphinx_gallery_tips_keywords = ["map_location", "torch.load", "del checkpoint", "weights_only", "load_state_dict", "location tag", "checkpoint memory"]
+# sphinx_gallery_tips_min_torch = "1.13"
+# sphinx_gallery_tips_takeaway = "Without map_location a GPU checkpoint lands on its GPU first (no GPU: an error); del checkpoint then frees the weights' copy, not Adam's state."
+# sphinx_gallery_tips_keywords = ["map_location", "torch.load", "del checkpoint", "weights_only", "load_state_dict", "location tag", "checkpoint memory", "peak memory"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.load.html"]
+
+# %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). Each variant
+# is measured in several rounds; a comparison pairs the rounds and takes the anti-pattern's
+# value minus (or divided by) the recommended one's. The interval is a ~95% confidence
+# interval for the median (with 5 rounds or fewer, their whole range). A verdict is the first
+# case of the rule whose conditions the measurements meet.
+def median_interval(values, confidence=0.95):
+    """The median of ``values`` and a distribution-free interval for it."""
+    import math
+    import statistics
+
+    xs = sorted(values)
+    n, k, tail = len(xs), 0, 0.0
+    # largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x_k, x_(n+1-k)]
+    while k < n // 2 and tail + math.comb(n, k) / 2**n <= (1 - confidence) / 2:
+        tail += math.comb(n, k) / 2**n
+        k += 1
+    k = max(k, 1)  # too few rounds for that confidence: the whole range
+    return statistics.median(xs), xs[k - 1], xs[n - k]
+
+
+def outcome(low, high, threshold):
+    """'above' or 'below' if the whole interval is on that side, else 'noise'."""
+    return "above" if low > threshold else "below" if high < threshold else "noise"
+
+
+def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
+                   measure="ratio"):
+    """Compare samples measured by other means: ``{"anti-pattern": [...], "fix": [...]}``.
+
+    Samples pair up by position, one pair per round. ``measure="ratio"`` compares
+    anti-pattern / recommended with ``threshold``; ``"difference"`` compares
+    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per step).
+    """
+    import torch
+
+    (base_name, base), (cand_name, cand) = variants.items()
+    if measure == "ratio":
+        ratios = [b / c for b, c in zip(base, cand)]
+    else:
+        ratios = [b - c for b, c in zip(base, cand)]
+    mid, low, high = median_interval(ratios)
+    return {"name": name, "device": torch.device(device).type,
+            "threads": torch.get_num_threads(), "x": x, "metric": metric, "unit": unit,
+            "measure": measure, "baseline": base_name, "candidate": cand_name,
+            "base": list(base), "cand": list(cand), "ratios": ratios, "median": mid,
+            "low": low, "high": high, "threshold": threshold,
+            "outcome": outcome(low, high, threshold)}
+
+
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
+    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
+    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
+    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
+            "comparisons": comparisons, "state": state, "key": key,
+            "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
+
+def plot_series(series, *, xlabel, ylabel, title, device, logx=False):
+    """Measured values against steps or size, one line per ``{label: (xs, ys)}``.
+
+    Measured on ``device``; the title's second line names it, the thread count and the
+    torch version.
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
+    markers = ["o", "s", "^", "D", "v", "P"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    for (label, (xs, ys)), colour, marker in zip(series.items(), colours, markers):
+        ax.plot(xs, ys, marker=marker, color=colour, label=label)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    where = f"{torch.device(device).type.upper()}, {torch.get_num_threads()} thread(s)"
+    ax.set_title(f"{title}\n{where}, torch {torch.__version__}", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
 
 # %%
 # Setup
 # -----
-# A 4-layer MLP (about 4.2 M parameters, 16.8 MB) trained one Adam step, so the checkpoint
-# holds the weights and two Adam moments per weight, like a real training checkpoint.
-import gc
+# MLPs of 512-wide layers (a GPU gets 1024-wide ones), trained one Adam step so that the
+# checkpoint holds the weights and Adam's two moments per weight, like a real training
+# checkpoint. The checkpoint is written on the CPU and its location tags are then rewritten to
+# ``cuda:0``: the file a GPU run would have written, tags and all, on every machine.
+import ctypes
+import ctypes.util
 import os
+import statistics
 import tempfile
+import textwrap
 import zipfile
 
 import torch
 from torch import nn
 
 torch.manual_seed(0)
-torch.set_num_threads(min(2, torch.get_num_threads()))
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
 
-
-def make_model():
-    return nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(4)])
-
-
-model = make_model()
-optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-model(torch.randn(8, 1024)).sum().backward()  # [8, 1024] -> scalar, just to fill Adam's state
-optimizer.step()
-
+WIDTH = {"cpu": 512, "cuda": 1024}[device.type]
+LAYERS = [1, 2, 4, 8]
+ROUNDS = 3
+MiB = 2**20
 tmp = tempfile.mkdtemp()
-save_path = os.path.join(tmp, "checkpoint.pt")
-torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, save_path)
-print(f"checkpoint file: {os.path.getsize(save_path) / 2**20:.1f} MiB")
+
+
+def make_model(layers):
+    return nn.Sequential(*[nn.Linear(WIDTH, WIDTH) for _ in range(layers)])
+
+
+def write_gpu_checkpoint(layers):
+    model = make_model(layers)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model(torch.randn(8, WIDTH)).sum().backward()  # [8, WIDTH] -> scalar
+    optimizer.step()  # fills Adam's state
+    cpu_path = os.path.join(tmp, f"cpu_{layers}.pt")
+    checkpoint = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+    torch.save(checkpoint, cpu_path)
+    # the tag is a pickled string in data.pkl; 'cpu' -> 'cuda:0' (later tags reuse it)
+    path = os.path.join(tmp, f"saved_on_cuda_{layers}.pt")
+    with zipfile.ZipFile(cpu_path) as src, zipfile.ZipFile(path, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith("data.pkl"):
+                data = data.replace(b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0")
+            dst.writestr(info, data)
+    os.remove(cpu_path)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    return path, model.state_dict(), weights
+
+
+checkpoints = {layers: write_gpu_checkpoint(layers) for layers in LAYERS}
+file_mib = {layers: os.path.getsize(c[0]) / MiB for layers, c in checkpoints.items()}
+for layers, (path, _, weights) in checkpoints.items():
+    print(f"{layers} layer(s): checkpoint {file_mib[layers]:6.1f} MiB, "
+          f"of which model weights {weights / MiB:5.1f} MiB")
+
 
 # %%
-# A checkpoint saved on ``cuda:0``, without a GPU
-# -----------------------------------------------
-# The location tag is a string in the checkpoint's ``data.pkl``. Rewriting ``'cpu'`` to
-# ``'cuda:0'`` gives exactly the file a GPU run would have written, tags and all.
-cuda_path = os.path.join(tmp, "saved_on_cuda.pt")
-with zipfile.ZipFile(save_path) as src, zipfile.ZipFile(cuda_path, "w", zipfile.ZIP_STORED) as dst:
-    for info in src.infolist():
-        data = src.read(info)
-        if info.filename.endswith("data.pkl"):
-            data = data.replace(b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0")
-        dst.writestr(info, data)
+# Measuring host memory
+# ---------------------
+# Linux reports a process's resident memory (``VmRSS``) and its peak (``VmHWM``), and writing
+# ``5`` to ``/proc/self/clear_refs`` resets the peak. The C allocator keeps freed memory for
+# reuse, which would hide new allocations from the peak: ``malloc_trim`` hands it back first.
+# (Tensors are freed as soon as the last reference goes: no garbage collection needed.)
+libc = ctypes.CDLL(ctypes.util.find_library("c")) if os.name == "posix" else None
 
-# %%
-# The anti-pattern: load, then ``.to(device)``
-# --------------------------------------------
-# Without ``map_location`` every storage goes first to its saved device. With no GPU there is
-# no such device, so the load fails before any ``.to(device)`` could run.
-checks = {}
+
+def release_freed():
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
+def host_bytes(field="VmRSS"):
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def host_peak_during(fn):
+    """Peak resident memory above the start while ``fn`` runs, and what it returned."""
+    release_freed()
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+        fh.write("5")
+    start = host_bytes()
+    out = fn()
+    return host_bytes("VmHWM") - start, out
+
+
 try:
-    loaded = torch.load(cuda_path, weights_only=True)  # ... and only then .to(device)
-    landed = {t.device.type for t in loaded["model"].values()}
-    print("loaded without map_location; storages landed on:", landed)
-    checks["without map_location, storages go to the saved device first"] = landed == {"cuda"}
-    del loaded
+    host_peak_during(lambda: None)
+    HOST_MEMORY = True
+except OSError:  # not Linux, or /proc not writable: the host figures are skipped
+    HOST_MEMORY = False
+
+
+def memory_in_use():
+    """Bytes in use on ``device``: allocated GPU memory, or host resident memory."""
+    if device.type == "cuda":
+        return torch.cuda.memory_allocated(device)
+    release_freed()
+    return host_bytes()
+
+
+# %%
+# The anti-pattern and the recommended pattern
+# --------------------------------------------
+# The checkpoint was written by a GPU run; the target is the CPU (evaluation on a laptop, a
+# CPU-only server, or a GPU too busy to hold a second copy).
+target = torch.device("cpu")
+
+
+def to_device(obj, where):
+    if isinstance(obj, torch.Tensor):
+        return obj.to(where)
+    if isinstance(obj, dict):
+        return {k: to_device(v, where) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_device(v, where) for v in obj)
+    return obj
+
+
+def load_then_move(path):
+    checkpoint = torch.load(path, weights_only=True)  # to the saved device first
+    return to_device(checkpoint, target)
+
+
+def load_mapped(path):
+    return torch.load(path, map_location=target, weights_only=True)
+
+
+# %%
+# Check: where the storages go, and the same tensors either way
+# -------------------------------------------------------------
+path, reference, _ = checkpoints[LAYERS[0]]
+mapped = load_mapped(path)
+for k, v in reference.items():
+    torch.testing.assert_close(mapped["model"][k], v, rtol=0, atol=0)
+landed = sorted({t.device.type for t in mapped["model"].values()})
+print("map_location=target: storages on", landed)
+try:
+    first = torch.load(path, weights_only=True)
 except RuntimeError as err:
-    print("torch.load without map_location raises:\n   ", str(err).split(". ")[0] + ".")
-    checks["without map_location, storages go to the saved device first"] = True
+    without = type(err).__name__
+    message = f"without map_location: {without}: {str(err).split('. ')[0]}."
+    print(textwrap.fill(message, 88))
+else:
+    without = sorted({t.device.type for t in first["model"].values()})[0]
+    print("without map_location: storages landed on", without, "first")
+    moved = to_device(first, target)
+    for k, v in mapped["model"].items():
+        torch.testing.assert_close(moved["model"][k], v, rtol=0, atol=0)
+    print("after .to(target): the same tensors as with map_location")
+    del first, moved
+del mapped
 
 # %%
-# The recommended pattern: ``map_location`` rewrites the tag
-# ----------------------------------------------------------
-# It takes a device (or string), a dict from saved tag to target, or a callable that sees each
-# storage together with its saved tag. ``"meta"`` is a device too: shapes, no data.
-seen_tags = []
-
-
-def to_cpu(storage, location):
-    seen_tags.append(location)
-    return storage  # already deserialised on the CPU; returning it keeps it there
-
-
-variants = {
-    "map_location=device": device,
-    "map_location={'cuda:0': 'cpu'}": {"cuda:0": "cpu"},
-    "map_location=callable": to_cpu,
-    "map_location='meta'": "meta",
-}
-reference = model.state_dict()
-for name, where in variants.items():
-    ckpt = torch.load(cuda_path, map_location=where, weights_only=True)
-    devs = sorted({t.device.type for t in ckpt["model"].values()})
-    print(f"{name:34s} -> storages on {devs}")
-    if devs != ["meta"]:
-        for k, v in ckpt["model"].items():
-            torch.testing.assert_close(v.to("cpu"), reference[k], rtol=0, atol=0)
-print("location tags the callable saw:", sorted(set(seen_tags)))
-checks["map_location puts storages on the target device"] = devs == ["meta"] and set(seen_tags) == {"cuda:0"}
-del ckpt
-
-# %%
-# ``weights_only``: the other ``torch.load`` default to know
-# ----------------------------------------------------------
-# Since torch 2.6 ``torch.load`` defaults to ``weights_only=True``: it unpickles tensors,
-# containers and primitives only, and refuses arbitrary objects. Training checkpoints that
-# pickle, say, an ``argparse.Namespace`` of hyper-parameters stop loading. This tip passes
-# ``weights_only=True`` explicitly so it behaves the same on every version.
+# The other ``torch.load`` default to know: ``weights_only``
+# -----------------------------------------------------------
+# Since torch 2.6 ``torch.load`` defaults to ``weights_only=True`` and refuses pickled objects
+# other than tensors, containers and primitives (torch 2.4 and 2.5 load them with a
+# FutureWarning). A checkpoint that pickles, say, an ``argparse.Namespace`` stops loading. This
+# tip passes ``weights_only=True`` itself, so it behaves the same on every version.
 import argparse
 import pickle
-
-ns_path = os.path.join(tmp, "with_args.pt")
-torch.save({"model": model.state_dict(), "args": argparse.Namespace(lr=1e-3)}, ns_path)
 import warnings
 
+ns_path = os.path.join(tmp, "with_args.pt")
+torch.save({"model": reference, "args": argparse.Namespace(lr=1e-3)}, ns_path)
 try:
-    with warnings.catch_warnings(record=True) as caught:  # torch 2.4-2.5 warn about the coming flip
+    # torch 2.4 and 2.5 warn of the coming change: caught and shown here
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        torch.load(ns_path, map_location="cpu")  # default weights_only
-    print(f"torch {torch.__version__}: the default loaded an argparse.Namespace (weights_only default False)")
+        torch.load(ns_path, map_location="cpu")  # the default weights_only
+    print(f"torch {torch.__version__}: the default loaded the argparse.Namespace")
     for w in caught:
-        print(f"    {w.category.__name__}: {str(w.message)[:100]}...")
+        print(f"    {w.category.__name__}: {str(w.message)[:70]}...")
 except pickle.UnpicklingError as err:
     reason = next((ln for ln in str(err).splitlines() if "Unsupported global" in ln),
                   str(err).splitlines()[0])
-    print(f"torch {torch.__version__}: the default refused it (weights_only default True):\n   ",
-          reason.strip().split(". ")[0] + ".")
-print("expected default for this version:", "True" if TORCH >= (2, 6) else "False")
+    print(f"torch {torch.__version__}: the default refused it:")
+    print(textwrap.fill(reason.strip().split(". ")[0] + ".", 88, initial_indent="    ",
+                        subsequent_indent="    "))
 
 # %%
-# Measurement: what a loaded checkpoint costs, and what ``del`` frees
-# -------------------------------------------------------------------
-# ``load_state_dict`` *copies* into the model's existing parameters, so after it the
-# checkpoint's model tensors are a second, unused copy. The optimizer is different:
-# ``Optimizer.load_state_dict`` keeps the loaded state tensors when device and dtype already
-# match, so those stay alive after ``del checkpoint`` anyway. Bytes are counted exactly, per
-# storage (data pointers tell who shares what), and the process's resident memory (Linux
-# ``VmRSS``, peak ``VmHWM`` reset through ``/proc/self/clear_refs``) is read alongside.
-
-
-def proc_kib(field):
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def reset_peak():
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def storages(obj):
-    """{data_ptr: nbytes} of every tensor storage reachable in a nested checkpoint."""
-    found = {}
-    if isinstance(obj, torch.Tensor):
-        s = obj.untyped_storage()
-        found[s.data_ptr()] = s.nbytes()
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            found.update(storages(v))
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            found.update(storages(v))
-    return found
-
-
-model = make_model().to(device)
-optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-gc.collect()
-rss_measured = reset_peak() and proc_kib("VmRSS") is not None
-base = proc_kib("VmRSS")
-
-checkpoint = torch.load(save_path, map_location=device, weights_only=True)
-model.load_state_dict(checkpoint["model"])
-optimizer.load_state_dict(checkpoint["optimizer"])
-
-ckpt_bytes = storages(checkpoint)
-live = storages({"p": list(model.parameters()), "o": optimizer.state_dict()["state"]})
-model_part = storages(checkpoint["model"])
-shared = {p: n for p, n in ckpt_bytes.items() if p in live}
-freed_exact = sum(n for p, n in ckpt_bytes.items() if p not in live)
-print(f"checkpoint tensors:                  {sum(ckpt_bytes.values()) / 2**20:6.1f} MiB")
-print(f"  model part shared with parameters: {sum(n for p, n in model_part.items() if p in live) / 2**20:6.1f} MiB")
-print(f"  shared with the optimizer state:   {sum(shared.values()) / 2**20:6.1f} MiB")
-print(f"  referenced only by the checkpoint: {freed_exact / 2**20:6.1f} MiB  <- what del frees")
-
-if rss_measured:
-    after_load, peak = proc_kib("VmRSS"), proc_kib("VmHWM")
-del checkpoint
-gc.collect()
-if rss_measured:
-    # glibc keeps freed heap pages for reuse; malloc_trim hands them back so VmRSS shows them.
-    import ctypes
-    import ctypes.util
-
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-    after_del = proc_kib("VmRSS")
-    rss = {"peak during load": (peak - base) / 1024, "after load_state_dict": (after_load - base) / 1024,
-           "after del checkpoint": (after_del - base) / 1024}
-    for k, v in rss.items():
-        print(f"resident memory above baseline, {k:22s}: {v:6.1f} MiB")
-    print(f"resident memory returned by del:  {rss['after load_state_dict'] - rss['after del checkpoint']:6.1f} MiB"
-          " (after malloc_trim; allocators may keep freed pages, so RSS can undercount)")
-else:
-    rss = {}
-    print("Skipped: resident-memory readings need Linux /proc (exact byte counts above still hold)")
+# Measurement 1: memory while loading a GPU checkpoint onto the CPU
+# -----------------------------------------------------------------
+# With a GPU: the GPU memory each way needs on top of what was in use before (the peak), for
+# the anti-pattern sends every storage to ``cuda:0`` first. Without one: the host's peak while
+# ``map_location`` loads, against the file's size (a staged copy would double it).
+peak_cmp, skipped = [], []
+for layers, (path, _, _) in checkpoints.items():
+    size = file_mib[layers]
+    if device.type == "cuda":
+        peaks = {"load, then .to('cpu')": [], "map_location='cpu'": []}
+        for _ in range(ROUNDS):
+            for name, fn in (("load, then .to('cpu')", load_then_move),
+                             ("map_location='cpu'", load_mapped)):
+                torch.cuda.synchronize(device)
+                torch.cuda.reset_peak_memory_stats(device)
+                start = torch.cuda.memory_allocated(device)
+                loaded = fn(path)
+                torch.cuda.synchronize(device)
+                peak = torch.cuda.max_memory_allocated(device) - start
+                peaks[name].append(peak / MiB)
+                del loaded
+        peak_cmp.append(compare_values(
+            f"GPU peak saved by map_location, {size:.0f} MiB checkpoint", peaks,
+            threshold=0.5 * size, device=device, metric="GPU peak while loading",
+            unit="MiB", x=size, measure="difference"))
+    elif HOST_MEMORY:
+        peaks = [host_peak_during(lambda: load_mapped(path))[0] / MiB
+                 for _ in range(ROUNDS)]
+        peak_cmp.append(compare_values(
+            f"host peak / checkpoint, {size:.0f} MiB checkpoint",
+            {"host peak, map_location='cpu'": peaks,
+             "checkpoint file": [size] * ROUNDS},
+            threshold=1.25, device=device, metric="host peak while loading", unit="MiB",
+            x=size))
+if device.type == "cpu":
+    skipped.append("GPU peak of load-then-.to vs map_location: needs a GPU (without "
+                   "one the load without map_location fails, shown above)")
+if device.type == "cpu" and not HOST_MEMORY:
+    skipped.append("host peak memory: needs Linux /proc/self/clear_refs")
+    print("Skipped: host peak memory needs Linux /proc/self/clear_refs")
 
 # %%
-# On CUDA: ``map_location="cuda"`` versus loading on the CPU first
-# ----------------------------------------------------------------
-# Loading straight to the GPU puts the checkpoint's copy in GPU memory next to the model;
-# loading to the CPU and letting ``load_state_dict`` copy keeps the GPU peak at one copy.
-skipped, cuda_peaks = [], {}
-if torch.cuda.is_available():
-    for where in ("cuda", "cpu"):
-        m = make_model().to("cuda")
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        start = torch.cuda.memory_allocated()
-        ck = torch.load(save_path, map_location=where, weights_only=True)
-        m.load_state_dict(ck["model"])
-        torch.cuda.synchronize()
-        cuda_peaks[where] = (torch.cuda.max_memory_allocated() - start) / 2**20
-        del ck, m
-        torch.cuda.empty_cache()
-        print(f"GPU peak above the model, map_location={where!r}: {cuda_peaks[where]:.1f} MiB")
-else:
-    skipped.append("GPU peak memory of map_location='cuda' vs 'cpu': needs CUDA (no CUDA device in this build)")
-    print("Skipped: GPU peak memory comparison needs CUDA (no CUDA device in this build)")
+# Measurement 2: resume the article's way, then ``del checkpoint``
+# -----------------------------------------------------------------
+# ``load_state_dict`` *copies* the weights into the model's parameters, so the checkpoint's
+# weights become a second, unused copy. ``Optimizer.load_state_dict`` instead keeps the loaded
+# state tensors when their device and dtype already match, so those stay alive after ``del``.
+# Memory in use on ``device`` is read once the checkpoint is loaded, and again after ``del``.
+
+
+def resume(path, model, optimizer):
+    checkpoint = torch.load(path, map_location=device, weights_only=True)
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    return checkpoint
+
+
+MEASURED = device.type == "cuda" or HOST_MEMORY
+del_cmp, shares = [], []
+for layers, (path, _, weights) in checkpoints.items():
+    kept, after = [], []
+    for _ in range(ROUNDS if MEASURED else 1):
+        model = make_model(layers).to(device)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        checkpoint = resume(path, model, optimizer)
+        mine = optimizer.state_dict()["state"][0]["exp_avg"].data_ptr()
+        shares.append(mine == checkpoint["optimizer"]["state"][0]["exp_avg"].data_ptr())
+        if MEASURED:
+            kept.append(memory_in_use() / MiB)
+        del checkpoint
+        if MEASURED:
+            after.append(memory_in_use() / MiB)
+        del model, optimizer
+    if MEASURED:
+        del_cmp.append(compare_values(
+            f"freed by del checkpoint, {file_mib[layers]:.0f} MiB checkpoint",
+            {"checkpoint kept": kept, "after del checkpoint": after},
+            threshold=0.5 * weights / MiB, device=device, metric="memory in use",
+            unit="MiB", x=file_mib[layers], measure="difference"))
+        print(f"{file_mib[layers]:5.1f} MiB checkpoint: del frees "
+              f"{del_cmp[-1]['median']:5.1f} MiB; the model's weights are "
+              f"{weights / MiB:5.1f} MiB")
+print("the optimizer keeps the checkpoint's own state tensors:", all(shares))
+if not MEASURED:
+    skipped.append("memory freed by del checkpoint: needs Linux /proc")
+
+# %%
+# Where the memory goes
+# ---------------------
+# Memory against the checkpoint's size. Points on the dashed line equal the whole checkpoint.
+if peak_cmp:
+    xs = [c["x"] for c in peak_cmp]
+    base = [statistics.median(c["base"]) for c in peak_cmp]
+    cand = [statistics.median(c["cand"]) for c in peak_cmp]
+    if device.type == "cuda":
+        series = {"GPU peak, load then .to('cpu')": (xs, base),
+                  "GPU peak, map_location='cpu'": (xs, cand)}
+    else:
+        series = {"host peak, map_location='cpu'": (xs, base)}
+    series["freed by del checkpoint (resume)"] = (xs, [c["median"] for c in del_cmp])
+    where = "GPU" if device.type == "cuda" else "host"
+    fig = plot_series(series, xlabel="checkpoint file size (MiB)",
+                      ylabel=f"{where} memory (MiB)",
+                      title="Loading a checkpoint written on cuda:0", device=device)
+    ax = fig.axes[0]
+    ax.plot(xs, xs, color="0.4", linestyle="--", linewidth=1, label="= checkpoint size")
+    ax.legend(fontsize=8)
+    if device.type == "cpu":  # the anti-pattern has no points here: it fails
+        ax.text(0.98, 0.04, f"load without map_location: {without}", ha="right",
+                transform=ax.transAxes, fontsize=8)
 
 # %%
 # Verdict
 # -------
-checks["del checkpoint frees a duplicate of the weights"] = freed_exact > 0 and \
-    freed_exact >= sum(model_part.values())
-for name, ok in checks.items():
-    print(f"  {'yes' if ok else 'NO '}  {name}")
-RULE = ("holds if every check passes: a checkpoint saved on cuda:0 cannot be loaded without "
-        "map_location here (or lands on the saved device first), map_location places the "
-        "storages on the target device, and after load_state_dict the checkpoint still holds "
-        "at least the model's bytes (counted per storage) that only del frees; wrong if none pass; "
-        "depends otherwise")
-passed = sum(checks.values())
-verdict = "holds" if passed == len(checks) else ("wrong" if passed == 0 else "depends")
-print(f"Verdict: {verdict}. {passed}/{len(checks)} checks pass; del frees "
-      f"{freed_exact / 2**20:.1f} MiB of {sum(ckpt_bytes.values()) / 2**20:.1f} MiB loaded.")
-print(f"Rule: {RULE}")
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": {"name": "bytes freed by del checkpoint", "value": freed_exact / 2**20, "unit": "MiB"},
-    "measurements": [
-        {"variant": "loaded checkpoint", "metric": "tensor bytes", "value": sum(ckpt_bytes.values()) / 2**20,
-         "unit": "MiB"},
-        {"variant": "del checkpoint", "metric": "bytes freed (exact)", "value": freed_exact / 2**20, "unit": "MiB"},
-        {"variant": "optimizer state", "metric": "bytes still shared after del", "value": sum(shared.values()) / 2**20,
-         "unit": "MiB"},
-    ] + [{"variant": "process", "metric": f"resident memory {k}", "value": v, "unit": "MiB"} for k, v in rss.items()]
-      + [{"variant": f"map_location={k!r}", "metric": "GPU peak above model", "value": v, "unit": "MiB"}
-         for k, v in cuda_peaks.items()],
-    "skipped": skipped,
-}
+# S0-6 holds where the anti-pattern needs the saved device: on a machine without a GPU the load
+# fails, on one with a GPU the GPU holds the whole checkpoint (a peak at least half the
+# checkpoint above ``map_location``'s), while ``map_location`` loads straight onto the CPU
+# (host peak below 1.25x the file). S1-3 holds if ``del checkpoint`` frees at least half the
+# model's weights at every size.
+facts = {"load without map_location": without,
+         "optimizer keeps the loaded state tensors": all(shares)}
+if device.type == "cuda":
+    RULE = ("holds if the anti-pattern's GPU peak is more than half the checkpoint "
+            "above map_location's at every size and del checkpoint frees more than "
+            "half the model's weights at every size; wrong if neither at any size; "
+            "depends otherwise")
+    cases = [("holds", {"GPU peak saved": "all above", "freed by del": "all above"}),
+             ("wrong", {"GPU peak saved": "none above", "freed by del": "none above"}),
+             ("depends", {})]
+    groups = {"GPU peak saved": peak_cmp, "freed by del": del_cmp}
+elif HOST_MEMORY:
+    RULE = ("holds if loading without map_location fails, the host peak with "
+            "map_location stays below 1.25x the file at every size, and del checkpoint "
+            "frees more than half the model's weights at every size; wrong if the load "
+            "succeeds and del frees too little at every size; depends otherwise")
+    cases = [("holds", {"load without map_location": "RuntimeError",
+                        "host peak / file": "none above", "freed by del": "all above"}),
+             ("wrong", {"load without map_location": "cpu",
+                        "freed by del": "none above"}),
+             ("depends", {})]
+    groups = {"host peak / file": peak_cmp, "freed by del": del_cmp}
+else:
+    RULE = "holds if loading without map_location fails; depends otherwise"
+    cases = [("holds", {"load without map_location": "RuntimeError"}), ("depends", {})]
+    groups = {}
+key = (peak_cmp or [None])[-1]
+decision = decide(device, cases, groups=groups, facts=facts, key=key)
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
+          "skipped": skipped}
 
 import shutil
 
-shutil.rmtree(tmp, ignore_errors=True)  # the temporary files are not needed any more
+shutil.rmtree(tmp, ignore_errors=True)
 
 # %%
 # When not to use it
 # ------------------
-# ``del checkpoint`` only helps if nothing else holds the tensors: the optimizer keeps its
-# loaded state (shown above), and a checkpoint returned from a function dies with the function
-# anyway. For checkpoints larger than memory, ``torch.load(..., mmap=True)`` (torch 2.1+) or
-# building the model on the ``meta`` device and ``load_state_dict(..., assign=True)`` avoid the
-# second copy altogether.
+# On the machine and device that wrote the checkpoint, ``map_location`` changes nothing: the
+# saved device is the target. Loading straight onto the GPU puts the checkpoint next to the
+# model there until ``del checkpoint``; ``map_location="cpu"`` keeps that copy in host memory
+# instead, and ``load_state_dict`` still copies the weights to the GPU. ``del`` frees only what
+# nothing else holds: the optimizer keeps its loaded state (shown above), and a checkpoint loaded
+# inside a function is freed when the function returns anyway. For checkpoints larger than
+# memory see ``torch.load(..., mmap=True)`` with a ``meta``-device model.

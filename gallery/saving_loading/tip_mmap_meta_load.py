@@ -17,38 +17,171 @@ The seed articles load checkpoints the classic way: build the model, ``torch.loa
     In order to avoid this, we can pass the `assign=True` keyword argument to
     ``load_state_dict()``."
 
-This tip writes a 128 MiB checkpoint to a temporary folder and measures the process's peak
-resident memory (Linux ``VmHWM``, reset before each variant) while each way loads it.
+This tip writes checkpoints of several sizes to a temporary folder and measures the process's
+peak resident memory (Linux ``VmHWM``, reset before each load) while each way loads them.
 """
 # sphinx_gallery_tips_claims = []
 # sphinx_gallery_tips_tags = ["checkpoint"]
 # sphinx_gallery_tips_devices = ["cpu"]
 # sphinx_gallery_tips_kind = "memory"
 # sphinx_gallery_tips_min_torch = "2.1"
-# sphinx_gallery_tips_takeaway = "torch.load(mmap=True) + a meta-device model + load_state_dict(assign=True) loads without a second copy of the weights in RAM."
+# sphinx_gallery_tips_takeaway = "The classic load peaks at about two copies of the weights in RAM; mmap=True + a meta-device model + assign=True at almost none, at every size."
 # sphinx_gallery_tips_keywords = ["torch.load", "mmap", "meta device", "torch.device('meta')", "load_state_dict", "assign", "peak RSS", "VmHWM"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/module_load_state_dict_tips.html"]
 
 # %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). Each variant
+# is measured in several rounds; a comparison pairs the rounds and takes the anti-pattern's
+# value minus (or divided by) the recommended one's. The interval is a ~95% confidence
+# interval for the median (with 5 rounds or fewer, their whole range). A verdict is the first
+# case of the rule whose conditions the measurements meet.
+def median_interval(values, confidence=0.95):
+    """The median of ``values`` and a distribution-free interval for it."""
+    import math
+    import statistics
+
+    xs = sorted(values)
+    n, k, tail = len(xs), 0, 0.0
+    # largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x_k, x_(n+1-k)]
+    while k < n // 2 and tail + math.comb(n, k) / 2**n <= (1 - confidence) / 2:
+        tail += math.comb(n, k) / 2**n
+        k += 1
+    k = max(k, 1)  # too few rounds for that confidence: the whole range
+    return statistics.median(xs), xs[k - 1], xs[n - k]
+
+
+def outcome(low, high, threshold):
+    """'above' or 'below' if the whole interval is on that side, else 'noise'."""
+    return "above" if low > threshold else "below" if high < threshold else "noise"
+
+
+def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
+                   measure="ratio"):
+    """Compare samples measured by other means: ``{"anti-pattern": [...], "fix": [...]}``.
+
+    Samples pair up by position, one pair per round. ``measure="ratio"`` compares
+    anti-pattern / recommended with ``threshold``; ``"difference"`` compares
+    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per step).
+    """
+    import torch
+
+    (base_name, base), (cand_name, cand) = variants.items()
+    if measure == "ratio":
+        ratios = [b / c for b, c in zip(base, cand)]
+    else:
+        ratios = [b - c for b, c in zip(base, cand)]
+    mid, low, high = median_interval(ratios)
+    return {"name": name, "device": torch.device(device).type,
+            "threads": torch.get_num_threads(), "x": x, "metric": metric, "unit": unit,
+            "measure": measure, "baseline": base_name, "candidate": cand_name,
+            "base": list(base), "cand": list(cand), "ratios": ratios, "median": mid,
+            "low": low, "high": high, "threshold": threshold,
+            "outcome": outcome(low, high, threshold)}
+
+
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
+    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
+    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
+    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
+            "comparisons": comparisons, "state": state, "key": key,
+            "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
+
+def plot_series(series, *, xlabel, ylabel, title, device, logx=False):
+    """Measured values against steps or size, one line per ``{label: (xs, ys)}``.
+
+    Measured on ``device``; the title's second line names it, the thread count and the
+    torch version.
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
+    markers = ["o", "s", "^", "D", "v", "P"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    for (label, (xs, ys)), colour, marker in zip(series.items(), colours, markers):
+        ax.plot(xs, ys, marker=marker, color=colour, label=label)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    where = f"{torch.device(device).type.upper()}, {torch.get_num_threads()} thread(s)"
+    ax.set_title(f"{title}\n{where}, torch {torch.__version__}", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
+# %%
 # Setup
 # -----
-# Two 4096x4096 float32 layers: 2 x 64 MiB. Each weight is larger than glibc's largest
-# mmap threshold (32 MiB), so its memory goes back to the OS when freed and resident memory
-# tracks what is alive.
+# A model of two square layers; the width sets the checkpoint's size. The recipe is about host
+# memory, so everything stays on the CPU.
+import ctypes
+import ctypes.util
 import os
-import platform
 import shutil
+import statistics
 import tempfile
 
 import torch
 
 torch.manual_seed(0)
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+device = torch.device("cpu")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
+WIDTHS = [724, 1024, 1448, 2048]  # two layers of width^2 float32: 4 to 32 MiB
+ROUNDS = 3
+MiB = 2**20
 
 
 class Model(torch.nn.Module):
-    def __init__(self, width=4096):
+    def __init__(self, width):
         super().__init__()
         self.a = torch.nn.Linear(width, width)
         self.b = torch.nn.Linear(width, width)
@@ -58,125 +191,156 @@ class Model(torch.nn.Module):
 
 
 workdir = tempfile.mkdtemp()
-path = os.path.join(workdir, "model.pt")
-reference = Model()
-torch.save(reference.state_dict(), path)
-file_mib = os.path.getsize(path) / 2**20
-print(f"checkpoint: {file_mib:.0f} MiB")
-reference_sd = {k: v.clone() for k, v in reference.state_dict().items()}  # kept for the check
-del reference
+paths, file_mib = {}, {}
+for width in WIDTHS:
+    paths[width] = os.path.join(workdir, f"model_{width}.pt")
+    torch.save(Model(width).state_dict(), paths[width])
+    file_mib[width] = os.path.getsize(paths[width]) / MiB
+    print(f"width {width}: checkpoint {file_mib[width]:5.1f} MiB")
 
 
 # %%
-# Peak resident memory
-# --------------------
+# Measuring peak resident memory
+# ------------------------------
 # Writing ``5`` to ``/proc/self/clear_refs`` resets the peak (``VmHWM``) to the current resident
-# size; the increase of the peak over that is what a variant needed at most.
-def _status_kib(field):
-    with open("/proc/self/status") as fh:
+# size. The C allocator keeps freed memory for reuse, which would hide new allocations from
+# the peak: ``malloc_trim`` hands it back to the system first.
+libc = ctypes.CDLL(ctypes.util.find_library("c")) if os.name == "posix" else None
+
+
+def host_bytes(field="VmRSS"):
+    with open("/proc/self/status", encoding="ascii") as fh:
         for line in fh:
             if line.startswith(field + ":"):
-                return int(line.split()[1])
+                return int(line.split()[1]) * 1024
     raise KeyError(field)
 
 
-def peak_rss_increase_mib(fn):
-    with open("/proc/self/clear_refs", "w") as fh:
+def host_peak_during(fn):
+    """Peak resident memory above the start while ``fn`` runs, and what it returned."""
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
         fh.write("5")
-    start = _status_kib("VmRSS")
+    start = host_bytes()
     out = fn()
-    return (_status_kib("VmHWM") - start) / 1024, out
+    return host_bytes("VmHWM") - start, out
 
 
 try:
-    peak_rss_increase_mib(lambda: None)
-    can_measure = platform.system() == "Linux"
-except OSError:
-    can_measure = False
+    host_peak_during(lambda: None)
+    HOST_MEMORY = True
+except OSError:  # not Linux, or /proc not writable
+    HOST_MEMORY = False
 
 
 # %%
 # The anti-pattern and the recommended pattern
 # --------------------------------------------
-def load_classic():
-    model = Model()  # allocates and randomly initialises every weight...
-    sd = torch.load(path, weights_only=True)  # ...then a second full copy is read into RAM
+def load_classic(path, width):
+    model = Model(width)  # allocates and randomly initialises every weight...
+    sd = torch.load(path, weights_only=True)  # ...then a second copy is read into RAM
     model.load_state_dict(sd)  # copied into the first
     return model
 
 
-def load_mmap_meta():
-    sd = torch.load(path, weights_only=True, mmap=True)  # storages map the file, nothing read yet
+def load_mmap_meta(path, width):
+    sd = torch.load(path, weights_only=True, mmap=True)  # maps the file, reads nothing
     with torch.device("meta"):
-        model = Model()  # shapes only, no memory, no init kernels
+        model = Model(width)  # shapes only: no memory, no init kernels
     model.load_state_dict(sd, assign=True)  # the parameters *become* the mapped tensors
     return model
 
 
 # %%
-# Measurement and check
-# ---------------------
-# The recommended way is measured first, so nothing the classic way frees can be reused by it.
-measurements, skipped = [], []
-if can_measure:
-    mmap_mib, model_m = peak_rss_increase_mib(load_mmap_meta)
-    classic_mib, model_c = peak_rss_increase_mib(load_classic)
-else:
-    model_m, model_c = load_mmap_meta(), load_classic()
-    skipped.append("peak RSS: needs Linux /proc/self/clear_refs")
-    print("Skipped: peak RSS needs Linux /proc/self/clear_refs")
-
-# Reading the weights now pages the mapped file in (page cache the OS may drop again).
-for k, v in reference_sd.items():
+# Check: the same weights, the same outputs
+# -----------------------------------------
+# Reading the mapped weights pages the file in (page cache the OS may drop again).
+width = WIDTHS[0]
+model_m = load_mmap_meta(paths[width], width)
+model_c = load_classic(paths[width], width)
+saved = torch.load(paths[width], weights_only=True)
+for k, v in saved.items():
     torch.testing.assert_close(model_m.state_dict()[k], v, rtol=0, atol=0)
     torch.testing.assert_close(model_c.state_dict()[k], v, rtol=0, atol=0)
 print("both models hold exactly the saved weights; mmap model on:",
       next(model_m.parameters()).device)
-x = torch.randn(2, 4096)  # [batch, features]
+x = torch.randn(2, width)  # [batch, features]
 torch.testing.assert_close(model_m(x), model_c(x))
 print("and compute the same outputs")
+del model_m, model_c, saved
+
+# %%
+# Measurement
+# -----------
+# The peak increase of resident memory while each way loads, alternating, at every size.
+# The recommended way goes first in every round, so nothing the classic way frees can be
+# reused by it.
+savings, mmap_share, skipped = [], [], []
+if HOST_MEMORY:
+    for width in WIDTHS:
+        classic, mapped = [], []
+        for _ in range(ROUNDS):
+            mapped.append(host_peak_during(
+                lambda: load_mmap_meta(paths[width], width))[0] / MiB)
+            classic.append(host_peak_during(
+                lambda: load_classic(paths[width], width))[0] / MiB)
+        size = file_mib[width]
+        savings.append(compare_values(
+            f"peak saved by mmap+meta, {size:.0f} MiB checkpoint",
+            {"classic load": classic, "mmap+meta+assign": mapped},
+            threshold=0.5 * size, device=device, metric="peak RSS increase",
+            unit="MiB", x=size, measure="difference"))
+        mmap_share.append(compare_values(
+            f"mmap+meta peak / checkpoint, {size:.0f} MiB checkpoint",
+            {"mmap+meta+assign": mapped, "checkpoint file": [size] * ROUNDS},
+            threshold=0.5, device=device, metric="peak RSS increase", unit="MiB",
+            x=size))
+        print(f"{size:5.1f} MiB checkpoint: peak RSS increase, classic "
+              f"{statistics.median(classic):6.1f} MiB, mmap+meta+assign "
+              f"{statistics.median(mapped):5.1f} MiB")
+else:
+    skipped.append("peak RSS: needs Linux /proc/self/clear_refs")
+    print("Skipped: peak RSS needs Linux /proc/self/clear_refs")
+
+# %%
+# Where the memory goes
+# ---------------------
+# The peak increase of resident memory against the checkpoint's size, each way.
+if savings:
+    xs = [c["x"] for c in savings]
+    fig = plot_series(
+        {"classic: Model() + torch.load + load_state_dict":
+             (xs, [statistics.median(c["base"]) for c in savings]),
+         "mmap=True + meta + assign=True":
+             (xs, [statistics.median(c["cand"]) for c in savings])},
+        xlabel="checkpoint file size (MiB)", ylabel="peak RSS increase (MiB)",
+        title="Host memory while loading a checkpoint", device=device)
+    ax = fig.axes[0]
+    ax.plot(xs, xs, color="0.4", linestyle="--", linewidth=1, label="= checkpoint size")
+    ax.legend(fontsize=8)
 
 # %%
 # Verdict
 # -------
-# The classic way needs about two checkpoint sizes (fresh model + loaded copy); the recommended
-# way should need a small fraction of one. It holds if its peak increase is below half of the
-# classic way's and below half the checkpoint size.
-RULE = ("holds if the mmap+meta+assign peak RSS increase is below 0.5x the classic load's and below "
-        "0.5x the checkpoint size; wrong if it is above 0.9x the classic load's; depends otherwise")
-if can_measure:
-    print(f"peak RSS increase, classic load:      {classic_mib:7.1f} MiB")
-    print(f"peak RSS increase, mmap+meta+assign:  {mmap_mib:7.1f} MiB   (checkpoint {file_mib:.0f} MiB)")
-    if mmap_mib < 0.5 * classic_mib and mmap_mib < 0.5 * file_mib:
-        verdict = "holds"
-    elif mmap_mib > 0.9 * classic_mib:
-        verdict = "wrong"
-    else:
-        verdict = "depends"
-    measurements = [
-        {"variant": "classic: Model() + torch.load + load_state_dict", "metric": "peak RSS increase",
-         "unit": "MiB", "value": classic_mib},
-        {"variant": "mmap=True + meta + assign=True", "metric": "peak RSS increase",
-         "unit": "MiB", "value": mmap_mib},
-    ]
-    key = {"name": "peak RSS increase, classic / mmap+meta", "unit": "MiB saved",
-           "value": classic_mib - mmap_mib}
-    print(f"Verdict: {verdict}. Loading a {file_mib:.0f} MiB checkpoint raised peak RSS by "
-          f"{classic_mib:.0f} MiB the classic way and {mmap_mib:.0f} MiB with mmap+meta+assign.")
+# The classic way needs about two checkpoint sizes (fresh model + loaded copy); the recipe's
+# way should need a small fraction of one.
+RULE = ("holds if at every size mmap+meta+assign raises the peak RSS by more than half "
+        "the checkpoint less than the classic load, and by less than half the "
+        "checkpoint; wrong if it saves less than half the checkpoint at every size; "
+        "depends otherwise")
+if HOST_MEMORY:
+    cases = [("holds", {"saved": "all above", "mmap peak / file": "all below"}),
+             ("wrong", {"saved": "none above"}),
+             ("depends", {})]
+    groups = {"saved": savings, "mmap peak / file": mmap_share}
+    decision = decide(device, cases, groups=groups, key=savings[-1])
+    report(decision, RULE)
+    verdicts = {device.type: decision}
 else:
-    verdict, key = "depends", None
-    print("Verdict: depends. Peak memory could not be measured on this platform.")
-print(f"Rule: {RULE}")
-del model_m, model_c
+    verdicts = {}
 shutil.rmtree(workdir)
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": key,
-    "measurements": measurements,
-    "skipped": skipped,
-}
+RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": [], "skipped": skipped}
 
 # %%
 # When not to use it
@@ -185,3 +349,4 @@ RESULT = {
 # slower on a cold disk; for a small model on a fast machine none of this matters. Keep the
 # file in place while the model uses it, and create the optimizer *after* ``assign=True`` (it
 # replaces the parameter objects). ``mmap`` needs the zipfile format (the default since 1.6).
+# To move the model to a GPU, ``.to(device)`` after loading copies each weight once.

@@ -8,55 +8,157 @@ The article's advice (claim S2-3):
     torch versions and may take more memory. Save `torch.save(model.state_dict())` instead."
 
 ``torch.save(model)`` pickles the module object. Pickle stores classes *by reference*: the
-module path and class name of your model and of every ``torch.nn`` layer inside it. Loading
-needs all of them importable, under the same names, with compatible attributes. A
-``state_dict`` is an ordered dict of tensors keyed by strings. This tip shows what each file
-refers to, breaks the whole-model file the two ways it breaks in practice, and measures both
-files' sizes: the article's second reason.
+module path and name of your model's class and of every ``torch.nn`` layer inside it, plus
+each module's attributes as this torch version lays them out. Loading needs all of them
+importable under the same names, with code that still fits the saved attributes. A
+``state_dict`` is a dict from parameter names to tensors. This tip saves both, then loads both
+after three things that happen to real projects: torch's own loader gets stricter (the
+``weights_only=True`` default of torch 2.6), the model's class gains an attribute, and the class
+moves to another module. The file sizes, the article's second reason, are shown as well.
 """
 # sphinx_gallery_tips_claims = ["S2-3"]
 # sphinx_gallery_tips_tags = ["checkpoint", "module-design"]
 # sphinx_gallery_tips_devices = ["cpu"]
 # sphinx_gallery_tips_kind = "behaviour"
-# sphinx_gallery_tips_min_torch = "1.0"
-# sphinx_gallery_tips_takeaway = "A pickled model breaks when its class moves and under weights_only=True; a state_dict loads anywhere. The size gap is a few KB."
-# sphinx_gallery_tips_keywords = ["state_dict", "torch.save", "torch.load", "pickle", "weights_only", "load_state_dict", "checkpoint"]
+# sphinx_gallery_tips_min_torch = "1.13"
+# sphinx_gallery_tips_takeaway = "A pickled model fails under weights_only=True, after its class moves or gains an attribute; a state_dict loads. File sizes barely differ."
+# sphinx_gallery_tips_keywords = ["state_dict", "torch.save", "torch.load", "pickle", "weights_only", "load_state_dict", "checkpoint", "ModuleNotFoundError"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/tutorials/beginner/saving_loading_models.html"]
+
+# %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). This tip
+# decides from facts: what each load did (loaded, or the exception it raised). A verdict is
+# the first case of the rule whose conditions the facts meet.
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
+    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
+    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
+    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
+            "comparisons": comparisons, "state": state, "key": key,
+            "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
+
+def plot_series(series, *, xlabel, ylabel, title, device, logx=False):
+    """Measured values against steps or size, one line per ``{label: (xs, ys)}``.
+
+    Measured on ``device``; the title's second line names it, the thread count and the
+    torch version.
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
+    markers = ["o", "s", "^", "D", "v", "P"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    for (label, (xs, ys)), colour, marker in zip(series.items(), colours, markers):
+        ax.plot(xs, ys, marker=marker, color=colour, label=label)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    where = f"{torch.device(device).type.upper()}, {torch.get_num_threads()} thread(s)"
+    ax.set_title(f"{title}\n{where}, torch {torch.__version__}", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
 
 # %%
 # Setup
 # -----
-# The model class lives in its own module, ``mynet.py``, as it would in a project, so we can
-# later rename or move it.
+# The model class lives in its own module, ``mynet.py``, as it would in a project, so that it
+# can later change and move. (The folder goes back on ``sys.path`` in every cell that imports
+# from it: some runners, this site's build among them, reset ``sys.path`` between cells.)
 import importlib
 import os
-import pickle
 import pickletools
 import sys
 import tempfile
+import textwrap
+import warnings
 import zipfile
 
 import torch
 
 torch.manual_seed(0)
-TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+device = torch.device("cpu")  # pickling behaves the same for every device
 print(f"torch {torch.__version__}")
 
 tmp = tempfile.mkdtemp()
-with open(os.path.join(tmp, "mynet.py"), "w") as fh:
-    fh.write(
-        "import torch\n"
-        "class TinyNet(torch.nn.Module):\n"
-        "    def __init__(self, width=64):\n"
-        "        super().__init__()\n"
-        "        self.body = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),\n"
-        "                                        torch.nn.Linear(width, 10))\n"
-        "    def forward(self, x):\n"
-        "        return self.body(x)\n"
-    )
-sys.path.insert(0, tmp)
-import mynet  # noqa: E402
+SOURCE = """import torch
 
+
+class TinyNet(torch.nn.Module):
+    def __init__(self, width=64):
+        super().__init__()
+        self.body = torch.nn.Sequential(
+            torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 10))
+{extra_init}
+    def forward(self, x):
+        return {forward}
+"""
+
+
+def write_module(name, extra_init="", forward="self.body(x)"):
+    with open(os.path.join(tmp, f"{name}.py"), "w", encoding="utf-8") as fh:
+        fh.write(SOURCE.format(extra_init=extra_init, forward=forward))
+    sys.modules.pop(name, None)
+    importlib.invalidate_caches()
+
+
+def fresh_import(name):
+    if tmp not in sys.path:
+        sys.path.insert(0, tmp)
+    sys.modules.pop(name, None)
+    return importlib.import_module(name)
+
+
+write_module("mynet")
+mynet = fresh_import("mynet")
 model = mynet.TinyNet()
 x = torch.randn(4, 64)  # [batch, features]
 expected = model(x)  # [4, 10]
@@ -85,19 +187,22 @@ def pickled_globals(path):
     return sorted(found)
 
 
-for name, path in (("torch.save(model)", whole_path), ("torch.save(state_dict)", sd_path)):
+private = sorted(k for k in vars(model) if k.startswith("_"))
+for name, path in (("torch.save(model)", whole_path),
+                   ("torch.save(state_dict)", sd_path)):
     refs = pickled_globals(path)
-    print(f"{name} refers to {len(refs)} globals:")
-    for r in refs:
-        print("     ", r)
+    print(f"{name} names {len(refs)} globals:")
+    for ref in refs:
+        print("     ", ref)
+    if path == whole_path:
+        print(f"  and stores each module's {len(private)} private attributes as torch "
+              f"{torch.__version__} lays them out,\n  e.g. {', '.join(private[:3])}")
+
 
 # %%
-# Check 1: a state_dict loads into a fresh model, even of a renamed class
-# -----------------------------------------------------------------------
-# Only parameter names and shapes must match; the class, its module and its code may change.
-checks = {}
-
-
+# Check: the state_dict loads into any class with the same parameter names
+# -------------------------------------------------------------------------
+# Only parameter names and shapes must match: the class may be renamed, moved or rewritten.
 class RenamedNet(torch.nn.Module):  # a refactor moved and renamed the class
     def __init__(self, width=64):
         super().__init__()
@@ -111,129 +216,163 @@ class RenamedNet(torch.nn.Module):  # a refactor moved and renamed the class
 fresh = RenamedNet()
 fresh.load_state_dict(torch.load(sd_path, weights_only=True))
 torch.testing.assert_close(fresh(x), expected, rtol=0, atol=0)
-print("state_dict -> RenamedNet: outputs identical")
-checks["state_dict loads into a renamed class (weights_only=True)"] = True
+print("state_dict -> RenamedNet (weights_only=True): outputs identical")
 
-# %%
-# Check 2: the whole model under ``weights_only=True``
-# ----------------------------------------------------
-# Since torch 2.6 ``torch.load`` defaults to ``weights_only=True``, which refuses to import
-# arbitrary classes such as ``mynet.TinyNet``. Older versions loaded it (2.4 and 2.5 with a
-# FutureWarning). We pass nothing, as most code does, and record what the default did.
-import warnings
-
-try:
-    with warnings.catch_warnings(record=True) as caught:  # torch 2.4-2.5 warn about the coming flip
-        warnings.simplefilter("always")
-        torch.load(whole_path)
-    print(f"torch {torch.__version__}: the default torch.load unpickled the whole model")
-    for w in caught:
-        print(f"    {w.category.__name__}: {str(w.message)[:100]}...")
-    checks["whole model refused by the default torch.load"] = False
-except pickle.UnpicklingError as err:
-    line = next((ln for ln in str(err).splitlines() if "Unsupported global" in ln), str(err))
-    print(f"torch {torch.__version__}: the default torch.load raises UnpicklingError:\n   ",
-          line.strip().split(". ")[0] + ".")
-    checks["whole model refused by the default torch.load"] = True
-print("weights_only default for this version:", "True" if TORCH >= (2, 6) else "False (True from 2.6)")
-
-# It does load with weights_only=False, which runs arbitrary pickle code: trusted files only.
+# the whole model loads back while nothing changed and the loader may run pickle code
 loaded = torch.load(whole_path, weights_only=False)
 torch.testing.assert_close(loaded(x), expected, rtol=0, atol=0)
-print("weights_only=False, class still importable: loads, outputs identical")
+print("whole model, same code, weights_only=False: outputs identical")
 
 # %%
-# Check 3: the whole model after the class moves
-# ----------------------------------------------
-# Rename the module file, as a refactor would, and forget the imported copy. The folder goes
-# back on ``sys.path`` first: some runners (this site's build among them) reset it between cells.
+# Situation 1: a stricter loader (``weights_only=True``, the default since torch 2.6)
+# ------------------------------------------------------------------------------------
+# ``weights_only=True`` unpickles tensors, containers and primitives only, and refuses to
+# import arbitrary classes such as ``mynet.TinyNet``. Since torch 2.6 it is what a bare
+# ``torch.load(path)`` does; 2.4 and 2.5 load with a FutureWarning, older ones silently.
+
+
+def try_load(label, fn):
+    """Run ``fn``; print and return 'loads' or the name of the exception it raised."""
+    try:
+        fn()
+    except Exception as err:  # whatever loading raises is the answer
+        lines = str(err).splitlines()
+        line = next((ln for ln in lines if "Unsupported global" in ln), lines[0])
+        first = line.strip().split(". ")[0]
+        print(textwrap.fill(f"{label}: {type(err).__name__}: {first}.", 88,
+                            subsequent_indent="    "))
+        return type(err).__name__
+    print(f"{label}: loads")
+    return "loads"
+
+
+facts = {}
+for label, fn in (
+        ("whole model, weights_only=True",
+         lambda: torch.load(whole_path, weights_only=True)),
+        ("state_dict, weights_only=True",
+         lambda: fresh.load_state_dict(torch.load(sd_path, weights_only=True)))):
+    facts[label] = try_load(label, fn)
+
+# torch 2.4 and 2.5 warn of the coming change: caught and shown here
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    try_load(f"whole model, bare torch.load, torch {torch.__version__}",
+             lambda: torch.load(whole_path))
+for w in caught:
+    print(f"    {w.category.__name__}: {str(w.message).splitlines()[0][:72]}...")
+
+# %%
+# Situation 2: the class gains an attribute
+# -----------------------------------------
+# A later version of ``mynet.py`` scales the output by a new attribute set in ``__init__``.
+# Unpickling does not call ``__init__``: the old object gets the new ``forward`` but not the
+# new attribute, so it loads and then fails when called. The state_dict goes into a freshly
+# built model, which has the attribute.
+write_module("mynet", extra_init="        self.scale = 1.0\n",
+             forward="self.body(x) * self.scale")
+mynet = fresh_import("mynet")
+new = mynet.TinyNet()
+for label, fn in (
+        ("whole model, class edited (load, then call)",
+         lambda: torch.load(whole_path, weights_only=False)(x)),
+        ("state_dict, class edited",
+         lambda: new.load_state_dict(torch.load(sd_path, weights_only=True)))):
+    facts[label] = try_load(label, fn)
+torch.testing.assert_close(new(x), expected, rtol=0, atol=0)
+print("state_dict -> edited TinyNet: outputs identical")
+
+# %%
+# Situation 3: the class moves
+# ----------------------------
+# A refactor renames ``mynet.py`` to ``models_v2.py``. The folder stays on ``sys.path``.
 if tmp not in sys.path:
     sys.path.insert(0, tmp)
 os.rename(os.path.join(tmp, "mynet.py"), os.path.join(tmp, "models_v2.py"))
-del sys.modules["mynet"], mynet
+sys.modules.pop("mynet", None)
 importlib.invalidate_caches()
-try:
-    torch.load(whole_path, weights_only=False)
-    checks["whole model breaks when its class moves"] = False
-except (ModuleNotFoundError, AttributeError) as err:
-    print(f"after moving mynet.py: {type(err).__name__}: {err}")
-    checks["whole model breaks when its class moves"] = True
-fresh.load_state_dict(torch.load(sd_path, weights_only=True))  # the state_dict does not care
-print("the state_dict still loads after the move")
+models_v2 = fresh_import("models_v2")
+moved = models_v2.TinyNet()
+for label, fn in (
+        ("whole model, class moved",
+         lambda: torch.load(whole_path, weights_only=False)),
+        ("state_dict, class moved",
+         lambda: moved.load_state_dict(torch.load(sd_path, weights_only=True)))):
+    facts[label] = try_load(label, fn)
+torch.testing.assert_close(moved(x), expected, rtol=0, atol=0)
+print("state_dict -> models_v2.TinyNet: outputs identical")
 
 # %%
-# Measurement: file sizes
-# -----------------------
-# The article's second reason is memory. The tensors are the same bytes in both files; the
-# whole-model file adds the pickled module objects. That cost is fixed per layer, not per
-# parameter, so we measure it at two widths.
-sizes = {}
-if tmp not in sys.path:
-    sys.path.insert(0, tmp)
-for width in (64, 1024):
-    sys.modules.pop("models_v2", None)
-    import models_v2  # noqa: E402  (the moved module)
-
+# The article's second reason: file size
+# --------------------------------------
+# The tensors are the same bytes in both files; the whole-model file adds the pickled module
+# objects, a cost per module, not per parameter. Shown at four widths; it does not decide.
+# The figure shows the extra bytes against the size of the weights.
+models_v2 = fresh_import("models_v2")
+sizes, measurements = [], []
+for width in (16, 64, 256, 1024):
     m = models_v2.TinyNet(width)
-    n_params = sum(p.numel() for p in m.parameters())
+    weights = sum(p.numel() * p.element_size() for p in m.parameters())
     torch.save(m, whole_path)
     torch.save(m.state_dict(), sd_path)
-    sizes[width] = (n_params, os.path.getsize(whole_path), os.path.getsize(sd_path))
+    whole, sd = os.path.getsize(whole_path), os.path.getsize(sd_path)
+    sizes.append((width, weights, whole, sd))
+    measurements += [
+        {"variant": f"torch.save(model), width {width}", "metric": "file size",
+         "value": whole / 1024, "unit": "KiB", "device": device.type},
+        {"variant": f"torch.save(state_dict), width {width}", "metric": "file size",
+         "value": sd / 1024, "unit": "KiB", "device": device.type}]
+print("width  weights (KiB)  model file (KiB)  state_dict file (KiB)  extra")
+for width, weights, whole, sd in sizes:
+    print(f"{width:5d}  {weights / 1024:13.1f}  {whole / 1024:16.1f}  {sd / 1024:21.1f}"
+          f"  {(whole - sd) / 1024:.1f} KiB ({whole / sd - 1:.1%})")
+kib = [weights / 1024 for _, weights, _, _ in sizes]
+fig = plot_series(
+    {"state_dict file": (kib, [sd / 1024 for _, _, _, sd in sizes]),
+     "torch.save(model) file minus state_dict file":
+         (kib, [(whole - sd) / 1024 for _, _, whole, sd in sizes])},
+    xlabel="model weights (KiB)", ylabel="bytes on disk (KiB)", device=device,
+    title="Extra file size of a pickled model (Linear-ReLU-Linear)", logx=True)
+fig.axes[0].set_yscale("log")
 sys.modules.pop("models_v2", None)
 if tmp in sys.path:
     sys.path.remove(tmp)  # leave the interpreter as we found it
-for width, (n, whole, sd) in sizes.items():
-    print(f"width {width:5d} ({n:8d} params): torch.save(model) {whole / 1024:8.1f} KiB, "
-          f"state_dict {sd / 1024:8.1f} KiB, extra {(whole - sd) / 1024:5.1f} KiB ({whole / sd - 1:.2%})")
 
 # %%
 # Verdict
 # -------
-# The compatibility reason is tested by the three checks above. The memory reason counts if
-# the whole-model file is more than 5% larger at the larger width, where the bytes matter.
-RULE = ("holds if all 3 compatibility checks confirm the claim and the whole-model file is >5% "
-        "larger at width 1024; depends if the checks confirm it but the size gap is <=5% there; "
-        "wrong if no check confirms it")
-passed = sum(checks.values())
-n_big, whole_big, sd_big = sizes[1024]
-overhead_big = whole_big / sd_big - 1
-for name, ok in checks.items():
-    print(f"  {'yes' if ok else 'NO '}  {name}")
-if passed == 0:
-    verdict = "wrong"
-elif passed == len(checks) and overhead_big > 0.05:
-    verdict = "holds"
-else:
-    verdict = "depends"
-print(f"Verdict: {verdict}. {passed}/{len(checks)} compatibility checks confirm; "
-      f"size overhead at width 1024 is {overhead_big:.2%} ({(whole_big - sd_big) / 1024:.1f} KiB).")
-print(f"Rule: {RULE}")
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": {"name": "extra file size of torch.save(model) at width 1024", "value": overhead_big * 100,
-            "unit": "%"},
-    "measurements": [
-        m for width, (n, whole, sd) in sizes.items() for m in (
-            {"variant": f"torch.save(model), width {width}", "metric": "file size", "value": whole / 1024,
-             "unit": "KiB"},
-            {"variant": f"torch.save(state_dict), width {width}", "metric": "file size", "value": sd / 1024,
-             "unit": "KiB"},
-        )
-    ] + [{"variant": "compatibility", "metric": "checks confirming", "value": float(passed),
-          "unit": f"of {len(checks)}"}],
-    "skipped": [],
-}
+# The claim's main reason decides: the whole-model file fails where the state_dict loads.
+RULE = ("holds if the state_dict loads in all three situations (weights_only=True, an "
+        "edited class, a moved class) and the pickled model fails in at least the last "
+        "two; wrong if the pickled model loads and runs in all three; depends "
+        "otherwise")
+OK = "loads"
+cases = [("holds", {"state_dict, weights_only=True": OK, "state_dict, class edited": OK,
+                    "state_dict, class moved": OK,
+                    "whole model, class edited (load, then call)": ["AttributeError",
+                                                                   "TypeError"],
+                    "whole model, class moved": ["ModuleNotFoundError",
+                                                 "AttributeError"]}),
+         ("wrong", {"whole model, weights_only=True": OK,
+                    "whole model, class edited (load, then call)": OK,
+                    "whole model, class moved": OK}),
+         ("depends", {})]
+failures = sum(v != OK for k, v in facts.items() if k.startswith("whole model"))
+key = {"name": "situations (of 3) where torch.save(model) fails to load or run",
+       "value": failures, "unit": "situations"}
+decision = decide(device, cases, facts=facts, key=key)
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {device.type: decision},
+          "measurements": measurements, "skipped": []}
 
 import shutil
 
-shutil.rmtree(tmp, ignore_errors=True)  # the temporary files are not needed any more
+shutil.rmtree(tmp, ignore_errors=True)
 
 # %%
 # When not to use it
 # ------------------
 # Saving the module object is legitimate for throwaway files read back by the same code
-# version. To ship a model without its Python class, export it (``torch.export`` /
-# ``torch.jit.save``) instead of pickling it; to resume training, save a dict with the model's
-# and the optimizer's ``state_dict``.
+# version. To ship a model without its Python class, export it (``torch.export``) instead of
+# pickling it; to resume training, save a dict with the model's and the optimizer's
+# ``state_dict`` (plus plain Python values), which loads under ``weights_only=True``.
