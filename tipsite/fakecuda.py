@@ -80,6 +80,7 @@ class _Memory:
             return
         entry[1] -= 1
         if entry[1] <= 0:
+            _LOADED.discard(ptr)
             del self.storages[ptr]
             self.allocated -= entry[0]
 
@@ -251,6 +252,9 @@ class _Stream:
     def query(self):
         return True
 
+    def is_capturing(self):
+        return False
+
 
 class _Properties:
     name = NAME
@@ -294,6 +298,48 @@ def _patch_autocast() -> None:
         real_init(self, "cpu" if device_type == "cuda" else device_type, *args, **kwargs)
 
     cls.__init__ = __init__
+
+
+_LOADED: set = set()  # data_ptrs of storages torch.load restored to the fake device
+
+
+def _patch_serialization() -> None:
+    """torch.save tags fake-CUDA storages 'cuda:0'; torch.load restores 'cuda' tags (validated
+    as torch does) to CPU storages whose tensors come back as fake-CUDA tensors."""
+    import torch.serialization as ser
+
+    def tagger(storage):
+        with contextlib.suppress(RuntimeError, NotImplementedError, AttributeError):
+            if storage.data_ptr() in MEMORY.storages:
+                return "cuda:0"
+        return None
+
+    def deserializer(obj, location):
+        if location.startswith("cuda"):
+            ser._validate_device(location, "cuda")
+            _LOADED.add(obj.data_ptr())
+            return obj
+        return None
+
+    ser.register_package(1, tagger, deserializer)
+    real_state = torch._utils._get_obj_state
+
+    def _get_obj_state(obj):  # the fake's tag is not part of a tensor's pickled state
+        state = real_state(obj)
+        if isinstance(state, dict) and "_fake_cuda" in state:
+            state = {k: v for k, v in state.items() if k != "_fake_cuda"}
+        return state
+
+    torch._utils._get_obj_state = _get_obj_state
+    real_rebuild = torch._utils._rebuild_tensor
+
+    def _rebuild_tensor(storage, storage_offset, size, stride):
+        out = real_rebuild(storage, storage_offset, size, stride)
+        if storage._untyped_storage.data_ptr() in _LOADED:
+            FakeCudaMode._tag(out)  # a tensor torch.load rebuilt on the fake device
+        return out
+
+    torch._utils._rebuild_tensor = _rebuild_tensor
 
 
 def _timer_once():
@@ -343,6 +389,7 @@ def install() -> FakeCudaMode:
         "stream": lambda stream=None: contextlib.nullcontext(),
         "manual_seed": lambda seed: None,
         "manual_seed_all": lambda seed: None,
+        "is_current_stream_capturing": lambda: False,
     }
     for name, value in patches.items():
         setattr(cuda, name, value)
@@ -351,6 +398,8 @@ def install() -> FakeCudaMode:
         torch.accelerator.current_accelerator = lambda check_available=False: torch.device("cuda")
         torch.accelerator.device_count = lambda: 1
         torch.accelerator.synchronize = lambda device=None: None
+        torch.accelerator.current_stream = lambda device=None: _Stream()
+    _patch_serialization()
     _patch_autocast()
     from torch.utils import benchmark
 
