@@ -252,8 +252,8 @@ if compile_error is None:
 # Measurement
 # -----------
 # Speed-up = eager time / compiled time at each size. The two smallest sizes ask "is compiled
-# slower than eager where nothing but overhead counts?" (threshold 1.0); the larger ones ask
-# "does compiling gain more than 10%?" (threshold 1.10).
+# at most 10% slower than eager where little but overhead counts?" (threshold 0.9); the
+# larger ones ask "does compiling gain more than 10%?" (threshold 1.10).
 speedups, measurements, skipped = [], [], []
 if compile_error is None:
     for n in sizes:
@@ -261,7 +261,7 @@ if compile_error is None:
         speedups.append(compare_times(
             f"speed-up at {n:,} elements",
             {"eager": lambda: gelu(x), "compiled": lambda: gelu_compiled(x)},
-            threshold=1.0 if n in sizes[:2] else 1.10, device=device, x=n,
+            threshold=0.9 if n in sizes[:2] else 1.10, device=device, x=n,
             budget_s=1.5))
     large = speedups[-1]
     eager_s = statistics.median(large["base"])
@@ -292,15 +292,16 @@ if speedups:
 # Verdict
 # -------
 # The guide's advice holds where compiling pays on large tensors (more than 10% faster at the
-# largest size) and costs nothing on small ones (not slower at the two smallest). It depends
-# on the size where it pays on large tensors but loses on small ones, and on the platform
-# where ``torch.compile`` cannot run. It is wrong if even the largest tensor gains less than
-# 10%. Inside the noise at the largest size is not a gain; at the small sizes it is no loss.
+# largest size) and costs little on small ones (at most 10% slower at the two smallest, and
+# measured so). It depends on the size where it pays on large tensors only, and on the
+# platform where ``torch.compile`` cannot run. It is wrong if even the largest tensor gains
+# less than 10%. An interval inside the noise is no evidence: not a gain at the largest
+# size, not a small cost at the small ones.
 RULE = ("holds if compiled is >10% faster at the largest size (interval above 1.10) "
-        "and not slower at the two smallest (no interval below 1.0); wrong if below "
-        "1.10 at the largest size; depends otherwise, or if torch.compile fails here")
+        "and at most 10% slower at the two smallest (intervals above 0.9); wrong if "
+        "below 1.10 at the largest size; depends otherwise, or if torch.compile fails")
 cases = [("depends", {"torch.compile runs here": False}),
-         ("holds", {"large tensor": "all above", "small tensors": "none below"}),
+         ("holds", {"large tensor": "all above", "small tensors": "all above"}),
          ("wrong", {"large tensor": "all below"}),
          ("depends", {})]
 facts = {"torch.compile runs here": compile_error is None}
