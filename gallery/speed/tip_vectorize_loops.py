@@ -254,8 +254,7 @@ print("loop == torch.max(x, dim=1).values on 100 rows: identical")
 # -----------
 # Row counts from one (the loop body runs once) to hundreds. On a GPU every loop iteration also
 # launches kernels, so the same row counts already show the effect there; the largest is kept
-# moderate because the loop's time grows with it. Ten rounds at least, to narrow the
-# intervals.
+# moderate because the loop's time grows with it.
 row_counts = {"cpu": [1, 8, 64, 512], "cuda": [1, 8, 64, 256]}[device.type]
 speedups = []
 for rows in row_counts:
@@ -264,7 +263,7 @@ for rows in row_counts:
         f"speed-up at {rows} rows",
         {"loop": lambda: row_max_loop(x),
          "torch.max(dim=1)": lambda: row_max_vectorised(x)},
-        threshold=2.0, device=device, x=rows, min_rounds=10))
+        threshold=2.0, device=device, x=rows))
 
 # %%
 # Where it pays
