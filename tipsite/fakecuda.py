@@ -24,7 +24,9 @@ where they matter for correctness:
   ``.item()``, ``.tolist()``, ``.cpu()``/``.to("cpu")`` of a CUDA tensor, ``nonzero``, a
   CUDA tensor's truth value, printing one;
 * ``torch.utils.benchmark`` runs each timed statement once: the timings mean nothing, the run
-  only proves the CUDA branch works.
+  only proves the CUDA branch works;
+* ``torch.compile`` traces with Dynamo and runs the captured graph eagerly (``backend="eager"``):
+  Inductor would generate kernels for a GPU that is not there.
 
 Nothing measured under this fake may be published: it exists for ``tests/test_fakecuda.py``.
 Standard library and torch only, so the tip runner can load it beside a lone tip.
@@ -189,7 +191,7 @@ class FakeCudaMode(TorchFunctionMode):
                 dtype = halves[0].dtype
                 up = tuple(a.float() if isinstance(a, torch.Tensor) and a.dtype == dtype else a
                            for a in args)
-                return self._tag(func(*up, **kwargs).to(dtype))
+                return _tag_outputs(func(*up, **kwargs).to(dtype))
             if _matmul_tf32():
                 args = tuple(_tf32(a) for a in args)
         out = func(*args, **kwargs)
@@ -198,17 +200,18 @@ class FakeCudaMode(TorchFunctionMode):
                 out = out.view_as(out)  # on the CPU already: a new, untagged alias
             return out
         if to_cuda or inputs_cuda:
-            self._tag(out)
+            _tag_outputs(out)
         return out
 
-    @staticmethod
-    def _tag(out):
-        for t in _flatten(out):
-            if not getattr(t, "_fake_cuda", False):
-                with contextlib.suppress(AttributeError, RuntimeError):
-                    t._fake_cuda = True
-                    MEMORY.add(t)
-        return out
+
+def _tag_outputs(out):
+    """Mark tensors as living on the fake CUDA device, and count their memory there."""
+    for t in _flatten(out):
+        if not getattr(t, "_fake_cuda", False):
+            with contextlib.suppress(AttributeError, RuntimeError):
+                t._fake_cuda = True
+                MEMORY.add(t)
+    return out
 
 
 class _Event:
@@ -336,7 +339,7 @@ def _patch_serialization() -> None:
     def _rebuild_tensor(storage, storage_offset, size, stride):
         out = real_rebuild(storage, storage_offset, size, stride)
         if storage._untyped_storage.data_ptr() in _LOADED:
-            FakeCudaMode._tag(out)  # a tensor torch.load rebuilt on the fake device
+            _tag_outputs(out)  # a tensor torch.load rebuilt on the fake device
         return out
 
     torch._utils._rebuild_tensor = _rebuild_tensor
@@ -390,6 +393,11 @@ def install() -> FakeCudaMode:
         "manual_seed": lambda seed: None,
         "manual_seed_all": lambda seed: None,
         "is_current_stream_capturing": lambda: False,
+        # torch.compile saves and restores the CUDA generator's state around what it traces
+        "get_rng_state": lambda device="cuda": torch.get_rng_state(),
+        "set_rng_state": lambda new_state, device="cuda": None,
+        "get_rng_state_all": lambda: [torch.get_rng_state()],
+        "set_rng_state_all": lambda new_states: None,
     }
     for name, value in patches.items():
         setattr(cuda, name, value)
@@ -401,6 +409,36 @@ def install() -> FakeCudaMode:
         torch.accelerator.current_stream = lambda device=None: _Stream()
     _patch_serialization()
     _patch_autocast()
+    real_compile = torch.compile
+
+    def compile_eagerly(model=None, **kwargs):
+        # Inductor would generate kernels for a GPU that is not there, and Dynamo cannot trace
+        # through this module's torch-function mode: compile with the "eager" backend and run the
+        # compiled code with the mode set aside, tagging its outputs as the inputs were.
+        from torch.overrides import _pop_mode_temporarily
+
+        kwargs["backend"] = "eager"
+        kwargs.pop("mode", None)
+        kwargs.pop("options", None)
+        if model is None:
+            return lambda fn: compile_eagerly(fn, **kwargs)
+        compiled = real_compile(model, **kwargs)
+        target = compiled.forward if isinstance(compiled, torch.nn.Module) else compiled
+
+        def run(*args, **kw):
+            on_cuda = isinstance(compiled, torch.nn.Module) and any(
+                _tagged(p) for p in compiled.parameters())
+            on_cuda = on_cuda or any(_tagged(t) for t in _flatten((args, kw)))
+            with _pop_mode_temporarily():
+                out = target(*args, **kw)
+            return _tag_outputs(out) if on_cuda else out
+
+        if isinstance(compiled, torch.nn.Module):
+            compiled.forward = run
+            return compiled
+        return run
+
+    torch.compile = compile_eagerly
     from torch.utils import benchmark
 
     benchmark.Timer.blocked_autorange, benchmark.Timer.timeit = _timer_once()

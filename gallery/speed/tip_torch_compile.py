@@ -59,9 +59,9 @@ def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
     """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
 
     Each round times both callables with ``torch.utils.benchmark`` (which synchronises
-    CUDA around the timed calls), each first in every other round. The ratio per round is
-    anti-pattern time / recommended time. Rounds are added while the interval straddles
-    ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
+    CUDA around the timed calls), each first in every other round. The ratio per round
+    is anti-pattern time / recommended time. Rounds are added while the interval
+    straddles ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
     """
     import time
 
@@ -101,10 +101,11 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
 
     ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
     (a bool, number or string measured on ``device``). A case is
-    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
-    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
-    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
-    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
+    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
+    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
+    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
+    key figure.
     """
     import torch
 
@@ -112,7 +113,8 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
         if isinstance(state, list):  # a group: the outcomes of its comparisons
             quantifier, side = condition.split()
             hits = [o == side for o in state]
-            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
+            return quantified[quantifier]
         return state == condition
 
     groups, facts = dict(groups or {}), dict(facts or {})
@@ -129,10 +131,10 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
                "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
     comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
     threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
     return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
-            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
-            "comparisons": comparisons, "state": state, "key": key,
-            "threads": sorted(threads)}
+            "facts": facts, "groups": members, "comparisons": comparisons,
+            "state": state, "key": key, "threads": sorted(threads)}
 
 def report(decision, rule):
     """Print each comparison and fact, then the verdict and its rule."""
@@ -146,7 +148,8 @@ def report(decision, rule):
     print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
     print(f"Rule: {rule}")
 
-def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommended time"):
+def plot_ratios(series, *, xlabel, title,
+                ylabel="anti-pattern time / recommended time"):
     """Median ratio and interval against size, one line per ``{label: [comparison]}``.
 
     A log-scaled size axis, a dotted line at 1.0 (no difference) and a dashed line at
@@ -166,7 +169,8 @@ def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommende
         ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour, label=label)
     ax.axhline(1.0, color="0.4", linestyle=":", linewidth=1, label="1.0: no difference")
     for t in sorted({c["threshold"] for c in every} - {1.0}):
-        ax.axhline(t, color="0.2", linestyle="--", linewidth=1, label=f"threshold {t:g}")
+        ax.axhline(t, color="0.2", linestyle="--", linewidth=1,
+                   label=f"threshold {t:g}")
     devices = ", ".join(sorted({c["device"].upper() for c in every}))
     threads = "/".join(str(t) for t in sorted({c["threads"] for c in every}))
     ax.set_xscale("log")
