@@ -188,6 +188,10 @@ def test_stability_target_needs_three_builds_under_load():
     assert met["met"] and met["measured"] == "0 of 2 tip/device verdicts changed across 3 builds (1 core kept busy)"
     unloaded = _targets(_data(_steady_runs(), load=0))["verdict changes across clean builds, every tip and device"]
     assert not unloaded["met"] and "without --load 1" in unloaded["measured"]
+    starved = _data(_steady_runs())
+    starved["clean_runs"][1].update(cores_used_by_load=0.3, cores_used_by_others=0.1)
+    starved = {t["what"]: t for t in bench.targets(starved)}["verdict changes across clean builds, every tip and device"]
+    assert not starved["met"] and "only 0.40 cores were busy beside the build" in starved["measured"]
     one = _targets(_data(_steady_runs()[:1]))
     assert not one["verdict changes across clean builds, every tip and device"]["met"]
     assert "1 clean build, not 3" in one["verdict changes across clean builds, every tip and device"]["measured"]

@@ -68,6 +68,8 @@ TARGET_KEY_PCT = 5.0
 # "0 verdict changes across 3 clean builds with one core kept busy."
 TARGET_STABILITY_RUNS = 3
 TARGET_STABILITY_LOAD = 1
+# A build counts as loaded when this fraction of the asked cores was busy beside it.
+LOADED_FRACTION = 0.8
 
 # Build outputs inside docs/ (tipsite.build.OUTPUTS) that a clean build must not inherit.
 _DOCS_OUTPUTS = {rel.split("/", 1)[1] for rel in build.OUTPUTS if rel.startswith("docs/")}
@@ -476,6 +478,12 @@ def targets(data: dict[str, Any]) -> list[dict[str, Any]]:
         condition.append(f"{len(runs)} clean build{'s' if len(runs) != 1 else ''}, not {TARGET_STABILITY_RUNS}")
     if load < TARGET_STABILITY_LOAD:
         condition.append(f"run without --load {TARGET_STABILITY_LOAD}")
+    else:
+        # The load must have been there: cores busy beside the build (the load processes and
+        # everything else), on average over each build.
+        beside = min(r.get("cores_used_by_load", 0) + r.get("cores_used_by_others", 0) for r in runs)
+        if beside < LOADED_FRACTION * TARGET_STABILITY_LOAD:
+            condition.append(f"only {beside:.2f} cores were busy beside the build in one of them")
     rows.append({
         "what": "verdict changes across clean builds, every tip and device",
         "target": f"0 across {TARGET_STABILITY_RUNS} clean builds with --load {TARGET_STABILITY_LOAD}",
