@@ -22,7 +22,7 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.application import Sphinx
 
-from tipsite.sphinxext import cards, compat, freshness, notebooks, pages, search, state
+from tipsite.sphinxext import benchpage, cards, compat, freshness, notebooks, pages, search, state
 
 
 def _inline_role(css: str, per_value: bool = False):
@@ -68,6 +68,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("env-merge-info", search.merge_index_entries)
     app.add_directive("tip-cards", cards.TipCards)
     app.add_directive("tips-compat-matrix", compat.CompatMatrix)
+    app.add_directive("tips-bench", benchpage.BenchPage)
     app.add_css_file("tips.css")
     app.add_css_file("tips_compat.css")
     app.add_js_file("tips_filter.js", loading_method="defer")
