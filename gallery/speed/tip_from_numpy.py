@@ -19,7 +19,7 @@ elements.
 # sphinx_gallery_tips_tags = ["numpy", "data-loading"]
 # sphinx_gallery_tips_devices = ["cpu"]
 # sphinx_gallery_tips_kind = "speed"
-# sphinx_gallery_tips_min_torch = "1.8"
+# sphinx_gallery_tips_min_torch = "1.9"
 # sphinx_gallery_tips_takeaway = "from_numpy (and as_tensor on a same-dtype array or tensor) shares memory; torch.tensor copies, slower at every size, more so as arrays grow."
 # sphinx_gallery_tips_keywords = ["from_numpy", "as_tensor", "torch.tensor", "numpy to tensor", "zero-copy", "shares memory", "np.shares_memory"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.from_numpy.html", "https://pytorch.org/docs/stable/generated/torch.as_tensor.html"]
@@ -204,8 +204,8 @@ def shares(array, tensor):
 
 
 def same_storage(a, b):
-    """True when two tensors use one buffer (a view or the tensor itself)."""
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    """True when two tensors start at one address: one buffer, not a copy."""
+    return a.data_ptr() == b.data_ptr()
 
 
 # %%

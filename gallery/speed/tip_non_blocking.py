@@ -20,7 +20,7 @@ copy without the flag. The claim is about CUDA: a machine without a GPU measures
 # sphinx_gallery_tips_tags = ["data-loading", "device", "sync", "cuda"]
 # sphinx_gallery_tips_devices = ["cuda"]
 # sphinx_gallery_tips_kind = "speed"
-# sphinx_gallery_tips_min_torch = "1.8"
+# sphinx_gallery_tips_min_torch = "1.9"
 # sphinx_gallery_tips_takeaway = "non_blocking=True gains nothing from pageable memory; from pinned memory it lets the CPU run ahead, and overlaps kernels only on a side stream."
 # sphinx_gallery_tips_keywords = ["non_blocking", "pin_memory", "pinned memory", "asynchronous copy", "cuda streams", "host to device", "overlap"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html", "https://docs.nvidia.com/cuda/cuda-runtime-api/api-sync-behavior.html"]
