@@ -320,7 +320,7 @@ decision = decide(device, [
     ("depends", {}),
 ], groups={"from_numpy over torch.tensor": no_copy,
            "from_numpy over as_tensor": direct},
-    facts=facts, key=no_copy[2])
+    facts=facts, key=no_copy[1])
 report(decision, RULE)
 RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
           "skipped": []}
