@@ -5,46 +5,203 @@ Optimizer implementations: for-loop, ``foreach=True`` and ``fused=True``
 The seed articles never mention how an optimizer runs its update. The ``torch.optim``
 documentation ("Algorithms") ranks its three implementations:
 
-    "In general, the performance ordering of the 3 implementations is fused > foreach > for-loop.
-    So when applicable, we default to foreach over for-loop."
+    "In general, the performance ordering of the 3 implementations is fused > foreach >
+    for-loop. So when applicable, we default to foreach over for-loop."
 
-The default choice is made per device: ``Adam``'s docstring says it tries foreach "on CUDA,
-since it is usually significantly more performant". On CPU an optimizer built without flags
-therefore runs the for-loop. ``fused=True`` on CPU arrived in torch 2.4 (marked *beta* in
-the docs' stability table). This tip times one ``Adam.step()`` with each implementation for
-many small parameters and for a few large ones.
+The default is chosen per device: ``Adam``'s docstring says it tries foreach "on CUDA, since
+it is usually significantly more performant", so on the CPU an optimizer built without flags
+runs the for-loop. ``fused=True`` on the CPU arrived in torch 2.4 (marked *beta* in the docs'
+stability table); older releases refuse it there, so this tip first checks that the fused
+implementation runs on this device before timing it. It then times one ``Adam.step()`` with
+each implementation as the same number of weights is split into more and more tensors, since
+the for-loop pays a fixed cost per tensor.
 """
 # sphinx_gallery_tips_claims = []
 # sphinx_gallery_tips_tags = ["optimizer", "training"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "2.0"
-# sphinx_gallery_tips_takeaway = "Pass foreach=True or fused=True to Adam on CPU: the default there is the for-loop; the gain is largest for many small parameters."
+# sphinx_gallery_tips_takeaway = "Pass fused=True to Adam where supported (CPU: torch 2.4+): fastest at every size; foreach gains more the more tensors there are."
 # sphinx_gallery_tips_keywords = ["torch.optim.Adam", "foreach", "fused", "multi-tensor", "optimizer.step", "_foreach"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/optim.html"]
 
 # %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). The two
+# variants are timed in alternating rounds with ``torch.utils.benchmark``; each round gives one
+# ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
+# the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
+# first case of the rule whose conditions the measurements meet.
+def median_interval(values, confidence=0.95):
+    """The median of ``values`` and a distribution-free interval for it."""
+    import math
+    import statistics
+
+    xs = sorted(values)
+    n, k, tail = len(xs), 0, 0.0
+    # largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x_k, x_(n+1-k)]
+    while k < n // 2 and tail + math.comb(n, k) / 2**n <= (1 - confidence) / 2:
+        tail += math.comb(n, k) / 2**n
+        k += 1
+    k = max(k, 1)  # too few rounds for that confidence: the whole range
+    return statistics.median(xs), xs[k - 1], xs[n - k]
+
+
+def outcome(low, high, threshold):
+    """'above' or 'below' if the whole interval is on that side, else 'noise'."""
+    return "above" if low > threshold else "below" if high < threshold else "noise"
+
+
+def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
+                  max_rounds=40, budget_s=3.0, min_run_time=0.02):
+    """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
+
+    Each round times both callables with ``torch.utils.benchmark`` (which synchronises
+    CUDA around the timed calls), each first in every other round. The ratio per round is
+    anti-pattern time / recommended time. Rounds are added while the interval straddles
+    ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
+    """
+    import time
+
+    import torch
+    import torch.utils.benchmark as benchmark
+
+    (base_name, base_fn), (cand_name, cand_fn) = variants.items()
+    base, cand, ratios = [], [], []
+    start = time.perf_counter()
+    while len(ratios) < max_rounds:
+        order = [(base_name, base_fn), (cand_name, cand_fn)]
+        if len(ratios) % 2:
+            order.reverse()
+        seconds = {}
+        for label, fn in order:
+            timer = benchmark.Timer("fn()", globals={"fn": fn},
+                                    num_threads=torch.get_num_threads())
+            seconds[label] = timer.blocked_autorange(min_run_time=min_run_time).median
+        base.append(seconds[base_name])
+        cand.append(seconds[cand_name])
+        ratios.append(base[-1] / cand[-1])
+        if len(ratios) >= min_rounds:
+            _, low, high = median_interval(ratios)
+            spent = time.perf_counter() - start
+            if outcome(low, high, threshold) != "noise" or spent > budget_s:
+                break
+    mid, low, high = median_interval(ratios)
+    return {"name": name, "device": torch.device(device).type,
+            "threads": torch.get_num_threads(), "x": x, "metric": "time", "unit": "s",
+            "measure": "ratio", "baseline": base_name, "candidate": cand_name,
+            "base": base, "cand": cand, "ratios": ratios, "median": mid, "low": low,
+            "high": high, "threshold": threshold,
+            "outcome": outcome(low, high, threshold)}
+
+
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
+    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
+    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
+    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
+            "comparisons": comparisons, "state": state, "key": key,
+            "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
+
+def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommended time"):
+    """Median ratio and interval against size, one line per ``{label: [comparison]}``.
+
+    A log-scaled size axis, a dotted line at 1.0 (no difference) and a dashed line at
+    the rule's threshold, in colours that survive colour-blindness (Okabe-Ito). The
+    title's second line names the device, thread count and torch version.
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    every = [c for comparisons in series.values() for c in comparisons]
+    for (label, comparisons), colour in zip(series.items(), colours):
+        points = sorted((c["x"], c["median"], c["low"], c["high"]) for c in comparisons)
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        err = [[p[1] - p[2] for p in points], [p[3] - p[1] for p in points]]
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour, label=label)
+    ax.axhline(1.0, color="0.4", linestyle=":", linewidth=1, label="1.0: no difference")
+    for t in sorted({c["threshold"] for c in every} - {1.0}):
+        ax.axhline(t, color="0.2", linestyle="--", linewidth=1, label=f"threshold {t:g}")
+    devices = ", ".join(sorted({c["device"].upper() for c in every}))
+    threads = "/".join(str(t) for t in sorted({c["threads"] for c in every}))
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{title}\n{devices}, {threads} thread(s), torch {torch.__version__}",
+                 fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
+# %%
 # Setup
 # -----
-# Two parameter sets of similar total size (~1M floats): 256 small tensors, or 4 large ones.
-import statistics
-
+# A fixed number of weights (64 Ki floats on the CPU, 4 Mi on a GPU, which needs far more
+# work per kernel before launch overheads stop dominating), split into 1 to a few hundred
+# tensors. One CPU thread: the question is per-tensor overhead, not parallelism.
 import torch
-import torch.utils.benchmark as benchmark
 
 torch.manual_seed(0)
-# One CPU thread: the question is not parallelism, and one thread keeps timings stable on a
-# busy machine (multi-threaded small ops stall when other processes hold the cores).
 torch.set_num_threads(1)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
+total = {"cpu": 2**16, "cuda": 2**22}[device.type]
+counts = {"cpu": [1, 4, 32, 256], "cuda": [1, 8, 64, 512]}[device.type]
 
-shapes = {"256 x [64, 64]": [(64, 64)] * 256, "4 x [512, 512]": [(512, 512)] * 4}
 
-
-def make_params(shape_list):
+def make_params(n):
+    """``n`` parameters holding ``total`` weights between them, with fixed gradients."""
     g = torch.Generator().manual_seed(0)
-    params = [torch.nn.Parameter(torch.randn(s, generator=g).to(device)) for s in shape_list]
+    params = [torch.randn(total // n, generator=g).to(device).requires_grad_()
+              for _ in range(n)]  # n x [total / n], leaves as an optimizer expects
     for p in params:
         p.grad = torch.randn(p.shape, generator=g).to(device)
     return params
@@ -53,29 +210,30 @@ def make_params(shape_list):
 # %%
 # The anti-pattern and the recommended patterns
 # ---------------------------------------------
-# ``foreach=False`` forces the for-loop, which is also what ``Adam(params)`` picks on CPU.
+# ``foreach=False`` forces the for-loop, which is also what ``Adam(params)`` runs on the CPU.
 implementations = {"for-loop": {"foreach": False}, "foreach": {"foreach": True},
                    "fused": {"fused": True}}
-skipped = []
 
 
 def make_opt(params, impl):
     return torch.optim.Adam(params, lr=1e-3, **implementations[impl])
 
 
-probe = make_params([(4, 4)])
+# Use fused only where this torch has it for this device: older releases raise here.
+skipped = []
 try:
-    make_opt(probe, "fused").step()
+    make_opt(make_params(1), "fused").step()
 except (RuntimeError, ValueError, TypeError) as err:
-    print(f"fused Adam is not available on {device} in torch {torch.__version__}:",
-          str(err).splitlines()[0])
-    skipped.append(f"fused Adam: not supported on {device} in torch {torch.__version__}")
+    print(f"fused Adam does not run on {device.type} in torch {torch.__version__}:",
+          str(err).splitlines()[0][:60])
+    skipped.append(f"fused Adam: not supported on {device.type} in torch "
+                   f"{torch.__version__}")
     del implementations["fused"]
+print("implementations that run here:", ", ".join(implementations))
 
-default_opt = torch.optim.Adam(make_params([(4, 4)]))
-default_opt.step()
-print("Adam() defaults: foreach =", default_opt.defaults["foreach"],
-      "| fused =", default_opt.defaults.get("fused"), "(None means: chosen per device)")
+default = torch.optim.Adam(make_params(1))
+print("Adam() defaults: foreach =", default.defaults["foreach"], "| fused =",
+      default.defaults.get("fused"), "(None: chosen per device at the first step)")
 
 # %%
 # Check: every implementation computes the same update
@@ -83,11 +241,11 @@ print("Adam() defaults: foreach =", default_opt.defaults["foreach"],
 # Five steps from identical parameters and gradients; the results agree to float32 rounding.
 results = {}
 for impl in implementations:
-    params = make_params(shapes["4 x [512, 512]"][:1])
+    params = make_params(4)
     opt = make_opt(params, impl)
     for _ in range(5):
         opt.step()
-    results[impl] = params[0].detach().clone()
+    results[impl] = torch.cat([p.detach().flatten() for p in params])
 for value in results.values():
     torch.testing.assert_close(value, results["for-loop"], rtol=1e-5, atol=1e-6)
 print("after 5 steps all implementations agree:", ", ".join(results))
@@ -95,95 +253,63 @@ print("after 5 steps all implementations agree:", ", ".join(results))
 # %%
 # Measurement
 # -----------
-# One timed statement = one ``opt.step()`` (gradients stay fixed; the state keeps updating,
-# which costs the same every step). Implementations alternate round by round. Speed-up =
-# for-loop time / other time.
+# One timed call is one ``opt.step()`` (gradients stay fixed; the state keeps updating,
+# which costs the same every step). Two comparisons per tensor count, one per rung of the
+# documented ordering: foreach against the for-loop, and fused against foreach.
+foreach_gain, fused_gain = [], []
+for n in counts:
+    opts = {impl: make_opt(make_params(n), impl) for impl in implementations}
+    for opt in opts.values():
+        opt.step()  # warm-up: the first step allocates the optimizer state
+    foreach_gain.append(compare_times(
+        f"foreach over for-loop, {n} tensors",
+        {"for-loop": opts["for-loop"].step, "foreach": opts["foreach"].step},
+        threshold=1.10, device=device, x=n, budget_s=1.5))
+    if "fused" in opts:
+        fused_gain.append(compare_times(
+            f"fused over foreach, {n} tensors",
+            {"foreach": opts["foreach"].step, "fused": opts["fused"].step},
+            threshold=1.10, device=device, x=n, budget_s=1.5))
 
-
-def sync():
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def time_interleaved(variants, label, description, rounds=5, min_run_time=0.05):
-    runs = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, fn in variants.items():
-            timer = benchmark.Timer("fn(); sync()", globals={"fn": fn, "sync": sync}, label=label,
-                                    sub_label=name, description=description,
-                                    num_threads=torch.get_num_threads())
-            runs[name].append(timer.blocked_autorange(min_run_time=min_run_time))
-    return runs
-
-
-all_m, ratios, per_call = [], {}, {}
-for desc, shape_list in shapes.items():
-    opts = {impl: make_opt(make_params(shape_list), impl) for impl in implementations}
-    runs = time_interleaved({impl: opt.step for impl, opt in opts.items()},
-                            label="Adam.step()", description=desc)
-    for impl, ms in runs.items():
-        all_m += ms
-        per_call[impl, desc] = [m.median * 1e6 for m in ms]
-        if impl != "for-loop":
-            ratios[impl, desc] = [a.median / b.median for a, b in zip(runs["for-loop"], ms)]
-
-benchmark.Compare(all_m).print()
-print("speed-up over the for-loop (median, range over rounds):")
-for (impl, desc), r in ratios.items():
-    print(f"  {impl:8s} {desc}: {statistics.median(r):.2f}x  [{min(r):.2f} .. {max(r):.2f}]")
+# %%
+# Where it pays
+# -------------
+# Each rung of the ordering against the number of tensors the same weights are split into.
+series = {"foreach over for-loop": foreach_gain}
+if fused_gain:
+    series["fused over foreach"] = fused_gain
+fig = plot_ratios(series, xlabel=f"parameter tensors ({total:,} weights in all)",
+                  title="Adam.step()",
+                  ylabel="slower variant time / faster variant time")
 
 # %%
 # Verdict
 # -------
-# The documented ordering holds here if the faster of foreach/fused (by median) beats the
-# for-loop by more than 10% for both parameter sets. The middle half of the per-round speed-ups
-# decides: a *gain* when even the lower quartile is above 1.10, *no gain* when even the upper
-# quartile is below it, *inside the noise* otherwise.
-RULE = ("holds if the best of foreach/fused gains >10% over the for-loop for both parameter sets "
-        "(lower quartile of the speed-up above 1.10); wrong if for neither (upper quartile below "
-        "1.10); depends otherwise, including ratios inside the noise")
-
-
-def classify(r, threshold):
-    """'gain' if even the lower quartile of the per-round ratios beats the threshold, 'no gain' if
-    even the upper quartile misses it, 'noise' otherwise (one disturbed round cannot decide)."""
-    q1, _, q3 = statistics.quantiles(r, n=4)
-    return "gain" if q1 > threshold else "no gain" if q3 < threshold else "noise"
-
-
-others = [impl for impl in implementations if impl != "for-loop"]
-best_impl = {desc: max(others, key=lambda i: statistics.median(ratios[i, desc])) for desc in shapes}
-best = {desc: statistics.median(ratios[best_impl[desc], desc]) for desc in shapes}
-cls = {desc: classify(ratios[best_impl[desc], desc], 1.10) for desc in shapes}
-if all(c == "gain" for c in cls.values()):
-    verdict = "holds"
-elif all(c == "no gain" for c in cls.values()):
-    verdict = "wrong"
-else:
-    verdict = "depends"
-print(f"Verdict: {verdict}. Best speed-up over the for-loop: "
-      + ", ".join(f"{d}: {best_impl[d]} {v:.2f}x ({cls[d]})" for d, v in best.items()) + f" on {device}.")
-print(f"Rule: {RULE}")
-
-key_impl = "fused" if "fused" in implementations else "foreach"
-key_r = ratios[key_impl, "256 x [64, 64]"]
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": {"name": f"{key_impl} speed-up, 256 small tensors", "value": statistics.median(key_r),
-            "low": min(key_r), "high": max(key_r), "unit": "x"},
-    "measurements": [
-        {"variant": f"{impl}, {desc}", "metric": "time per step", "unit": "us",
-         "value": statistics.median(us), "spread": max(us) - min(us)}
-        for (impl, desc), us in per_call.items()
-    ],
-    "skipped": skipped,
-}
+# Each rung *gains* at a tensor count when the interval of its speed-up lies above 1.10.
+RULE = ("holds if foreach beats the for-loop and fused beats foreach by >10% at "
+        "every tensor count (interval above 1.10); depends if a rung gains at some "
+        "counts only, or fused does not run here; wrong if neither rung gains at any "
+        "count")
+groups = {"foreach over for-loop": foreach_gain}
+cases = [("depends", {"foreach over for-loop": "any above"}), ("wrong", {})]
+if fused_gain:
+    groups["fused over foreach"] = fused_gain
+    cases = [("holds", {"foreach over for-loop": "all above",
+                        "fused over foreach": "all above"}),
+             ("depends", {"foreach over for-loop": "any above"}),
+             ("depends", {"fused over foreach": "any above"}),
+             ("wrong", {})]
+decision = decide(device, cases, groups=groups, key=foreach_gain[-1])
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
+          "skipped": skipped}
 
 # %%
 # When not to use it
 # ------------------
-# ``foreach`` keeps a list of intermediates for all parameters at once: the docstring warns it
-# "uses ~ sizeof(params) more peak memory than the for-loop version". If memory is the limit,
-# keep the for-loop. ``fused`` on CPU is beta; check it is supported for your optimizer
-# (Adam, AdamW, SGD, Adagrad) and torch version before relying on it.
+# ``foreach`` keeps a list of intermediates for all parameters at once: the docstring warns
+# it "uses ~ sizeof(params) more peak memory than the for-loop version". If memory is the
+# limit, keep the for-loop. With a handful of large tensors it buys little (see the figure).
+# ``fused`` on the CPU is beta and needs torch 2.4 or later; check that it is supported for
+# your optimizer (Adam, AdamW, SGD, Adagrad) and device, as this tip does, before relying on
+# it.

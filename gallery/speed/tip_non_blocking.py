@@ -7,213 +7,367 @@ The article recommends asynchronous copies (claim S1-4):
     "Use `tensor.to(non_blocking=True)` when it’s applicable to overlap data transfers and kernel
     execution."
 
-What ``non_blocking=True`` does is return control to Python before a host<->device copy has
-finished. Per NVIDIA's CUDA runtime notes, that only happens when the host side is *pinned*
-(page-locked): a copy from pageable memory is staged by the driver and synchronises first. And a
-copy issued on the same CUDA stream as the kernels still runs after them on the GPU; copy and
-compute only run *at the same time* when the copy sits on another stream. This tip times the
-variants on CUDA, shows that reading a non-blocking GPU->CPU copy before synchronising can give
-stale data, and on CPU shows that the flag does nothing there (there is no pinned memory to use).
+and its example loop copies every batch with ``.to('cuda:0', non_blocking=True)``. What the
+flag does is let Python return before a host-to-device copy has finished. Per NVIDIA's notes
+on the CUDA runtime's synchronisation behaviour, a copy from *pageable* host memory may wait
+for the stream while the driver stages it through pinned memory, so only a *pinned*
+(page-locked) source gives a truly asynchronous copy. And a copy issued on the same CUDA stream as the kernels still
+runs after them on the GPU: copy and kernel only run at the same time when the copy sits on a
+stream of its own. This tip times all of these on CUDA, across copy sizes, next to the same
+copy without the flag. The claim is about CUDA: a machine without a GPU measures nothing here.
 """
 # sphinx_gallery_tips_claims = ["S1-4"]
 # sphinx_gallery_tips_tags = ["data-loading", "device", "sync", "cuda"]
-# sphinx_gallery_tips_devices = ["cpu", "cuda"]
+# sphinx_gallery_tips_devices = ["cuda"]
 # sphinx_gallery_tips_kind = "speed"
-# sphinx_gallery_tips_min_torch = "1.0"
-# sphinx_gallery_tips_takeaway = "non_blocking=True needs pinned memory to be asynchronous and a side stream to truly overlap compute; on CPU it is a no-op."
+# sphinx_gallery_tips_min_torch = "1.9"
+# sphinx_gallery_tips_takeaway = "non_blocking=True gains nothing from pageable memory; from pinned memory it lets the CPU run ahead, and overlaps kernels only on a side stream."
 # sphinx_gallery_tips_keywords = ["non_blocking", "pin_memory", "pinned memory", "asynchronous copy", "cuda streams", "host to device", "overlap"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html", "https://docs.nvidia.com/cuda/cuda-runtime-api/api-sync-behavior.html"]
 
 # %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). The two
+# variants are timed in alternating rounds with ``torch.utils.benchmark``; each round gives one
+# ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
+# the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
+# first case of the rule whose conditions the measurements meet.
+def median_interval(values, confidence=0.95):
+    """The median of ``values`` and a distribution-free interval for it."""
+    import math
+    import statistics
+
+    xs = sorted(values)
+    n, k, tail = len(xs), 0, 0.0
+    # largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x_k, x_(n+1-k)]
+    while k < n // 2 and tail + math.comb(n, k) / 2**n <= (1 - confidence) / 2:
+        tail += math.comb(n, k) / 2**n
+        k += 1
+    k = max(k, 1)  # too few rounds for that confidence: the whole range
+    return statistics.median(xs), xs[k - 1], xs[n - k]
+
+
+def outcome(low, high, threshold):
+    """'above' or 'below' if the whole interval is on that side, else 'noise'."""
+    return "above" if low > threshold else "below" if high < threshold else "noise"
+
+
+def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
+                  max_rounds=40, budget_s=3.0, min_run_time=0.02):
+    """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
+
+    Each round times both callables with ``torch.utils.benchmark`` (which synchronises
+    CUDA around the timed calls), each first in every other round. The ratio per round is
+    anti-pattern time / recommended time. Rounds are added while the interval straddles
+    ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
+    """
+    import time
+
+    import torch
+    import torch.utils.benchmark as benchmark
+
+    (base_name, base_fn), (cand_name, cand_fn) = variants.items()
+    base, cand, ratios = [], [], []
+    start = time.perf_counter()
+    while len(ratios) < max_rounds:
+        order = [(base_name, base_fn), (cand_name, cand_fn)]
+        if len(ratios) % 2:
+            order.reverse()
+        seconds = {}
+        for label, fn in order:
+            timer = benchmark.Timer("fn()", globals={"fn": fn},
+                                    num_threads=torch.get_num_threads())
+            seconds[label] = timer.blocked_autorange(min_run_time=min_run_time).median
+        base.append(seconds[base_name])
+        cand.append(seconds[cand_name])
+        ratios.append(base[-1] / cand[-1])
+        if len(ratios) >= min_rounds:
+            _, low, high = median_interval(ratios)
+            spent = time.perf_counter() - start
+            if outcome(low, high, threshold) != "noise" or spent > budget_s:
+                break
+    mid, low, high = median_interval(ratios)
+    return {"name": name, "device": torch.device(device).type,
+            "threads": torch.get_num_threads(), "x": x, "metric": "time", "unit": "s",
+            "measure": "ratio", "baseline": base_name, "candidate": cand_name,
+            "base": base, "cand": cand, "ratios": ratios, "median": mid, "low": low,
+            "high": high, "threshold": threshold,
+            "outcome": outcome(low, high, threshold)}
+
+
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
+    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
+    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
+    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
+            "comparisons": comparisons, "state": state, "key": key,
+            "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
+
+def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommended time"):
+    """Median ratio and interval against size, one line per ``{label: [comparison]}``.
+
+    A log-scaled size axis, a dotted line at 1.0 (no difference) and a dashed line at
+    the rule's threshold, in colours that survive colour-blindness (Okabe-Ito). The
+    title's second line names the device, thread count and torch version.
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    every = [c for comparisons in series.values() for c in comparisons]
+    for (label, comparisons), colour in zip(series.items(), colours):
+        points = sorted((c["x"], c["median"], c["low"], c["high"]) for c in comparisons)
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        err = [[p[1] - p[2] for p in points], [p[3] - p[1] for p in points]]
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour, label=label)
+    ax.axhline(1.0, color="0.4", linestyle=":", linewidth=1, label="1.0: no difference")
+    for t in sorted({c["threshold"] for c in every} - {1.0}):
+        ax.axhline(t, color="0.2", linestyle="--", linewidth=1, label=f"threshold {t:g}")
+    devices = ", ".join(sorted({c["device"].upper() for c in every}))
+    threads = "/".join(str(t) for t in sorted({c["threads"] for c in every}))
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{title}\n{devices}, {threads} thread(s), torch {torch.__version__}",
+                 fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
+# %%
 # Setup
 # -----
-import statistics
-
+# One CPU thread: the host side of a copy is a single stream of calls, and one thread keeps
+# timings steady on a busy machine.
+import matplotlib.pyplot as plt  # the figure cell draws with it (on CUDA)
 import torch
-import torch.utils.benchmark as benchmark
 
 torch.manual_seed(0)
-# One thread: on a busy shared 2-core machine a two-thread copy can stall a whole scheduler
-# slice waiting for its second thread, which would swamp a ~1.0 ratio.
 torch.set_num_threads(1)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
+skipped = []
+if device.type != "cuda":
+    skipped.append("host-to-GPU copy timings: the claim is about CUDA, none here")
+    print("Skipped:", skipped[-1])
 
-
-def time_interleaved(variants, label, description, rounds=5, min_run_time=0.05):
-    runs = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, fn in variants.items():
-            timer = benchmark.Timer(
-                "fn()", globals={"fn": fn}, label=label, sub_label=name,
-                description=description, num_threads=torch.get_num_threads(),
-            )
-            runs[name].append(timer.blocked_autorange(min_run_time=min_run_time))
-    return runs
-
-
-def summarise(runs, base, other):
-    """Per-round speed-up of ``other`` over ``base``: median, min, max."""
-    r = [b.median / o.median for b, o in zip(runs[base], runs[other])]
-    return statistics.median(r), min(r), max(r)
-
-
-skipped, measurements, per_call = [], [], {}
+    # Without a GPU there is nothing to overlap: pinning needs an accelerator's
+    # driver, and a CPU-to-CPU ``.to`` with the flag returns the tensor itself.
+    x_cpu = torch.randn(4)
+    try:
+        x_cpu.pin_memory()
+    except RuntimeError as err:
+        print("pin_memory() raises RuntimeError:", str(err).splitlines()[0][:50])
+    else:
+        print("pin_memory() works here: another accelerator provides pinned memory")
+    same = x_cpu.to("cpu", non_blocking=True) is x_cpu
+    print("x.to('cpu', non_blocking=True) is x:", same)
 
 # %%
-# On any build: pinned memory and the flag on CPU
-# -----------------------------------------------
-# Pinning needs an accelerator's allocator; a CPU-only build refuses. A CPU-to-CPU ``.to`` with
-# the flag returns the tensor itself, and ``copy_`` with the flag is an ordinary copy.
-x_cpu = torch.randn(1 << 20)  # [1M] float32, 4 MiB
-try:
-    pinned_ok = x_cpu.pin_memory().is_pinned()
-except (RuntimeError, AssertionError) as err:  # the error type has varied across CPU builds
-    pinned_ok = False
-    print("pin_memory() raised:", str(err).splitlines()[0])
-print("pinned memory available:", pinned_ok)
-print("x.to('cpu', non_blocking=True) is x:", x_cpu.to("cpu", non_blocking=True) is x_cpu)
-
-dst = torch.empty_like(x_cpu)
-runs = time_interleaved(
-    {"copy_ blocking": lambda: dst.copy_(x_cpu), "copy_ non_blocking": lambda: dst.copy_(x_cpu, non_blocking=True)},
-    label="CPU -> CPU copy, 4 MiB", description="cpu",
-)
-cpu_ratio = summarise(runs, "copy_ blocking", "copy_ non_blocking")
-measurements += runs["copy_ blocking"] + runs["copy_ non_blocking"]
-for name, ms in runs.items():
-    per_call[name + ", CPU->CPU"] = [m.median * 1e6 for m in ms]
-print(f"CPU copy, non_blocking speed-up: {cpu_ratio[0]:.3f}x [{cpu_ratio[1]:.3f} .. {cpu_ratio[2]:.3f}]")
-
-# %%
-# The anti-pattern and the recommended patterns (CUDA)
-# ----------------------------------------------------
-# Each call queues one compute kernel (a matmul) and one 64 MiB host-to-device copy, then the
-# timer synchronises. Variants:
+# The anti-pattern and the recommended patterns
+# ---------------------------------------------
+# Each call queues one compute kernel (a 768 x 768 float32 matmul, some tens of microseconds
+# on a current GPU) and one host-to-device copy of a batch, as a training step does.
+# Variants:
 #
-# * pageable, blocking: ``x.to(dev)`` from ordinary memory (the driver syncs the stream first);
-# * pinned, blocking: ``x_pinned.to(dev)``;
-# * pinned, non_blocking: ``x_pinned.to(dev, non_blocking=True)`` on the same stream;
-# * pinned, non_blocking, side stream: the copy on its own stream, so it can overlap the matmul.
-overlap = stream_gain = None
-if torch.cuda.is_available():
-    big = torch.randn(16 << 20)                     # [16M] float32 = 64 MiB, pageable
-    big_pinned = big.pin_memory()                   # same data, page-locked
-    m = torch.randn(4096, 4096, device=device)      # [4096, 4096]: a few ms of matmul
+# * pageable, blocking: ``x.to(device)`` from ordinary memory, the usual anti-pattern;
+# * pageable, non_blocking: the article's ``x.to(device, non_blocking=True)`` from ordinary
+#   memory (a ``DataLoader`` without ``pin_memory=True`` yields such batches);
+# * pinned, blocking and pinned, non_blocking: the same from page-locked memory;
+# * pinned, non_blocking, side stream: the copy on a stream of its own, so that it can run
+#   while the matmul does.
+
+
+def make_variants(batch_mib):
+    pageable = torch.randn(int(batch_mib * 2**18))    # [batch_mib MiB of float32]
+    pinned = pageable.pin_memory()                    # same data, page-locked
+    m = torch.randn(768, 768, device=device)          # [768, 768]
+    dst = torch.empty(pageable.shape, device=device)  # where the side stream copies to
     side = torch.cuda.Stream()
 
     def pageable_blocking():
         y = m @ m
-        return y, big.to(device)
+        return y, pageable.to(device)
+
+    def pageable_non_blocking():
+        y = m @ m
+        return y, pageable.to(device, non_blocking=True)
 
     def pinned_blocking():
         y = m @ m
-        return y, big_pinned.to(device)
+        return y, pinned.to(device)
 
     def pinned_non_blocking():
         y = m @ m
-        return y, big_pinned.to(device, non_blocking=True)
+        return y, pinned.to(device, non_blocking=True)
 
     def pinned_side_stream():
         y = m @ m
         with torch.cuda.stream(side):
-            xb = big_pinned.to(device, non_blocking=True)
-        torch.cuda.current_stream().wait_stream(side)  # later kernels must see the copied data
-        xb.record_stream(torch.cuda.current_stream())
-        return y, xb
+            dst.copy_(pinned, non_blocking=True)
+        torch.cuda.current_stream().wait_stream(side)  # later kernels see the batch
+        return y, dst
 
-    variants = {"pageable, blocking": pageable_blocking, "pinned, blocking": pinned_blocking,
-                "pinned, non_blocking": pinned_non_blocking, "pinned, non_blocking, side stream": pinned_side_stream}
-    for fn in variants.values():
-        fn()
-    torch.cuda.synchronize()
-    # Check: every variant delivers the same data to the GPU.
-    for fn in variants.values():
-        torch.testing.assert_close(fn()[1].cpu(), big, rtol=0, atol=0)
-    runs = time_interleaved(variants, label="matmul + 64 MiB H2D copy", description="cuda")
-    for name, ms in runs.items():
-        measurements += ms
-        per_call[name + ", H2D"] = [t.median * 1e6 for t in ms]
-    overlap = summarise(runs, "pinned, blocking", "pinned, non_blocking")
-    stream_gain = summarise(runs, "pinned, blocking", "pinned, non_blocking, side stream")
-    pin_gain = summarise(runs, "pageable, blocking", "pinned, blocking")
-    print(f"pinning alone:              {pin_gain[0]:.3f}x [{pin_gain[1]:.3f} .. {pin_gain[2]:.3f}]")
-    print(f"non_blocking, same stream:  {overlap[0]:.3f}x [{overlap[1]:.3f} .. {overlap[2]:.3f}]")
-    print(f"non_blocking, side stream:  {stream_gain[0]:.3f}x [{stream_gain[1]:.3f} .. {stream_gain[2]:.3f}]")
+    return pageable, {"pageable, blocking": pageable_blocking,
+                      "pageable, non_blocking": pageable_non_blocking,
+                      "pinned, blocking": pinned_blocking,
+                      "pinned, non_blocking": pinned_non_blocking,
+                      "pinned, non_blocking, side stream": pinned_side_stream}
 
-    # %%
-    # The hazard: a non-blocking GPU->CPU copy read before synchronising
-    # ------------------------------------------------------------------
-    # The copy waits behind queued kernels; Python does not. Reading the destination at once can
-    # see what was there before (zeros), not the GPU's values (twos).
-    src = torch.zeros(1 << 20, device=device)       # [1M]
-    host = torch.zeros(1 << 20, pin_memory=True)    # [1M], pinned destination
-    for _ in range(20):
-        m = m @ m / 4096.0                          # keeps the GPU busy for tens of ms
+
+# %%
+# Check: every variant delivers the same batch
+# --------------------------------------------
+if device.type == "cuda":
+    source, variants = make_variants(1)
+    for name, fn in variants.items():
+        torch.testing.assert_close(fn()[1].cpu(), source, rtol=0, atol=0)
+    print(f"all {len(variants)} variants deliver identical data")
+
+# %%
+# Measurement
+# -----------
+# Batches from 1/8 MiB to 8 MiB. The timer synchronises before and after each block of
+# calls, so every variant is timed until its copies and kernels have finished. Three
+# comparisons per size: the flag from pageable memory, the flag from pinned memory on the
+# same stream, and the flag from pinned memory on a side stream, each against the same copy
+# without the flag.
+sizes_mib = [0.125, 0.5, 2, 8]
+pageable_gain, pinned_gain, stream_gain = [], [], []
+if device.type == "cuda":
+    for mib in sizes_mib:
+        _, v = make_variants(mib)
+        for fn in v.values():
+            fn()  # warm-up: allocator and cuBLAS
+        pageable_gain.append(compare_times(
+            f"pageable, non_blocking vs blocking, {mib:g} MiB",
+            {"blocking": v["pageable, blocking"],
+             "non_blocking": v["pageable, non_blocking"]},
+            threshold=1.10, device=device, x=mib, budget_s=1.5))
+        pinned_gain.append(compare_times(
+            f"pinned, non_blocking vs blocking, {mib:g} MiB",
+            {"blocking": v["pinned, blocking"],
+             "non_blocking": v["pinned, non_blocking"]},
+            threshold=1.10, device=device, x=mib, budget_s=1.5))
+        stream_gain.append(compare_times(
+            f"pinned, non_blocking on a side stream vs blocking, {mib:g} MiB",
+            {"blocking": v["pinned, blocking"],
+             "side stream": v["pinned, non_blocking, side stream"]},
+            threshold=1.10, device=device, x=mib, budget_s=1.5))
+
+# %%
+# Where it pays
+# -------------
+# The speed-up of each non-blocking variant over the same copy without the flag, against the
+# batch size: the side stream pays most where copy and matmul take about as long.
+if device.type == "cuda":
+    fig = plot_ratios({"pageable, same stream": pageable_gain,
+                       "pinned, same stream": pinned_gain,
+                       "pinned, side stream": stream_gain},
+                      xlabel="batch copied per call (MiB)",
+                      title="768^2 matmul + host-to-GPU copy per call",
+                      ylabel="blocking time / non_blocking time")
+
+# %%
+# The hazard: reading a non-blocking GPU-to-CPU copy too early
+# ------------------------------------------------------------
+# The reverse direction has the same flag. The copy waits behind queued kernels; Python does
+# not. Reading the destination before a synchronisation can see what was there before.
+if device.type == "cuda":
+    src = torch.zeros(1 << 20, device=device)        # [1M] on the GPU
+    host = torch.zeros(1 << 20).pin_memory()         # [1M], pinned destination
+    m = torch.randn(768, 768, device=device) / 28    # [768, 768]
+    for _ in range(8):
+        m = m @ m                                    # queues some GPU work first
     src.fill_(2.0)
     host.copy_(src, non_blocking=True)
-    early = host[-1].item()                         # a host read: no sync with the GPU
+    early = host[-1].item()                          # a host read: no wait for the GPU
     torch.cuda.synchronize()
     late = host[-1].item()
-    print(f"read before synchronize: {early}, after: {late} -> stale read observed: {early != late}")
-else:
-    msg = "pinned vs pageable H2D copy timing and the stale-read demo: need CUDA (no CUDA device in this build)"
-    print("Skipped:", msg)
-    skipped.append(msg)
-
-if measurements:
-    compare = benchmark.Compare(measurements)
-    compare.trim_significant_figures()
-    compare.print()
+    print(f"read before synchronize: {early}, after: {late}; "
+          f"stale read: {early != late}")
 
 # %%
 # Verdict
 # -------
-# On CUDA the claim is that the flag itself buys overlap. It holds if a non-blocking copy on the
-# same stream is >5% faster than the pinned blocking copy; depends if only the side-stream copy
-# is; wrong if neither. On CPU the flag cannot do anything, so the verdict is "depends" (on
-# CUDA with pinned memory), reporting the measured CPU ratio.
-RULE = ("CUDA: holds if pinned non_blocking on the same stream beats pinned blocking by >1.05x "
-        "(median); depends if only the side-stream copy does; wrong if neither. CPU: depends "
-        "(no pinned memory, the flag is a no-op), with the measured CPU copy ratio")
-if overlap is not None:
-    if overlap[0] > 1.05:
-        verdict = "holds"
-    elif stream_gain[0] > 1.05:
-        verdict = "depends"
-    else:
-        verdict = "wrong"
-    reason = (f"same-stream non_blocking {overlap[0]:.2f}x, side-stream non_blocking "
-              f"{stream_gain[0]:.2f}x over a pinned blocking copy")
-    key = {"name": "side-stream non_blocking speed-up", "value": stream_gain[0],
-           "low": stream_gain[1], "high": stream_gain[2], "unit": "x"}
+# The claim is that the flag buys overlap. A comparison *gains* when the interval of its
+# speed-up lies above 1.10. It holds if the flag gains at some size whether the batch is
+# pageable or pinned; it depends (on pinned memory, or on a side stream as well) if it only
+# gains from pinned memory; it is wrong if it gains nowhere.
+RULE = ("holds if non_blocking gains >10% at some batch size from pageable memory "
+        "and from pinned memory (same stream); depends if it gains only from pinned "
+        "memory, on the same stream or a side stream; wrong if no variant gains at any "
+        "size")
+verdicts = {}
+if device.type == "cuda":
+    decision = decide(device, [
+        ("holds", {"pageable": "any above", "pinned, same stream": "any above"}),
+        ("depends", {"pinned, same stream": "any above"}),
+        ("depends", {"pinned, side stream": "any above"}),
+        ("wrong", {}),
+    ], groups={"pageable": pageable_gain, "pinned, same stream": pinned_gain,
+               "pinned, side stream": stream_gain},
+        key=stream_gain[2])
+    report(decision, RULE)
+    verdicts[device.type] = decision
 else:
-    verdict = "depends"
-    in_noise = cpu_ratio[1] <= 1.0 <= cpu_ratio[2]
-    reason = (f"no CUDA: pinned memory available={pinned_ok}; CPU copy_ with non_blocking "
-              f"{cpu_ratio[0]:.3f}x, per-round range [{cpu_ratio[1]:.2f} .. {cpu_ratio[2]:.2f}] "
-              f"{'contains' if in_noise else 'excludes'} 1.0; the flag does nothing on CPU")
-    key = {"name": "CPU copy, non_blocking speed-up", "value": cpu_ratio[0],
-           "low": cpu_ratio[1], "high": cpu_ratio[2], "unit": "x"}
-print(f"Verdict: {verdict}. {reason}.")
-print(f"Rule: {RULE}")
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": key,
-    "measurements": [
-        {"variant": name, "metric": "time per call", "unit": "us",
-         "value": statistics.median(us), "spread": max(us) - min(us)}
-        for name, us in per_call.items()
-    ],
-    "skipped": skipped,
-}
+    print("Verdict on CUDA: not measured (no CUDA device in this build)")
+RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": [], "skipped": skipped}
 
 # %%
 # When not to use it
 # ------------------
+# The flag is harmless on a host-to-device copy, but from pageable memory it buys nothing:
+# pin the batches (``DataLoader(pin_memory=True)``) or it stays a plain copy. Overlapping a
+# copy with kernels takes a stream of its own and a ``wait_stream`` before the data is used.
 # Never read a tensor filled by a non-blocking device-to-host copy before a synchronisation
-# (``torch.cuda.synchronize()``, an event, or an op that syncs). Pinning costs time and locks host
-# RAM: pin once (``DataLoader(pin_memory=True)``), not per step; ``x.pin_memory().to(dev,
-# non_blocking=True)`` on a pageable ``x`` is often slower than a plain ``x.to(dev)``.
+# (``torch.cuda.synchronize()``, an event, or an op that syncs). Pinning costs time and locks
+# host RAM: pin once, not per step; ``x.pin_memory().to(device, non_blocking=True)`` on a
+# pageable ``x`` is often slower than a plain ``x.to(device)``.

@@ -3,102 +3,262 @@ Hidden CPU-GPU synchronisation points
 =====================================
 
 The article lists operations that make the CPU wait for the GPU: ``print(cuda_tensor)``,
-``.item()``, ``.cpu()``, ``.cuda()``/``.to(device)``, ``.nonzero()`` and
-``if (cuda_tensor != 0).all()`` (claim S0-7):
+``cuda_tensor.item()``, ``tensor.cuda()``, ``cuda_tensor.cpu()`` and the equivalent
+``.to(device)`` calls, ``cuda_tensor.nonzero()`` and ``if (cuda_tensor != 0).all()``
+(claim S0-7):
 
     "Avoiding these when unnecessary lets the CPU run ahead and add more operations to the
     accelerator (GPU) queue."
 
-CUDA runs kernels asynchronously: Python queues work and moves on. Anything that needs a *value*
-from the GPU on the host (printing, ``.item()``, a Python ``if`` on a tensor, copying to CPU) or a
-*shape* that depends on GPU data (``nonzero``, boolean-mask indexing) must wait until the queue has
-drained. The host-to-device direction is different: no GPU value is read, but per NVIDIA's CUDA
-runtime notes a copy from *pageable* host memory performs a stream sync before it starts, so a
-plain ``cpu_tensor.cuda()`` also waits for queued work; from pinned memory with
-``non_blocking=True`` it does not. On CUDA this tip detects each sync with
-``torch.cuda.set_sync_debug_mode("warn")`` and times a loop with and without a per-step
-``.item()``; on CPU there is no device queue, so it shows the data-dependent shapes behind the
-``nonzero`` case and what the loop costs there.
+CUDA runs kernels asynchronously: Python queues work and moves on. Anything that needs a
+*value* from the GPU on the host (printing, ``.item()``, a Python ``if`` on a tensor, a copy
+to the CPU) or a *shape* that depends on GPU data (``nonzero``, boolean-mask indexing) must
+wait until the queue has drained. The host-to-device direction is different: no GPU value is
+read, but a blocking copy (a plain ``cpu_tensor.cuda()``) waits until the stream has reached
+it, and per NVIDIA's notes on the CUDA runtime a copy from *pageable* memory may wait even
+when asked not to; from pinned memory with ``non_blocking=True`` it does not wait. This tip asks PyTorch which of the article's calls
+synchronise (``torch.cuda.set_sync_debug_mode("warn")``), then measures what a sync costs as
+the GPU work between two syncs grows. The claim is about CUDA: a machine without a GPU
+decides nothing.
 """
 # sphinx_gallery_tips_claims = ["S0-7"]
 # sphinx_gallery_tips_tags = ["sync", "cuda", "training"]
-# sphinx_gallery_tips_devices = ["cpu", "cuda"]
+# sphinx_gallery_tips_devices = ["cuda"]
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "1.10"
-# sphinx_gallery_tips_takeaway = "item(), print, .cpu(), nonzero and if-on-tensor make the CPU wait for the GPU; keep them out of the per-step loop."
+# sphinx_gallery_tips_takeaway = "print, .item(), .cpu(), pageable .cuda(), nonzero and if-on-tensor all sync; each sync costs most when little GPU work runs between two of them."
 # sphinx_gallery_tips_keywords = ["sync", "synchronization", "item", "set_sync_debug_mode", "nonzero", "count_nonzero", "print tensor", "cpu gpu sync"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.cuda.set_sync_debug_mode.html", "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#avoid-unnecessary-cpu-gpu-synchronization"]
 
 # %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). The two
+# variants are timed in alternating rounds with ``torch.utils.benchmark``; each round gives one
+# ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
+# the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
+# first case of the rule whose conditions the measurements meet.
+def median_interval(values, confidence=0.95):
+    """The median of ``values`` and a distribution-free interval for it."""
+    import math
+    import statistics
+
+    xs = sorted(values)
+    n, k, tail = len(xs), 0, 0.0
+    # largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x_k, x_(n+1-k)]
+    while k < n // 2 and tail + math.comb(n, k) / 2**n <= (1 - confidence) / 2:
+        tail += math.comb(n, k) / 2**n
+        k += 1
+    k = max(k, 1)  # too few rounds for that confidence: the whole range
+    return statistics.median(xs), xs[k - 1], xs[n - k]
+
+
+def outcome(low, high, threshold):
+    """'above' or 'below' if the whole interval is on that side, else 'noise'."""
+    return "above" if low > threshold else "below" if high < threshold else "noise"
+
+
+def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
+                  max_rounds=40, budget_s=3.0, min_run_time=0.02):
+    """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
+
+    Each round times both callables with ``torch.utils.benchmark`` (which synchronises
+    CUDA around the timed calls), each first in every other round. The ratio per round is
+    anti-pattern time / recommended time. Rounds are added while the interval straddles
+    ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
+    """
+    import time
+
+    import torch
+    import torch.utils.benchmark as benchmark
+
+    (base_name, base_fn), (cand_name, cand_fn) = variants.items()
+    base, cand, ratios = [], [], []
+    start = time.perf_counter()
+    while len(ratios) < max_rounds:
+        order = [(base_name, base_fn), (cand_name, cand_fn)]
+        if len(ratios) % 2:
+            order.reverse()
+        seconds = {}
+        for label, fn in order:
+            timer = benchmark.Timer("fn()", globals={"fn": fn},
+                                    num_threads=torch.get_num_threads())
+            seconds[label] = timer.blocked_autorange(min_run_time=min_run_time).median
+        base.append(seconds[base_name])
+        cand.append(seconds[cand_name])
+        ratios.append(base[-1] / cand[-1])
+        if len(ratios) >= min_rounds:
+            _, low, high = median_interval(ratios)
+            spent = time.perf_counter() - start
+            if outcome(low, high, threshold) != "noise" or spent > budget_s:
+                break
+    mid, low, high = median_interval(ratios)
+    return {"name": name, "device": torch.device(device).type,
+            "threads": torch.get_num_threads(), "x": x, "metric": "time", "unit": "s",
+            "measure": "ratio", "baseline": base_name, "candidate": cand_name,
+            "base": base, "cand": cand, "ratios": ratios, "median": mid, "low": low,
+            "high": high, "threshold": threshold,
+            "outcome": outcome(low, high, threshold)}
+
+
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
+    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
+    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
+    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
+            "comparisons": comparisons, "state": state, "key": key,
+            "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
+
+def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommended time"):
+    """Median ratio and interval against size, one line per ``{label: [comparison]}``.
+
+    A log-scaled size axis, a dotted line at 1.0 (no difference) and a dashed line at
+    the rule's threshold, in colours that survive colour-blindness (Okabe-Ito). The
+    title's second line names the device, thread count and torch version.
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    every = [c for comparisons in series.values() for c in comparisons]
+    for (label, comparisons), colour in zip(series.items(), colours):
+        points = sorted((c["x"], c["median"], c["low"], c["high"]) for c in comparisons)
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        err = [[p[1] - p[2] for p in points], [p[3] - p[1] for p in points]]
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour, label=label)
+    ax.axhline(1.0, color="0.4", linestyle=":", linewidth=1, label="1.0: no difference")
+    for t in sorted({c["threshold"] for c in every} - {1.0}):
+        ax.axhline(t, color="0.2", linestyle="--", linewidth=1, label=f"threshold {t:g}")
+    devices = ", ".join(sorted({c["device"].upper() for c in every}))
+    threads = "/".join(str(t) for t in sorted({c["threads"] for c in every}))
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{title}\n{devices}, {threads} thread(s), torch {torch.__version__}",
+                 fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
+# %%
 # Setup
 # -----
-import statistics
+# One CPU thread: the host side is one Python loop, and one thread keeps timings steady on a
+# busy machine.
 import warnings
 
+import matplotlib.pyplot as plt  # the figure cell draws with it (on CUDA)
 import torch
-import torch.utils.benchmark as benchmark
 
 torch.manual_seed(0)
-# One thread: on a busy shared 2-core machine a two-thread op can stall a whole scheduler slice
-# waiting for its second thread, which would swamp the small per-step costs measured here.
 torch.set_num_threads(1)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
 skipped = []
+if device.type != "cuda":
+    skipped.append("sync detection and sync cost: the claim is about CUDA, none here")
+    print("Skipped:", skipped[-1])
 
 # %%
 # Why ``nonzero`` must wait: its output shape depends on the data
 # ---------------------------------------------------------------
-# Two tensors of the same shape give ``nonzero`` results of different shapes, so the host cannot
+# Two tensors of one shape give ``nonzero`` results of different shapes, so the host cannot
 # size the result (or anything after it) until the values exist. ``count_nonzero`` and
-# ``torch.where`` have fixed output shapes and can stay queued on the device.
+# ``torch.where`` have fixed output shapes and can stay queued on the device. (This holds on
+# any device; only on a GPU does it mean waiting.)
 a = torch.tensor([0.0, 1.0, 0.0, 2.0], device=device)  # [4]
 b = torch.tensor([3.0, 1.0, 4.0, 2.0], device=device)  # [4]
-print("nonzero shapes:", tuple(a.nonzero().shape), "vs", tuple(b.nonzero().shape), "(data-dependent)")
-print("count_nonzero shapes:", tuple(torch.count_nonzero(a).shape), "vs", tuple(torch.count_nonzero(b).shape))
-print("a[a > 0] shape:", tuple(a[a > 0].shape), "| torch.where(a > 0, a, 0) shape:",
-      tuple(torch.where(a > 0, a, torch.zeros_like(a)).shape))
-data_dependent = a.nonzero().shape != b.nonzero().shape
-assert data_dependent and torch.count_nonzero(a).shape == torch.count_nonzero(b).shape
+print("nonzero shapes:", tuple(a.nonzero().shape), "vs", tuple(b.nonzero().shape))
+print("count_nonzero shapes:", tuple(torch.count_nonzero(a).shape), "vs",
+      tuple(torch.count_nonzero(b).shape))
+print("where shapes:", tuple(torch.where(a > 0, a, torch.zeros_like(a)).shape), "vs",
+      tuple(torch.where(b > 0, b, torch.zeros_like(b)).shape))
 
 # %%
-# Detecting each synchronisation (CUDA)
-# -------------------------------------
-# In "warn" mode PyTorch emits a UserWarning whenever an op synchronises with the device. Each
-# expression runs in its own ``catch_warnings`` block; pageable and pinned host-to-device copies
-# are listed separately from the article's device-to-host cases.
+# Which of the article's calls synchronise
+# ----------------------------------------
+# In "warn" mode PyTorch emits a warning whenever an op synchronises with the device. Each
+# call runs on its own, starting from an empty queue, in its own ``catch_warnings`` block.
+# The last three lines are calls that should not synchronise, for contrast.
 detected = {}
-if torch.cuda.is_available():
-    t = torch.randn(1000, device=device)          # [1000] on the GPU
-    host = torch.randn(1000)                      # [1000] pageable host memory
-    host_pinned = host.pin_memory()               # [1000] page-locked
+if device.type == "cuda":
+    t = torch.randn(1000, device=device)  # [1000] on the GPU
+    host = torch.randn(1000)              # [1000] in pageable host memory
+    host_pinned = host.pin_memory()       # [1000] page-locked
 
-    def flag_if(cond):
-        if cond:
+    def branch_on(condition):
+        if condition:  # Python needs the value on the host
             return 1
         return 0
 
-    expressions = {
+    article = {
         "print(cuda_tensor)": lambda: print(t[:3]),
-        "t.item()": lambda: t[0].item(),
-        "t.cpu()": lambda: t.cpu(),
-        "t.to('cpu')": lambda: t.to("cpu"),
-        "t.nonzero()": lambda: t.nonzero(),
-        "if (t != 0).all():": lambda: flag_if((t != 0).all()),
-        "cpu_tensor.cuda() (pageable)": lambda: host.cuda(),
-        "cpu_tensor.to(device) (pageable)": lambda: host.to(device),
-        "pinned.to(device, non_blocking=True)": lambda: host_pinned.to(device, non_blocking=True),
-        "torch.count_nonzero(t)": lambda: torch.count_nonzero(t),
-        "t.sum() (stays on GPU)": lambda: t.sum(),
+        "cuda_tensor.item()": lambda: t[0].item(),
+        "tensor.cuda()": lambda: host.cuda(),
+        "cuda_tensor.cpu()": lambda: t.cpu(),
+        "tensor.to(device)": lambda: host.to(device),
+        "cuda_tensor.to('cpu')": lambda: t.to("cpu"),
+        "cuda_tensor.nonzero()": lambda: t.nonzero(),
+        "if (cuda_tensor != 0).all():": lambda: branch_on((t != 0).all()),
+    }
+    contrast = {
+        "pinned.to(device, non_blocking=True)":
+            lambda: host_pinned.to(device, non_blocking=True),
+        "torch.count_nonzero(cuda_tensor)": lambda: torch.count_nonzero(t),
+        "cuda_tensor.sum()": lambda: t.sum(),
     }
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the one-off "prototype feature" notice
+        warnings.simplefilter("ignore")  # the mode's one-off notice
         torch.cuda.set_sync_debug_mode("warn")
     try:
-        for name, fn in expressions.items():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                torch.cuda.synchronize()  # start each case with an empty queue
+        for name, fn in {**article, **contrast}.items():
+            torch.cuda.synchronize()  # start each call with an empty queue
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 fn()
@@ -106,124 +266,108 @@ if torch.cuda.is_available():
     finally:
         torch.cuda.set_sync_debug_mode("default")
     for name, synced in detected.items():
-        print(f"  {name:40s} {'SYNC' if synced else 'no sync detected'}")
-else:
-    msg = "sync detection with torch.cuda.set_sync_debug_mode: needs CUDA (no CUDA device in this build)"
-    print("Skipped:", msg)
-    skipped.append(msg)
+        print(f"  {name:40s} {'syncs' if synced else 'no sync reported'}")
 
 # %%
 # The anti-pattern and the recommended pattern
 # --------------------------------------------
-# A loop of small steps. The anti-pattern reads the loss every step with ``.item()``; the fix
-# accumulates it on the device and reads it once at the end.
-w = torch.randn(256, 256, device=device) / 16  # [256, 256]
-x = torch.randn(64, 256, device=device)        # [64, 256]
-STEPS = 20
+# A loop of ``STEPS`` steps; each step is a ``[256, 1024] @ [1024, 1024]`` float32 matmul
+# and a ``tanh``: on a current GPU a step takes about as long as Python needs to queue it,
+# so the GPU stays busy only while the CPU runs ahead. Every ``every`` steps the loop logs
+# the mean activation. The anti-pattern reads it at once with ``.item()``; the fix adds it
+# to a running total on the device and reads that once at the end. Both compute the same
+# number from the same kernels.
+STEPS = 8
+if device.type == "cuda":
+    w = torch.randn(1024, 1024, device=device) / 32  # [1024, 1024]
+    x = torch.randn(256, 1024, device=device)        # [256, 1024]
 
 
-def loop_item_every_step():
-    total = 0.0
-    h = x
-    for _ in range(STEPS):
+def log_now(every):
+    total, h = 0.0, x
+    for step in range(1, STEPS + 1):
         h = torch.tanh(h @ w)
-        total += h.mean().item()               # host waits for the GPU each step
+        if step % every == 0:
+            total += h.mean().item()  # the host waits here for the queued steps
     return total
 
 
-def loop_item_once():
-    total = torch.zeros((), device=device)
-    h = x
-    for _ in range(STEPS):
+def log_on_device(every):
+    running, h = torch.zeros((), device=device), x
+    for step in range(1, STEPS + 1):
         h = torch.tanh(h @ w)
-        total += h.mean()                      # stays queued on the device
-    return total.item()                        # one wait at the end
+        if step % every == 0:
+            running += h.mean()  # stays queued on the device
+    return running.item()  # one wait, at the end
 
 
 # %%
 # Check: same number
 # ------------------
-torch.testing.assert_close(torch.tensor(loop_item_every_step()), torch.tensor(loop_item_once()),
-                           rtol=1e-5, atol=1e-5)
-print("both loops give the same total")
+if device.type == "cuda":
+    torch.testing.assert_close(log_now(1), log_on_device(1), rtol=1e-5, atol=1e-5)
+    print("reading every step and reading once give the same total")
 
 # %%
 # Measurement
 # -----------
-# ``torch.utils.benchmark`` synchronises CUDA around each timed block, so both variants are timed
-# until all their GPU work has finished. Speed-up = per-step-item time / read-once time.
+# The GPU work between two syncs grows from one step to all of them: at ``every = STEPS``
+# both variants wait once, at the end, so the ratio there shows the noise. The timer
+# synchronises before and after each block of calls, so each variant is timed until its
+# GPU work is done.
+steps_between = [1, 2, 4, STEPS]
+sync_cost = []
+if device.type == "cuda":
+    log_now(1)  # warm-up: allocator and cuBLAS
+    for every in steps_between:
+        sync_cost.append(compare_times(
+            f"logging every {every} step(s): .item() vs on the device",
+            {".item()": lambda: log_now(every),
+             "on device": lambda: log_on_device(every)},
+            threshold=1.10, device=device, x=every, budget_s=2.0))
 
-
-def time_interleaved(variants, label, description, rounds=5, min_run_time=0.05):
-    runs = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, fn in variants.items():
-            timer = benchmark.Timer(
-                "fn()", globals={"fn": fn}, label=label, sub_label=name,
-                description=description, num_threads=torch.get_num_threads(),
-            )
-            runs[name].append(timer.blocked_autorange(min_run_time=min_run_time))
-    return runs
-
-
-runs = time_interleaved({".item() every step": loop_item_every_step, ".item() once": loop_item_once},
-                        label=f"{STEPS}-step loop", description=device.type)
-ratios = [e.median / o.median for e, o in zip(runs[".item() every step"], runs[".item() once"])]
-compare = benchmark.Compare(runs[".item() every step"] + runs[".item() once"])
-compare.trim_significant_figures()
-compare.print()
-speedup = statistics.median(ratios)
-print(f"speed-up from reading once: {speedup:.3f}x [{min(ratios):.3f} .. {max(ratios):.3f}]")
+# %%
+# Where it pays
+# -------------
+# How much slower the loop runs when each log is read at once than when it stays on the
+# device, against the GPU work between two logs.
+if device.type == "cuda":
+    fig = plot_ratios({".item() at each log vs on the device": sync_cost},
+                      xlabel="GPU steps between two logs (syncs)",
+                      title=f"{STEPS} steps of [256, 1024] @ [1024, 1024], float32",
+                      ylabel="time with .item() / time without")
 
 # %%
 # Verdict
 # -------
-# On CUDA the claim holds if every operation the article names (the device-to-host six) was
-# detected as a sync and dropping the per-step ``.item()`` saved more than 5%. On CPU there is no
-# device queue to wait for and no detector, so the verdict can only be "depends" (on a GPU); it
-# reports what the CPU run did show.
-RULE = ("CUDA: holds if all six device-to-host cases warn under set_sync_debug_mode('warn') and "
-        "reading .item() once is >1.05x faster than every step; depends if only part of that; "
-        "wrong if none of the cases warns. CPU: depends (syncs need a device queue)")
-article_cases = ["print(cuda_tensor)", "t.item()", "t.cpu()", "t.to('cpu')", "t.nonzero()", "if (t != 0).all():"]
-if detected:
-    n_sync = sum(detected[c] for c in article_cases)
-    if n_sync == len(article_cases) and speedup > 1.05:
-        verdict = "holds"
-    elif n_sync == 0:
-        verdict = "wrong"
-    else:
-        verdict = "depends"
-    reason = (f"{n_sync}/{len(article_cases)} named cases synced; pageable H2D synced: "
-              f"{detected['cpu_tensor.cuda() (pageable)']}; pinned non_blocking H2D synced: "
-              f"{detected['pinned.to(device, non_blocking=True)']}; per-step .item() cost {speedup:.2f}x")
+# Two parts: that the article's calls synchronise (each checked above), and that avoiding
+# syncs lets the work finish sooner. A sync *costs* where the interval of the slow-down
+# lies above 1.10.
+RULE = ("holds if every article call warns under set_sync_debug_mode('warn') and "
+        "reading each log with .item() slows the loop >10% at some log spacing; "
+        "depends if only one of the two; wrong if neither")
+verdicts = {}
+if device.type == "cuda":
+    warned = sum(detected[name] for name in article)
+    facts = {"article calls that sync": f"{warned} of {len(article)}",
+             "every article call syncs": warned == len(article)}
+    decision = decide(device, [
+        ("holds", {"every article call syncs": True, "sync cost": "any above"}),
+        ("depends", {"sync cost": "any above"}),
+        ("depends", {"every article call syncs": True}),
+        ("wrong", {}),
+    ], groups={"sync cost": sync_cost}, facts=facts, key=sync_cost[0])
+    report(decision, RULE)
+    verdicts[device.type] = decision
 else:
-    verdict = "depends"
-    reason = (f"no CUDA here: nonzero gave shapes {tuple(a.nonzero().shape)} and {tuple(b.nonzero().shape)} "
-              f"for inputs of one shape, and on CPU the per-step .item() loop took {speedup:.2f}x the "
-              f"read-once loop's time, range "
-              f"[{min(ratios):.2f} .. {max(ratios):.2f}]: on CPU .item() is a plain read, not a wait")
-print(f"Verdict: {verdict}. {reason}.")
-print(f"Rule: {RULE}")
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": {"name": f"speed-up from one .item() ({device.type})", "value": speedup,
-            "low": min(ratios), "high": max(ratios), "unit": "x"},
-    "measurements": [
-        {"variant": name, "metric": f"time per {STEPS}-step loop", "unit": "us",
-         "value": statistics.median([m.median * 1e6 for m in ms]),
-         "spread": (max(m.median for m in ms) - min(m.median for m in ms)) * 1e6}
-        for name, ms in runs.items()
-    ],
-    "skipped": skipped,
-}
+    print("Verdict on CUDA: not measured (no CUDA device in this build)")
+RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": [], "skipped": skipped}
 
 # %%
 # When not to use it
 # ------------------
-# A sync is not a bug: logging a loss every N steps, early stopping, or data-dependent control
-# flow needs one. Keep them out of the per-step path (log every 100 steps, accumulate on the
-# device), and use ``torch.cuda.set_sync_debug_mode("warn")`` while profiling to find the ones
-# you did not mean to have. Note it is a prototype: not every sync is reported.
+# A sync is not a bug: logging a loss every N steps, early stopping, or data-dependent
+# control flow needs one. What costs is a sync with little GPU work between it and the next
+# (see the figure): keep them out of the per-step path (log every 100 steps, accumulate on
+# the device), and use ``torch.cuda.set_sync_debug_mode("warn")`` while profiling to find the
+# ones you did not mean to have. It is a prototype feature and does not report every sync.
