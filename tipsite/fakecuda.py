@@ -19,10 +19,12 @@ where they matter for correctness:
   round to TF32 when ``torch.backends.cuda.matmul.allow_tf32`` (or
   ``set_float32_matmul_precision("high")``) allows it;
 * float16/bfloat16 matmuls are computed in float32 and rounded back (fast on a CPU, as Tensor
-  Cores accumulate in float32); ``torch.autocast("cuda", ...)`` autocasts the CPU ops instead;
+  Cores accumulate in float32); under ``torch.autocast("cuda", ...)`` matmuls and convolutions
+  return the autocast dtype, computed the same way;
 * ``set_sync_debug_mode("warn")`` warns on the host-device synchronisations CUDA warns on:
   ``.item()``, ``.tolist()``, ``.cpu()``/``.to("cpu")`` of a CUDA tensor, ``nonzero``, a
-  CUDA tensor's truth value, printing one;
+  CUDA tensor's truth value, printing one, and a copy to the device from pageable memory or
+  without ``non_blocking`` (``pin_memory()`` makes a pinned copy, ``is_pinned()`` knows it);
 * ``torch.utils.benchmark`` runs each timed statement once: the timings mean nothing, the run
   only proves the CUDA branch works;
 * ``torch.compile`` traces with Dynamo and runs the captured graph eagerly (``backend="eager"``):
@@ -169,13 +171,17 @@ class FakeCudaMode(TorchFunctionMode):
                     to_cuda = True
             args = (args[0], *rest)
         elif func in (torch.Tensor.pin_memory,):
-            return args[0]
+            return _pinned_copy(args[0])
         elif func in (torch.Tensor.is_pinned,):
-            return True
+            return bool(getattr(args[0], "_fake_pinned", False))
         leaving = (func is torch.Tensor.cpu or (func is torch.Tensor.to and not to_cuda and any(
             a == "cpu" or a == CPU for a in list(args[1:]) + [kwargs.get("device")])))
         inputs_cuda = any(_tagged(t) for t in _flatten((args, kwargs)))
-        if _SYNC_MODE[0] and inputs_cuda and (func in _SYNCING or leaving):
+        # a host-to-device copy waits for the host unless it is pinned and non-blocking
+        uploading = (to_cuda and func is torch.Tensor.to and args and isinstance(args[0], torch.Tensor)
+                     and not _tagged(args[0]) and not (getattr(args[0], "_fake_pinned", False)
+                                                       and kwargs.get("non_blocking", False)))
+        if _SYNC_MODE[0] and ((inputs_cuda and (func in _SYNCING or leaving)) or uploading):
             message = "called a synchronizing CUDA operation (fake device)"
             if _SYNC_MODE[0] >= 2:
                 raise RuntimeError(message)
@@ -185,6 +191,12 @@ class FakeCudaMode(TorchFunctionMode):
                 and args[0].is_contiguous(memory_format=torch.channels_last)
                 and not args[0].is_contiguous()):
             args = tuple(_tf32(a) for a in args)
+        if _AUTOCAST and _AUTOCAST[-1] is not None and inputs_cuda and func in _MATMULS | _CONVS:
+            # CUDA autocast: float32 inputs, a half-precision result (computed in float32 here,
+            # as Tensor Cores accumulate, instead of the CPU's slow half-precision kernels)
+            up = tuple(a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                       for a in args)
+            return _tag_outputs(func(*up, **kwargs).to(_AUTOCAST[-1]))
         if func in _MATMULS and inputs_cuda:
             halves = [a for a in _flatten(args) if a.dtype in (torch.float16, torch.bfloat16)]
             if halves:
@@ -199,6 +211,8 @@ class FakeCudaMode(TorchFunctionMode):
             if isinstance(out, torch.Tensor) and args and out is args[0]:
                 out = out.view_as(out)  # on the CPU already: a new, untagged alias
             return out
+        if to_cuda and isinstance(out, torch.Tensor) and args and out is args[0] and not _tagged(out):
+            out = out.clone()  # a copy to the device is a new tensor; the host tensor stays a host one
         if to_cuda or inputs_cuda:
             _tag_outputs(out)
         return out
@@ -292,15 +306,41 @@ def _sync_debug_mode(mode):
     _SYNC_MODE[0] = int(mode)
 
 
+_AUTOCAST: list = []  # the dtype of each active CUDA autocast region (None: disabled)
+
+
+def _pinned_copy(t: torch.Tensor) -> torch.Tensor:
+    out = t.clone()
+    out._fake_pinned = True
+    return out
+
+
 def _patch_autocast() -> None:
-    """``autocast("cuda", ...)`` (and the deprecated ``torch.cuda.amp.autocast``) autocasts CPU ops."""
+    """``autocast("cuda", ...)`` (and the deprecated ``torch.cuda.amp.autocast``): matmuls and
+    convolutions of fake CUDA tensors return its dtype (see FakeCudaMode); the CPU's own
+    autocast stays off, its half-precision kernels are far slower than a GPU's."""
     cls = torch.amp.autocast_mode.autocast
-    real_init = cls.__init__
+    real_init, real_enter, real_exit = cls.__init__, cls.__enter__, cls.__exit__
 
-    def __init__(self, device_type, *args, **kwargs):
-        real_init(self, "cpu" if device_type == "cuda" else device_type, *args, **kwargs)
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        self._fake = device_type == "cuda"
+        if self._fake:
+            self._fake_dtype = (dtype or torch.float16) if enabled else None
+            real_init(self, "cpu", dtype=torch.bfloat16, enabled=False)
+        else:
+            real_init(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
-    cls.__init__ = __init__
+    def __enter__(self):
+        if getattr(self, "_fake", False):
+            _AUTOCAST.append(self._fake_dtype)
+        return real_enter(self)
+
+    def __exit__(self, *exc):
+        if getattr(self, "_fake", False) and _AUTOCAST:
+            _AUTOCAST.pop()
+        return real_exit(self, *exc)
+
+    cls.__init__, cls.__enter__, cls.__exit__ = __init__, __enter__, __exit__
 
 
 _LOADED: set = set()  # data_ptrs of storages torch.load restored to the fake device
@@ -409,6 +449,9 @@ def install() -> FakeCudaMode:
         torch.accelerator.current_stream = lambda device=None: _Stream()
     _patch_serialization()
     _patch_autocast()
+    # modes are per thread: the DataLoader's pinning thread sees the methods themselves
+    torch.Tensor.pin_memory = lambda self, device=None: _pinned_copy(self)
+    torch.Tensor.is_pinned = lambda self, device=None: bool(getattr(self, "_fake_pinned", False))
     real_compile = torch.compile
 
     def compile_eagerly(model=None, **kwargs):

@@ -109,7 +109,7 @@ def check(path: Path, *, fake_cuda: bool = False, run: bool = True) -> tuple[lis
     problems += records.result_problems(result)
     if not problems:
         problems += records.coverage_problems(result, tip.devices, cuda_available=fake_cuda or _cuda())
-    if "Verdict on " not in report["stdout"]:
+    if result.get("verdicts") and "Verdict on " not in report["stdout"]:
         problems.append("the tip printed no 'Verdict on <DEVICE>:' line (use report())")
     return problems, report
 
