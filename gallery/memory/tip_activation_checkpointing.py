@@ -23,6 +23,7 @@ plus backward, which includes the recompute; and it times the recompute.
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "memory"
 # sphinx_gallery_tips_min_torch = "2.1"
+# sphinx_gallery_tips_statement = "Checkpointing intermediate buffers (torch.utils.checkpoint, use_reentrant=False) cuts the memory kept for backward."
 # sphinx_gallery_tips_takeaway = "checkpoint(use_reentrant=False) keeps only block inputs for backward: a multiple less memory at every depth, for one extra forward."
 # sphinx_gallery_tips_keywords = ["torch.utils.checkpoint", "checkpoint", "use_reentrant", "activation checkpointing", "saved_tensors_hooks", "recompute"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html", "https://docs.pytorch.org/docs/stable/checkpoint.html"]
@@ -62,9 +63,9 @@ def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
     """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
 
     Each round times both callables with ``torch.utils.benchmark`` (which synchronises
-    CUDA around the timed calls), each first in every other round. The ratio per round is
-    anti-pattern time / recommended time. Rounds are added while the interval straddles
-    ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
+    CUDA around the timed calls), each first in every other round. The ratio per round
+    is anti-pattern time / recommended time. Rounds are added while the interval
+    straddles ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
     """
     import time
 
@@ -102,11 +103,12 @@ def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
 
 def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
                    measure="ratio"):
-    """Compare samples measured by other means: ``{"anti-pattern": [...], "fix": [...]}``.
+    """Compare samples measured otherwise: ``{"anti-pattern": [...], "fix": [...]}``.
 
     Samples pair up by position, one pair per round. ``measure="ratio"`` compares
     anti-pattern / recommended with ``threshold``; ``"difference"`` compares
-    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per step).
+    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per
+    step).
     """
     import torch
 
@@ -129,10 +131,11 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
 
     ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
     (a bool, number or string measured on ``device``). A case is
-    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
-    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
-    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
-    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
+    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
+    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
+    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
+    key figure.
     """
     import torch
 
@@ -140,7 +143,8 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
         if isinstance(state, list):  # a group: the outcomes of its comparisons
             quantifier, side = condition.split()
             hits = [o == side for o in state]
-            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
+            return quantified[quantifier]
         return state == condition
 
     groups, facts = dict(groups or {}), dict(facts or {})
@@ -157,10 +161,10 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
                "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
     comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
     threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
     return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
-            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
-            "comparisons": comparisons, "state": state, "key": key,
-            "threads": sorted(threads)}
+            "facts": facts, "groups": members, "comparisons": comparisons,
+            "state": state, "key": key, "threads": sorted(threads)}
 
 
 def report(decision, rule):
@@ -209,11 +213,12 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 torch.manual_seed(0)
-# One CPU thread: the question is not parallelism, and one thread keeps timings stable on a
-# busy machine (multi-threaded small ops stall when other processes hold the cores).
+# One CPU thread: the question is not parallelism, and one thread keeps timings
+# stable on a busy machine (small multi-threaded ops stall when others hold the cores).
 torch.set_num_threads(1)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
 
 BATCH, WIDTH = {"cpu": (1024, 128), "cuda": (1024, 256)}[device.type]
 DEPTHS = [2, 4, 8, 16]
@@ -272,7 +277,7 @@ def held_for_backward(fwd, depth):
         loss = fwd(depth)
         torch.cuda.synchronize(device)
         return torch.cuda.memory_allocated(device) - before
-    live = {x.untyped_storage().data_ptr()} | {w.untyped_storage().data_ptr() for w in weights}
+    live = {t.untyped_storage().data_ptr() for t in [x, *weights]}
     storages = {}
 
     def pack(t):
@@ -297,30 +302,32 @@ def peak_of_step(fwd, depth):
 
 
 VARIANTS = {"plain": forward_plain, "checkpointed": forward_checkpointed}
-held = {name: [held_for_backward(fwd, d) for d in DEPTHS] for name, fwd in VARIANTS.items()}
+held = {name: [held_for_backward(fwd, d) / 2**20 for d in DEPTHS]
+        for name, fwd in VARIANTS.items()}
 peak = {}
 if torch.cuda.is_available():
-    peak = {name: [peak_of_step(fwd, d) for d in DEPTHS] for name, fwd in VARIANTS.items()}
+    peak = {name: [peak_of_step(fwd, d) / 2**20 for d in DEPTHS]
+            for name, fwd in VARIANTS.items()}
+print("MiB held for backward (plain, checkpointed)"
+      + ("; peak of forward + backward (plain, checkpointed)" if peak else ""))
 for i, depth in enumerate(DEPTHS):
-    line = (f"depth {depth:2d}: held for backward, plain {held['plain'][i] / 2**20:7.2f} MiB, "
-            f"checkpointed {held['checkpointed'][i] / 2**20:6.2f} MiB")
+    line = f"depth {depth:2d}: {held['plain'][i]:7.2f}, {held['checkpointed'][i]:7.2f}"
     if peak:
-        line += (f"; peak {peak['plain'][i] / 2**20:7.2f} / "
-                 f"{peak['checkpointed'][i] / 2**20:7.2f} MiB")
+        line += f"; {peak['plain'][i]:7.2f}, {peak['checkpointed'][i]:7.2f}"
     print(line)
 
-saving = [compare_values(f"memory held for backward, depth {d}",
-                         {"plain": [held["plain"][i] / 2**20],
-                          "checkpointed": [held["checkpointed"][i] / 2**20]},
-                         threshold=1.5, device=device, metric="memory held for backward",
-                         unit="MiB", x=d)
-          for i, d in enumerate(DEPTHS)]
-peak_saving = [compare_values(f"peak of forward + backward, depth {d}",
-                              {"plain": [peak["plain"][i] / 2**20],
-                               "checkpointed": [peak["checkpointed"][i] / 2**20]},
-                              threshold=1.5, device=device, metric="peak memory", unit="MiB",
-                              x=d)
-               for i, d in enumerate(DEPTHS)] if peak else []
+
+def reduction(name, values, depth_index):
+    return compare_values(f"{name}, depth {DEPTHS[depth_index]}",
+                          {"plain": [values["plain"][depth_index]],
+                           "checkpointed": [values["checkpointed"][depth_index]]},
+                          threshold=1.5, device=device, metric=name, unit="MiB",
+                          x=DEPTHS[depth_index])
+
+
+saving = [reduction("memory held for backward", held, i) for i in range(len(DEPTHS))]
+peak_saving = ([reduction("peak of forward + backward", peak, i)
+                for i in range(len(DEPTHS))] if peak else [])
 
 # %%
 # Time: the recompute cost
@@ -335,9 +342,9 @@ cost = compare_times("time, checkpointed / plain (depth 4)",
 # %%
 # Memory against depth
 # --------------------
-series = {f"{name}: held for backward": (DEPTHS, [v / 2**20 for v in values])
+series = {f"{name}: held for backward": (DEPTHS, values)
           for name, values in held.items()}
-series |= {f"{name}: peak of forward + backward": (DEPTHS, [v / 2**20 for v in values])
+series |= {f"{name}: peak of forward + backward": (DEPTHS, values)
            for name, values in peak.items()}
 fig = plot_series(series, xlabel="blocks (depth)", ylabel="memory (MiB)",
                   title=f"Activation checkpointing, batch {BATCH}, width {WIDTH}",
@@ -349,8 +356,8 @@ fig = plot_series(series, xlabel="blocks (depth)", ylabel="memory (MiB)",
 # The advice is about memory: it holds if the memory held for backward shrinks by more than
 # 1.5x at every depth (exact counts; one round each). The time cost and, on CUDA, the peak
 # are shown beside it and decide nothing.
-RULE = ("holds if checkpointing reduces the memory held for backward by more than 1.5x at "
-        "every depth; wrong if at none; depends otherwise")
+RULE = ("holds if checkpointing reduces the memory held for backward by more than "
+        "1.5x at every depth; wrong if at none; depends otherwise")
 groups = {"memory held for backward": saving, "time cost": [cost]}
 if peak_saving:
     groups["peak of forward + backward"] = peak_saving
@@ -359,9 +366,10 @@ decision = decide(device, [("holds", {"memory held for backward": "all above"}),
                            ("depends", {})],
                   groups=groups, key=saving[-1])
 report(decision, RULE)
+skipped = [] if peak else ["peak of forward + backward (max_memory_allocated): "
+                           "needs CUDA (no CUDA device in this build)"]
 RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
-          "skipped": [] if peak else ["peak of forward + backward (max_memory_allocated): "
-                                      "needs CUDA (no CUDA device in this build)"]}
+          "skipped": skipped}
 
 # %%
 # When not to use it

@@ -62,11 +62,12 @@ def outcome(low, high, threshold):
 
 def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
                    measure="ratio"):
-    """Compare samples measured by other means: ``{"anti-pattern": [...], "fix": [...]}``.
+    """Compare samples measured otherwise: ``{"anti-pattern": [...], "fix": [...]}``.
 
     Samples pair up by position, one pair per round. ``measure="ratio"`` compares
     anti-pattern / recommended with ``threshold``; ``"difference"`` compares
-    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per step).
+    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per
+    step).
     """
     import torch
 
@@ -89,10 +90,11 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
 
     ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
     (a bool, number or string measured on ``device``). A case is
-    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
-    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
-    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
-    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
+    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
+    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
+    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
+    key figure.
     """
     import torch
 
@@ -100,7 +102,8 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
         if isinstance(state, list):  # a group: the outcomes of its comparisons
             quantifier, side = condition.split()
             hits = [o == side for o in state]
-            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
+            return quantified[quantifier]
         return state == condition
 
     groups, facts = dict(groups or {}), dict(facts or {})
@@ -117,10 +120,10 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
                "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
     comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
     threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
     return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
-            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
-            "comparisons": comparisons, "state": state, "key": key,
-            "threads": sorted(threads)}
+            "facts": facts, "groups": members, "comparisons": comparisons,
+            "state": state, "key": key, "threads": sorted(threads)}
 
 
 def report(decision, rule):
@@ -174,10 +177,11 @@ import torch
 torch.manual_seed(0)
 torch.set_num_threads(1)  # nothing is timed; one thread keeps small ops from stalling
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
 
 WIDTH, STEPS = 512, 3
-BATCHES = {"cpu": [64, 128, 256, 512], "cuda": [256, 512, 1024, 2048]}[device.type]
+BATCHES = {"cpu": [64, 128, 256, 512], "cuda": [128, 256, 512, 1024]}[device.type]
 model = torch.nn.Sequential(
     torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(), torch.nn.Linear(WIDTH, WIDTH)
 ).to(device)
@@ -187,9 +191,9 @@ initial = {k: v.clone() for k, v in model.state_dict().items()}
 
 
 def make_loader(batch):
-    """CPU batches, as a DataLoader yields them: [(input [batch, width], target), ...]."""
+    """CPU batches as from a DataLoader: [(input, target), ...], each [batch, width]"""
     gen = torch.Generator().manual_seed(batch)
-    return [(torch.randn(batch, WIDTH, generator=gen), torch.randn(batch, WIDTH, generator=gen))
+    return [tuple(torch.randn(batch, WIDTH, generator=gen) for _ in range(2))
             for _ in range(STEPS)]
 
 
@@ -203,12 +207,13 @@ def track(**tensors):
 
 
 def memory_now(loader):
-    """Bytes held now: the allocator's count on CUDA, the step's live tensors on the CPU."""
+    """Bytes held now: the allocator's count on CUDA, live step tensors on the CPU."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         return torch.cuda.memory_allocated(device)
     data = {t.untyped_storage().data_ptr() for batch in loader for t in batch}
-    alive = {ptr: n for _, ref, ptr, n in tracked if ref() is not None and ptr not in data}
+    alive = {ptr: n for _, ref, ptr, n in tracked
+             if ref() is not None and ptr not in data}
     return sum(alive.values())
 
 
@@ -296,7 +301,8 @@ print("one epoch each way: identical weights")
 # -----------
 # Memory held when the epoch's loop is over, above what was held before the epoch, at each
 # batch size. Both patterns leave the same gradients behind, so the difference between them
-# is what the loop's names keep alive.
+# is what the loop's names keep alive. (On the CPU, ``x`` and ``y`` are the loader's own
+# batch and count for neither.)
 held = {name: [] for name in EPOCHS}
 lingering = {}
 for batch in BATCHES:
@@ -311,16 +317,19 @@ for batch in BATCHES:
         def probe():
             seen.append(memory_now(loader) - base)
             if name == "loop scope":  # which of the step's names still hold a tensor
-                lingering[batch] = sorted({n for n, ref, *_ in tracked if ref() is not None})
+                lingering[batch] = {n: nbytes for n, ref, _, nbytes in tracked
+                                    if ref() is not None}
 
         epoch(loader, probe)
         held[name].append(seen[0])
 
 print(f"{'batch':>7}  {'loop scope':>12}  {'closure':>12}   memory held after the loop")
-for i, b in enumerate(BATCHES):
-    print(f"{b:7d}  {held['loop scope'][i] / 2**10:8.1f} KiB  {held['closure'][i] / 2**10:8.1f} KiB")
-print("names still holding a tensor after the loop-scope epoch:",
-      ", ".join(lingering[BATCHES[-1]]))
+for b, loop, closure in zip(BATCHES, held["loop scope"], held["closure"]):
+    print(f"{b:7d}  {loop / 2**10:8.1f} KiB  {closure / 2**10:8.1f} KiB")
+print(f"still bound after the loop-scope epoch, batch {BATCHES[-1]} (storage bytes):")
+print("  " + ", ".join(f"{n} {v / 2**10:.1f} KiB"
+                       for n, v in sorted(lingering[BATCHES[-1]].items())))
+# The 0-dim ``loss`` is no small thing: its storage is the reduction's whole buffer.
 
 frees = [compare_values(f"memory held after the loop, batch {b}",
                         {"loop scope": [held["loop scope"][i] / 2**10],
@@ -333,12 +342,13 @@ frees = [compare_values(f"memory held after the loop, batch {b}",
 # Does ``synchronize()`` change anything? (CUDA)
 # ----------------------------------------------
 # The GPU runs queued kernels after Python has moved on, so when ``handle_batch()`` returns
-# its kernels may still be running. Two things ``synchronize()`` could change, each measured
-# with and without it in alternating rounds: the ``memory_allocated`` the closure leaves
-# behind, and how much new memory the caching allocator must reserve for the next batch
-# (nothing, if it reuses the blocks the closure freed). Either being larger without
-# ``synchronize()`` would mean the article's call is needed. A queue of float32 matmuls ahead
-# of the closure keeps the GPU busy; ``query()`` on the stream records whether it still was.
+# its kernels may still be running. Two things ``synchronize()`` could change, measured once
+# without it and once with it (the allocator is deterministic): the ``memory_allocated`` the
+# closure leaves behind, and how much new memory the caching allocator must reserve for the
+# next batch (nothing, if it reuses the blocks the closure freed). Either being larger
+# without ``synchronize()`` would mean the article's call is needed. A queue of float32
+# matmuls ahead of the closure keeps the GPU busy; ``query()`` on the stream records whether
+# it still was.
 skipped, sync_checks, facts = [], [], {}
 if torch.cuda.is_available():
     busy_a = torch.randn(1024, 1024, device=device)  # [1024, 1024]: 4 MiB
@@ -354,7 +364,7 @@ if torch.cuda.is_available():
 
     def sync_round(sync):
         torch.cuda.synchronize(device)
-        for _ in range(24):
+        for _ in range(16):
             torch.matmul(busy_a, busy_a, out=busy_out)
         handle_batch(*batch)  # returns while the GPU may still run its kernels
         busy = not torch.cuda.current_stream(device).query()
@@ -368,36 +378,37 @@ if torch.cuda.is_available():
         growth = torch.cuda.max_memory_reserved(device) - reserved
         return busy, allocated, allocated_after, growth
 
-    handle_batch(*batch)  # first use of this size: the allocator reserves its blocks here
+    handle_batch(*batch)  # first use of this size: the allocator reserves blocks here
     rounds = {False: [], True: []}
-    for r in range(4):
-        sync = bool(r % 2)
+    for sync in (False, True):
         rounds[sync].append(sync_round(sync))
+    mib = {sync: [[v / 2**20 for v in r[1:]] for r in rounds[sync]] for sync in rounds}
     sync_checks = [
         compare_values("memory_allocated dropped by synchronize()",
-                       {"before synchronize()": [a / 2**20 for _, a, _, _ in rounds[True]],
-                        "after synchronize()": [a / 2**20 for _, _, a, _ in rounds[True]]},
-                       threshold=0, device=device, metric="memory_allocated", unit="MiB",
-                       measure="difference"),
-        compare_values("new memory reserved by the next batch, without vs with synchronize()",
-                       {"no synchronize()": [g / 2**20 for *_, g in rounds[False]],
-                        "synchronize()": [g / 2**20 for *_, g in rounds[True]]},
-                       threshold=0, device=device, metric="memory reserved by the next batch",
+                       {"before synchronize()": [a for a, _, _ in mib[True]],
+                        "after synchronize()": [a for _, a, _ in mib[True]]},
+                       threshold=0, device=device, metric="memory_allocated",
                        unit="MiB", measure="difference"),
+        compare_values("next batch's new memory, without vs with synchronize()",
+                       {"no synchronize()": [g for *_, g in mib[False]],
+                        "synchronize()": [g for *_, g in mib[True]]},
+                       threshold=0, device=device, unit="MiB",
+                       metric="memory reserved by next batch", measure="difference"),
     ]
     facts["GPU still busy when the closure returned"] = all(r[0] for r in rounds[False])
 else:
     print("Skipped: the synchronize() checks need CUDA (no CUDA device in this build)")
-    skipped.append("synchronize() before/after memory_allocated and reuse of freed blocks: "
-                   "no CUDA device in this build")
+    skipped.append("synchronize(): memory_allocated before and after it, and reuse of "
+                   "the freed blocks: no CUDA device in this build")
 
 # %%
 # Memory held after the loop
 # --------------------------
 fig = plot_series({name: (BATCHES, [v / 2**10 for v in values])
                    for name, values in held.items()},
-                  xlabel="batch size (samples)", ylabel="memory held after the loop (KiB)",
-                  title=f"Last batch's tensors after a training epoch (MLP width {WIDTH})",
+                  xlabel="batch size (samples)",
+                  ylabel="memory held after the loop (KiB)",
+                  title=f"Last batch's tensors after an epoch (MLP width {WIDTH})",
                   device=device, logx=True)
 
 # %%
@@ -407,15 +418,17 @@ fig = plot_series({name: (BATCHES, [v / 2**10 for v in values])
 # every batch size (exact counts). The ``synchronize()`` half, on CUDA only (the article
 # calls it only there): ``synchronize()`` is needed if, without it, ``memory_allocated``
 # stays higher or the next batch needs new memory in some round.
-RULE = ("holds if, at every batch size, loop scope holds more memory after the loop than the "
-        "closure, and on CUDA synchronize() lowers memory_allocated or saves the next batch "
-        "new memory; wrong if the closure frees more at no size; depends otherwise (on CUDA: "
-        "the closure frees the memory but synchronize() changes neither figure)")
+RULE = ("holds if, at every batch size, loop scope holds more memory after the loop "
+        "than the closure, and on CUDA synchronize() lowers memory_allocated or "
+        "saves the next batch new memory; wrong if the closure frees more at no size; "
+        "depends otherwise (on CUDA: the closure frees the memory but synchronize() "
+        "changes neither figure)")
 groups = {"closure frees": frees}
 if device.type == "cuda":
     groups["synchronize() frees more"] = sync_checks
     cases = [("wrong", {"closure frees": "none above"}),
-             ("holds", {"closure frees": "all above", "synchronize() frees more": "any above"}),
+             ("holds", {"closure frees": "all above",
+                        "synchronize() frees more": "any above"}),
              ("depends", {})]
 else:
     cases = [("holds", {"closure frees": "all above"}),

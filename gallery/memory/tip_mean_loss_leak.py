@@ -64,11 +64,12 @@ def outcome(low, high, threshold):
 
 def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
                    measure="ratio"):
-    """Compare samples measured by other means: ``{"anti-pattern": [...], "fix": [...]}``.
+    """Compare samples measured otherwise: ``{"anti-pattern": [...], "fix": [...]}``.
 
     Samples pair up by position, one pair per round. ``measure="ratio"`` compares
     anti-pattern / recommended with ``threshold``; ``"difference"`` compares
-    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per step).
+    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per
+    step).
     """
     import torch
 
@@ -91,10 +92,11 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
 
     ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
     (a bool, number or string measured on ``device``). A case is
-    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
-    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
-    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
-    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
+    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
+    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
+    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
+    key figure.
     """
     import torch
 
@@ -102,7 +104,8 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
         if isinstance(state, list):  # a group: the outcomes of its comparisons
             quantifier, side = condition.split()
             hits = [o == side for o in state]
-            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
+            return quantified[quantifier]
         return state == condition
 
     groups, facts = dict(groups or {}), dict(facts or {})
@@ -119,10 +122,10 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
                "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
     comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
     threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
     return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
-            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
-            "comparisons": comparisons, "state": state, "key": key,
-            "threads": sorted(threads)}
+            "facts": facts, "groups": members, "comparisons": comparisons,
+            "state": state, "key": key, "threads": sorted(threads)}
 
 
 def report(decision, rule):
@@ -177,7 +180,8 @@ import torch
 torch.manual_seed(0)
 torch.set_num_threads(1)  # nothing is timed; one thread keeps small ops from stalling
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
 
 WIDTH, BATCH = {"cpu": (128, 32), "cuda": (512, 128)}[device.type]
 STEPS = [1, 8, 16, 24, 32]
@@ -187,8 +191,8 @@ class _Saved:
     __slots__ = ("__weakref__", "tensor")
 
     def __init__(self, tensor):
-        # detach(): same storage, no grad_fn. Holding a saved *output* with its grad_fn
-        # would make a cycle (tensor -> grad_fn -> saved wrapper -> tensor) that never frees.
+        # detach(): same storage, no grad_fn. A saved *output* held with its grad_fn
+        # would make a cycle (tensor -> grad_fn -> wrapper -> tensor) that never frees.
         self.tensor = tensor.detach()
 
 
@@ -209,7 +213,7 @@ class SavedTensors:
         return saved.tensor
 
     def alive_bytes(self, exclude=()):
-        """Bytes of distinct storages still saved, minus ``exclude`` (the parameters)."""
+        """Bytes of the distinct storages still saved, minus ``exclude``."""
         alive = {ptr: n for ref, ptr, n in self.records if ref() is not None}
         return sum(n for ptr, n in alive.items() if ptr not in exclude)
 
@@ -249,8 +253,8 @@ def run_epoch(accumulate, steps, backward=True):
     mean_loss = 0
     with torch.autograd.graph.saved_tensors_hooks(tracker.pack, tracker.unpack):
         for _ in range(steps):
-            inputs = torch.randn(BATCH, WIDTH, generator=gen).to(device)  # [batch, width]
-            target = torch.randn(BATCH, 1, generator=gen).to(device)      # [batch, 1]
+            inputs = torch.randn(BATCH, WIDTH, generator=gen).to(device)  # [batch, in]
+            target = torch.randn(BATCH, 1, generator=gen).to(device)  # [batch, 1]
             loss = torch.nn.functional.mse_loss(model(inputs), target)
             if backward:
                 model.zero_grad(set_to_none=True)
@@ -258,11 +262,11 @@ def run_epoch(accumulate, steps, backward=True):
                 with torch.no_grad():  # a plain SGD step
                     for p in model.parameters():
                         p -= 1e-3 * p.grad
-            if accumulate == "loss":      # the article's line
+            if accumulate == "loss":  # the article's line
                 mean_loss += loss
             elif accumulate == "detach":  # stays on the device: no sync, no graph
                 mean_loss += loss.detach()
-            else:                         # a Python float; on CUDA .item() waits for the GPU
+            else:  # a Python float; on CUDA .item() waits for the GPU
                 mean_loss += loss.item()
     del inputs, target, loss
     mean_loss /= steps
@@ -311,9 +315,10 @@ for backward in (True, False):
     for accumulate in LABEL:
         loop = "train (article)" if backward else "no backward"
         key = (backward, accumulate)
-        print(f"  {loop:<16} {LABEL[accumulate]:<17} "
-              f"{kept[(*key, first)] / 2**10:7.1f} -> {kept[(*key, last)] / 2**10:7.1f} KiB"
-              f"  {nodes[(*key, first)]:4d} -> {nodes[(*key, last)]:4d} nodes")
+        kib = [kept[(*key, n)] / 2**10 for n in (first, last)]
+        memory = f"{kib[0]:7.1f} -> {kib[1]:7.1f}"
+        graph = f"{nodes[(*key, first)]:4d} -> {nodes[(*key, last)]:4d}"
+        print(f"  {loop:<16} {LABEL[accumulate]:<17} {memory} KiB  {graph} nodes")
 
 
 def per_step(table, backward, accumulate):
@@ -356,7 +361,9 @@ fig = plot_series(
     device=device)
 
 # %%
-# The graph itself grows in the article's loop too: its nodes, reachable from ``mean_loss``.
+# The graph, step by step
+# -----------------------
+# In the article's loop the graph itself grows too: its nodes, reachable from ``mean_loss``.
 fig = plot_series(
     {f"{LABEL[a]}, after backward": (STEPS, [nodes[True, a, n] for n in STEPS])
      for a in LABEL},
@@ -373,9 +380,10 @@ fig = plot_series(
 # their range over the four rounds. What that history holds in memory (nothing tensor-sized
 # after ``backward()``, every activation without it) is measured above and shown, and decides
 # nothing.
-RULE = ("holds if, in the article's training loop, the graph reachable from mean_loss grows "
-        "by more than 0 nodes per step with += loss compared with both += loss.item() and "
-        "+= loss.detach(); wrong if it grows against neither; depends otherwise")
+RULE = ("holds if, in the article's training loop, the graph reachable from mean_loss "
+        "grows by more than 0 nodes per step with += loss compared with both "
+        "+= loss.item() and += loss.detach(); wrong if against neither; "
+        "depends otherwise")
 decision = decide(device, [("holds", {"graph kept per step": "all above"}),
                            ("wrong", {"graph kept per step": "none above"}),
                            ("depends", {})],

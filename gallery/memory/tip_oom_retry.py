@@ -71,11 +71,12 @@ def outcome(low, high, threshold):
 
 def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
                    measure="ratio"):
-    """Compare samples measured by other means: ``{"anti-pattern": [...], "fix": [...]}``.
+    """Compare samples measured otherwise: ``{"anti-pattern": [...], "fix": [...]}``.
 
     Samples pair up by position, one pair per round. ``measure="ratio"`` compares
     anti-pattern / recommended with ``threshold``; ``"difference"`` compares
-    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per step).
+    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per
+    step).
     """
     import torch
 
@@ -98,10 +99,11 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
 
     ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
     (a bool, number or string measured on ``device``). A case is
-    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
-    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
-    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
-    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
+    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
+    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
+    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
+    key figure.
     """
     import torch
 
@@ -109,7 +111,8 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
         if isinstance(state, list):  # a group: the outcomes of its comparisons
             quantifier, side = condition.split()
             hits = [o == side for o in state]
-            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
+            return quantified[quantifier]
         return state == condition
 
     groups, facts = dict(groups or {}), dict(facts or {})
@@ -126,10 +129,10 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
                "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
     comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
     threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
     return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
-            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
-            "comparisons": comparisons, "state": state, "key": key,
-            "threads": sorted(threads)}
+            "facts": facts, "groups": members, "comparisons": comparisons,
+            "state": state, "key": key, "threads": sorted(threads)}
 
 
 def report(decision, rule):
@@ -183,16 +186,18 @@ from torch.utils.data import DataLoader, TensorDataset
 torch.manual_seed(0)
 torch.set_num_threads(1)  # nothing is timed; one thread keeps small ops from stalling
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
 
 OOM = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
-print("out-of-memory class:", OOM.__name__, "| a RuntimeError:", issubclass(OOM, RuntimeError))
+print(f"out-of-memory class: {OOM.__name__}, "
+      f"a RuntimeError: {issubclass(OOM, RuntimeError)}")
 
 FEATURES, HIDDEN = {"cpu": (256, 1024), "cuda": (512, 8192)}[device.type]
 START, SAMPLES, MAX_EPOCHS = 128, 8 * 128, 8
 SIZES = [16, 32, 64, 128, 256]
-dataset = TensorDataset(torch.randn(SAMPLES, FEATURES, device=device),  # [samples, features]
-                        torch.randn(SAMPLES, 1, device=device))         # [samples, 1]
+dataset = TensorDataset(torch.randn(SAMPLES, FEATURES, device=device),  # [samples, in]
+                        torch.randn(SAMPLES, 1, device=device))  # [samples, 1]
 model = torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.ReLU(),
                             torch.nn.Linear(HIDDEN, 1)).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -216,11 +221,11 @@ class _Saved:
     __slots__ = ("__weakref__", "tensor")
 
     def __init__(self, tensor):
-        self.tensor = tensor.detach()  # no grad_fn: avoids a tensor -> graph -> wrapper cycle
+        self.tensor = tensor.detach()  # no grad_fn: no tensor -> graph -> wrapper cycle
 
 
 class SavedBytesLimit:
-    """CPU stand-in for a memory cap on the bytes saved for backward (parameters aside)."""
+    """CPU stand-in for a cap on the bytes saved for backward (parameters aside)."""
 
     def __init__(self, limit=float("inf")):
         self.limit, self.alive, self.peak = limit, [], 0
@@ -230,11 +235,12 @@ class SavedBytesLimit:
         storage = tensor.untyped_storage()
         if storage.data_ptr() not in param_storages:
             self.alive = [r for r in self.alive if r[0]() is not None]
-            self.alive.append((weakref.ref(saved), storage.data_ptr(), storage.nbytes()))
+            ptr, nbytes = storage.data_ptr(), storage.nbytes()
+            self.alive.append((weakref.ref(saved), ptr, nbytes))
             total = sum({ptr: n for _, ptr, n in self.alive}.values())
             self.peak = max(self.peak, total)
             if total > self.limit:
-                raise OOM(f"stand-in: {total} bytes saved for backward, limit {self.limit}")
+                raise OOM(f"stand-in: {total} bytes saved, limit {self.limit}")
         return saved
 
     @staticmethod
@@ -244,11 +250,12 @@ class SavedBytesLimit:
 
 @contextlib.contextmanager
 def memory_limit(limit=float("inf")):
-    """Run the body under a cap of ``limit`` bytes above what is held now; yields the CPU
-    stand-in (whose ``peak`` is measured) or None on CUDA."""
+    """Run the body under a cap of ``limit`` bytes above what is held now.
+
+    Yields the CPU stand-in (whose ``peak`` is measured), or None on CUDA."""
     if device.type == "cuda":
         index = torch.cuda.current_device()
-        opt.zero_grad(set_to_none=True)  # measured from no gradients, like the figures below
+        opt.zero_grad(set_to_none=True)  # from no gradients, as the figures below
         torch.cuda.empty_cache()
         total = torch.cuda.get_device_properties(index).total_memory
         fraction = min(1.0, (torch.cuda.memory_reserved(index) + limit) / total)
@@ -268,12 +275,12 @@ if torch.cuda.is_available():
     try:  # the earlier version's call, with the fraction that changes nothing
         torch.cuda.set_per_process_memory_fraction(1.0, torch.device("cuda"))
     except ValueError as err:
-        print("set_per_process_memory_fraction(f, torch.device('cuda')) raises ValueError:",
-              str(err).split(",")[0])
+        print("set_per_process_memory_fraction(f, torch.device('cuda')) raises "
+              f"ValueError:\n  {str(err).split(',')[0]}")
 
 
 def first_batch(batch, data=dataset):
-    """The first batch a DataLoader gives: fresh tensors, like every batch of the loop."""
+    """The first batch a DataLoader gives: fresh tensors, as in the loop."""
     return next(iter(DataLoader(data, batch_size=batch)))
 
 
@@ -294,7 +301,7 @@ def train_step(input, output):
 # start is "slightly too large", as the article asks.
 def step_memory(batch):
     input, output = first_batch(batch)
-    opt.zero_grad(set_to_none=True)  # else the step's zero_grad frees them below the start
+    opt.zero_grad(set_to_none=True)  # else zero_grad() frees them below the start
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -313,7 +320,8 @@ LIMIT = memory[SIZES.index(START)] * 7 // 8
 model.load_state_dict(initial)
 what = "peak allocated" if device.type == "cuda" else "saved for backward"
 for b, m in zip(SIZES, memory):
-    print(f"batch {b:4d}: {m / 2**20:8.3f} MiB {what}{'  (over the limit)' * (m > LIMIT)}")
+    over = "  (over the limit)" if m > LIMIT else ""
+    print(f"batch {b:4d}: {m / 2**20:8.3f} MiB {what}{over}")
 print(f"limit: {LIMIT / 2**20:.3f} MiB above the step's start")
 
 # %%
@@ -353,8 +361,10 @@ def run_article_loop(data, epochs):
                  "training_loader": DataLoader(data, batch_size=START), "opt": opt,
                  "model": model, "loss_fn": loss_fn}
     seen, stepped = [], []
-    hooks = [model.register_forward_pre_hook(lambda m, args: seen.append(len(args[0]))),
-             opt.register_step_post_hook(lambda o, args, kwargs: stepped.append(seen[-1]))]
+    hooks = [
+        model.register_forward_pre_hook(lambda m, args: seen.append(len(args[0]))),
+        opt.register_step_post_hook(lambda o, args, kwargs: stepped.append(seen[-1])),
+    ]
     log = []
     try:
         for _ in range(epochs):
@@ -434,8 +444,8 @@ with memory_limit(LIMIT):
     for input, output in DataLoader(dataset, batch_size=found):
         train_step(input, output)  # an out-of-memory error here would now propagate
         trained += len(input)
-print(f"fix: largest batch that fits {found}; first epoch trained {trained} / {SAMPLES} "
-      f"samples")
+print(f"fix: largest batch that fits {found}; "
+      f"first epoch trained {trained} / {SAMPLES} samples")
 try:
     fits(START, wrong_shape)
     bug_raised = False
@@ -458,13 +468,15 @@ if reaches_fit:
 # in the first epoch (the anti-pattern's minus the fix's) say whether it does so in place;
 # the facts say whether it gets there at all and whether it hides errors that are not about
 # memory.
-RULE = ("holds if the article's loop trains every sample of the first epoch (the smaller batch "
-        "takes effect at once) and lets a shape error through; wrong if it reaches no batch "
-        "that fits within 8 epochs; depends otherwise: it reaches one only after skipping every "
-        "batch that ran out of memory, or it swallows errors that are not about memory")
+RULE = ("holds if the article's loop trains every sample of the first epoch (the "
+        "smaller batch takes effect at once) and lets a shape error through; wrong if "
+        "it reaches no batch that fits within 8 epochs; depends otherwise: it reaches "
+        "one only after skipping every batch that ran out of memory, or it swallows "
+        "errors that are not about memory")
 skipped_samples = compare_values(
     "samples skipped in the first epoch",
-    {"article's loop": [SAMPLES - article_log[0]["trained"]], "fix": [SAMPLES - trained]},
+    {"article's loop": [SAMPLES - article_log[0]["trained"]],
+     "fix": [SAMPLES - trained]},
     threshold=0, device=device, metric="samples skipped", unit="samples",
     measure="difference")
 facts = {"reaches a batch that fits": reaches_fit,
