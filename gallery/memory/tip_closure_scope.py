@@ -27,6 +27,7 @@ batch, without it.
 # sphinx_gallery_tips_kind = "memory"
 # sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "Per-batch work in a function frees the batch's tensors when it returns; on CUDA, torch.cuda.synchronize() adds nothing to that."
+# sphinx_gallery_tips_rules = ["PTT026"]
 # sphinx_gallery_tips_keywords = ["closure", "scope", "out of memory", "torch.cuda.synchronize", "del", "caching allocator", "memory leak", "validation"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/notes/cuda.html#memory-management"]
 

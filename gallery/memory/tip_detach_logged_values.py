@@ -23,6 +23,7 @@ ways, and measures the memory the log keeps alive.
 # sphinx_gallery_tips_kind = "memory"
 # sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "A logged output that still requires grad keeps its graph: after backward little more than itself, without backward every activation of every step."
+# sphinx_gallery_tips_rules = ["PTT013"]
 # sphinx_gallery_tips_keywords = ["detach", "memory leak", "out of memory", "logging", "loss.item()", "validation", "grad_fn", "saved_tensors_hooks"]
 
 # %%
@@ -161,10 +162,11 @@ def plot_series(series, *, xlabel, ylabel, title, device, logx=False):
 # %%
 # Setup
 # -----
-# A small classifier, wider on a GPU. On the CPU every tensor autograd saves passes through a
-# pack hook that wraps it in an object we only keep a weak reference to: a dead reference
-# means autograd let the tensor go, so the bytes still alive are exact (parameters are saved
-# too but live anyway, so they are left out). On CUDA the allocator counts them.
+# A small classifier, wider on a GPU, fed random batches; ``forward`` runs one step, with or
+# without backward. On the CPU every tensor autograd saves passes through a pack hook that
+# wraps it in an object we only keep a weak reference to: a dead reference means autograd
+# let the tensor go, so the bytes still alive are exact (parameters are saved too but live
+# anyway, so they are left out). On CUDA the allocator counts them.
 import weakref
 
 import torch
@@ -224,55 +226,80 @@ model = torch.nn.Sequential(
 param_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
 
+def batches(steps):
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        x = torch.randn(BATCH, WIDTH, generator=gen).to(device)  # [batch, width]
+        y = torch.randint(CLASSES, (BATCH,), generator=gen).to(device)  # [batch]
+        yield x, y
+
+
+def forward(x, y, backward):
+    logits = model(x)  # [batch, classes]
+    loss = torch.nn.functional.cross_entropy(logits, y)
+    if backward:
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+    return logits, loss
+
+
 # %%
 # The anti-pattern and the recommended pattern
 # --------------------------------------------
-# Each step logs ``softmax(logits)``, "a transformation of the outputs", as the tensor itself
-# (anti-pattern) or ``.detach()``-ed. ``backward=False`` is the same loop without backward: a
-# validation loop without ``torch.no_grad()``. The memory kept is measured after the loop,
-# with the log still alive and the gradients dropped.
-def run(keep, steps, backward):
-    gen = torch.Generator().manual_seed(1)
+# Each step logs its loss and ``softmax(logits)``, "a transformation of the outputs": as the
+# tensors themselves (anti-pattern) or ``.detach()``-ed. ``backward=False`` is the same loop
+# without backward: a validation loop without ``torch.no_grad()``.
+def log_tensors(steps, backward):
+    losses, outputs = [], []
+    for x, y in batches(steps):
+        logits, loss = forward(x, y, backward)
+        losses.append(loss)
+        outputs.append(logits.softmax(dim=-1))
+    return losses, outputs
+
+
+def log_detached(steps, backward):
+    losses, outputs = [], []
+    for x, y in batches(steps):
+        logits, loss = forward(x, y, backward)
+        losses.append(loss.detach())
+        outputs.append(logits.softmax(dim=-1).detach())
+    return losses, outputs
+
+
+# The memory kept is measured after the loop, with the logs alive, gradients dropped.
+def kept_by_logs(log, steps, backward):
     model.zero_grad(set_to_none=True)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         before = torch.cuda.memory_allocated(device)
     tracker = SavedTensors()
-    history = []
     with torch.autograd.graph.saved_tensors_hooks(tracker.pack, tracker.unpack):
-        for _ in range(steps):
-            x = torch.randn(BATCH, WIDTH, generator=gen).to(device)  # [batch, width]
-            y = torch.randint(CLASSES, (BATCH,), generator=gen).to(device)  # [batch]
-            logits = model(x)  # [batch, classes]
-            loss = torch.nn.functional.cross_entropy(logits, y)
-            if backward:
-                model.zero_grad(set_to_none=True)
-                loss.backward()
-            probs = logits.softmax(dim=-1)
-            history.append(probs if keep == "tensor" else probs.detach())
-    del x, y, logits, loss, probs
+        losses, outputs = log(steps, backward)
     model.zero_grad(set_to_none=True)
+    logged = losses + outputs
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         kept = torch.cuda.memory_allocated(device) - before
     else:
         # distinct storages: softmax saves its own output, the logged tensor itself
-        storages = [t.untyped_storage() for t in history]
-        logged = {s.data_ptr(): s.nbytes() for s in storages}
+        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                    for t in logged}
         saved = {p: n for p, n in tracker.alive().items() if p not in param_storages}
-        kept = sum((saved | logged).values())
-    return history, kept, graph_nodes(history)
+        kept = sum((saved | storages).values())
+    return (losses, outputs), kept, graph_nodes(logged)
 
 
 # %%
 # Check: the logged numbers are the same
 # --------------------------------------
-raw, _, _ = run("tensor", 4, backward=True)
-det, _, _ = run("detach", 4, backward=True)
-torch.testing.assert_close(torch.stack(raw), torch.stack(det))
-print("logged softmax outputs: identical with and without .detach();",
-      "requires_grad:", raw[0].requires_grad, "vs", det[0].requires_grad)
-del raw, det
+(raw_loss, raw_out), _, _ = kept_by_logs(log_tensors, 4, backward=True)
+(det_loss, det_out), _, _ = kept_by_logs(log_detached, 4, backward=True)
+torch.testing.assert_close(torch.stack(raw_loss), torch.stack(det_loss))
+torch.testing.assert_close(torch.stack(raw_out), torch.stack(det_out))
+print("logged losses and softmax outputs: identical with and without .detach();",
+      "requires_grad:", raw_out[0].requires_grad, "vs", det_out[0].requires_grad)
+del raw_loss, raw_out, det_loss, det_out
 
 # %%
 # Measurement
@@ -282,12 +309,13 @@ del raw, det
 # reaches.
 LOOPS = {True: "after backward", False: "no backward"}
 KEEP = {"tensor": "tensor", "detach": ".detach()"}
+LOGS = {"tensor": log_tensors, "detach": log_detached}
 kept, nodes = {}, {}
 for backward in LOOPS:
     for keep in KEEP:
         for n in STEPS:
-            _, kept[backward, keep, n], nodes[backward, keep, n] = run(
-                keep, n, backward)
+            _, kept[backward, keep, n], nodes[backward, keep, n] = kept_by_logs(
+                LOGS[keep], n, backward)
 
 first, last = STEPS[0], STEPS[-1]
 print(f"memory kept by the log, {first} -> {last} steps (batch {BATCH}, "

@@ -29,6 +29,7 @@ that history holds when nothing has freed it.
 # sphinx_gallery_tips_kind = "memory"
 # sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "mean_loss += loss adds every step's graph to mean_loss. backward() frees its activations; a loop without backward keeps them all."
+# sphinx_gallery_tips_rules = ["PTT012"]
 # sphinx_gallery_tips_keywords = ["memory leak", "out of memory", "loss.item()", "detach", "running loss", "grad_fn", "saved_tensors_hooks"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/autograd.html#hooks-for-saved-tensors"]
 

@@ -25,6 +25,7 @@ nothing; there the tip shows what measures CPU memory instead, and decides nothi
 # sphinx_gallery_tips_kind = "memory"
 # sphinx_gallery_tips_min_torch = "1.8.1"
 # sphinx_gallery_tips_takeaway = "On CUDA memory_allocated counts live tensors; read between steps it can miss the peak that max_memory_allocated catches. CPU: use torch.profiler."
+# sphinx_gallery_tips_rules = ["PTT027"]
 # sphinx_gallery_tips_keywords = ["torch.cuda.memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "profile_memory", "memory usage", "out of memory", "nvidia-smi"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.cuda.memory_allocated.html", "https://pytorch.org/docs/stable/torch_cuda_memory.html", "https://pytorch.org/docs/stable/profiler.html"]
 
@@ -199,21 +200,65 @@ def train_step(model, x, probe):
 # %%
 # The article's pattern, run as written
 # -------------------------------------
-# Its two print lines, verbatim, on CUDA. Without CUDA the call raises no error: it reports the
-# CUDA allocator, which holds nothing, whatever the process allocates; the tip does not call it
-# there.
-model = make_model(WIDTHS[-1])
-param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-if torch.cuda.is_available():
+# Its two print lines, verbatim, run on CUDA. Without CUDA the call raises no error: it
+# reports the CUDA allocator, which holds nothing, whatever the process allocates; the tip
+# does not call it there.
+def article_snippet(model):
     print("Begin: {}".format(torch.cuda.memory_allocated(device)))  # noqa: UP032
     model.to(device)
     print("1 - After model to device: {}".format(  # noqa: UP032
         torch.cuda.memory_allocated(device)))
+
+
+model = make_model(WIDTHS[-1])
+param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+if torch.cuda.is_available():
+    article_snippet(model)
 else:
-    print("no CUDA: the article's lines are not run (torch.cuda.memory_allocated would "
-          "count none of it)")
+    print("no CUDA: the article's lines are not run")
+    print("(torch.cuda.memory_allocated would count none of this)")
 print(f"parameters on {device}: {param_bytes / 2**20:.1f} MiB")
 del model
+
+
+# %%
+# The anti-pattern and the recommended pattern
+# --------------------------------------------
+# The article reads ``memory_allocated`` "after forward pass, and so on": between the parts
+# of a step. The recommended gauge is the step's peak: ``reset_peak_memory_stats()``, the
+# step, ``max_memory_allocated()``, on CUDA only. On the CPU the same step runs under
+# ``torch.profiler`` with ``profile_memory=True``: the peak of the running total of each
+# op's allocations is what the CPU allocator held above the step's start.
+from torch.profiler import ProfilerActivity, profile
+
+
+def article_readings(model, x):
+    begin = torch.cuda.memory_allocated(device)
+    readings = []
+
+    def probe(where):
+        readings.append(torch.cuda.memory_allocated(device) - begin)
+
+    train_step(model, x, probe)
+    return readings
+
+
+def step_peak(model, x):
+    if device.type == "cuda":  # the torch.cuda counters see CUDA memory only
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        begin = torch.cuda.memory_allocated(device)
+        train_step(model, x, lambda where: None)
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - begin
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        train_step(model, x, lambda where: None)
+    total = top = 0
+    for event in sorted(prof.events(), key=lambda e: e.time_range.start):
+        total += event.self_cpu_memory_usage
+        top = max(top, total)
+    return top
+
 
 # %%
 # Check: the reading counts the tensors created (CUDA)
@@ -244,51 +289,24 @@ else:
 # %%
 # Measurement: the readings against the step's peak
 # --------------------------------------------------
-# On CUDA: ``reset_peak_memory_stats()``, one training step with the article's readings after
-# forward, backward and the update, then ``max_memory_allocated()``: the peak in between,
-# which the readings may miss (during backward the activations and their gradients are alive
-# together). A first step warms up the allocator and cuBLAS's workspace; every measured step
-# starts without gradients, so all readings include them. On the CPU the same step runs
-# under ``torch.profiler`` with ``profile_memory=True``: the peak of the running total of
-# each op's allocations is what the CPU allocator held above the step's start.
+# At each batch size, one step with the article's readings and one with the peak counter
+# (on the CPU: the profiler). Every measured step starts without gradients, so the readings
+# include them; a first step warms up the allocator and cuBLAS's workspace. During backward
+# the activations and their gradients are alive together, which readings between the parts
+# of a step may miss.
 model = make_model(STEP_WIDTH).to(device)
 warm_up = torch.randn(BATCHES[0], STEP_WIDTH, device=device)  # [batch, width]
 train_step(model, warm_up, lambda where: None)
 largest_reading, peak = [], []
-if torch.cuda.is_available():
-    for batch in BATCHES:
-        x = torch.randn(batch, STEP_WIDTH, device=device)  # [batch, width]
-        model.zero_grad(set_to_none=True)  # every step starts without gradients
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        base = torch.cuda.memory_allocated(device)
-        readings = []
-
-        def probe(where):
-            readings.append(torch.cuda.memory_allocated(device) - base)
-
-        train_step(model, x, probe)
-        torch.cuda.synchronize(device)
-        largest_reading.append(max(readings))
-        peak.append(torch.cuda.max_memory_allocated(device) - base)
-        del x
-else:
-    from torch.profiler import ProfilerActivity, profile
-
-    def profiler_peak(events):
-        """Peak of the running total of each op's own allocations, in time order."""
-        total = top = 0
-        for event in sorted(events, key=lambda e: e.time_range.start):
-            total += event.self_cpu_memory_usage
-            top = max(top, total)
-        return top
-
-    for batch in BATCHES:
-        x = torch.randn(batch, STEP_WIDTH)  # [batch, width]
+for batch in BATCHES:
+    x = torch.randn(batch, STEP_WIDTH, device=device)  # [batch, width]
+    if torch.cuda.is_available():
         model.zero_grad(set_to_none=True)
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            train_step(model, x, lambda where: None)
-        peak.append(profiler_peak(prof.events()))
+        largest_reading.append(max(article_readings(model, x)))
+    model.zero_grad(set_to_none=True)
+    peak.append(step_peak(model, x))
+    del x
+if not torch.cuda.is_available():
     skipped.append("CUDA: memory_allocated against parameter bytes and against "
                    "max_memory_allocated: no CUDA device in this build")
 
@@ -341,8 +359,8 @@ if torch.cuda.is_available():
     report(decision, RULE)
     verdicts[device.type] = decision
 else:
-    print("Verdict on CUDA: not measured (no CUDA device in this build); "
-          "none on the CPU, which the claim is not about")
+    print("Verdict on CUDA: not measured (no CUDA device in this build)")
+    print("No verdict on the CPU: the claim is about CUDA memory")
 RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": [], "skipped": skipped}
 
 # %%

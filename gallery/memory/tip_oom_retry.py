@@ -19,7 +19,7 @@ and builds a new ``DataLoader`` with a smaller batch (claim S4-1), saying that
             loss = loss_fn(output, pred)
             loss.backward()
             opt.step()
-        except RuntimeError: # CUDA: Out of memory is a generic RTE
+        except RuntimeError:  # CUDA: Out of memory is a generic RTE
             batch_size -= 1
             training_loader = DataLoader(..., batch_size=batch_size)
 
@@ -36,6 +36,7 @@ also catches shape, dtype and device errors (``torch.OutOfMemoryError`` is one s
 # sphinx_gallery_tips_kind = "memory"
 # sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "The article's loop keeps the old DataLoader, so every batch of that epoch fails and is skipped. Find the batch first; catch only OutOfMemoryError."
+# sphinx_gallery_tips_rules = ["PTT028"]
 # sphinx_gallery_tips_keywords = ["out of memory", "OutOfMemoryError", "CUDA out of memory", "OOM", "batch size", "set_per_process_memory_fraction", "max_memory_allocated", "retry"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.cuda.set_per_process_memory_fraction.html", "https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory"]
 
@@ -340,28 +341,26 @@ fig.axes[0].legend(fontsize=8)
 # %%
 # The anti-pattern: the article's loop, run as written
 # ----------------------------------------------------
-# Its code, with ``dataset`` for the ``...`` it elides, run epoch after epoch until an epoch
-# trains without an out-of-memory error (at most 8). The namespace carries ``batch_size``
-# and ``training_loader`` from one epoch to the next. Hooks record the size of every batch
-# the model sees and every optimizer step taken.
-ARTICLE_LOOP = """\
-for input, output in training_loader:
-    try:
-        opt.zero_grad()
-        pred = model(input)
-        loss = loss_fn(output, pred)
-        loss.backward()
-        opt.step()
-    except RuntimeError: # CUDA: Out of memory is a generic RTE
-        batch_size -= 1
-        training_loader = DataLoader(dataset, batch_size=batch_size)
-"""
+# Its loop, verbatim, in a function that takes ``dataset`` for the ``...`` it elides and
+# hands ``training_loader`` and ``batch_size`` on from one epoch to the next. It runs epoch
+# after epoch until an epoch trains without an out-of-memory error (at most 8). Hooks record
+# the size of every batch the model sees and every optimizer step taken.
+def article_epoch(dataset, training_loader, batch_size):
+    for input, output in training_loader:
+        try:
+            opt.zero_grad()
+            pred = model(input)
+            loss = loss_fn(output, pred)
+            loss.backward()
+            opt.step()
+        except RuntimeError:  # CUDA: Out of memory is a generic RTE
+            batch_size -= 1
+            training_loader = DataLoader(dataset, batch_size=batch_size)
+    return training_loader, batch_size
 
 
 def run_article_loop(data, epochs):
-    namespace = {"DataLoader": DataLoader, "dataset": data, "batch_size": START,
-                 "training_loader": DataLoader(data, batch_size=START), "opt": opt,
-                 "model": model, "loss_fn": loss_fn}
+    loader, batch_size = DataLoader(data, batch_size=START), START
     seen, stepped = [], []
     hooks = [
         model.register_forward_pre_hook(lambda m, args: seen.append(len(args[0]))),
@@ -370,11 +369,11 @@ def run_article_loop(data, epochs):
     log = []
     try:
         for _ in range(epochs):
-            loader_batch = namespace["training_loader"].batch_size
+            loader_batch = loader.batch_size
             seen.clear()
             stepped.clear()
             with memory_limit(LIMIT):
-                exec(ARTICLE_LOOP, namespace)
+                loader, batch_size = article_epoch(data, loader, batch_size)
             log.append({"loader batch": loader_batch, "batches": list(seen),
                         "trained": sum(stepped), "failed": len(seen) - len(stepped)})
             if log[-1]["failed"] == 0:
@@ -382,7 +381,7 @@ def run_article_loop(data, epochs):
     finally:
         for hook in hooks:
             hook.remove()
-    return log, namespace["batch_size"]
+    return log, batch_size
 
 
 model.load_state_dict(initial)
