@@ -317,8 +317,8 @@ peak = {}
 if torch.cuda.is_available():
     peak = {name: [peak_of_step(fwd, d) / 2**20 for d in DEPTHS]
             for name, fwd in VARIANTS.items()}
-print("MiB held for backward (plain, checkpointed)"
-      + ("; peak of forward + backward (plain, checkpointed)" if peak else ""))
+print("MiB, plain and checkpointed: held for backward"
+      + ("; peak of forward + backward" if peak else ""))
 for i, depth in enumerate(DEPTHS):
     line = f"depth {depth:2d}: {held['plain'][i]:7.2f}, {held['checkpointed'][i]:7.2f}"
     if peak:

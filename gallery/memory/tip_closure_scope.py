@@ -332,7 +332,7 @@ print("  " + ", ".join(f"{n} {v / 2**10:.1f} KiB"
                        for n, v in sorted(lingering[BATCHES[-1]].items())))
 # The 0-dim ``loss`` is no small thing: its storage is the reduction's whole buffer.
 
-frees = [compare_values(f"memory held after the loop, batch {b}",
+frees = [compare_values(f"held after the loop, batch {b}",
                         {"loop scope": [held["loop scope"][i] / 2**10],
                          "closure": [held["closure"][i] / 2**10]},
                         threshold=0, device=device, metric="memory held after the loop",
@@ -390,7 +390,7 @@ if torch.cuda.is_available():
                         "after synchronize()": [a for _, a, _ in mib[True]]},
                        threshold=0, device=device, metric="memory_allocated",
                        unit="MiB", measure="difference"),
-        compare_values("next batch's new memory, without vs with synchronize()",
+        compare_values("next batch's new memory: no sync vs synchronize()",
                        {"no synchronize()": [g for *_, g in mib[False]],
                         "synchronize()": [g for *_, g in mib[True]]},
                        threshold=0, device=device, unit="MiB",

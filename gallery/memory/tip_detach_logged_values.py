@@ -297,8 +297,8 @@ def kept_by_logs(log, steps, backward):
 (det_loss, det_out), _, _ = kept_by_logs(log_detached, 4, backward=True)
 torch.testing.assert_close(torch.stack(raw_loss), torch.stack(det_loss))
 torch.testing.assert_close(torch.stack(raw_out), torch.stack(det_out))
-print("logged losses and softmax outputs: identical with and without .detach();",
-      "requires_grad:", raw_out[0].requires_grad, "vs", det_out[0].requires_grad)
+print("logged losses and softmax outputs: identical with and without .detach()")
+print("requires_grad:", raw_out[0].requires_grad, "vs", det_out[0].requires_grad)
 del raw_loss, raw_out, det_loss, det_out
 
 # %%

@@ -329,7 +329,7 @@ def per_step(table, backward, accumulate):
 
 
 graph_growth = [
-    compare_values(f"graph nodes kept per step, += loss vs {LABEL[fix]}",
+    compare_values(f"nodes per step: += loss vs {LABEL[fix]}",
                    {"+= loss": per_step(nodes, True, "loss"),
                     LABEL[fix]: per_step(nodes, True, fix)},
                    threshold=0, device=device, metric="graph nodes kept per step",
@@ -338,8 +338,8 @@ graph_growth = [
 ]
 memory_growth = {
     backward: compare_values(
-        f"memory kept per step, += loss vs += loss.item(), "
-        f"{'after backward' if backward else 'no backward'}",
+        f"memory/step, {'after' if backward else 'no'} backward: "
+        f"+= loss vs .item()",
         {"+= loss": [v / 2**10 for v in per_step(kept, backward, "loss")],
          "+= loss.item()": [v / 2**10 for v in per_step(kept, backward, "item")]},
         threshold=0, device=device, metric="memory kept per step", unit="KiB",

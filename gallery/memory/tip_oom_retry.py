@@ -482,7 +482,7 @@ RULE = ("holds if the article's loop trains every sample of the first epoch (the
         "one only after skipping every batch that ran out of memory, or it swallows "
         "errors that are not about memory")
 skipped_samples = compare_values(
-    "samples skipped in the first epoch",
+    "skipped in the first epoch",
     {"article's loop": [SAMPLES - article_log[0]["trained"]],
      "fix": [SAMPLES - trained]},
     threshold=0, device=device, metric="samples skipped", unit="samples",

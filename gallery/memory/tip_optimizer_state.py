@@ -270,8 +270,9 @@ print("state keys:")
 for label in CONFIGS:
     print(f"  {label:<23} {', '.join(keys[label])}")
 if device.type == "cuda":
-    print("peak of the first step / parameters, largest width: "
-          + ", ".join(f"{k} {peaks[k][-1] / param_bytes[-1]:.2f}x" for k in DEFAULTS))
+    print("peak of the first step / parameters, largest width:")
+    print("  " + ", ".join(f"{k} {peaks[k][-1] / param_bytes[-1]:.2f}x"
+                           for k in DEFAULTS))
 
 # %%
 # State against model size
@@ -289,16 +290,17 @@ fig = plot_series({label: (params_mib, [s / 2**20 for s in state[label]])
 # Verdict
 # -------
 # Per configuration, one round per width: how many copies of the parameters its state is
-# off the article's multiple (the measured multiple minus the claimed one, unsigned; the
-# claim's own figure is 0 off). A configuration matches when it is off by less than 0.05
+# off the article's multiple (the measured multiple minus the claimed one, unsigned, to a
+# thousandth of a copy; the claim's own figure is 0 off). A configuration matches when it is off by less than 0.05
 # copies at every width: the 0-dim ``step`` counters and the allocator's 512-byte rounding
 # are far below that.
 RULE = ("holds if every configuration's state is the article's multiple of the "
         "parameter bytes (off by less than 0.05 copies at every width); depends if the "
         "defaults match but a common option changes it; wrong if a default does not "
         "match")
-off = {label: compare_values(f"{label}: copies off the article's {claimed}x",
-                             {"measured": [abs(r - claimed) for r in ratio[label]],
+off = {label: compare_values(f"{label} vs the article's {claimed}x",
+                             {"measured": [round(abs(r - claimed), 3)
+                                           for r in ratio[label]],
                               "article": [0.0 for _ in ratio[label]]},
                              threshold=0.05, device=device, unit="copies",
                              metric="state / parameters, off the claim",
