@@ -16,65 +16,213 @@ the closure might not have been deallocated right after training halts".
 Python frees a tensor when its last reference goes. A name bound inside a ``for`` loop keeps
 the last batch's tensors referenced until the enclosing function returns, so whatever runs
 after the loop (validation, say) runs with them still allocated. This tip runs the article's
-closure, measures the bytes still alive after the loop and between steps, and checks the
-``synchronize()`` part against how PyTorch's CUDA allocator frees memory.
+closure (which raises a ``NameError`` as printed), measures the memory still held after the
+loop at four batch sizes, and on CUDA tests whether ``synchronize()`` changes anything: whether
+memory the closure freed while the GPU was still busy is counted, and reused by the next
+batch, without it.
 """
 # sphinx_gallery_tips_claims = ["S4-3"]
 # sphinx_gallery_tips_tags = ["training", "memory-leak", "sync"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "memory"
 # sphinx_gallery_tips_min_torch = "2.0"
-# sphinx_gallery_tips_takeaway = "Per-batch work in a function frees the batch's tensors when it returns; torch.cuda.synchronize() is not needed for that."
+# sphinx_gallery_tips_takeaway = "Per-batch work in a function frees the batch's tensors when it returns; on CUDA, torch.cuda.synchronize() adds nothing to that."
+# sphinx_gallery_tips_rules = ["PTT026"]
 # sphinx_gallery_tips_keywords = ["closure", "scope", "out of memory", "torch.cuda.synchronize", "del", "caching allocator", "memory leak", "validation"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/notes/cuda.html#memory-management"]
 
 # %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). Memory is
+# measured, not computed: exact byte counts of live tensors on the CPU, the CUDA caching
+# allocator's own counters on a GPU. Each comparison pairs the anti-pattern with the
+# recommended pattern, one pair per round (here: per step count or size), as a difference or a
+# ratio; the interval is a ~95% confidence interval for its median (with 5 rounds or fewer,
+# their whole range). A verdict is the first case of the rule whose conditions the
+# measurements meet.
+def median_interval(values, confidence=0.95):
+    """The median of ``values`` and a distribution-free interval for it."""
+    import math
+    import statistics
+
+    xs = sorted(values)
+    n, k, tail = len(xs), 0, 0.0
+    # largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x_k, x_(n+1-k)]
+    while k < n // 2 and tail + math.comb(n, k) / 2**n <= (1 - confidence) / 2:
+        tail += math.comb(n, k) / 2**n
+        k += 1
+    k = max(k, 1)  # too few rounds for that confidence: the whole range
+    return statistics.median(xs), xs[k - 1], xs[n - k]
+
+
+def outcome(low, high, threshold):
+    """'above' or 'below' if the whole interval is on that side, else 'noise'."""
+    return "above" if low > threshold else "below" if high < threshold else "noise"
+
+
+def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
+                   measure="ratio"):
+    """Compare samples measured otherwise: ``{"anti-pattern": [...], "fix": [...]}``.
+
+    Samples pair up by position, one pair per round. ``measure="ratio"`` compares
+    anti-pattern / recommended with ``threshold``; ``"difference"`` compares
+    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per
+    step).
+    """
+    import torch
+
+    (base_name, base), (cand_name, cand) = variants.items()
+    if measure == "ratio":
+        ratios = [b / c for b, c in zip(base, cand)]
+    else:
+        ratios = [b - c for b, c in zip(base, cand)]
+    mid, low, high = median_interval(ratios)
+    return {"name": name, "device": torch.device(device).type,
+            "threads": torch.get_num_threads(), "x": x, "metric": metric, "unit": unit,
+            "measure": measure, "baseline": base_name, "candidate": cand_name,
+            "base": list(base), "cand": list(cand), "ratios": ratios, "median": mid,
+            "low": low, "high": high, "threshold": threshold,
+            "outcome": outcome(low, high, threshold)}
+
+
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
+    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
+    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
+    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
+    key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
+            return quantified[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": members, "comparisons": comparisons,
+            "state": state, "key": key, "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
+
+def plot_series(series, *, xlabel, ylabel, title, device, logx=False):
+    """Measured values against steps or size, one line per ``{label: (xs, ys)}``.
+
+    Measured on ``device``; the title's second line names it, the thread count and the
+    torch version.
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
+    markers = ["o", "s", "^", "D", "v", "P"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    for (label, (xs, ys)), colour, marker in zip(series.items(), colours, markers):
+        ax.plot(xs, ys, marker=marker, color=colour, label=label)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    where = f"{torch.device(device).type.upper()}, {torch.get_num_threads()} thread(s)"
+    ax.set_title(f"{title}\n{where}, torch {torch.__version__}", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
+# %%
 # Setup
 # -----
-# Each step registers its tensors (inputs, prediction, loss) with weak references; a tensor
-# counts as alive while its weak reference does.
+# A two-layer MLP trained with SGD on a few random batches. On the CPU each step's tensors
+# are registered with weak references, and "memory held" is the bytes of those still alive;
+# ``input.to(device)`` returns the batch itself there, which the data list owns anyway, so
+# only tensors the step creates count. On CUDA, ``memory_allocated`` counts them all.
 import weakref
 
 import torch
 
 torch.manual_seed(0)
-torch.set_num_threads(1)  # nothing here is timed; one thread keeps small ops from stalling on a busy machine
+torch.set_num_threads(1)  # nothing is timed; one thread keeps small ops from stalling
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
 
-WIDTH, BATCH, STEPS = 512, 256, 4
+WIDTH, STEPS = 512, 3
+BATCHES = {"cpu": [64, 128, 256, 512], "cuda": [128, 256, 512, 1024]}[device.type]
 model = torch.nn.Sequential(
     torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(), torch.nn.Linear(WIDTH, WIDTH)
 ).to(device)
 optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
 loss_fn = torch.nn.MSELoss()
-dataloader = [(torch.randn(BATCH, WIDTH), torch.randn(BATCH, WIDTH)) for _ in range(STEPS)]  # CPU batches
+initial = {k: v.clone() for k, v in model.state_dict().items()}
 
-# On CPU ``batch.to(device)`` returns the batch itself, which the data list owns anyway: only
-# tensors the step creates are counted.
-data_storages = {t.untyped_storage().data_ptr() for batch in dataloader for t in batch}
+
+def make_loader(batch):
+    """CPU batches as from a DataLoader: [(input, target), ...], each [batch, width]"""
+    gen = torch.Generator().manual_seed(batch)
+    return [tuple(torch.randn(batch, WIDTH, generator=gen) for _ in range(2))
+            for _ in range(STEPS)]
+
+
 tracked = []
 
 
 def track(**tensors):
     for name, t in tensors.items():
-        if t.untyped_storage().data_ptr() not in data_storages:
-            tracked.append((name, weakref.ref(t), t.untyped_storage().nbytes()))
+        tracked.append((name, weakref.ref(t), t.untyped_storage().data_ptr(),
+                        t.untyped_storage().nbytes()))
 
 
-def alive_bytes():
-    return sum(n for _, ref, n in tracked if ref() is not None)
-
-
-def alive_names():
-    return {name: n for name, ref, n in tracked if ref() is not None}
+def memory_now(loader):
+    """Bytes held now: the allocator's count on CUDA, live step tensors on the CPU."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        return torch.cuda.memory_allocated(device)
+    data = {t.untyped_storage().data_ptr() for batch in loader for t in batch}
+    alive = {ptr: n for _, ref, ptr, n in tracked
+             if ref() is not None and ptr not in data}
+    return sum(alive.values())
 
 
 # %%
 # The article's closure, verbatim
 # -------------------------------
-# It reads ``output.to(device)`` where the loop variable is ``target``: a NameError here, or,
-# worse, silently the wrong tensor wherever some ``output`` happens to exist.
+# It reads ``output.to(device)`` where the loop variable is ``target``: a ``NameError`` here,
+# or, worse, silently the wrong tensor wherever some ``output`` happens to exist.
 ARTICLE_CODE = """\
 for input, target in dataloader:
     def handle_batch():
@@ -92,13 +240,12 @@ for input, target in dataloader:
 if torch.cuda.is_available():
     torch.cuda.synchronize()
 """
-namespace = {"torch": torch, "dataloader": dataloader, "device": device, "model": model,
-             "loss_fn": loss_fn, "optimizer": optimizer}
+namespace = {"torch": torch, "dataloader": make_loader(BATCHES[0]), "device": device,
+             "model": model, "loss_fn": loss_fn, "optimizer": optimizer}
 try:
     exec(ARTICLE_CODE, namespace)
 except NameError as err:
-    article_error = f"{type(err).__name__}: {err}"
-    print("The article's closure raises", article_error)
+    print(f"The article's closure raises {type(err).__name__}: {err}")
 else:
     raise AssertionError("expected a NameError for `output`")
 
@@ -106,11 +253,11 @@ else:
 # %%
 # The anti-pattern and the recommended pattern
 # --------------------------------------------
-# Both train one epoch and then reach the point where validation would start; ``probe`` is
-# called at the start of every step and at that point, and records the bytes still alive.
-def epoch_loop_scope(probe):
-    for input, target in dataloader:
-        probe("step")
+# Both train one epoch and then reach the point where validation would start, where
+# ``probe()`` reads the memory still held. The closure is the article's with ``target`` for
+# ``output`` (and the ``zero_grad()`` its snippet leaves out).
+def epoch_loop_scope(loader, probe):
+    for input, target in loader:
         x, y = input.to(device), target.to(device)  # [batch, width] each
         optimizer.zero_grad()
         pred = model(x)
@@ -118,127 +265,189 @@ def epoch_loop_scope(probe):
         loss.backward()
         optimizer.step()
         track(x=x, y=y, pred=pred, loss=loss)
-    probe("after loop")  # x, y, pred, loss of the last batch are still bound here
+    probe()  # x, y, pred and loss of the last batch are still bound here
 
 
-def epoch_function_scope(probe):
-    def handle_batch(input, target):
-        x, y = input.to(device), target.to(device)  # the article's closure, with `target`
-        optimizer.zero_grad()
-        pred = model(x)
-        loss = loss_fn(pred, y)
-        loss.backward()
-        optimizer.step()
-        track(x=x, y=y, pred=pred, loss=loss)
-        return loss.item()
+def epoch_closure(loader, probe):
+    for input, target in loader:
+        def handle_batch():
+            x, y = input.to(device), target.to(device)
+            optimizer.zero_grad()
+            pred = model(x)
+            loss = loss_fn(pred, y)
+            loss.backward()
+            optimizer.step()
+            track(x=x, y=y, pred=pred, loss=loss)
 
-    for input, target in dataloader:
-        probe("step")
-        handle_batch(input, target)
-    probe("after loop")
+        handle_batch()
+    probe()
 
+
+EPOCHS = {"loop scope": epoch_loop_scope, "closure": epoch_closure}
 
 # %%
 # Check: the same training either way
 # -----------------------------------
-initial = {k: v.clone() for k, v in model.state_dict().items()}
 weights = {}
-for name, epoch in (("loop scope", epoch_loop_scope), ("function scope", epoch_function_scope)):
+for name, epoch in EPOCHS.items():
     model.load_state_dict(initial)
-    epoch(lambda where: None)
+    epoch(make_loader(BATCHES[0]), lambda: None)
     weights[name] = [p.detach().clone() for p in model.parameters()]
-for a, b in zip(weights["loop scope"], weights["function scope"]):
+for a, b in zip(weights["loop scope"], weights["closure"]):
     torch.testing.assert_close(a, b, rtol=0, atol=0)
 print("one epoch each way: identical weights")
 
 # %%
 # Measurement
 # -----------
-# Bytes of the step's tensors still alive when the next step starts (the previous step's, on
-# top of which the next forward allocates) and when the loop is over.
-alive, lingering = {}, {}
-for name, epoch in (("loop scope", epoch_loop_scope), ("function scope", epoch_function_scope)):
-    tracked.clear()
-    seen = {"step": [], "after loop": []}
+# Memory held when the epoch's loop is over, above what was held before the epoch, at each
+# batch size. Both patterns leave the same gradients behind, so the difference between them
+# is what the loop's names keep alive. (On the CPU, ``x`` and ``y`` are the loader's own
+# batch and count for neither.)
+held = {name: [] for name in EPOCHS}
+lingering = {}
+for batch in BATCHES:
+    loader = make_loader(batch)
+    for name, epoch in EPOCHS.items():
+        model.load_state_dict(initial)
+        optimizer.zero_grad(set_to_none=True)
+        tracked.clear()
+        base = memory_now(loader)
+        seen = []
 
-    def probe(where, seen=seen, name=name):
-        seen[where].append(alive_bytes())
-        if where == "after loop":
-            lingering[name] = alive_names()
+        def probe():
+            seen.append(memory_now(loader) - base)
+            if name == "loop scope":  # which of the step's names still hold a tensor
+                lingering[batch] = {n: nbytes for n, ref, _, nbytes in tracked
+                                    if ref() is not None}
 
-    epoch(probe)
-    alive[name] = {"between steps": max(seen["step"]), "after loop": seen["after loop"][0]}
-for name, r in alive.items():
-    print(f"{name:<15} alive at the next step: {r['between steps'] / 2**10:7.1f} KiB   "
-          f"alive after the loop: {r['after loop'] / 2**10:7.1f} KiB")
+        epoch(loader, probe)
+        held[name].append(seen[0])
 
-print("still alive after the loop-scope epoch: "
-      + ", ".join(f"{k} {v / 2**10:.1f} KiB" for k, v in lingering["loop scope"].items()))
-# The scalar ``loss`` is no small thing: its storage is the reduction's whole buffer on this
-# build, so keeping a 0-dim loss around can keep a batch-sized block alive.
+print(f"{'batch':>7}  {'loop scope':>12}  {'closure':>12}   memory held after the loop")
+for b, loop, closure in zip(BATCHES, held["loop scope"], held["closure"]):
+    print(f"{b:7d}  {loop / 2**10:8.1f} KiB  {closure / 2**10:8.1f} KiB")
+print(f"still bound after the loop-scope epoch, batch {BATCHES[-1]} (storage bytes):")
+print("  " + ", ".join(f"{n} {v / 2**10:.1f} KiB"
+                       for n, v in sorted(lingering[BATCHES[-1]].items())))
+# The 0-dim ``loss`` is no small thing: its storage is the reduction's whole buffer.
 
-skipped = []
+frees = [compare_values(f"held after the loop, batch {b}",
+                        {"loop scope": [held["loop scope"][i] / 2**10],
+                         "closure": [held["closure"][i] / 2**10]},
+                        threshold=0, device=device, metric="memory held after the loop",
+                        unit="KiB", x=b, measure="difference")
+         for i, b in enumerate(BATCHES)]
+
+# %%
+# Does ``synchronize()`` change anything? (CUDA)
+# ----------------------------------------------
+# The GPU runs queued kernels after Python has moved on, so when ``handle_batch()`` returns
+# its kernels may still be running. Two things ``synchronize()`` could change, measured once
+# without it and once with it (the allocator is deterministic): the ``memory_allocated`` the
+# closure leaves behind, and how much new memory the caching allocator must reserve for the
+# next batch (nothing, if it reuses the blocks the closure freed). Either being larger
+# without ``synchronize()`` would mean the article's call is needed. A queue of float32
+# matmuls ahead of the closure keeps the GPU busy; ``query()`` on the stream records whether
+# it still was.
+skipped, sync_checks, facts = [], [], {}
 if torch.cuda.is_available():
-    # On CUDA a freed block goes back to the caching allocator at once, on the host side, and can
-    # be reused by the next kernel on the same stream: no synchronize() needed.
-    x = torch.randn(BATCH, WIDTH, device=device)
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    big = model(x).exp()
-    del big
-    freed_before_sync = torch.cuda.memory_allocated() - base
-    torch.cuda.synchronize()
-    freed_after_sync = torch.cuda.memory_allocated() - base
-    sync_needed = freed_before_sync != freed_after_sync
-    print(f"CUDA allocated above base right after del: {freed_before_sync} B, "
-          f"after synchronize(): {freed_after_sync} B")
+    busy_a = torch.randn(1024, 1024, device=device)  # [1024, 1024]: 4 MiB
+    busy_out = torch.empty_like(busy_a)
+    batch = [t.to(device) for t in make_loader(BATCHES[-1])[0]]
+
+    def handle_batch(input, target):
+        x, y = input.to(device), target.to(device)
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+
+    def sync_round(sync):
+        torch.cuda.synchronize(device)
+        for _ in range(16):
+            torch.matmul(busy_a, busy_a, out=busy_out)
+        handle_batch(*batch)  # returns while the GPU may still run its kernels
+        busy = not torch.cuda.current_stream(device).query()
+        allocated = torch.cuda.memory_allocated(device)
+        if sync:
+            torch.cuda.synchronize(device)  # the article's call
+        allocated_after = torch.cuda.memory_allocated(device)
+        reserved = torch.cuda.memory_reserved(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        handle_batch(*batch)  # the next batch
+        growth = torch.cuda.max_memory_reserved(device) - reserved
+        return busy, allocated, allocated_after, growth
+
+    handle_batch(*batch)  # first use of this size: the allocator reserves blocks here
+    rounds = {False: [], True: []}
+    for sync in (False, True):
+        rounds[sync].append(sync_round(sync))
+    mib = {sync: [[v / 2**20 for v in r[1:]] for r in rounds[sync]] for sync in rounds}
+    sync_checks = [
+        compare_values("memory_allocated dropped by synchronize()",
+                       {"before synchronize()": [a for a, _, _ in mib[True]],
+                        "after synchronize()": [a for _, a, _ in mib[True]]},
+                       threshold=0, device=device, metric="memory_allocated",
+                       unit="MiB", measure="difference"),
+        compare_values("next batch's new memory: no sync vs synchronize()",
+                       {"no synchronize()": [g for *_, g in mib[False]],
+                        "synchronize()": [g for *_, g in mib[True]]},
+                       threshold=0, device=device, unit="MiB",
+                       metric="memory reserved by next batch", measure="difference"),
+    ]
+    facts["GPU still busy when the closure returned"] = all(r[0] for r in rounds[False])
 else:
-    sync_needed = None
-    print("Skipped: the synchronize() check needs CUDA (no CUDA device in this build)")
-    skipped.append("CUDA memory_allocated before/after synchronize(): no CUDA device in this build")
+    print("Skipped: the synchronize() checks need CUDA (no CUDA device in this build)")
+    skipped.append("synchronize(): memory_allocated before and after it, and reuse of "
+                   "the freed blocks: no CUDA device in this build")
+
+# %%
+# Memory held after the loop
+# --------------------------
+fig = plot_series({name: (BATCHES, [v / 2**10 for v in values])
+                   for name, values in held.items()},
+                  xlabel="batch size (samples)",
+                  ylabel="memory held after the loop (KiB)",
+                  title=f"Last batch's tensors after an epoch (MLP width {WIDTH})",
+                  device=device, logx=True)
 
 # %%
 # Verdict
 # -------
-# The scope half is measured here. The synchronize half: PyTorch's caching allocator ties each
-# block to a stream and lets a freed block be reused by later work on that stream without
-# waiting, so ``memory_allocated()`` drops as soon as the tensor dies (measured on CUDA when
-# there is one; documented in "CUDA semantics - memory management").
-RULE = ("holds if a function scope frees tensors that loop scope keeps alive after the loop and "
-        "synchronize() is needed for the memory to be reusable; depends if the scope part holds "
-        "but synchronize() is not needed (as documented for the caching allocator; measured on "
-        "CUDA when present); wrong if function scope frees nothing more")
-kept = alive["loop scope"]["after loop"] - alive["function scope"]["after loop"]
-scope_holds = kept > 0 and alive["function scope"]["after loop"] == 0
-if not scope_holds:
-    verdict = "wrong"
-elif sync_needed:
-    verdict = "holds"
+# The closure half: the loop scope holds more memory after the loop than the closure, at
+# every batch size (exact counts). The ``synchronize()`` half, on CUDA only (the article
+# calls it only there): ``synchronize()`` is needed if, without it, ``memory_allocated``
+# stays higher or the next batch needs new memory in some round.
+RULE = ("holds if, at every batch size, loop scope holds more memory after the loop "
+        "than the closure, and on CUDA synchronize() lowers memory_allocated or "
+        "saves the next batch new memory; wrong if the closure frees more at no size; "
+        "depends otherwise (on CUDA: the closure frees the memory but synchronize() "
+        "changes neither figure)")
+groups = {"closure frees": frees}
+if device.type == "cuda":
+    groups["synchronize() frees more"] = sync_checks
+    cases = [("wrong", {"closure frees": "none above"}),
+             ("holds", {"closure frees": "all above",
+                        "synchronize() frees more": "any above"}),
+             ("depends", {})]
 else:
-    verdict = "depends"
-print(f"Verdict: {verdict}. Loop scope keeps {kept / 2**10:.1f} KiB of the last batch alive after "
-      f"the loop; function scope 0. synchronize() needed: "
-      f"{'not measured (CPU), not per the allocator docs' if sync_needed is None else sync_needed}. "
-      f"The article's code as printed: {article_error.split(':')[0]}.")
-print(f"Rule: {RULE}")
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": {"name": "bytes kept alive after the loop by loop scope", "value": kept / 2**10, "unit": "KiB"},
-    "measurements": [
-        {"variant": name, "metric": f"alive {where}", "value": r[where] / 2**10, "unit": "KiB"}
-        for name, r in alive.items() for where in ("between steps", "after loop")
-    ],
-    "skipped": skipped,
-}
+    cases = [("holds", {"closure frees": "all above"}),
+             ("wrong", {"closure frees": "none above"}),
+             ("depends", {})]
+decision = decide(device, cases, groups=groups, facts=facts, key=frees[-1])
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
+          "skipped": skipped}
 
 # %%
 # When not to use it
 # ------------------
 # A helper function (it need not be a closure) or a plain ``del x, y, pred, loss`` after the
-# loop does the job; what matters is that no name still refers to the tensors. Inside the loop
-# the saving is small: rebinding ``x = ...`` frees the old batch, and ``backward()`` has already
-# freed the activations. Skip ``torch.cuda.synchronize()`` for this purpose; it only stalls the
-# CPU. ``torch.cuda.empty_cache()`` is a different thing again: it returns cached blocks to the
+# loop does the job; what matters is that no name still refers to the tensors. Inside the
+# loop the saving is small: rebinding ``x = ...`` frees the old batch, and ``backward()`` has
+# already freed the activations. Skip ``torch.cuda.synchronize()`` for this purpose: the
+# caching allocator counts a block as free as soon as its tensor dies and hands it to later
+# work on the same stream, which the stream runs in order; the call only stalls the CPU.
+# ``torch.cuda.empty_cache()`` is a different thing again: it returns cached blocks to the
 # driver (for other processes), and is not needed for PyTorch itself to reuse them.

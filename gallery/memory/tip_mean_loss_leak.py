@@ -16,55 +16,192 @@ The article warns of a subtle leak in a running mean of the loss (claim S4-2):
     Since PyTorch 0.4, `loss` is a 0-dimensional `Tensor`, which means that the addition to
     `mean_loss` keeps around the gradient history of each `loss`."
 
-``mean_loss + loss`` is itself an autograd op, so ``mean_loss`` becomes the root of a graph that
-reaches back into every step. This tip runs the article's loop and counts exactly what stays
-reachable from ``mean_loss`` afterwards: the graph nodes, and the bytes of the tensors autograd
-saved for backward (tracked with ``torch.autograd.graph.saved_tensors_hooks`` and weak
-references), against ``+= loss.item()`` and ``+= loss.detach()``.
+``mean_loss + loss`` is itself an autograd op, so ``mean_loss`` becomes the root of a graph
+that reaches back into every step. This tip runs the article's loop for 1 to 32 steps and
+measures what stays reachable from ``mean_loss``: the graph's nodes, and the memory of the
+tensors they keep, against ``+= loss.item()`` and ``+= loss.detach()``. The same loop without
+``backward()`` (a validation loop someone forgot to wrap in ``torch.no_grad()``) shows what
+that history holds when nothing has freed it.
 """
 # sphinx_gallery_tips_claims = ["S4-2"]
 # sphinx_gallery_tips_tags = ["autograd", "training", "memory-leak"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "memory"
 # sphinx_gallery_tips_min_torch = "2.0"
-# sphinx_gallery_tips_takeaway = "Summing loss tensors chains every step's graph; backward already freed the big tensors, but a loop without backward keeps them all."
+# sphinx_gallery_tips_takeaway = "mean_loss += loss adds every step's graph to mean_loss. backward() frees its activations; a loop without backward keeps them all."
+# sphinx_gallery_tips_rules = ["PTT012"]
 # sphinx_gallery_tips_keywords = ["memory leak", "out of memory", "loss.item()", "detach", "running loss", "grad_fn", "saved_tensors_hooks"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/autograd.html#hooks-for-saved-tensors"]
 
 # %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). Memory is
+# measured, not computed: exact byte counts of live tensors on the CPU, the CUDA caching
+# allocator's own counters on a GPU. Each comparison pairs the anti-pattern with the
+# recommended pattern, one pair per round (here: per step count or size), as a difference or a
+# ratio; the interval is a ~95% confidence interval for its median (with 5 rounds or fewer,
+# their whole range). A verdict is the first case of the rule whose conditions the
+# measurements meet.
+def median_interval(values, confidence=0.95):
+    """The median of ``values`` and a distribution-free interval for it."""
+    import math
+    import statistics
+
+    xs = sorted(values)
+    n, k, tail = len(xs), 0, 0.0
+    # largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x_k, x_(n+1-k)]
+    while k < n // 2 and tail + math.comb(n, k) / 2**n <= (1 - confidence) / 2:
+        tail += math.comb(n, k) / 2**n
+        k += 1
+    k = max(k, 1)  # too few rounds for that confidence: the whole range
+    return statistics.median(xs), xs[k - 1], xs[n - k]
+
+
+def outcome(low, high, threshold):
+    """'above' or 'below' if the whole interval is on that side, else 'noise'."""
+    return "above" if low > threshold else "below" if high < threshold else "noise"
+
+
+def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
+                   measure="ratio"):
+    """Compare samples measured otherwise: ``{"anti-pattern": [...], "fix": [...]}``.
+
+    Samples pair up by position, one pair per round. ``measure="ratio"`` compares
+    anti-pattern / recommended with ``threshold``; ``"difference"`` compares
+    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per
+    step).
+    """
+    import torch
+
+    (base_name, base), (cand_name, cand) = variants.items()
+    if measure == "ratio":
+        ratios = [b / c for b, c in zip(base, cand)]
+    else:
+        ratios = [b - c for b, c in zip(base, cand)]
+    mid, low, high = median_interval(ratios)
+    return {"name": name, "device": torch.device(device).type,
+            "threads": torch.get_num_threads(), "x": x, "metric": metric, "unit": unit,
+            "measure": measure, "baseline": base_name, "candidate": cand_name,
+            "base": list(base), "cand": list(cand), "ratios": ratios, "median": mid,
+            "low": low, "high": high, "threshold": threshold,
+            "outcome": outcome(low, high, threshold)}
+
+
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
+    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
+    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
+    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
+    key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
+            return quantified[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": members, "comparisons": comparisons,
+            "state": state, "key": key, "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
+
+def plot_series(series, *, xlabel, ylabel, title, device, logx=False):
+    """Measured values against steps or size, one line per ``{label: (xs, ys)}``.
+
+    Measured on ``device``; the title's second line names it, the thread count and the
+    torch version.
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
+    markers = ["o", "s", "^", "D", "v", "P"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    for (label, (xs, ys)), colour, marker in zip(series.items(), colours, markers):
+        ax.plot(xs, ys, marker=marker, color=colour, label=label)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    where = f"{torch.device(device).type.upper()}, {torch.get_num_threads()} thread(s)"
+    ax.set_title(f"{title}\n{where}, torch {torch.__version__}", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
+# %%
 # Setup
 # -----
-# A small MLP trained on random batches. Every tensor autograd saves for backward passes
-# through a pack hook that wraps it in a tiny object we hold only a weak reference to: when
-# autograd drops the saved tensor (after backward, or when the graph dies), the weak reference
-# dies with it, so "bytes still alive" is exact, not sampled. Weights are saved too, but they
-# live anyway, so their storage is not counted.
+# A small MLP trained on random batches, wider on a GPU so that each step's activations are
+# far above the allocator's 512-byte granularity. On the CPU, every tensor autograd saves for
+# backward passes through a pack hook that keeps only a weak reference to it: when autograd
+# drops the saved tensor (after backward, or when the graph dies), the reference dies with
+# it, so the bytes still alive are exact. On CUDA the allocator counts them.
 import weakref
 
 import torch
 
 torch.manual_seed(0)
-torch.set_num_threads(1)  # nothing here is timed; one thread keeps small ops from stalling on a busy machine
+torch.set_num_threads(1)  # nothing is timed; one thread keeps small ops from stalling
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
 
-WIDTH, BATCH = 128, 32
+WIDTH, BATCH = {"cpu": (128, 32), "cuda": (512, 128)}[device.type]
+STEPS = [1, 8, 16, 24, 32]
 
 
 class _Saved:
     __slots__ = ("__weakref__", "tensor")
 
     def __init__(self, tensor):
-        # detach(): same storage, no grad_fn. Holding a saved *output* with its grad_fn would
-        # make a cycle (tensor -> grad_fn -> saved wrapper -> tensor) that never frees.
+        # detach(): same storage, no grad_fn. A saved *output* held with its grad_fn
+        # would make a cycle (tensor -> grad_fn -> wrapper -> tensor) that never frees.
         self.tensor = tensor.detach()
 
 
-class SavedTensorTracker:
-    """Counts the bytes of autograd-saved tensors that are still alive."""
+class SavedTensors:
+    """Remembers every tensor autograd saves; reports the bytes of those still alive."""
 
     def __init__(self):
-        self.records = []  # (weakref to the wrapper, storage address, storage bytes)
+        self.records = []  # (weak reference to the wrapper, storage address, bytes)
 
     def pack(self, tensor):
         saved = _Saved(tensor)
@@ -77,16 +214,14 @@ class SavedTensorTracker:
         return saved.tensor
 
     def alive_bytes(self, exclude=()):
-        """Bytes of distinct storages still saved, not counting ``exclude`` (the parameters,
-        which live anyway)."""
+        """Bytes of the distinct storages still saved, minus ``exclude``."""
         alive = {ptr: n for ref, ptr, n in self.records if ref() is not None}
         return sum(n for ptr, n in alive.items() if ptr not in exclude)
 
 
 def graph_nodes(value):
-    """Number of autograd nodes reachable from ``value`` (0 for a float or a detached tensor)."""
-    root = getattr(value, "grad_fn", None)
-    seen, stack = set(), [root]
+    """Autograd nodes reachable from ``value`` (0 for a float or a detached tensor)."""
+    seen, stack = set(), [getattr(value, "grad_fn", None)]
     while stack:
         node = stack.pop()
         if node is None or node in seen:
@@ -100,39 +235,49 @@ model = torch.nn.Sequential(
     torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(), torch.nn.Linear(WIDTH, 1)
 ).to(device)
 initial_state = {k: v.clone() for k, v in model.state_dict().items()}
+param_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
 
 # %%
 # The anti-pattern and the recommended pattern
 # --------------------------------------------
-# One loop, three ways to accumulate. ``train=False`` is the same loop without ``backward``
-# and ``step``: a validation loop someone forgot to wrap in ``torch.no_grad()``.
-def run_epoch(accumulate, steps, train=True):
+# One loop, three ways to accumulate. ``backward=False`` is the same loop without
+# ``backward`` and ``step``. The memory kept is measured after the loop, with ``mean_loss``
+# still in scope and the gradients dropped (they are not what the claim is about).
+def run_epoch(accumulate, steps, backward=True):
     model.load_state_dict(initial_state)
     gen = torch.Generator().manual_seed(1)
-    tracker = SavedTensorTracker()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+    tracker = SavedTensors()
     mean_loss = 0
     with torch.autograd.graph.saved_tensors_hooks(tracker.pack, tracker.unpack):
         for _ in range(steps):
-            inputs = torch.randn(BATCH, WIDTH, generator=gen).to(device)  # [batch, width]
-            target = torch.randn(BATCH, 1, generator=gen).to(device)      # [batch, 1]
+            inputs = torch.randn(BATCH, WIDTH, generator=gen).to(device)  # [batch, in]
+            target = torch.randn(BATCH, 1, generator=gen).to(device)  # [batch, 1]
             loss = torch.nn.functional.mse_loss(model(inputs), target)
-            if train:
-                model.zero_grad()
+            if backward:
+                model.zero_grad(set_to_none=True)
                 loss.backward()
                 with torch.no_grad():  # a plain SGD step
                     for p in model.parameters():
                         p -= 1e-3 * p.grad
-            if accumulate == "loss":      # the article's line
+            if accumulate == "loss":  # the article's line
                 mean_loss += loss
-            elif accumulate == "detach":  # stays on the device, no sync, no graph
+            elif accumulate == "detach":  # stays on the device: no sync, no graph
                 mean_loss += loss.detach()
-            else:                         # a Python float; on CUDA .item() waits for the GPU
+            else:  # a Python float; on CUDA .item() waits for the GPU
                 mean_loss += loss.item()
     del inputs, target, loss
     mean_loss /= steps
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    return mean_loss, graph_nodes(mean_loss), tracker.alive_bytes(exclude=params)
+    model.zero_grad(set_to_none=True)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        kept = torch.cuda.memory_allocated(device) - before
+    else:
+        kept = tracker.alive_bytes(exclude=param_storages)
+    return mean_loss, graph_nodes(mean_loss), kept
 
 
 # %%
@@ -145,98 +290,120 @@ as_float, _, _ = run_epoch("item", 5)
 torch.testing.assert_close(leaky.item(), as_float)
 torch.testing.assert_close(detached.item(), as_float)
 print(f"mean loss over 5 steps: {as_float:.6f} (all three variants agree)")
-print("mean_loss.grad_fn:", type(leaky.grad_fn).__name__, "| requires_grad:", leaky.requires_grad)
+print("mean_loss.grad_fn:", type(leaky.grad_fn).__name__,
+      "| requires_grad:", leaky.requires_grad)
 del leaky, detached
 
 # %%
 # Measurement
 # -----------
-# After N steps, with ``mean_loss`` still in scope: graph nodes reachable from it, and bytes of
-# saved tensors still alive. The count is exact, so one run per setting is enough; two values
-# of N show whether the figure grows with the number of steps.
-STEPS = (5, 20)
+# After N steps: the graph nodes reachable from ``mean_loss``, and the memory still held
+# (CPU: bytes of saved tensors still alive; CUDA: ``memory_allocated`` above where the loop
+# started). What is kept *per step* is the growth from one N to the next, divided by the
+# steps in between: four rounds per comparison.
 LABEL = {"loss": "+= loss", "detach": "+= loss.detach()", "item": "+= loss.item()"}
-rows = {}
-for train in (True, False):
-    for accumulate in ("loss", "detach", "item"):
+nodes, kept = {}, {}
+for backward in (True, False):
+    for accumulate in LABEL:
         for steps in STEPS:
-            _, nodes, alive = run_epoch(accumulate, steps, train=train)
-            rows[train, accumulate, steps] = (nodes, alive)
+            _, n, b = run_epoch(accumulate, steps, backward=backward)
+            nodes[backward, accumulate, steps], kept[backward, accumulate, steps] = n, b
 
-print(f"{'loop':<22} {'accumulate':<18} " + "  ".join(f"{'N=' + str(n):>23}" for n in STEPS))
-for (train, accumulate) in dict.fromkeys((t, a) for t, a, _ in rows):
-    loop = "train (article)" if train else "no backward (eval)"
-    cells = "  ".join(
-        f"{rows[train, accumulate, n][0]:5d} nodes {rows[train, accumulate, n][1] / 2**10:7.1f} KiB"
-        for n in STEPS
-    )
-    print(f"{loop:<22} {LABEL[accumulate]:<18} {cells}")
+where = "saved tensors alive" if device.type == "cpu" else "memory_allocated growth"
+first, last = STEPS[0], STEPS[-1]
+print(f"memory kept ({where}) and graph nodes, after {first} -> {last} steps:")
+for backward in (True, False):
+    for accumulate in LABEL:
+        loop = "train (article)" if backward else "no backward"
+        key = (backward, accumulate)
+        kib = [kept[(*key, n)] / 2**10 for n in (first, last)]
+        memory = f"{kib[0]:7.1f} -> {kib[1]:7.1f}"
+        graph = f"{nodes[(*key, first)]:4d} -> {nodes[(*key, last)]:4d}"
+        print(f"  {loop:<16} {LABEL[accumulate]:<17} {memory} KiB  {graph} nodes")
 
-skipped = []
-if torch.cuda.is_available():
-    # On CUDA the same retained tensors show up in the allocator.
-    cuda_growth = {}
-    for accumulate in ("loss", "item"):
-        torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
-        kept = run_epoch(accumulate, STEPS[-1], train=False)
-        torch.cuda.synchronize()
-        cuda_growth[accumulate] = torch.cuda.memory_allocated() - before
-        del kept
-    print(f"CUDA memory held after {STEPS[-1]} eval steps: "
-          + ", ".join(f"+= {a}: {b / 2**10:.1f} KiB" for a, b in cuda_growth.items()))
-else:
-    print("Skipped: CUDA allocator figures need CUDA (no CUDA device in this build)")
-    skipped.append("CUDA memory_allocated growth: no CUDA device in this build")
+
+def per_step(table, backward, accumulate):
+    """Growth per step between consecutive step counts: one value per round."""
+    ys = [table[backward, accumulate, n] for n in STEPS]
+    return [(b - a) / (m - n) for a, b, n, m in zip(ys, ys[1:], STEPS, STEPS[1:])]
+
+
+graph_growth = [
+    compare_values(f"nodes per step: += loss vs {LABEL[fix]}",
+                   {"+= loss": per_step(nodes, True, "loss"),
+                    LABEL[fix]: per_step(nodes, True, fix)},
+                   threshold=0, device=device, metric="graph nodes kept per step",
+                   unit="nodes", measure="difference")
+    for fix in ("item", "detach")
+]
+memory_growth = {
+    backward: compare_values(
+        f"memory/step, {'after' if backward else 'no'} backward: "
+        f"+= loss vs .item()",
+        {"+= loss": [v / 2**10 for v in per_step(kept, backward, "loss")],
+         "+= loss.item()": [v / 2**10 for v in per_step(kept, backward, "item")]},
+        threshold=0, device=device, metric="memory kept per step", unit="KiB",
+        measure="difference")
+    for backward in (True, False)
+}
+
+# %%
+# What stays alive, step by step
+# ------------------------------
+# Memory kept after N steps for each pattern: the article's training loop, where each
+# ``backward()`` frees what that step's graph saved, and the same loop without backward.
+fig = plot_series(
+    {f"{LABEL[a]}, no backward": (STEPS, [kept[False, a, n] / 2**10 for n in STEPS])
+     for a in ("loss", "detach", "item")}
+    | {"+= loss, after backward (article)":
+       (STEPS, [kept[True, "loss", n] / 2**10 for n in STEPS])},
+    xlabel="steps accumulated into mean_loss", ylabel="memory kept (KiB)",
+    title=f"Memory kept alive by mean_loss (MLP width {WIDTH}, batch {BATCH})",
+    device=device)
+
+# %%
+# The graph, step by step
+# -----------------------
+# In the article's loop the graph itself grows too: its nodes, reachable from ``mean_loss``.
+fig = plot_series(
+    {f"{LABEL[a]}, after backward": (STEPS, [nodes[True, a, n] for n in STEPS])
+     for a in LABEL},
+    xlabel="steps accumulated into mean_loss", ylabel="autograd nodes (count)",
+    title="Graph reachable from mean_loss in the article's training loop",
+    device=device)
 
 # %%
 # Verdict
 # -------
-# "Keeps around the gradient history" is true when the graph reachable from ``mean_loss`` grows
-# with N. Whether that history still holds tensor memory depends on ``backward``: it frees the
-# saved tensors of each step's graph, leaving the (small) node objects chained together.
-RULE = ("holds if, in the article's training loop, both the graph nodes and the saved-tensor "
-        "bytes kept by mean_loss grow with N while .item()/.detach() keep none; depends if "
-        "only the node count grows there but saved bytes grow in a loop without backward; "
-        "wrong if nothing grows")
-lo, hi = STEPS
-nodes_grow = rows[True, "loss", hi][0] > rows[True, "loss", lo][0] > 0
-train_bytes_grow = rows[True, "loss", hi][1] > rows[True, "loss", lo][1] > 0
-eval_bytes_grow = rows[False, "loss", hi][1] > rows[False, "loss", lo][1] > 0
-fixes_clean = all(rows[t, a, n] == (0, 0) for t in (True, False) for a in ("detach", "item")
-                  for n in STEPS)
-if nodes_grow and train_bytes_grow and fixes_clean:
-    verdict = "holds"
-elif nodes_grow and eval_bytes_grow and fixes_clean:
-    verdict = "depends"
-elif not nodes_grow and not eval_bytes_grow:
-    verdict = "wrong"
-else:
-    verdict = "depends"
-per_step = (rows[False, "loss", hi][1] - rows[False, "loss", lo][1]) / (hi - lo)
-print(f"Verdict: {verdict}. Training loop: {rows[True, 'loss', hi][0]} nodes and "
-      f"{rows[True, 'loss', hi][1]} saved bytes kept after {hi} steps; without backward "
-      f"{per_step / 2**10:.1f} KiB more per step.")
-print(f"Rule: {RULE}")
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": {"name": "saved bytes kept per step, loop without backward", "value": per_step / 2**10,
-            "unit": "KiB"},
-    "measurements": [
-        {"variant": f"{'train' if t else 'no backward'}, {LABEL[a]}, N={n}", "metric": metric,
-         "value": float(rows[t, a, n][i]), "unit": unit}
-        for (t, a, n) in rows
-        for i, metric, unit in ((0, "graph nodes kept", "nodes"), (1, "saved bytes kept", "B"))
-    ],
-    "skipped": skipped,
-}
+# The claim is that the sum "keeps around the gradient history of each loss": the graph
+# reachable from ``mean_loss`` grows with every step of the article's loop, while
+# ``.item()`` and ``.detach()`` keep none. Node counts are exact, so their interval is
+# their range over the four rounds. What that history holds in memory (nothing tensor-sized
+# after ``backward()``, every activation without it) is measured above and shown, and decides
+# nothing.
+RULE = ("holds if, in the article's training loop, the graph reachable from mean_loss "
+        "grows by more than 0 nodes per step with += loss compared with both "
+        "+= loss.item() and += loss.detach(); wrong if against neither; "
+        "depends otherwise")
+decision = decide(device, [("holds", {"graph kept per step": "all above"}),
+                           ("wrong", {"graph kept per step": "none above"}),
+                           ("depends", {})],
+                  groups={"graph kept per step": graph_growth,
+                          "memory kept per step, after backward": [memory_growth[True]],
+                          "memory kept per step, no backward": [memory_growth[False]]},
+                  key=graph_growth[0])
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
+          "skipped": []}
 
 # %%
 # When not to use it
 # ------------------
 # Accumulate ``loss.item()`` (a float) or ``loss.detach()``. On CUDA, ``.item()`` copies the
 # value to the host and so waits for the GPU every step; ``mean_loss += loss.detach()`` keeps
-# the sum on the device without a graph and without a sync, and you call ``.item()`` once at the
-# end. Keep the tensor only when you really mean to backpropagate through the sum.
+# the sum on the device without a graph and without a sync, and you call ``.item()`` once at
+# the end. In the article's loop the leak is the chain of graph nodes (small host objects):
+# ``backward()`` has already freed the activations, as the memory figure shows. It becomes
+# the out-of-memory error the article warns of where no ``backward()`` runs, as in a
+# validation loop without ``torch.no_grad()``. Keep the tensor only when you really mean to
+# backpropagate through the sum.

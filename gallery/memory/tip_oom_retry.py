@@ -1,204 +1,511 @@
 """
-Retrying with a smaller batch after out-of-memory: catch the right exception
-============================================================================
+Retrying with a smaller batch after out-of-memory
+=================================================
 
-To find the largest batch that fits, the article catches the out-of-memory ``RuntimeError`` and
-retries with a smaller batch, calling it (claim S4-1)
+To find the largest batch that fits, the article catches the out-of-memory ``RuntimeError``
+and builds a new ``DataLoader`` with a smaller batch (claim S4-1), saying that
 
     "the following hacky snippet automatically adjusts the batch size to a level where it fits
     in memory."
 
-The idea works: an allocation failure leaves PyTorch usable, so you can free what you hold and
-try again. The catch is the ``except RuntimeError``: CUDA's out-of-memory error is a
-``RuntimeError``, but so are shape mismatches, dtype errors and device mix-ups. A loop that halves
-the batch on *any* ``RuntimeError`` turns a bug into a batch size of 0. The device-generic
-``torch.OutOfMemoryError`` was exposed at the top level by pytorch/pytorch#121702 (merged April
-2024, the 2.4 release cycle); ``torch.cuda.OutOfMemoryError`` (1.13+, pytorch/pytorch#83146) is the
-same class, so the code below takes whichever name this torch has.
+::
+
+    training_loader = DataLoader(..., batch_size=batch_size)
+
+    for input, output in training_loader:
+        try:
+            opt.zero_grad()
+            pred = model(input)
+            loss = loss_fn(output, pred)
+            loss.backward()
+            opt.step()
+        except RuntimeError:  # CUDA: Out of memory is a generic RTE
+            batch_size -= 1
+            training_loader = DataLoader(..., batch_size=batch_size)
+
+Two things in it deserve a run. The ``for`` statement took its iterator from the first
+``DataLoader``; binding the name ``training_loader`` to a new one changes nothing until the
+next epoch, so every remaining batch of the epoch has the old size. And ``except RuntimeError``
+also catches shape, dtype and device errors (``torch.OutOfMemoryError`` is one subclass of
+``RuntimeError`` among many). This tip runs the loop, epoch after epoch, under a memory limit
+(a real one on CUDA, a stand-in on the CPU), then a fix that finds the batch size first.
 """
 # sphinx_gallery_tips_claims = ["S4-1"]
 # sphinx_gallery_tips_tags = ["training", "cuda"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
-# sphinx_gallery_tips_kind = "behaviour"
-# sphinx_gallery_tips_min_torch = "1.13"
-# sphinx_gallery_tips_takeaway = "Retry on torch.OutOfMemoryError only; a bare except RuntimeError turns shape bugs into a silent batch size of 0."
-# sphinx_gallery_tips_keywords = ["out of memory", "OutOfMemoryError", "CUDA out of memory", "OOM", "batch size", "empty_cache", "retry"]
-# sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.cuda.OutOfMemoryError.html", "https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory"]
+# sphinx_gallery_tips_kind = "memory"
+# sphinx_gallery_tips_min_torch = "2.0"
+# sphinx_gallery_tips_takeaway = "The article's loop keeps the old DataLoader, so every batch of that epoch fails and is skipped. Find the batch first; catch only OutOfMemoryError."
+# sphinx_gallery_tips_rules = ["PTT028"]
+# sphinx_gallery_tips_keywords = ["out of memory", "OutOfMemoryError", "CUDA out of memory", "OOM", "batch size", "set_per_process_memory_fraction", "max_memory_allocated", "retry"]
+# sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.cuda.set_per_process_memory_fraction.html", "https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory"]
+
+# %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). Memory is
+# measured, not computed: exact byte counts of live tensors on the CPU, the CUDA caching
+# allocator's own counters on a GPU. Each comparison pairs the anti-pattern with the
+# recommended pattern, one pair per round (here: per step count or size), as a difference or a
+# ratio; the interval is a ~95% confidence interval for its median (with 5 rounds or fewer,
+# their whole range). A verdict is the first case of the rule whose conditions the
+# measurements meet.
+def median_interval(values, confidence=0.95):
+    """The median of ``values`` and a distribution-free interval for it."""
+    import math
+    import statistics
+
+    xs = sorted(values)
+    n, k, tail = len(xs), 0, 0.0
+    # largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x_k, x_(n+1-k)]
+    while k < n // 2 and tail + math.comb(n, k) / 2**n <= (1 - confidence) / 2:
+        tail += math.comb(n, k) / 2**n
+        k += 1
+    k = max(k, 1)  # too few rounds for that confidence: the whole range
+    return statistics.median(xs), xs[k - 1], xs[n - k]
+
+
+def outcome(low, high, threshold):
+    """'above' or 'below' if the whole interval is on that side, else 'noise'."""
+    return "above" if low > threshold else "below" if high < threshold else "noise"
+
+
+def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
+                   measure="ratio"):
+    """Compare samples measured otherwise: ``{"anti-pattern": [...], "fix": [...]}``.
+
+    Samples pair up by position, one pair per round. ``measure="ratio"`` compares
+    anti-pattern / recommended with ``threshold``; ``"difference"`` compares
+    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per
+    step).
+    """
+    import torch
+
+    (base_name, base), (cand_name, cand) = variants.items()
+    if measure == "ratio":
+        ratios = [b / c for b, c in zip(base, cand)]
+    else:
+        ratios = [b - c for b, c in zip(base, cand)]
+    mid, low, high = median_interval(ratios)
+    return {"name": name, "device": torch.device(device).type,
+            "threads": torch.get_num_threads(), "x": x, "metric": metric, "unit": unit,
+            "measure": measure, "baseline": base_name, "candidate": cand_name,
+            "base": list(base), "cand": list(cand), "ratios": ratios, "median": mid,
+            "low": low, "high": high, "threshold": threshold,
+            "outcome": outcome(low, high, threshold)}
+
+
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
+    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
+    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
+    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
+    key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
+            return quantified[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": members, "comparisons": comparisons,
+            "state": state, "key": key, "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
+
+def plot_series(series, *, xlabel, ylabel, title, device, logx=False):
+    """Measured values against steps or size, one line per ``{label: (xs, ys)}``.
+
+    Measured on ``device``; the title's second line names it, the thread count and the
+    torch version.
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
+    markers = ["o", "s", "^", "D", "v", "P"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    for (label, (xs, ys)), colour, marker in zip(series.items(), colours, markers):
+        ax.plot(xs, ys, marker=marker, color=colour, label=label)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    where = f"{torch.device(device).type.upper()}, {torch.get_num_threads()} thread(s)"
+    ax.set_title(f"{title}\n{where}, torch {torch.__version__}", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
 
 # %%
 # Setup
 # -----
-# ``OOM`` is the exception class to catch, whichever name this torch version offers.
-import gc
+# A two-layer MLP and 8 batches of data per epoch at the starting batch size. ``OOM`` is the
+# out-of-memory class, under whichever name this torch version offers it.
+import contextlib
+import weakref
 
 import torch
+from torch.utils.data import DataLoader, TensorDataset
 
 torch.manual_seed(0)
-torch.set_num_threads(min(2, torch.get_num_threads()))
+torch.set_num_threads(1)  # nothing is timed; one thread keeps small ops from stalling
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
 
 OOM = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
-print("torch.OutOfMemoryError exists:", hasattr(torch, "OutOfMemoryError"))
-print("torch.cuda.OutOfMemoryError is the same class:", torch.cuda.OutOfMemoryError is OOM)
-print("subclass of RuntimeError:", issubclass(OOM, RuntimeError), "| MRO:",
-      [c.__name__ for c in OOM.__mro__])
-assert issubclass(OOM, RuntimeError)
+print(f"out-of-memory class: {OOM.__name__}, "
+      f"a RuntimeError: {issubclass(OOM, RuntimeError)}")
+
+# On CUDA each activation is above 10 MiB, from where the caching allocator reserves
+# memory in 2 MiB steps (not 20 MiB segments): its cap bites near the measured peak.
+FEATURES, HIDDEN = {"cpu": (256, 1024), "cuda": (64, 32768)}[device.type]
+START, SAMPLES, MAX_EPOCHS = 128, 8 * 128, 8
+SIZES = [16, 32, 64, 128, 256]
+dataset = TensorDataset(torch.randn(SAMPLES, FEATURES, device=device),  # [samples, in]
+                        torch.randn(SAMPLES, 1, device=device))  # [samples, 1]
+model = torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.ReLU(),
+                            torch.nn.Linear(HIDDEN, 1)).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+loss_fn = torch.nn.MSELoss()
+initial = {k: v.clone() for k, v in model.state_dict().items()}
+param_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
 # %%
-# A training step with a memory budget
-# ------------------------------------
-# On CPU nothing runs out of memory politely, so this stand-in raises a real
-# ``torch.OutOfMemoryError`` when a batch would need more than ``budget`` bytes. The model has a
-# deliberate bug switch: ``in_features`` wrong by one, which raises a shape ``RuntimeError``.
-FEATURES = 32
-model = torch.nn.Linear(FEATURES, 8).to(device)
+# A memory limit on each device
+# -----------------------------
+# On CUDA the limit is real: ``set_per_process_memory_fraction`` caps the caching allocator,
+# and an allocation past the cap raises ``torch.OutOfMemoryError``. It needs a device *index*
+# (or ``torch.device("cuda", 0)``): a bare ``torch.device("cuda")`` raises the ``ValueError``
+# this tip's earlier version crashed with on an H100. A CPU process has no such cap, so there
+# a stand-in counts the bytes autograd saves for backward (exactly, through a pack hook with
+# weak references) and raises ``torch.OutOfMemoryError`` mid-forward once they pass the
+# limit, as the allocator would.
 
 
-def train_step(batch_size, budget_bytes=1 << 20, features=FEATURES):
-    x = torch.randn(batch_size, features, device=device)  # [batch, features]
-    need = batch_size * 2048 * 4  # pretend each sample needs 2048 float32 activations
-    if need > budget_bytes:
-        raise OOM(f"stand-in: tried to allocate {need} bytes with a budget of {budget_bytes}")
-    loss = model(x).square().mean()
-    loss.backward()
-    return loss.item()
+class _Saved:
+    __slots__ = ("__weakref__", "tensor")
+
+    def __init__(self, tensor):
+        self.tensor = tensor.detach()  # no grad_fn: no tensor -> graph -> wrapper cycle
 
 
-# %%
-# The anti-pattern: the article's retry loop, ``except RuntimeError``
-# -------------------------------------------------------------------
-# Written in the article's style: halve the batch on a ``RuntimeError`` until a step succeeds.
+class SavedBytesLimit:
+    """CPU stand-in for a cap on the bytes saved for backward (parameters aside)."""
+
+    def __init__(self, limit=float("inf")):
+        self.limit, self.alive, self.peak = limit, [], 0
+
+    def pack(self, tensor):
+        saved = _Saved(tensor)
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in param_storages:
+            self.alive = [r for r in self.alive if r[0]() is not None]
+            ptr, nbytes = storage.data_ptr(), storage.nbytes()
+            self.alive.append((weakref.ref(saved), ptr, nbytes))
+            total = sum({ptr: n for _, ptr, n in self.alive}.values())
+            self.peak = max(self.peak, total)
+            if total > self.limit:
+                raise OOM(f"stand-in: {total} bytes saved, limit {self.limit}")
+        return saved
+
+    @staticmethod
+    def unpack(saved):
+        return saved.tensor
 
 
-def find_batch_article(start, step):
-    batch_size = start
-    while batch_size > 0:
+@contextlib.contextmanager
+def memory_limit(limit=float("inf")):
+    """Run the body under a cap of ``limit`` bytes above what is held now.
+
+    Yields the CPU stand-in (whose ``peak`` is measured), or None on CUDA."""
+    if device.type == "cuda":
+        index = torch.cuda.current_device()
+        opt.zero_grad(set_to_none=True)  # from no gradients, as the figures below
+        torch.cuda.empty_cache()
+        total = torch.cuda.get_device_properties(index).total_memory
+        fraction = min(1.0, (torch.cuda.memory_reserved(index) + limit) / total)
+        torch.cuda.set_per_process_memory_fraction(float(fraction), index)
         try:
-            step(batch_size)
-            break
-        except RuntimeError:  # meant for "CUDA out of memory", catches every RuntimeError
-            batch_size //= 2
-    return batch_size
+            yield None
+        finally:
+            torch.cuda.set_per_process_memory_fraction(1.0, index)
+            torch.cuda.empty_cache()
+    else:
+        stand_in = SavedBytesLimit(limit)
+        with torch.autograd.graph.saved_tensors_hooks(stand_in.pack, stand_in.unpack):
+            yield stand_in
 
 
-# Real OOMs: the loop works and settles on the largest power-of-two fraction that fits.
-article_ok = find_batch_article(512, train_step)
-print("article loop, memory budget only -> batch size", article_ok)
-
-# A bug, not memory: 31 features into a 32-feature layer. The loop hides it and returns 0.
-article_bug = find_batch_article(512, lambda b: train_step(b, budget_bytes=1 << 40, features=FEATURES - 1))
-print("article loop, shape bug -> batch size", article_bug, "(no error reached the user)")
-
-# %%
-# The fix: catch only out-of-memory, free memory outside the ``except`` block, then retry
-# ----------------------------------------------------------------------------------------
-# The retry happens after the ``except`` block has ended, so the exception (and the frames and
-# tensors its traceback keeps alive) is gone before the next attempt allocates again.
-
-
-def find_batch_fixed(start, step):
-    batch_size = start
-    while batch_size > 0:
-        oom = False
-        try:
-            step(batch_size)
-            return batch_size
-        except OOM:
-            oom = True  # anything else propagates
-        if oom:
-            model.zero_grad(set_to_none=True)
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()  # hand cached blocks back before the smaller retry
-            batch_size //= 2
-    raise RuntimeError("even a batch of 1 does not fit")
-
-
-fixed_ok = find_batch_fixed(512, train_step)
-print("fixed loop, memory budget only -> batch size", fixed_ok)
-try:
-    find_batch_fixed(512, lambda b: train_step(b, budget_bytes=1 << 40, features=FEATURES - 1))
-    fixed_bug_raised = None
-except RuntimeError as err:
-    fixed_bug_raised = type(err).__name__ + ": " + str(err).splitlines()[0]
-print("fixed loop, shape bug -> raised", fixed_bug_raised)
-
-# %%
-# Check
-# -----
-# Both loops find the same batch for a genuine memory limit; only the article's hides the bug.
-assert article_ok == fixed_ok and fixed_ok > 0
-assert fixed_bug_raised is not None and "OutOfMemory" not in fixed_bug_raised
-fits = fixed_ok * 2048 * 4 <= (1 << 20) < 2 * fixed_ok * 2048 * 4
-print("largest power-of-two batch that fits was found:", fits)
-
-# %%
-# A real out-of-memory error on CUDA
-# ----------------------------------
-# Cap this process at a small share of the GPU, let batches that need more fail for real, and
-# let the fixed loop find a batch that fits. The cap is restored afterwards.
-skipped = []
-cuda_batch = None
 if torch.cuda.is_available():
-    total = torch.cuda.get_device_properties(device).total_memory
-    budget = 2 << 30  # 2 GiB
-    torch.cuda.set_per_process_memory_fraction(min(1.0, budget / total), device)
-    per_sample = 64 << 20  # bytes of float32 activation per sample
+    try:  # the earlier version's call, with the fraction that changes nothing
+        torch.cuda.set_per_process_memory_fraction(1.0, torch.device("cuda"))
+    except ValueError as err:
+        print("set_per_process_memory_fraction(f, torch.device('cuda')) raises "
+              f"ValueError:\n  {str(err).split(',')[0]}")
 
-    def cuda_step(batch_size):
-        a = torch.empty(batch_size, per_sample // 4, device=device)  # [batch, 16M]
-        b = a.mul(2)  # a second activation of the same size
-        return b.shape
 
+def first_batch(batch, data=dataset):
+    """The first batch a DataLoader gives: fresh tensors, as in the loop."""
+    return next(iter(DataLoader(data, batch_size=batch)))
+
+
+def train_step(input, output):
+    opt.zero_grad()
+    pred = model(input)
+    loss = loss_fn(output, pred)
+    loss.backward()
+    opt.step()
+
+
+# %%
+# Memory of one step against batch size
+# -------------------------------------
+# Measured per batch size: on CUDA the step's peak (``max_memory_allocated`` after
+# ``reset_peak_memory_stats``, above what was allocated before the step, which starts
+# without gradients); on the CPU the bytes saved for backward. The limit is set at 7/8 of
+# the starting batch's figure, so the start is "slightly too large", as the article asks.
+def step_memory(batch):
+    input, output = first_batch(batch)
+    opt.zero_grad(set_to_none=True)  # else zero_grad() frees them below the start
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        train_step(input, output)
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - base
+    with memory_limit() as stand_in:
+        train_step(input, output)
+    return stand_in.peak
+
+
+train_step(*first_batch(SIZES[0]))  # first step: gradients, cuBLAS workspace
+memory = [step_memory(b) for b in SIZES]
+LIMIT = memory[SIZES.index(START)] * 7 // 8
+model.load_state_dict(initial)
+what = "peak allocated" if device.type == "cuda" else "saved for backward"
+for b, m in zip(SIZES, memory):
+    over = "  (over the limit)" if m > LIMIT else ""
+    print(f"batch {b:4d}: {m / 2**20:8.3f} MiB {what}{over}")
+print(f"limit: {LIMIT / 2**20:.3f} MiB above the step's start")
+
+# %%
+# Where the limit falls
+# ---------------------
+fig = plot_series({f"one training step ({what})": (SIZES, [m / 2**20 for m in memory])},
+                  xlabel="batch size (samples)", ylabel=f"memory, {what} (MiB)",
+                  title=f"Memory of one step (MLP {FEATURES}-{HIDDEN}-1) and the limit",
+                  device=device, logx=True)
+fig.axes[0].axhline(LIMIT / 2**20, color="0.2", linestyle="--", linewidth=1,
+                    label="memory limit")
+fig.axes[0].legend(fontsize=8)
+
+# %%
+# The anti-pattern: the article's loop, run as written
+# ----------------------------------------------------
+# Its loop, verbatim, in a function that takes ``dataset`` for the ``...`` it elides and
+# hands ``training_loader`` and ``batch_size`` on from one epoch to the next. It runs epoch
+# after epoch until an epoch trains without an out-of-memory error (at most 8). Hooks record
+# the size of every batch the model sees and every optimizer step taken.
+def article_epoch(dataset, training_loader, batch_size):
+    for input, output in training_loader:
+        try:
+            opt.zero_grad()
+            pred = model(input)
+            loss = loss_fn(output, pred)
+            loss.backward()
+            opt.step()
+        except RuntimeError:  # CUDA: Out of memory is a generic RTE
+            batch_size -= 1
+            training_loader = DataLoader(dataset, batch_size=batch_size)
+    return training_loader, batch_size
+
+
+def run_article_loop(data, epochs):
+    loader, batch_size = DataLoader(data, batch_size=START), START
+    seen, stepped = [], []
+    hooks = [
+        model.register_forward_pre_hook(lambda m, args: seen.append(len(args[0]))),
+        opt.register_step_post_hook(lambda o, args, kwargs: stepped.append(seen[-1])),
+    ]
+    log = []
     try:
-        torch.empty((4 * total) // 4, dtype=torch.float32, device=device)
-    except OOM as err:
-        print("a 4x-GPU-size allocation raised", type(err).__name__)
-    cuda_batch = find_batch_fixed(256, cuda_step)
-    torch.cuda.set_per_process_memory_fraction(1.0, device)
-    torch.cuda.empty_cache()
-    print(f"CUDA, 2 GiB cap, {per_sample >> 20} MiB x 2 per sample -> batch size {cuda_batch}")
-else:
-    msg = "real CUDA out-of-memory retry: needs CUDA (no CUDA device in this build)"
-    print("Skipped:", msg)
-    skipped.append(msg)
+        for _ in range(epochs):
+            loader_batch = loader.batch_size
+            seen.clear()
+            stepped.clear()
+            with memory_limit(LIMIT):
+                loader, batch_size = article_epoch(data, loader, batch_size)
+            log.append({"loader batch": loader_batch, "batches": list(seen),
+                        "trained": sum(stepped), "failed": len(seen) - len(stepped)})
+            if log[-1]["failed"] == 0:
+                break
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return log, batch_size
+
+
+model.load_state_dict(initial)
+article_log, final_batch = run_article_loop(dataset, MAX_EPOCHS)
+print(f"{'epoch':>5} {'loader batch':>12} {'sizes the model saw':>22} {'failed':>7} "
+      f"{'samples trained':>16}")
+for epoch, e in enumerate(article_log, 1):
+    sizes = sorted(set(e["batches"]), reverse=True)
+    print(f"{epoch:5d} {e['loader batch']:12d} {str(sizes)[:22]:>22} {e['failed']:7d} "
+          f"{e['trained']:10d} / {SAMPLES}")
+kept_size = all(b == START for b in article_log[0]["batches"][:SAMPLES // START])
+reaches_fit = article_log[-1]["failed"] == 0
+print(f"batch_size after the last epoch: {final_batch}")
+print(f"every batch of the first epoch had the starting size: {kept_size}")
+
+# %%
+# The same loop hides a bug
+# -------------------------
+# ``except RuntimeError`` also swallows bugs: the same loop with one feature too few in the
+# data (a shape error, not memory) quietly lowers ``batch_size`` and trains on nothing.
+wrong_shape = TensorDataset(dataset.tensors[0][:, :-1], dataset.tensors[1])
+bug_log, bug_batch = run_article_loop(wrong_shape, 1)
+swallows = bug_log[0]["trained"] == 0 and bug_batch < START
+print(f"shape bug: {bug_log[0]['failed']} failed batches, none reported, batch_size "
+      f"{START} -> {bug_batch}")
+
+
+# %%
+# The fix: find the batch size first, catching only out-of-memory
+# ---------------------------------------------------------------
+# One forward and backward per candidate, bisecting between a size that fits and one that
+# does not. The retry happens after the ``except`` block, so the exception (and the tensors
+# its traceback holds) is gone before the next attempt allocates; any other error
+# propagates. Then the epoch trains every batch at that size; an out-of-memory error there
+# (not expected at a size that fitted) would be counted as skipped samples, not hidden.
+def fits(batch, data=dataset):
+    try:
+        with memory_limit(LIMIT):
+            input, output = first_batch(batch, data)
+            loss_fn(output, model(input)).backward()
+    except OOM:
+        return False
+    finally:
+        opt.zero_grad(set_to_none=True)
+    return True
+
+
+def largest_batch(start):
+    if fits(start):
+        return start
+    lo, hi = 0, start  # lo fits (0 trivially), hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    if lo == 0:
+        raise RuntimeError("even a batch of 1 does not fit")
+    return lo
+
+
+model.load_state_dict(initial)
+found = largest_batch(START)
+trained = 0
+with memory_limit(LIMIT):
+    for input, output in DataLoader(dataset, batch_size=found):
+        try:
+            train_step(input, output)
+            trained += len(input)
+        except OOM:
+            print(f"fix: a batch of {len(input)} ran out of memory")
+        del input, output  # before the next batch is made, as when it was probed
+print(f"fix: largest batch that fits {found}; "
+      f"first epoch trained {trained} / {SAMPLES} samples")
+try:
+    fits(START, wrong_shape)
+    bug_raised = False
+except RuntimeError as err:
+    bug_raised = True
+    print(f"fix, shape bug: raises {type(err).__name__}:\n  {str(err).splitlines()[0]}")
+
+# %%
+# Check: the fix finds a batch, and does not hide the bug
+# -------------------------------------------------------
+assert found > 0 and bug_raised
+if reaches_fit:
+    print(f"the article's loop ended at batch {article_log[-1]['loader batch']}, "
+          f"the fix found {found}")
 
 # %%
 # Verdict
 # -------
-RULE = ("holds if the retry loop finds a fitting batch and the article's except RuntimeError does "
-        "not hide an unrelated error; depends if it finds the batch but also turns a non-memory "
-        "RuntimeError into a silent batch size of 0; wrong if it cannot find a fitting batch")
-retry_works = article_ok > 0 and (cuda_batch is None or cuda_batch > 0)
-hides_bugs = article_bug == 0
-if not retry_works:
-    verdict = "wrong"
-elif hides_bugs:
-    verdict = "depends"
-else:
-    verdict = "holds"
-print(f"Verdict: {verdict}. Retry found batch {article_ok}; the article's loop on a shape bug "
-      f"returned batch {article_bug}; catching {OOM.__name__} only let it raise: {fixed_bug_raised}.")
-print(f"Rule: {RULE}")
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": None,
-    "measurements": [
-        {"variant": "except RuntimeError, memory budget", "metric": "batch size found", "value": article_ok, "unit": "samples"},
-        {"variant": "except RuntimeError, shape bug", "metric": "batch size found", "value": article_bug, "unit": "samples"},
-        {"variant": "except torch.OutOfMemoryError, memory budget", "metric": "batch size found", "value": fixed_ok, "unit": "samples"},
-    ] + ([{"variant": "CUDA, 2 GiB cap", "metric": "batch size found", "value": cuda_batch, "unit": "samples"}]
-         if cuda_batch is not None else []),
-    "skipped": skipped,
-}
+# The article promises that the snippet adjusts the batch to one that fits. Samples skipped
+# in the first epoch (the anti-pattern's minus the fix's) say whether it does so in place;
+# the facts say whether it gets there at all and whether it hides errors that are not about
+# memory.
+RULE = ("holds if the article's loop trains every sample of the first epoch (the "
+        "smaller batch takes effect at once) and lets a shape error through; wrong if "
+        "it reaches no batch that fits within 8 epochs; depends otherwise: it reaches "
+        "one only after skipping every batch that ran out of memory, or it swallows "
+        "errors that are not about memory")
+skipped_samples = compare_values(
+    "skipped in the first epoch",
+    {"article's loop": [SAMPLES - article_log[0]["trained"]],
+     "fix": [SAMPLES - trained]},
+    threshold=0, device=device, metric="samples skipped", unit="samples",
+    measure="difference")
+facts = {"reaches a batch that fits": reaches_fit,
+         "keeps the failing batch size for the rest of the epoch": kept_size,
+         "swallows a shape error": swallows,
+         "epochs until one trains without an error": len(article_log)}
+decision = decide(device, [("wrong", {"reaches a batch that fits": False}),
+                           ("holds", {"samples skipped": "none above",
+                                      "swallows a shape error": False}),
+                           ("depends", {})],
+                  groups={"samples skipped": [skipped_samples]}, facts=facts,
+                  key=skipped_samples)
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
+          "skipped": []}
 
 # %%
 # When not to use it
 # ------------------
-# Probing batch sizes by crashing is a start-up trick, not something to run every step: an OOM
-# can leave the caching allocator fragmented, and in multi-GPU jobs one rank retrying alone
-# desynchronises the others. Measure the peak once (``torch.cuda.max_memory_allocated``) and fix
-# the batch, or use gradient accumulation to keep the effective batch while shrinking the real one.
+# Probing batch sizes by running out of memory is a start-up trick, not something to do every
+# step: an out-of-memory error can leave the caching allocator fragmented, and in a multi-GPU
+# job one rank retrying alone desynchronises the others. Measure the peak once
+# (``max_memory_allocated``) and fix the batch, or keep the effective batch with gradient
+# accumulation while shrinking the real one.
