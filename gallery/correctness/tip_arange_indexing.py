@@ -93,10 +93,11 @@ device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 print(f"device: {device}, torch {torch.__version__}")
 
 B, N, F = 4, 6, 3
-H = torch.arange(B * N * F, dtype=torch.float32, device=device).reshape(B, N, F)  # [B, N, F]
+H = torch.arange(B * N * F, dtype=torch.float32, device=device).reshape(B, N, F)
 
-# The kinds of ``idx`` the article's line can meet. Their meanings differ: a scalar picks one
-# row for every batch element, ``[B]`` one row per batch element, ``[K]`` K rows for all.
+# H: [B, N, F]. The kinds of ``idx`` the article's line can meet, with different
+# meanings: a scalar picks one row for every batch element, ``[B]`` one row per batch
+# element, ``[K]`` K rows for all of them.
 kinds = {
     "int idx": 3,
     "0-d tensor idx": torch.tensor(3, device=device),
@@ -148,8 +149,9 @@ print(f"{'shapes for':18s} {'arange form':12s} {'H[:, idx]':12s} {'H[:, idx, :]'
 for kind, idx in kinds.items():
     facts[f"{kind}: H[:, idx]"] = compare(idx, colon_form)
     facts[f"{kind}: H[:, idx, :]"] = compare(idx, colon_full_form)
-    print(f"{kind:18s} {shape_of(article_form, idx):12s} {shape_of(colon_form, idx):12s} "
-          f"{shape_of(colon_full_form, idx):12s}")
+    forms = (article_form, colon_form, colon_full_form)
+    shapes = [shape_of(form, idx) for form in forms]
+    print(f"{kind:18s} " + " ".join(f"{shape:12s}" for shape in shapes))
 try:
     article_form(kinds["shared idx [K=2]"])
 except IndexError as err:
@@ -158,8 +160,9 @@ except IndexError as err:
 # %%
 # For a scalar ``idx`` the colon form is also cheaper: it is basic indexing, a view of ``H``,
 # while the arange form is advanced indexing and copies.
-scalar_view = colon_form(3).untyped_storage().data_ptr() == H.untyped_storage().data_ptr()
-arange_copy = article_form(3).untyped_storage().data_ptr() != H.untyped_storage().data_ptr()
+storage = H.untyped_storage().data_ptr()
+scalar_view = colon_form(3).untyped_storage().data_ptr() == storage
+arange_copy = article_form(3).untyped_storage().data_ptr() != storage
 print("int idx: H[:, idx] is a view of H:", scalar_view,
       "| the arange form makes a copy:", arange_copy)
 
@@ -189,8 +192,9 @@ print("gather and take_along_dim equal the arange form: True")
 # The claim is that the colon replaces the arange form. It holds if both colon spellings give
 # the same tensor for every kind of ``idx``, is wrong if for none, and depends on ``idx``
 # otherwise.
-RULE = ("holds if H[:, idx] and H[:, idx, :] equal H[torch.arange(B), idx] (shape and values) "
-        "for every kind of idx tried; wrong if for none; depends (on what idx is) otherwise")
+RULE = ("holds if H[:, idx] and H[:, idx, :] equal H[torch.arange(B), idx] (shape "
+        "and values) for every kind of idx tried; wrong if for none; depends (on what "
+        "idx is) otherwise")
 differs = ["different shape", "different values", "arange form raises IndexError"]
 same_kinds = [k for k in kinds
               if facts[f"{k}: H[:, idx]"] == facts[f"{k}: H[:, idx, :]"] == "same"]
@@ -198,10 +202,12 @@ decision = decide(device, [("holds", {name: "same" for name in facts}),
                            ("wrong", {name: differs for name in facts}),
                            ("depends", {})],
                   facts=facts,
-                  key={"name": "kinds of idx where both colon forms equal the arange form",
+                  key={"name": "kinds of idx where both colon forms equal the "
+                               "arange form",
                        "value": len(same_kinds), "unit": f"of {len(kinds)}"})
 report(decision, RULE)
-RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [], "skipped": []}
+RESULT = {"rule": RULE, "verdicts": {device.type: decision},
+          "measurements": [], "skipped": []}
 
 # %%
 # When not to use it
