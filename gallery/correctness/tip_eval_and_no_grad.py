@@ -182,7 +182,8 @@ from torch import nn
 torch.manual_seed(0)
 torch.set_num_threads(1)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
 width, batch = {"cpu": (256, 128), "cuda": (1024, 512)}[device.type]
 
 
@@ -199,7 +200,7 @@ x = torch.randn(batch, width, device=device)  # [B, width]
 
 
 def saved_bytes(fn, model):
-    """Bytes autograd keeps for backward during fn(), parameters left out (they exist anyway)."""
+    """Bytes autograd keeps for backward during fn(), parameters left out."""
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen = {}
 
@@ -257,17 +258,17 @@ for fn in (eval_only, no_grad_only, both, article_order):
 print(f"{'variant':14s} {'graph':>6s} {'saved for backward':>19s} {'repeatable':>11s} "
       f"{'BN stats changed':>17s}")
 for name, r in results.items():
-    print(f"{name:14s} {str(r['graph']):>6s} {r['MiB']:15.2f} MiB {str(r['repeatable']):>11s} "
-          f"{str(r['stats changed']):>17s}")
+    print(f"{name:14s} {r['graph']!s:>6s} {r['MiB']:15.2f} MiB "
+          f"{r['repeatable']!s:>11s} {r['stats changed']!s:>17s}")
 
 # %%
 # Check
 # -----
 # ``no_grad`` never changes values: ``both`` and the article's ordering give the outputs of
 # ``eval_only``, so the order of the two switches inside the block does not matter.
-torch.testing.assert_close(results["both"]["out"], results["eval_only"]["out"], rtol=0, atol=0)
-torch.testing.assert_close(results["article_order"]["out"], results["both"]["out"],
-                           rtol=0, atol=0)
+outs = {name: r["out"] for name, r in results.items()}
+torch.testing.assert_close(outs["both"], outs["eval_only"], rtol=0, atol=0)
+torch.testing.assert_close(outs["article_order"], outs["both"], rtol=0, atol=0)
 r_e, r_n, r_b = results["eval_only"], results["no_grad_only"], results["both"]
 facts = {
     "eval() alone: graph recorded": r_e["graph"],
@@ -284,7 +285,7 @@ facts = {
 # Memory: the bytes autograd keeps for backward, counted above. Time: one forward of the model,
 # already in eval mode, with and without ``no_grad`` (nothing else inside the timed calls).
 memory = compare_values(
-    "memory kept for backward, eval() alone - eval() + no_grad()",
+    "memory kept, eval() alone - with no_grad()",
     {"eval() alone": [r_e["MiB"]], "eval() + no_grad()": [r_b["MiB"]]},
     threshold=0.0, device=device, metric="saved for backward", unit="MiB",
     measure="difference")
@@ -301,8 +302,9 @@ def forward_no_grad():
         return model(x)
 
 
-speed = compare_times("time, eval() alone / eval() + no_grad()",
-                      {"eval() alone": forward_graph, "eval() + no_grad()": forward_no_grad},
+speed = compare_times("time, eval() alone / with no_grad()",
+                      {"eval() alone": forward_graph,
+                       "eval() + no_grad()": forward_no_grad},
                       threshold=1.0, device=device, x=width, budget_s=1.5)
 
 # %%
@@ -312,23 +314,27 @@ speed = compare_times("time, eval() alone / eval() + no_grad()",
 # something undone that the pair does: ``eval()`` alone records a graph that keeps memory and is
 # not faster, ``no_grad()`` alone leaves dropout and BatchNorm in training behaviour. If either
 # switch alone did the other's job the pairing would be needless: wrong.
-RULE = ("holds if eval() alone records a graph (memory kept > 0, time not lower than with "
-        "no_grad), no_grad() alone leaves dropout active and BatchNorm statistics changing, and "
-        "the pair records nothing and repeats exactly; wrong if eval() alone records no graph "
-        "and no_grad() alone switches the layers; depends otherwise")
+RULE = ("holds if eval() alone records a graph (memory kept > 0, time not lower than "
+        "with no_grad), no_grad() alone leaves dropout active and BatchNorm statistics "
+        "changing, and the pair records nothing and repeats exactly; wrong if eval() "
+        "alone records no graph and no_grad() alone switches the layers; depends "
+        "otherwise")
 decision = decide(
     device,
-    [("holds", {"eval() alone: graph recorded": True, "no_grad() alone: dropout active": True,
+    [("holds", {"eval() alone: graph recorded": True,
+                "no_grad() alone: dropout active": True,
                 "no_grad() alone: BatchNorm statistics change": True,
                 "eval() + no_grad(): graph recorded": False,
                 "eval() + no_grad(): repeatable, statistics kept": True,
                 "memory": "all above", "time": "none below"}),
-     ("wrong", {"eval() alone: graph recorded": False, "no_grad() alone: dropout active": False,
+     ("wrong", {"eval() alone: graph recorded": False,
+                "no_grad() alone: dropout active": False,
                 "no_grad() alone: BatchNorm statistics change": False}),
      ("depends", {})],
     groups={"memory": [memory], "time": [speed]}, facts=facts, key=memory)
 report(decision, RULE)
-RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [], "skipped": []}
+RESULT = {"rule": RULE, "verdicts": {device.type: decision},
+          "measurements": [], "skipped": []}
 
 # %%
 # When not to use it
