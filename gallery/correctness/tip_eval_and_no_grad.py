@@ -285,7 +285,7 @@ facts = {
 # Memory: the bytes autograd keeps for backward, counted above. Time: one forward of the model,
 # already in eval mode, with and without ``no_grad`` (nothing else inside the timed calls).
 memory = compare_values(
-    "memory kept, eval() alone - with no_grad()",
+    "memory, eval() alone - with no_grad()",
     {"eval() alone": [r_e["MiB"]], "eval() + no_grad()": [r_b["MiB"]]},
     threshold=0.0, device=device, metric="saved for backward", unit="MiB",
     measure="difference")

@@ -167,7 +167,8 @@ import torch
 torch.manual_seed(0)
 torch.set_num_threads(1)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
 
 WIDTH = {"cpu": 256, "cuda": 512}[device.type]
 criterion = torch.nn.MSELoss()  # reduction="mean"
@@ -425,7 +426,8 @@ decision = decide(
      ("depends", {})],
     groups={"memory": memory}, facts=facts, key=memory[1])
 report(decision, RULE)
-RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [], "skipped": []}
+RESULT = {"rule": RULE, "verdicts": {device.type: decision},
+          "measurements": [], "skipped": []}
 
 # %%
 # When not to use it

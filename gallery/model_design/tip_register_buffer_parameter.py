@@ -211,7 +211,8 @@ decision = decide(device,
                    ("depends", {})],
                   facts=facts)
 report(decision, RULE)
-RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [], "skipped": []}
+RESULT = {"rule": RULE, "verdicts": {device.type: decision},
+          "measurements": [], "skipped": []}
 
 # %%
 # When not to use it

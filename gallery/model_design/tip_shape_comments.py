@@ -138,7 +138,8 @@ from torch import nn
 
 torch.set_num_threads(1)  # tiny tensors: extra threads only wait on each other
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
 
 N, F = 256, 8
 
@@ -254,7 +255,8 @@ decision = decide(device,
                    ("depends", {})],
                   groups={"training": [trained]}, facts=facts, key=trained)
 report(decision, RULE)
-RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [], "skipped": []}
+RESULT = {"rule": RULE, "verdicts": {device.type: decision},
+          "measurements": [], "skipped": []}
 
 # %%
 # When not to use it
