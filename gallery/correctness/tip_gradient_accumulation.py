@@ -180,12 +180,13 @@ def make_model(batchnorm=False):
     if batchnorm:
         layers.append(torch.nn.BatchNorm1d(WIDTH))
     layers += [torch.nn.ReLU(), torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(),
-               torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(), torch.nn.Linear(WIDTH, 1)]
+               torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(),
+               torch.nn.Linear(WIDTH, 1)]
     return torch.nn.Sequential(*layers).to(device)
 
 
 def batches(n, rows):
-    """n batches of [rows, WIDTH] features and [rows, 1] targets, as a loader delivers them."""
+    """n batches of [rows, WIDTH] features and [rows, 1] targets, as from a loader."""
     return [(torch.randn(rows, WIDTH), torch.randn(rows, 1)) for _ in range(n)]
 
 
@@ -278,7 +279,8 @@ print(f"fixed loop: {len(data)} batches, {steps} optimizer steps, "
 def step_change(model, optimizer, run):
     before = [p.detach().clone() for p in model.parameters()]
     run(model, optimizer)
-    return torch.cat([(p.detach() - b).flatten() for p, b in zip(model.parameters(), before)])
+    after = [p.detach() for p in model.parameters()]
+    return torch.cat([(a - b).flatten() for a, b in zip(after, before)])
 
 
 def relative_difference(a, b):
@@ -286,7 +288,7 @@ def relative_difference(a, b):
 
 
 micro = batches(2, 32)  # two micro-batches of 32 rows
-whole = [(torch.cat([x for x, _ in micro]), torch.cat([y for _, y in micro]))]  # 64 rows
+whole = [tuple(torch.cat(parts) for parts in zip(*micro))]  # one batch of 64 rows
 optimizers = {"SGD": lambda ps: torch.optim.SGD(ps, lr=1e-2),
               "Adam": lambda ps: torch.optim.Adam(ps, lr=1e-3)}
 cases = {  # name: (optimizer, BatchNorm, loss scale)
@@ -302,7 +304,7 @@ for name, (opt, bn, scale) in cases.items():
                       lambda mod, o: article_loop(mod, o, whole, amp=False))
     m = make_model(bn)
     acc = step_change(m, optimizers[opt](m.parameters()),
-                      lambda mod, o: article_loop(mod, o, micro, loss_scale=scale, amp=False))
+                      lambda mod, o: article_loop(mod, o, micro, scale, amp=False))
     diff = relative_difference(acc, big)
     facts[f"{name}: same step as the 2x batch"] = diff < 0.01
     print(f"{name:28s} step differs from the 2x batch's by {diff:8.2%}, "
@@ -350,7 +352,7 @@ class SavedBytes:
 
 
 def one_step(model, optimizer, parts):
-    optimizer.zero_grad(set_to_none=False)  # keep the gradients: they are not activations
+    optimizer.zero_grad(set_to_none=False)  # keep the gradients, not activations
     for x, y in parts:
         (criterion(model(x), y) / len(parts)).backward()
     optimizer.step()
@@ -382,7 +384,8 @@ big_mib, acc_mib, memory = [], [], []
 for k in ks:
     x = torch.randn(k * rows, WIDTH, device=device)  # [k·m, WIDTH]
     y = torch.randn(k * rows, 1, device=device)  # [k·m, 1]
-    parts = [(a.clone(), b.clone()) for a, b in zip(x.split(rows), y.split(rows))]  # k x [m, .]
+    # k micro-batches [m, WIDTH], [m, 1], copied out as a loader would deliver them
+    parts = [(a.clone(), b.clone()) for a, b in zip(x.split(rows), y.split(rows))]
     big_mib.append(peak_mib(model, optimizer, [(x, y)]))
     acc_mib.append(peak_mib(model, optimizer, parts))
     print(f"k={k:2d}: one batch of {k * rows:4d} rows {big_mib[-1]:7.2f} MiB, "
@@ -410,10 +413,10 @@ fig.axes[0].set_ylim(bottom=0)
 # The advice is right if the accumulated step equals the larger batch's step and the peak
 # memory is lower. It holds as written if the article's own loop does that too; it depends on
 # how the loop is written (the 1/k scaling, BatchNorm) if only the scaled version does.
-RULE = ("wrong if k micro-batches with loss / k do not give the k-times batch's step, or keep "
-        "no less memory (ratio above 1.2 at no k); holds if also the article's loop as printed "
-        "runs and gives that step (SGD and Adam) and BatchNorm models match too; depends "
-        "otherwise")
+RULE = ("wrong if k micro-batches with loss / k do not give the k-times batch's step, "
+        "or keep no less memory (ratio above 1.2 at no k); holds if also the article's "
+        "loop as printed runs and gives that step (SGD and Adam) and BatchNorm models "
+        "match too; depends otherwise")
 decision = decide(
     device,
     [("wrong", {"loss / k, SGD: same step as the 2x batch": False}),
