@@ -157,15 +157,16 @@ with_detach, without = train_step(detach=True), train_step(detach=False)
 torch.testing.assert_close(with_detach["output"], without["output"], rtol=0, atol=0)
 torch.testing.assert_close(with_detach["layer_2 grad"], without["layer_2 grad"])
 for name, r in (("with .detach()", with_detach), ("without", without)):
-    print(f"{name:15s} layer_1 gets a gradient: {str(r['layer_1 has grad']):5s} "
-          f"| changed by the step: {str(r['layer_1 changed']):5s} | warnings: {r['warnings']}")
+    print(f"{name:15s} layer_1 gets a gradient: {r['layer_1 has grad']!s:5s} "
+          f"| changed by the step: {r['layer_1 changed']!s:5s} "
+          f"| warnings: {r['warnings']}")
 
 # %%
 # Verdict
 # -------
-RULE = ("holds if, with .detach(), layer_1 gets no gradient and the optimizer step leaves it "
-        "unchanged while, without it, layer_1 gets a gradient and changes; wrong if layer_1 "
-        "changes with .detach() too; depends otherwise")
+RULE = ("holds if, with .detach(), layer_1 gets no gradient and the optimizer step "
+        "leaves it unchanged while, without it, layer_1 gets a gradient and changes; "
+        "wrong if layer_1 changes with .detach() too; depends otherwise")
 facts = {
     "with .detach(): layer_1 gets a gradient": with_detach["layer_1 has grad"],
     "with .detach(): layer_1 changed by the step": with_detach["layer_1 changed"],

@@ -143,7 +143,9 @@ grads = {}
 for name in ("Variable-wrapped", "plain tensors"):
     torch.manual_seed(1)
     model = torch.nn.Linear(3, 1).to(device)
-    xb, yb = (Variable(data), Variable(target)) if name == "Variable-wrapped" else (data, target)
+    xb, yb = data, target
+    if name == "Variable-wrapped":
+        xb, yb = Variable(xb), Variable(yb)  # the article's 0.3-era loop
     torch.nn.functional.mse_loss(model(xb), yb).backward()
     grads[name] = model.weight.grad.clone()
 same = torch.equal(*grads.values())
@@ -155,9 +157,9 @@ facts["same gradients without Variable()"] = same
 # -------
 # The claim is that the wrapping is no longer needed. It holds if ``Variable`` today returns a
 # plain tensor, carries ``requires_grad`` over, and a training step is bit-identical without it.
-RULE = ("holds if Variable(x) returns a plain torch.Tensor, requires_grad=True reaches the "
-        "result, and gradients are identical without the wrapping; wrong if the gradients "
-        "differ; depends otherwise")
+RULE = ("holds if Variable(x) returns a plain torch.Tensor, requires_grad=True reaches "
+        "the result, and gradients are identical without the wrapping; wrong if the "
+        "gradients differ; depends otherwise")
 decision = decide(device,
                   [("holds", {"type of Variable(x)": "Tensor",
                               "Variable(x, requires_grad=True) requires grad": True,
