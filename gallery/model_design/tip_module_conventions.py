@@ -179,19 +179,20 @@ class HardCuda(nn.Module):
         self.lin = nn.Linear(16, 16)
 
     def forward(self, x):  # x: [B, 16]
-        mask = torch.ones(16).cuda()  # anti-pattern: [16] on the GPU, wherever the model is
+        mask = torch.ones(16).cuda()  # anti-pattern: [16], on the GPU wherever we are
         return self.lin(x) * mask
 
 
 class HardCpu(HardCuda):
     def forward(self, x):  # x: [B, 16]
-        return self.lin(x).cpu()  # anti-pattern: [B, 16] on the CPU, wherever the model is
+        return self.lin(x).cpu()  # anti-pattern: [B, 16], on the CPU wherever we are
 
 
 class ToDevice(HardCuda):
     def __init__(self):
         super().__init__()
-        self.register_buffer("mask", torch.ones(16), persistent=False)  # [16]: follows .to()
+        # [16], moved by model.to(device) with the weights
+        self.register_buffer("mask", torch.ones(16), persistent=False)
 
     def forward(self, x):  # x: [B, 16]
         return self.lin(x) * self.mask
@@ -209,7 +210,8 @@ for cls in (HardCuda, HardCpu, ToDevice):
             cells.append(type(err).__name__)
             continue
         follows = follows and out.device.type == target
-        cells.append("runs" if out.device.type == target else f"answers on {out.device.type}")
+        where = out.device.type
+        cells.append("runs" if where == target else f"answers on {where}")
     print(f"{cls.__name__:12s}" + "".join(f"{c:>22s}" for c in cells))
     facts[f"{cls.__name__}: runs and answers on every device"] = follows
 
@@ -218,10 +220,10 @@ for cls in (HardCuda, HardCpu, ToDevice):
 # -------
 # A rule holds when breaking it costs the caller something the conforming model does not:
 # a gradient, dropout, or a device.
-RULE = ("holds if no_grad in forward blocks the encoder's gradient, eval() in forward turns "
-        "dropout off after .train(), and the .cuda() and .cpu() models each fail on some device "
-        "where the .to(device) model runs, while the conforming models do neither; wrong if no "
-        "anti-pattern costs anything; depends otherwise")
+RULE = ("holds if no_grad in forward blocks the encoder's gradient, eval() in forward "
+        "turns dropout off after .train(), and the .cuda() and .cpu() models each fail "
+        "on some device where the .to(device) model runs, while the conforming models "
+        "do neither; wrong if no anti-pattern costs anything; depends otherwise")
 decision = decide(
     device,
     [("holds", {"FrozenInside: encoder gets a gradient": False,

@@ -113,7 +113,8 @@ class PlainList(nn.Module):
 
 plain = PlainList().to(device)
 found = len(list(plain.parameters()))
-print(f"plain list: parameters() finds {found} of 3; state_dict keys: {list(plain.state_dict())}")
+print(f"plain list: parameters() finds {found} of 3; "
+      f"state_dict keys: {list(plain.state_dict())}")
 print(f"plain list: .to({device.type!r}) leaves them on", plain.scales[0].device.type)
 facts["plain list: Parameters found by parameters()"] = found > 0
 
@@ -139,7 +140,7 @@ else:
 class WithParameterList(PlainList):
     def __init__(self):
         super().__init__()
-        self.scales = nn.ParameterList(self.scales)  # the same Parameters, now registered
+        self.scales = nn.ParameterList(self.scales)  # the same Parameters, registered
 
 
 fixed = WithParameterList().to(device)
@@ -193,7 +194,8 @@ for cls in (Composed, Hidden):
                if t.is_floating_point()]
     converted = all(t.dtype == torch.float64 for t in tensors)
     in_eval = not any(sub.training for b in m.blocks for sub in b.modules())
-    reached = len(list(m.parameters())) == sum(len(list(b.parameters())) for b in m.blocks)
+    owned = sum(len(list(b.parameters())) for b in m.blocks)
+    reached = len(list(m.parameters())) == owned
     print(f"{cls.__name__:9s} {converted!s:>19s} {in_eval!s:>16s} {reached!s:>22s}")
     facts[f"{cls.__name__}: .double() converts every parameter and buffer"] = converted
     facts[f"{cls.__name__}: .eval() and .parameters() reach every sub-module"] = (
@@ -204,16 +206,18 @@ for cls in (Composed, Hidden):
 # -------
 # The advice is tested as written: the container it names must accept the list. Its reason
 # (a plain list is not recognised) and the other two bullets are checked alongside.
-RULE = ("wrong if torch.nn.ModuleList(params) raises for a list of Parameters, or a plain list's "
-        "Parameters are found anyway; holds if it registers them, .double() converts every "
-        "parameter and buffer and a parent reaches its registered sub-modules; depends otherwise")
+RULE = ("wrong if torch.nn.ModuleList(params) raises for a list of Parameters, or a "
+        "plain list's Parameters are found anyway; holds if it registers them, "
+        ".double() converts every parameter and buffer and a parent reaches its "
+        "registered sub-modules; depends otherwise")
 composed_ok = {"Composed: .double() converts every parameter and buffer": True,
                "Composed: .eval() and .parameters() reach every sub-module": True}
 decision = decide(device,
                   [("wrong", {"torch.nn.ModuleList(params) runs": False}),
                    ("wrong", {"plain list: Parameters found by parameters()": True}),
-                   ("holds", {"torch.nn.ModuleList(params) registers the Parameters": True,
-                              **composed_ok}),
+                   ("holds", {
+                       "torch.nn.ModuleList(params) registers the Parameters": True,
+                       **composed_ok}),
                    ("depends", {})],
                   facts=facts)
 report(decision, RULE)

@@ -122,14 +122,15 @@ class Dynamic(nn.Module):
     def __init__(self, n=3):
         super().__init__()
         for i in range(n):
-            self.register_parameter(f"name_{i}", nn.Parameter(torch.zeros(4)))  # [4] each
+            self.register_parameter(f"name_{i}", nn.Parameter(torch.zeros(4)))  # [4]
 
 
 model = Dynamic().to(device)
 print("model.name_0:", model.name_0)
 print("named parameters:", [name for name, _ in model.named_parameters()])
 facts["corrected call: model.name_0 is a registered Parameter"] = (
-    isinstance(model.name_0, nn.Parameter) and "name_0" in dict(model.named_parameters()))
+    isinstance(model.name_0, nn.Parameter)
+    and "name_0" in dict(model.named_parameters()))
 
 
 # %%
@@ -140,9 +141,11 @@ facts["corrected call: model.name_0 is a registered Parameter"] = (
 class Normaliser(nn.Module):
     def __init__(self):
         super().__init__()
-        self.plain_scale = torch.full((4,), 2.0)  # [4]: anti-pattern, unknown to the module
-        self.register_buffer("scale", torch.full((4,), 2.0))  # [4]: saved and moved with it
-        self.register_buffer("cache", torch.zeros(4), persistent=False)  # [4]: moved, not saved
+        # the same [4] tensor three ways: unknown to the module (the anti-pattern), a
+        # buffer saved and moved with it, a buffer moved but not saved
+        self.plain_scale = torch.full((4,), 2.0)
+        self.register_buffer("scale", torch.full((4,), 2.0))
+        self.register_buffer("cache", torch.zeros(4), persistent=False)
         self.lin = nn.Linear(4, 4)
 
     def forward(self, x):  # x: [B, 4]
@@ -167,7 +170,8 @@ net.double()
 dtypes = {n: getattr(net, n).dtype for n in names}
 print(".double():", {n: str(d) for n, d in dtypes.items()})
 for target, v in moved.items():
-    print(f".to({target!r}):", {n: "moved" if m else "stayed behind" for n, m in v.items()})
+    print(f".to({target!r}):",
+          {n: "moved" if m else "stayed behind" for n, m in v.items()})
 for n in names:
     facts[f"{n}: in state_dict"] = n in keys
     facts[f"{n}: moved by .to()"] = all(v[n] for v in moved.values())
@@ -182,32 +186,36 @@ restored = Normaliser()
 restored.load_state_dict(net.state_dict())
 print(f"after save/load: buffer scale {restored.scale[0].item()}, plain attribute "
       f"{restored.plain_scale[0].item()} (was set to 3.0)")
-facts["plain_scale: change survives state_dict round trip"] = restored.plain_scale[0].item() == 3.0
-facts["scale: change survives state_dict round trip"] = restored.scale[0].item() == 3.0
+for n in ("plain_scale", "scale"):
+    facts[f"{n}: change survives state_dict round trip"] = (
+        getattr(restored, n)[0].item() == 3.0)
 
 # %%
 # Verdict
 # -------
 # The advice is right if the buffer gets what the plain attribute misses (saved, moved,
 # converted) and stays out of the optimizer's reach. The snippet itself is tested as printed.
-RULE = ("wrong if the corrected register_parameter call fails, or a buffer is missed by "
-        "state_dict, .to() or .double() or shows up in parameters(); holds if, in addition, "
-        "the article's call runs as printed and the plain attribute is missed where the buffer "
-        "is not; depends otherwise (the snippet as printed raises)")
+RULE = ("wrong if the corrected register_parameter call fails, or a buffer is missed "
+        "by state_dict, .to() or .double() or shows up in parameters(); holds if, in "
+        "addition, the article's call runs as printed and the plain attribute is "
+        "missed where the buffer is not; depends otherwise (the snippet as printed "
+        "raises)")
 buffer_ok = {"scale: in state_dict": True, "scale: moved by .to()": True,
              "scale: converted by .double()": True, "cache: moved by .to()": True,
              "cache: in state_dict": False, "buffers among parameters()": False,
              "scale: change survives state_dict round trip": True}
 decision = decide(device,
-                  [("wrong", {"corrected call: model.name_0 is a registered Parameter": False}),
+                  [("wrong", {
+                      "corrected call: model.name_0 is a registered Parameter": False}),
                    ("wrong", {"scale: in state_dict": False}),
                    ("wrong", {"scale: moved by .to()": False}),
                    ("wrong", {"scale: converted by .double()": False}),
                    ("wrong", {"buffers among parameters()": True}),
-                   ("holds", {"article's register_parameter call runs": True, **buffer_ok,
-                              "plain_scale: in state_dict": False,
-                              "plain_scale: moved by .to()": False,
-                              "plain_scale: change survives state_dict round trip": False}),
+                   ("holds", {
+                       "article's register_parameter call runs": True, **buffer_ok,
+                       "plain_scale: in state_dict": False,
+                       "plain_scale: moved by .to()": False,
+                       "plain_scale: change survives state_dict round trip": False}),
                    ("depends", {})],
                   facts=facts)
 report(decision, RULE)
