@@ -148,7 +148,7 @@ def problem(seed):
     torch.manual_seed(seed)
     X = torch.randn(N, F, device=device)  # [N, F]
     w_true = torch.randn(F, device=device)  # [F]
-    y = X @ w_true + 0.1 * torch.randn(N, device=device)  # [N]: one target per row, no 2nd dim
+    y = X @ w_true + 0.1 * torch.randn(N, device=device)  # [N]: no trailing dim
     return X, y
 
 
@@ -167,7 +167,7 @@ def loss_unchecked(pred, target):
 def loss_checked(pred, target):
     # pred: [B, 1] from nn.Linear(F, 1); target: [B]
     pred = pred.squeeze(-1)  # [B]
-    assert pred.shape == target.shape, f"pred {tuple(pred.shape)} vs target {tuple(target.shape)}"
+    assert pred.shape == target.shape, f"{tuple(pred.shape)} vs {tuple(target.shape)}"
     return ((pred - target) ** 2).mean()  # scalar
 
 
@@ -189,7 +189,8 @@ with warnings.catch_warnings(record=True) as seen:
         raised = True
 hand_warnings = len(seen)
 good = loss_checked(pred, y).item()
-print("pred", tuple(pred.shape), "- target", tuple(y.shape), "->", tuple((pred - y).shape))
+print("pred", tuple(pred.shape), "- target", tuple(y.shape), "->",
+      tuple((pred - y).shape))
 if not raised:
     print(f"loss at init: unchecked {bad:.4f}, checked {good:.4f} "
           f"({abs(bad - good) / good:.1%} apart), warnings: {hand_warnings}")
@@ -197,9 +198,10 @@ if not raised:
 with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
     nn.functional.mse_loss(pred, y)
-print("built-in mse_loss on the same shapes warns:", [str(w.message)[:50] + "..." for w in seen])
+print("built-in mse_loss on the same shapes warns:",
+      [str(w.message)[:50] + "..." for w in seen])
 
-# The assertion in the checked loss stops a mis-shaped input at the line where it happens:
+# The assertion in the checked loss stops a mis-shaped input where it happens:
 try:
     loss_checked(model(X).squeeze(-1).unsqueeze(0), y)  # a [1, B] typo
 except AssertionError as err:
@@ -240,18 +242,19 @@ trained = compare_values("true MSE after training, unchecked / checked loss",
 # raises nothing, warns nothing, looks plausible at initialisation (within 25% of the right
 # loss, so reading the number reveals nothing) and still ends training far from the answer
 # (true MSE at least 10x worse for every seed's interval).
-RULE = ("holds if the [B,1] vs [B] loss raises no error or warning, starts within 25% of the "
-        "right loss, and trains to a true MSE >10x the right one's (interval above 10); wrong "
-        "if it raises; depends otherwise")
+RULE = ("holds if the [B,1] vs [B] loss raises no error or warning, starts within 25% "
+        "of the right loss, and trains to a true MSE >10x the right one's (interval "
+        "above 10); wrong if it raises; depends otherwise")
 facts = {"mis-shaped loss raises an error": raised,
          "mis-shaped loss: warnings": hand_warnings,
          "mis-shaped loss within 25% of the right one at init": (
              not raised and abs(bad - good) / good < 0.25)}
 decision = decide(device,
                   [("wrong", {"mis-shaped loss raises an error": True}),
-                   ("holds", {"mis-shaped loss: warnings": 0,
-                              "mis-shaped loss within 25% of the right one at init": True,
-                              "training": "all above"}),
+                   ("holds", {
+                       "mis-shaped loss: warnings": 0,
+                       "mis-shaped loss within 25% of the right one at init": True,
+                       "training": "all above"}),
                    ("depends", {})],
                   groups={"training": [trained]}, facts=facts, key=trained)
 report(decision, RULE)

@@ -212,8 +212,9 @@ class FlatAttentionStack(nn.Module):
 
     def forward(self, x):  # x: [B, T, D]
         s = math.sqrt(x.shape[-1])
-        a = torch.softmax(self.q1(x) @ self.k1(x).transpose(-2, -1) / s, dim=-1)  # [B, T, T]
-        x = x + self.o1(a @ self.v1(x))  # [B, T, D]
+        # attention weights [B, T, T], then the residual update [B, T, D], per block
+        a = torch.softmax(self.q1(x) @ self.k1(x).transpose(-2, -1) / s, dim=-1)
+        x = x + self.o1(a @ self.v1(x))
         a = torch.softmax(self.q2(x) @ self.k2(x).transpose(-2, -1) / s, dim=-1)
         x = x + self.o2(a @ self.v2(x))
         a = torch.softmax(self.q3(x) @ self.k3(x).transpose(-2, -1) / s, dim=-1)
@@ -232,7 +233,8 @@ class SimpleAttention(nn.Module):
         self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
 
     def forward(self, x):  # x: [B, T, D]
-        scores = self.q(x) @ self.k(x).transpose(-2, -1) / math.sqrt(x.shape[-1])  # [B, T, T]
+        scale = math.sqrt(x.shape[-1])
+        scores = self.q(x) @ self.k(x).transpose(-2, -1) / scale  # [B, T, T]
         return x + self.o(torch.softmax(scores, dim=-1) @ self.v(x))  # [B, T, D]
 
 
@@ -302,15 +304,17 @@ for D, T in sizes:
         with torch.no_grad():
             return composed(x)
 
-    speed.append(compare_times(f"flat / composed at width {D}",
-                               {"flat class": run_flat, "composed blocks": run_composed},
-                               threshold=0.9, device=device, x=D, budget_s=1.5))
+    speed.append(compare_times(
+        f"flat / composed at width {D}",
+        {"flat class": run_flat, "composed blocks": run_composed},
+        threshold=0.9, device=device, x=D, budget_s=1.5))
 
 # %%
 # Where it costs
 # --------------
 # Below 1.0 the composed model is slower; the dashed line is the rule's limit for a cost.
-fig = plot_ratios({"flat / composed": speed}, xlabel="model width D (sequence length grows with it)",
+fig = plot_ratios({"flat / composed": speed},
+                  xlabel="model width D (sequence length grows with it)",
                   title=f"3-block attention stack, batch {B}, forward",
                   ylabel="flat time / composed time")
 
@@ -319,9 +323,10 @@ fig = plot_ratios({"flat / composed": speed}, xlabel="model width D (sequence le
 # -------
 # Composing is the better way to code if nothing is lost by it: the same function, the same
 # parameters, and no speed cost beyond 10% (an interval entirely below 0.9) at any size.
-RULE = ("holds if the composed model gives bit-identical outputs with the same weights, has "
-        "the same parameter count, and is at no size >10% slower (interval below 0.9); wrong "
-        "if outputs or counts differ; depends otherwise (on the size)")
+RULE = ("holds if the composed model gives bit-identical outputs with the same "
+        "weights, has the same parameter count, and is at no size >10% slower "
+        "(interval below 0.9); wrong if outputs or counts differ; depends otherwise "
+        "(on the size)")
 decision = decide(device,
                   [("wrong", {"same outputs with the same weights": False}),
                    ("wrong", {"same number of parameters": False}),
