@@ -18,7 +18,7 @@ what ``state_dict``, ``.to()``, ``.double()`` and ``.parameters()`` see of each.
 # sphinx_gallery_tips_tags = ["module-design"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
-# sphinx_gallery_tips_min_torch = "1.6"
+# sphinx_gallery_tips_min_torch = "1.9"
 # sphinx_gallery_tips_takeaway = "register_parameter needs the Parameter too; a plain tensor attribute is missed by state_dict, .to() and .double(), a buffer is not."
 # sphinx_gallery_tips_keywords = ["register_buffer", "register_parameter", "persistent", "state_dict", "nn.Parameter", "buffers"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.register_buffer"]
