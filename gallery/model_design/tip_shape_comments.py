@@ -18,7 +18,7 @@ a shape comment names the mistake and a one-line shape assertion stops it.
 # sphinx_gallery_tips_tags = ["training"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
-# sphinx_gallery_tips_min_torch = "1.0"
+# sphinx_gallery_tips_min_torch = "1.7"
 # sphinx_gallery_tips_takeaway = "A [B,1] vs [B] loss broadcasts to [B,B] and trains silently to the wrong answer; a shape comment plus assert catches it."
 # sphinx_gallery_tips_keywords = ["shape", "broadcasting", "assert", "mse_loss", "unsqueeze", "squeeze", "silent bug"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/notes/broadcasting.html"]
