@@ -158,8 +158,10 @@ except IndexError as err:
     print("IndexError:", str(err)[:60], "...")
 
 # %%
-# For a scalar ``idx`` the colon form is also cheaper: it is basic indexing, a view of ``H``,
-# while the arange form is advanced indexing and copies.
+# A scalar ``idx``: a view instead of a copy
+# ------------------------------------------
+# For a scalar the colon form is basic indexing and returns a view of ``H``; the arange form
+# is advanced indexing and copies the rows.
 storage = H.untyped_storage().data_ptr()
 scalar_view = colon_form(3).untyped_storage().data_ptr() == storage
 arange_copy = article_form(3).untyped_storage().data_ptr() != storage
@@ -184,7 +186,8 @@ torch.testing.assert_close(via_gather, per_batch, rtol=0, atol=0)
 torch.testing.assert_close(via_take, per_batch, rtol=0, atol=0)
 print(f"rows returned: arange form {per_batch.shape[0]}, "
       f"H[:, idx] {colon.shape[0] * colon.shape[1]} (the wanted ones on its diagonal)")
-print("gather and take_along_dim equal the arange form: True")
+print("gather and take_along_dim equal the arange form:",
+      torch.equal(via_gather, per_batch) and torch.equal(via_take, per_batch))
 
 # %%
 # Verdict

@@ -19,7 +19,7 @@ is one more ``nn.Module`` call). This tip checks all three, the speed across mod
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
 # sphinx_gallery_tips_min_torch = "1.8"
-# sphinx_gallery_tips_takeaway = "A reusable block computes exactly what a flat class does, with the same parameters; its extra module calls cost no more than noise-level time."
+# sphinx_gallery_tips_takeaway = "A reusable block computes exactly what a flat class does, with the same parameters; its extra module calls cost little speed, and only on tiny ops."
 # sphinx_gallery_tips_keywords = ["nn.Module", "submodule", "ModuleList", "attention block", "named_parameters", "refactoring"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.nn.Module.html"]
 # sphinx_gallery_tips_related = ["tip_module_list"]
