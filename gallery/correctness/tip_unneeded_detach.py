@@ -144,6 +144,7 @@ def train_step(detach):
     return {"output": output.detach(), "layer_2 grad": layer_2.weight.grad.clone(),
             "layer_1 has grad": layer_1.weight.grad is not None,
             "layer_1 changed": not torch.equal(layer_1.weight.detach(), initial),
+            "share changed": (layer_1.weight.detach() != initial).float().mean().item(),
             "warnings": len(caught)}
 
 
@@ -181,7 +182,9 @@ decision = decide(device,
                               "without: layer_1 changed by the step": True}),
                    ("wrong", {"with .detach(): layer_1 changed by the step": True}),
                    ("depends", {})],
-                  facts=facts)
+                  facts=facts,
+                  key={"name": "of layer_1's weights changed by the step, detached",
+                       "value": 100 * with_detach["share changed"], "unit": "%"})
 report(decision, RULE)
 RESULT = {"rule": RULE, "verdicts": {device.type: decision},
           "measurements": [], "skipped": []}

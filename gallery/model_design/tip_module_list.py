@@ -219,7 +219,9 @@ decision = decide(device,
                        "torch.nn.ModuleList(params) registers the Parameters": True,
                        **composed_ok}),
                    ("depends", {})],
-                  facts=facts)
+                  facts=facts,
+                  key={"name": "Parameters in a plain list found by parameters()",
+                       "value": found, "unit": "of 3"})
 report(decision, RULE)
 RESULT = {"rule": RULE, "verdicts": {device.type: decision},
           "measurements": [], "skipped": []}
