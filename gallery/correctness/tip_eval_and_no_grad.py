@@ -305,7 +305,7 @@ def forward_no_grad():
 speed = compare_times("time, eval() alone / with no_grad()",
                       {"eval() alone": forward_graph,
                        "eval() + no_grad()": forward_no_grad},
-                      threshold=1.0, device=device, x=width, budget_s=1.5)
+                      threshold=1.0, device=device, x=width, budget_s=1.0)
 
 # %%
 # Verdict
