@@ -275,8 +275,8 @@ facts = {
     "no_grad() alone: dropout active": not r_n["repeatable"],
     "no_grad() alone: BatchNorm statistics change": r_n["stats changed"],
     "eval() + no_grad(): graph recorded": r_b["graph"],
-    "eval() + no_grad(): repeatable, statistics kept": (r_b["repeatable"]
-                                                         and not r_b["stats changed"]),
+    "eval() + no_grad(): repeatable, statistics kept": (
+        r_b["repeatable"] and not r_b["stats changed"]),
 }
 
 # %%

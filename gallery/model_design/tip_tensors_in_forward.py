@@ -247,6 +247,8 @@ variants = (ZerosInForward, BufferFromInit, NewZerosInForward)
 # device in that dtype, and gives the buffer model's numbers.
 settings = [(device.type, torch.float32), (device.type, torch.float64),
             (device.type, torch.bfloat16), ("meta", torch.float32)]
+
+
 def run(cls, where, dtype):
     torch.manual_seed(0)
     model = cls(8, 16).to(where, dtype)
