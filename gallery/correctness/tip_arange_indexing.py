@@ -1,26 +1,86 @@
 """
-``H[torch.arange(B), idx]`` is not ``H[:, idx]``
+``H[torch.arange(B), idx]`` versus ``H[:, idx]``
 ================================================
 
-The article looks at indexing a batched tensor ``H`` of shape ``[B, N, F]`` with one index per
-batch element, ``H[torch.arange(H.shape[0]), idx]``, and says (claim S3-2):
+The article looks at a batched tensor ``H`` of shape ``[B, N, F]`` indexed as
+``H[torch.arange(H.shape[0]), idx]`` and says (claim S3-2):
 
     "This can easily be replaced with a colon (`:`) ."
 
-i.e. write ``H[:, idx]`` (or ``H[:, idx, :]``) instead. The two expressions are different
-operations. Advanced indices that sit next to each other are *paired*: ``arange`` and ``idx``
-are zipped, giving row ``idx[b]`` of batch ``b`` -> shape ``[B, F]``. A colon is *not* paired
-with anything: ``H[:, idx]`` takes every row listed in ``idx`` from every batch -> shape
-``[B, len(idx), F]``. This tip runs both, compares them, and shows the correct short forms.
+i.e. write ``H[:, idx]``, or "even better" ``H[:, idx, :]``. The article does not say what
+``idx`` is. Whether the two expressions agree depends on exactly that: advanced indices that
+sit next to each other are broadcast together and *paired*, while a colon pairs with nothing.
+This tip tries every kind of ``idx`` a reader may have: a Python int, a 0-d tensor, one index
+per batch element (shape ``[B]``) and a list of rows shared by the batch (shape ``[K]``), and
+compares both colon spellings with the arange form for each.
 """
 # sphinx_gallery_tips_claims = ["S3-2"]
 # sphinx_gallery_tips_tags = ["indexing"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
 # sphinx_gallery_tips_min_torch = "1.9"
-# sphinx_gallery_tips_takeaway = "H[:, idx] gathers every idx row for every batch; one row per batch needs the arange form, gather or take_along_dim."
-# sphinx_gallery_tips_keywords = ["advanced indexing", "arange", "gather", "take_along_dim", "batched indexing", "fancy indexing"]
+# sphinx_gallery_tips_takeaway = "For a scalar idx, H[:, idx] equals the arange form (and is a view); for one index per batch element it returns [B, B, F]: use gather."
+# sphinx_gallery_tips_keywords = ["advanced indexing", "arange", "gather", "take_along_dim", "batched indexing", "fancy indexing", "colon"]
 # sphinx_gallery_tips_docs = ["https://numpy.org/doc/stable/user/basics.indexing.html#combining-advanced-and-basic-indexing", "https://pytorch.org/docs/stable/generated/torch.take_along_dim.html"]
+
+# %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). This tip
+# times nothing: its verdict rests on *facts*, what it observed on this device (an error
+# raised, shapes and values equal or not). A verdict is the first case of the rule whose
+# conditions the facts meet.
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
+    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
+    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
+    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
+            "comparisons": comparisons, "state": state, "key": key,
+            "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
 
 # %%
 # Setup
@@ -29,87 +89,135 @@ with anything: ``H[:, idx]`` takes every row listed in ``idx`` from every batch 
 import torch
 
 torch.manual_seed(0)
-torch.set_num_threads(min(2, torch.get_num_threads()))
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, torch {torch.__version__}")
 
 B, N, F = 4, 6, 3
-H = torch.arange(B * N * F, dtype=torch.float32, device=device).reshape(B, N, F)  # [B, N, F]
-idx = torch.tensor([5, 0, 2, 3], device=device)  # [B]: the row wanted from each batch element
+H = torch.arange(B * N * F, dtype=torch.float32, device=device).reshape(B, N, F)
+
+# H: [B, N, F]. The kinds of ``idx`` the article's line can meet, with different
+# meanings: a scalar picks one row for every batch element, ``[B]`` one row per batch
+# element, ``[K]`` K rows for all of them.
+kinds = {
+    "int idx": 3,
+    "0-d tensor idx": torch.tensor(3, device=device),
+    "idx per batch [B]": torch.tensor([5, 0, 2, 3], device=device),  # [B]
+    "shared idx [K=2]": torch.tensor([1, 4], device=device),  # [K]
+}
+
 
 # %%
-# The article's expression and its proposed replacement
-# -----------------------------------------------------
-per_batch = H[torch.arange(H.shape[0], device=device), idx]  # [B, F]: row idx[b] of batch b
-colon = H[:, idx]                                            # [B, B, F]: rows idx[0..B-1] of every batch
-colon_full = H[:, idx, :]                                    # the article's other spelling
-print("H[torch.arange(B), idx].shape:", tuple(per_batch.shape))
-print("H[:, idx].shape:              ", tuple(colon.shape))
-print("H[:, idx, :].shape:           ", tuple(colon_full.shape))
+# The article's expression and its proposed replacements
+# ------------------------------------------------------
+def article_form(idx):  # the "Don't" line
+    return H[torch.arange(H.shape[0], device=device), idx]
+
+
+def colon_form(idx):  # the "Do" line
+    return H[:, idx]
+
+
+def colon_full_form(idx):  # the "Even better" line
+    return H[:, idx, :]
+
 
 # %%
-# Check: are they the same thing?
-# -------------------------------
-# They are not even the same shape. The arange result is the *diagonal* of the colon result:
-# ``colon[b, b] == per_batch[b]``; the colon form computes B times more rows, B-1 of them unwanted.
-same_shape = per_batch.shape == colon.shape
-same_values = same_shape and torch.equal(per_batch, colon)
-diagonal = colon[torch.arange(B, device=device), torch.arange(B, device=device)]  # [B, F]
-torch.testing.assert_close(diagonal, per_batch, rtol=0, atol=0)
-print("same shape:", same_shape, "| same values:", same_values)
-print("H[:, idx][b, b] == H[arange, idx][b] for every b:", torch.equal(diagonal, per_batch))
-print(f"rows computed: arange form {per_batch.shape[0]}, colon form {colon.shape[0] * colon.shape[1]}")
+# Check: does each replacement give the same tensor?
+# --------------------------------------------------
+# "same" means equal shape and equal values. A shape or value difference, or the arange form
+# raising, is a difference the reader would have to know about.
+def shape_of(form, idx):
+    try:
+        return str(tuple(form(idx).shape))
+    except IndexError:
+        return "IndexError"
+
+
+def compare(idx, replacement):
+    try:
+        want = article_form(idx)
+    except IndexError:
+        return "arange form raises IndexError"
+    got = replacement(idx)
+    if got.shape != want.shape:
+        return "different shape"
+    return "same" if torch.equal(got, want) else "different values"
+
+
+facts = {}
+print(f"{'shapes for':18s} {'arange form':12s} {'H[:, idx]':12s} {'H[:, idx, :]':12s}")
+for kind, idx in kinds.items():
+    facts[f"{kind}: H[:, idx]"] = compare(idx, colon_form)
+    facts[f"{kind}: H[:, idx, :]"] = compare(idx, colon_full_form)
+    forms = (article_form, colon_form, colon_full_form)
+    shapes = [shape_of(form, idx) for form in forms]
+    print(f"{kind:18s} " + " ".join(f"{shape:12s}" for shape in shapes))
+try:
+    article_form(kinds["shared idx [K=2]"])
+except IndexError as err:
+    print("IndexError:", str(err)[:60], "...")
 
 # %%
-# Correct equivalents of the arange form
-# --------------------------------------
-# ``torch.gather`` and ``torch.take_along_dim`` pick one row per batch element without building
-# the arange by hand. Both need the index expanded to the result's rank.
+# A scalar ``idx``: a view instead of a copy
+# ------------------------------------------
+# For a scalar the colon form is basic indexing and returns a view of ``H``; the arange form
+# is advanced indexing and copies the rows.
+storage = H.untyped_storage().data_ptr()
+scalar_view = colon_form(3).untyped_storage().data_ptr() == storage
+arange_copy = article_form(3).untyped_storage().data_ptr() != storage
+print("int idx: H[:, idx] is a view of H:", scalar_view,
+      "| the arange form makes a copy:", arange_copy)
+
+# %%
+# One index per batch element: what the arange form computes, and its short forms
+# -------------------------------------------------------------------------------
+# The arange form pairs ``arange[b]`` with ``idx[b]``: row ``idx[b]`` of batch ``b``, shape
+# ``[B, F]``. ``H[:, idx]`` takes every listed row from every batch, ``[B, B, F]``; the wanted
+# rows are its diagonal. ``torch.gather`` and ``torch.take_along_dim`` express the pairing
+# without building the arange by hand.
+idx = kinds["idx per batch [B]"]
+per_batch = article_form(idx)  # [B, F]
+colon = colon_form(idx)  # [B, B, F]
+eye = torch.arange(B, device=device)
+torch.testing.assert_close(colon[eye, eye], per_batch, rtol=0, atol=0)
 via_gather = torch.gather(H, 1, idx.view(B, 1, 1).expand(B, 1, F)).squeeze(1)  # [B, F]
-via_take = torch.take_along_dim(H, idx.view(B, 1, 1), dim=1).squeeze(1)       # [B, F]
+via_take = torch.take_along_dim(H, idx.view(B, 1, 1), dim=1).squeeze(1)  # [B, F]
 torch.testing.assert_close(via_gather, per_batch, rtol=0, atol=0)
 torch.testing.assert_close(via_take, per_batch, rtol=0, atol=0)
-print("gather == arange form:", torch.equal(via_gather, per_batch),
-      "| take_along_dim == arange form:", torch.equal(via_take, per_batch))
-
-# %%
-# When ``H[:, idx]`` is the right tool
-# ------------------------------------
-# When every batch element wants the *same* rows (one index list shared by the batch), the
-# colon form is correct and is what the arange form would need a broadcast to express.
-shared = torch.tensor([1, 4], device=device)  # [K]: same rows for all batch elements
-shared_colon = H[:, shared]                                              # [B, K, F]
-shared_arange = H[torch.arange(B, device=device)[:, None], shared[None, :]]  # [B, K, F], explicit broadcast
-torch.testing.assert_close(shared_colon, shared_arange, rtol=0, atol=0)
-print("shared index: H[:, shared] == H[arange[:, None], shared[None, :]]:",
-      torch.equal(shared_colon, shared_arange))
+print(f"rows returned: arange form {per_batch.shape[0]}, "
+      f"H[:, idx] {colon.shape[0] * colon.shape[1]} (the wanted ones on its diagonal)")
+print("gather and take_along_dim equal the arange form:",
+      torch.equal(via_gather, per_batch) and torch.equal(via_take, per_batch))
 
 # %%
 # Verdict
 # -------
-# The claim is that one expression can replace the other; it is wrong if, on the same inputs,
-# the two differ in shape or values.
-RULE = ("wrong if H[:, idx] differs from H[torch.arange(B), idx] in shape or values for an idx "
-        "with one entry per batch element; holds if they are equal")
-verdict = "holds" if same_values else "wrong"
-print(f"Verdict: {verdict}. Shapes {tuple(per_batch.shape)} vs {tuple(colon.shape)}.")
-print(f"Rule: {RULE}")
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": {"name": "rows produced, colon / arange form", "value": colon.shape[0] * colon.shape[1] / per_batch.shape[0],
-            "unit": "x"},
-    "measurements": [
-        {"variant": "H[arange(B), idx]", "metric": "rows returned", "value": per_batch.shape[0], "unit": "rows"},
-        {"variant": "H[:, idx]", "metric": "rows returned", "value": colon.shape[0] * colon.shape[1], "unit": "rows"},
-    ],
-    "skipped": [],
-}
+# The claim is that the colon replaces the arange form. It holds if both colon spellings give
+# the same tensor for every kind of ``idx``, is wrong if for none, and depends on ``idx``
+# otherwise.
+RULE = ("holds if H[:, idx] and H[:, idx, :] equal H[torch.arange(B), idx] (shape "
+        "and values) for every kind of idx tried; wrong if for none; depends (on what "
+        "idx is) otherwise")
+differs = ["different shape", "different values", "arange form raises IndexError"]
+same_kinds = [k for k in kinds
+              if facts[f"{k}: H[:, idx]"] == facts[f"{k}: H[:, idx, :]"] == "same"]
+decision = decide(device, [("holds", {name: "same" for name in facts}),
+                           ("wrong", {name: differs for name in facts}),
+                           ("depends", {})],
+                  facts=facts,
+                  key={"name": "kinds of idx where both colon forms equal the "
+                               "arange form",
+                       "value": len(same_kinds), "unit": f"of {len(kinds)}"})
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {device.type: decision},
+          "measurements": [], "skipped": []}
 
 # %%
 # When not to use it
 # ------------------
-# Keep ``H[torch.arange(B), idx]`` (or ``take_along_dim``) whenever each batch element has its
-# own index, e.g. picking the logit of each sample's target class or the hidden state at each
-# sequence's last position. Use ``H[:, idx]`` only for an index shared by the whole batch.
+# Replace ``H[torch.arange(B), idx]`` by ``H[:, idx]`` only when ``idx`` is a scalar: the same
+# rows, and a view instead of a copy. When each batch element has its own index (the logit of
+# each sample's target class, the hidden state at each sequence's last position) keep the
+# arange form or use ``take_along_dim``/``gather``: ``H[:, idx]`` silently returns ``[B, B, F]``
+# when ``len(idx) == B``. For rows shared by the whole batch, ``H[:, idx]`` is the right tool
+# and the arange form is not.

@@ -2,57 +2,205 @@
 Evaluate with ``model.eval()`` *and* ``torch.no_grad()``
 ========================================================
 
-The 2019 article pairs two switches that are often confused (claim S4-5):
-
-    "When evaluating, one can save memory and time by not tracking history during the forward
-    pass for gradient calculation. This is easy to achieve with the `torch.no_grad()` context
-    manager."
+The 2019 article pairs two switches that are often confused (claim S4-5). For the first it
+says that during evaluation "one can save memory and time by not tracking history during the
+forward pass for gradient calculation" with ``torch.no_grad()``; for the second:
 
     "These layers can be switched to eval mode by calling `model.eval()`, and back to training
     mode using `model.train()`."
 
 They do different things. ``eval()`` changes what Dropout and BatchNorm *compute*;
 ``no_grad()`` changes what autograd *records*. This tip runs each alone and both together on a
-model with Dropout and BatchNorm, and measures the memory and time the graph costs.
+model with Dropout and BatchNorm, and measures the memory and time the recorded graph costs.
 """
 # sphinx_gallery_tips_claims = ["S4-5"]
 # sphinx_gallery_tips_tags = ["inference", "autograd"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
-# sphinx_gallery_tips_min_torch = "1.0"
-# sphinx_gallery_tips_takeaway = "eval() alone still records a graph; no_grad() alone keeps dropout on and updates BatchNorm statistics. Evaluate with both."
+# sphinx_gallery_tips_min_torch = "1.10"
+# sphinx_gallery_tips_takeaway = "eval() alone still records a graph and keeps activations; no_grad() alone keeps dropout on and updates BatchNorm statistics. Evaluate with both."
 # sphinx_gallery_tips_keywords = ["eval", "model.eval()", "no_grad", "torch.no_grad", "dropout", "BatchNorm", "running_mean", "evaluation"]
 # sphinx_gallery_tips_related = ["tip_inference_mode"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/notes/autograd.html#locally-disable-grad-doc"]
 
 # %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). Facts are
+# what the tip observed on this device (a graph recorded or not, outputs repeatable or not).
+# Memory is compared from exact byte counts; time in alternating rounds with
+# ``torch.utils.benchmark``, each round giving one ratio, whose ~95% confidence interval is
+# compared with the rule's threshold. A verdict is the first case of the rule whose conditions
+# the measurements meet.
+def median_interval(values, confidence=0.95):
+    """The median of ``values`` and a distribution-free interval for it."""
+    import math
+    import statistics
+
+    xs = sorted(values)
+    n, k, tail = len(xs), 0, 0.0
+    # largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x_k, x_(n+1-k)]
+    while k < n // 2 and tail + math.comb(n, k) / 2**n <= (1 - confidence) / 2:
+        tail += math.comb(n, k) / 2**n
+        k += 1
+    k = max(k, 1)  # too few rounds for that confidence: the whole range
+    return statistics.median(xs), xs[k - 1], xs[n - k]
+
+
+def outcome(low, high, threshold):
+    """'above' or 'below' if the whole interval is on that side, else 'noise'."""
+    return "above" if low > threshold else "below" if high < threshold else "noise"
+
+
+def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
+                  max_rounds=40, budget_s=3.0, min_run_time=0.02):
+    """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
+
+    Each round times both callables with ``torch.utils.benchmark`` (which synchronises
+    CUDA around the timed calls), each first in every other round. The ratio per round is
+    anti-pattern time / recommended time. Rounds are added while the interval straddles
+    ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
+    """
+    import time
+
+    import torch
+    import torch.utils.benchmark as benchmark
+
+    (base_name, base_fn), (cand_name, cand_fn) = variants.items()
+    base, cand, ratios = [], [], []
+    start = time.perf_counter()
+    while len(ratios) < max_rounds:
+        order = [(base_name, base_fn), (cand_name, cand_fn)]
+        if len(ratios) % 2:
+            order.reverse()
+        seconds = {}
+        for label, fn in order:
+            timer = benchmark.Timer("fn()", globals={"fn": fn},
+                                    num_threads=torch.get_num_threads())
+            seconds[label] = timer.blocked_autorange(min_run_time=min_run_time).median
+        base.append(seconds[base_name])
+        cand.append(seconds[cand_name])
+        ratios.append(base[-1] / cand[-1])
+        if len(ratios) >= min_rounds:
+            _, low, high = median_interval(ratios)
+            spent = time.perf_counter() - start
+            if outcome(low, high, threshold) != "noise" or spent > budget_s:
+                break
+    mid, low, high = median_interval(ratios)
+    return {"name": name, "device": torch.device(device).type,
+            "threads": torch.get_num_threads(), "x": x, "metric": "time", "unit": "s",
+            "measure": "ratio", "baseline": base_name, "candidate": cand_name,
+            "base": base, "cand": cand, "ratios": ratios, "median": mid, "low": low,
+            "high": high, "threshold": threshold,
+            "outcome": outcome(low, high, threshold)}
+
+
+def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
+                   measure="ratio"):
+    """Compare samples measured by other means: ``{"anti-pattern": [...], "fix": [...]}``.
+
+    Samples pair up by position, one pair per round. ``measure="ratio"`` compares
+    anti-pattern / recommended with ``threshold``; ``"difference"`` compares
+    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per step).
+    """
+    import torch
+
+    (base_name, base), (cand_name, cand) = variants.items()
+    if measure == "ratio":
+        ratios = [b / c for b, c in zip(base, cand)]
+    else:
+        ratios = [b - c for b, c in zip(base, cand)]
+    mid, low, high = median_interval(ratios)
+    return {"name": name, "device": torch.device(device).type,
+            "threads": torch.get_num_threads(), "x": x, "metric": metric, "unit": unit,
+            "measure": measure, "baseline": base_name, "candidate": cand_name,
+            "base": list(base), "cand": list(cand), "ratios": ratios, "median": mid,
+            "low": low, "high": high, "threshold": threshold,
+            "outcome": outcome(low, high, threshold)}
+
+
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
+    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
+    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
+    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
+            "comparisons": comparisons, "state": state, "key": key,
+            "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
+
+# %%
 # Setup
 # -----
-import statistics
-
+# One CPU thread: the graph's cost is bookkeeping per op, and one thread keeps small ops from
+# stalling on a busy machine. A GPU needs a larger model before the arithmetic dominates.
 import torch
 from torch import nn
 
 torch.manual_seed(0)
-torch.set_num_threads(1)  # small tensors: on a shared machine extra threads only wait on each other
+torch.set_num_threads(1)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
+width, batch = {"cpu": (256, 128), "cuda": (1024, 512)}[device.type]
 
 
 def make_model():
     torch.manual_seed(0)
     return nn.Sequential(
-        nn.Linear(256, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Dropout(0.3),
-        nn.Linear(256, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Dropout(0.3),
-        nn.Linear(256, 10),
+        nn.Linear(width, width), nn.BatchNorm1d(width), nn.ReLU(), nn.Dropout(0.3),
+        nn.Linear(width, width), nn.BatchNorm1d(width), nn.ReLU(), nn.Dropout(0.3),
+        nn.Linear(width, 10),
     ).to(device)
 
 
-x = torch.randn(128, 256, device=device)  # [B, 256]
+x = torch.randn(batch, width, device=device)  # [B, width]
 
 
 def saved_bytes(fn, model):
-    """Bytes autograd keeps for backward during fn(), parameters excluded (they exist anyway)."""
+    """Bytes autograd keeps for backward during fn(), parameters left out."""
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen = {}
 
@@ -68,15 +216,16 @@ def saved_bytes(fn, model):
 
 
 # %%
-# The four ways to evaluate
-# -------------------------
+# The ways to evaluate
+# --------------------
+# ``no_grad_only`` starts from training mode: the state a model is in right after an epoch.
 def eval_only(model):
     model.eval()
     return model(x)
 
 
 def no_grad_only(model):
-    model.train()  # the state a model is in right after a training epoch
+    model.train()
     with torch.no_grad():
         return model(x)
 
@@ -101,91 +250,98 @@ for fn in (eval_only, no_grad_only, both, article_order):
     out2 = fn(model)
     results[fn.__name__] = {
         "graph": out1.grad_fn is not None,
-        "saved MiB": kept / 2**20,
+        "MiB": kept / 2**20,
         "repeatable": torch.equal(out1, out2),
-        "BN stats changed": not torch.equal(stats_before, model[1].running_mean),
+        "stats changed": not torch.equal(stats_before, model[1].running_mean),
         "out": out1.detach(),
     }
-print(f"{'variant':14s} {'graph':>6s} {'saved for backward':>19s} {'repeatable':>11s} {'BN stats changed':>17s}")
+print(f"{'variant':14s} {'graph':>6s} {'saved for backward':>19s} {'repeatable':>11s} "
+      f"{'BN stats changed':>17s}")
 for name, r in results.items():
-    print(f"{name:14s} {str(r['graph']):>6s} {r['saved MiB']:15.2f} MiB {str(r['repeatable']):>11s} "
-          f"{str(r['BN stats changed']):>17s}")
+    print(f"{name:14s} {r['graph']!s:>6s} {r['MiB']:15.2f} MiB "
+          f"{r['repeatable']!s:>11s} {r['stats changed']!s:>17s}")
 
 # %%
 # Check
 # -----
-# ``both`` and the article's ordering give the same outputs as ``eval_only`` (no_grad never
-# changes values), and the ordering inside the block does not matter.
-torch.testing.assert_close(results["both"]["out"], results["eval_only"]["out"], rtol=0, atol=0)
-torch.testing.assert_close(results["article_order"]["out"], results["both"]["out"], rtol=0, atol=0)
+# ``no_grad`` never changes values: ``both`` and the article's ordering give the outputs of
+# ``eval_only``, so the order of the two switches inside the block does not matter.
+outs = {name: r["out"] for name, r in results.items()}
+torch.testing.assert_close(outs["both"], outs["eval_only"], rtol=0, atol=0)
+torch.testing.assert_close(outs["article_order"], outs["both"], rtol=0, atol=0)
 r_e, r_n, r_b = results["eval_only"], results["no_grad_only"], results["both"]
-checks = {
-    "eval() alone still records a graph": r_e["graph"] and r_e["saved MiB"] > 0,
-    "no_grad() alone keeps dropout on (outputs differ run to run)": not r_n["repeatable"],
-    "no_grad() alone updates BatchNorm running stats": r_n["BN stats changed"],
-    "both: no graph, repeatable, stats untouched": (not r_b["graph"] and r_b["repeatable"]
-                                                    and not r_b["BN stats changed"]),
+facts = {
+    "eval() alone: graph recorded": r_e["graph"],
+    "no_grad() alone: dropout active": not r_n["repeatable"],
+    "no_grad() alone: BatchNorm statistics change": r_n["stats changed"],
+    "eval() + no_grad(): graph recorded": r_b["graph"],
+    "eval() + no_grad(): repeatable, statistics kept": (
+        r_b["repeatable"] and not r_b["stats changed"]),
 }
-for name, ok in checks.items():
-    print(f"  {'yes' if ok else 'NO '}  {name}")
 
 # %%
-# Measurement: time of ``eval()`` alone versus ``eval()`` + ``no_grad()``
-# -----------------------------------------------------------------------
-# Interleaved rounds with ``torch.utils.benchmark``; ratio = eval-only time / both time.
-import torch.utils.benchmark as benchmark
+# Measurement: what the graph of ``eval()`` alone costs
+# -----------------------------------------------------
+# Memory: the bytes autograd keeps for backward, counted above. Time: one forward of the model,
+# already in eval mode, with and without ``no_grad`` (nothing else inside the timed calls).
+memory = compare_values(
+    "memory, eval() alone - with no_grad()",
+    {"eval() alone": [r_e["MiB"]], "eval() + no_grad()": [r_b["MiB"]]},
+    threshold=0.0, device=device, metric="saved for backward", unit="MiB",
+    measure="difference")
 
 model = make_model().eval()
-variants = {"eval only": lambda: model(x), "eval + no_grad": lambda: both(model)}
-runs = {name: [] for name in variants}
-for _ in range(5):
-    for name, fn in variants.items():
-        timer = benchmark.Timer("fn()", globals={"fn": fn}, sub_label=name, description="MLP+BN+Dropout forward",
-                                num_threads=torch.get_num_threads())
-        runs[name].append(timer.blocked_autorange(min_run_time=0.05))
-us = {name: [m.median * 1e6 for m in ms] for name, ms in runs.items()}
-ratios = [a / b for a, b in zip(us["eval only"], us["eval + no_grad"])]
-for name, v in us.items():
-    print(f"{name:15s}: {statistics.median(v):8.1f} us per forward  [{min(v):.1f} .. {max(v):.1f}]")
-ratio = statistics.median(ratios)
-print(f"eval-only / eval+no_grad time: {ratio:.2f}x  [{min(ratios):.2f} .. {max(ratios):.2f}]")
-# On a busy machine single rounds can be far off; only the median decides.
-time_note = f"{ratio:.2f}x faster than" if ratio > 1.05 else f"not measurably faster ({ratio:.2f}x) than"
+
+
+def forward_graph():
+    return model(x)
+
+
+def forward_no_grad():
+    with torch.no_grad():
+        return model(x)
+
+
+speed = compare_times("time, eval() alone / with no_grad()",
+                      {"eval() alone": forward_graph,
+                       "eval() + no_grad()": forward_no_grad},
+                      threshold=1.0, device=device, x=width, budget_s=1.0)
 
 # %%
 # Verdict
 # -------
-RULE = ("holds if all 4 checks pass: eval() alone records a graph (bytes saved for backward > 0), "
-        "no_grad() alone leaves dropout active and updates BatchNorm statistics, and both together "
-        "record nothing and repeat exactly; depends if only some pass; wrong if none do. The time "
-        "ratio is reported; it counts as a saving only above 1.05")
-passed = sum(checks.values())
-verdict = "holds" if passed == len(checks) else ("wrong" if passed == 0 else "depends")
-print(f"Verdict: {verdict}. {passed}/{len(checks)} checks pass; no_grad saves "
-      f"{r_e['saved MiB']:.2f} MiB of saved activations and is {time_note} eval() alone.")
-print(f"Rule: {RULE}")
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": {"name": "activations saved for backward by eval() alone", "value": r_e["saved MiB"], "unit": "MiB"},
-    "measurements": [
-        {"variant": name, "metric": "time per forward", "unit": "us", "value": statistics.median(v),
-         "spread": max(v) - min(v)} for name, v in us.items()
-    ] + [
-        {"variant": "eval only / eval + no_grad", "metric": "time ratio", "unit": "x", "value": ratio,
-         "spread": max(ratios) - min(ratios)},
-    ] + [
-        {"variant": name, "metric": "saved for backward", "unit": "MiB", "value": r["saved MiB"]}
-        for name, r in results.items()
-    ],
-    "skipped": [],
-}
+# The claim is that evaluation needs both switches. It holds if each switch alone leaves
+# something undone that the pair does: ``eval()`` alone records a graph that keeps memory and is
+# not faster, ``no_grad()`` alone leaves dropout and BatchNorm in training behaviour. If either
+# switch alone did the other's job the pairing would be needless: wrong.
+RULE = ("holds if eval() alone records a graph (memory kept > 0, time not lower than "
+        "with no_grad), no_grad() alone leaves dropout active and BatchNorm statistics "
+        "changing, and the pair records nothing and repeats exactly; wrong if eval() "
+        "alone records no graph and no_grad() alone switches the layers; depends "
+        "otherwise")
+decision = decide(
+    device,
+    [("holds", {"eval() alone: graph recorded": True,
+                "no_grad() alone: dropout active": True,
+                "no_grad() alone: BatchNorm statistics change": True,
+                "eval() + no_grad(): graph recorded": False,
+                "eval() + no_grad(): repeatable, statistics kept": True,
+                "memory": "all above", "time": "none below"}),
+     ("wrong", {"eval() alone: graph recorded": False,
+                "no_grad() alone: dropout active": False,
+                "no_grad() alone: BatchNorm statistics change": False}),
+     ("depends", {})],
+    groups={"memory": [memory], "time": [speed]}, facts=facts, key=memory)
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {device.type: decision},
+          "measurements": [], "skipped": []}
 
 # %%
 # When not to use it
 # ------------------
 # Use ``no_grad()`` without ``eval()`` only when you *want* training-mode layers without a
 # graph, e.g. Monte-Carlo dropout; and ``eval()`` without ``no_grad()`` when you need gradients
-# of an evaluated model (saliency maps, adversarial examples). For pure inference
-# ``torch.inference_mode()`` can replace ``no_grad()`` (see the related tip).
+# of an evaluated model (saliency maps, adversarial examples). The time saved by ``no_grad`` is
+# a cost per op, so it is largest for small models (the related ``inference_mode`` tip
+# measures it across sizes); the memory saved grows with batch and model size. For pure
+# inference ``torch.inference_mode()`` can replace ``no_grad()``.

@@ -24,6 +24,65 @@ comes back, whether it copies, whether it warns, and whether a training step dif
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/autograd.html#variable-deprecated"]
 
 # %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). This tip
+# times nothing: its verdict rests on *facts*, what it observed on this device (the type a
+# call returns, gradients equal or not). A verdict is the first case of the rule whose
+# conditions the facts meet.
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
+    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
+    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
+    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
+            "comparisons": comparisons, "state": state, "key": key,
+            "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
+
+# %%
 # Setup
 # -----
 import warnings
@@ -34,7 +93,7 @@ from torch.autograd import Variable
 torch.manual_seed(0)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 print(f"device: {device}, torch {torch.__version__}")
-checks = {}
+facts = {}
 
 # %%
 # What ``Variable(x)`` returns
@@ -44,35 +103,35 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     v = Variable(x)
     v_grad = Variable(x, requires_grad=True)
-plain_call_warnings = [str(w.message) for w in caught]
 print("type(Variable(x)):", type(v).__name__, "| same object as x:", v is x,
       "| shares x's memory:", v.data_ptr() == x.data_ptr())
 print("Variable(x, requires_grad=True).requires_grad:", v_grad.requires_grad,
-      "| x.requires_grad untouched:", x.requires_grad)
+      "| x.requires_grad untouched:", not x.requires_grad)
 print("isinstance(x, Variable) for a plain tensor:", isinstance(x, Variable))
-print("warnings from the calls above:", plain_call_warnings or "none")
-checks["Variable(x) returns a plain torch.Tensor"] = type(v) is torch.Tensor and isinstance(x, Variable)
-checks["it is a no-copy alias of x"] = v.data_ptr() == x.data_ptr()
-checks["requires_grad=True maps onto the tensor flag"] = v_grad.requires_grad and not x.requires_grad
+facts["type of Variable(x)"] = type(v).__name__
+facts["Variable(x) shares x's memory"] = v.data_ptr() == x.data_ptr()
+facts["Variable(x, requires_grad=True) requires grad"] = v_grad.requires_grad
+facts["warnings from Variable(x) calls"] = len(caught)
 
-# The modern spelling of the same thing:
+# The current spelling of the same thing:
 t = torch.tensor([1.0, 2.0], requires_grad=True)
 t2 = x.clone().requires_grad_()
-print("torch.tensor(..., requires_grad=True):", t.requires_grad, "| x.clone().requires_grad_():", t2.requires_grad)
+print("torch.tensor(..., requires_grad=True):", t.requires_grad,
+      "| x.clone().requires_grad_():", t2.requires_grad)
 
 # %%
-# The one argument that does warn: ``volatile``
-# ---------------------------------------------
-# ``volatile=True`` was 0.3's way to switch off graph building for inference. It is accepted
-# and ignored, with a warning; gradients are still recorded.
+# The one argument that warns: ``volatile``
+# -----------------------------------------
+# ``volatile=True`` was 0.3's way to switch off graph building for inference. Today it is
+# accepted with a warning, and the graph is built anyway.
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     vol = Variable(x, volatile=True)
     out = (vol * torch.ones(3, device=device, requires_grad=True)).sum()
-volatile_warnings = [f"{w.category.__name__}: {w.message}" for w in caught]
-print("Variable(x, volatile=True) warns:", volatile_warnings or "nothing")
-print("...and the result still builds a graph: grad_fn =", type(out.grad_fn).__name__)
-checks["volatile is ignored (graph still built)"] = out.grad_fn is not None
+for w in caught:
+    print(f"Variable(x, volatile=True) warns, {w.category.__name__}:\n  {w.message}")
+print("...and the result still records a graph:", out.grad_fn is not None)
+facts["volatile=True: graph still recorded"] = out.grad_fn is not None
 
 # %%
 # Check: a training step with and without the wrapping
@@ -84,50 +143,37 @@ grads = {}
 for name in ("Variable-wrapped", "plain tensors"):
     torch.manual_seed(1)
     model = torch.nn.Linear(3, 1).to(device)
-    xb, yb = (Variable(data), Variable(target)) if name == "Variable-wrapped" else (data, target)
+    xb, yb = data, target
+    if name == "Variable-wrapped":
+        xb, yb = Variable(xb), Variable(yb)  # the article's 0.3-era loop
     torch.nn.functional.mse_loss(model(xb), yb).backward()
     grads[name] = model.weight.grad.clone()
-torch.testing.assert_close(grads["Variable-wrapped"], grads["plain tensors"], rtol=0, atol=0)
-print("gradients identical with and without Variable():", torch.equal(*grads.values()))
-checks["identical gradients"] = torch.equal(*grads.values())
+same = torch.equal(*grads.values())
+print("gradients identical with and without Variable():", same)
+facts["same gradients without Variable()"] = same
 
 # %%
 # Verdict
 # -------
-# The claim is that wrapping is no longer needed. It holds if ``Variable`` today is a no-op
-# alias returning a plain tensor and a training step is bit-identical without it.
-for name, ok in checks.items():
-    print(f"  {'yes' if ok else 'NO '}  {name}")
-RULE = ("holds if all 5 checks pass: Variable(x) returns a plain torch.Tensor aliasing x, "
-        "requires_grad maps onto the tensor flag, volatile is ignored, and gradients are identical "
-        "without the wrapping; wrong if the wrapping changes results or types; depends otherwise")
-passed = sum(checks.values())
-if not checks["identical gradients"] or not checks["Variable(x) returns a plain torch.Tensor"]:
-    verdict = "wrong"
-elif passed == len(checks):
-    verdict = "holds"
-else:
-    verdict = "depends"
-print(f"Verdict: {verdict}. {passed}/{len(checks)} checks pass; plain Variable() calls warn: "
-      f"{'yes' if plain_call_warnings else 'no'}, volatile=True warns: {'yes' if volatile_warnings else 'no'}.")
-print(f"Rule: {RULE}")
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": {"name": "checks passing", "value": float(passed), "unit": f"of {len(checks)}"},
-    "measurements": [
-        {"variant": "Variable(x)", "metric": "warnings raised", "value": float(len(plain_call_warnings)),
-         "unit": ""},
-        {"variant": "Variable(x, volatile=True)", "metric": "warnings raised",
-         "value": float(len(volatile_warnings)), "unit": ""},
-    ],
-    "skipped": [],
-}
+# The claim is that the wrapping is no longer needed. It holds if ``Variable`` today returns a
+# plain tensor, carries ``requires_grad`` over, and a training step is bit-identical without it.
+RULE = ("holds if Variable(x) returns a plain torch.Tensor, requires_grad=True reaches "
+        "the result, and gradients are identical without the wrapping; wrong if the "
+        "gradients differ; depends otherwise")
+decision = decide(device,
+                  [("holds", {"type of Variable(x)": "Tensor",
+                              "Variable(x, requires_grad=True) requires grad": True,
+                              "same gradients without Variable()": True}),
+                   ("wrong", {"same gradients without Variable()": False}),
+                   ("depends", {})],
+                  facts=facts)
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {device.type: decision},
+          "measurements": [], "skipped": []}
 
 # %%
 # When not to use it
 # ------------------
-# Nothing is gained by keeping ``Variable``: it silently does nothing, so it misleads readers
-# into thinking it matters. Remove it; where old code used ``volatile=True`` use
+# Nothing is gained by keeping ``Variable``: it silently does nothing (no warning above), so it
+# misleads readers into thinking it matters. Remove it; where old code used ``volatile=True`` use
 # ``torch.no_grad()`` or ``torch.inference_mode()``, and ``.data`` becomes ``.detach()``.

@@ -13,17 +13,78 @@ user (claims S2-5 and S2-2):
     "`.cuda()` and `.cpu()` are discouraged, use `.to(device)` instead. **Reason:** `.to(device)`
     is more dynamic and scalable."
 
-Each rule is tested the same way: a model that breaks it, a model that follows it, and an
-assertion on what the user of the first one loses.
+Each rule is tested the same way: a model that breaks it and a model that follows it, used
+the way a caller uses a model (train it, switch it to training mode, put it on a device), and
+what the caller gets from each.
 """
 # sphinx_gallery_tips_claims = ["S2-5", "S2-2"]
 # sphinx_gallery_tips_tags = ["module-design", "device", "autograd"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
-# sphinx_gallery_tips_min_torch = "1.0"
-# sphinx_gallery_tips_takeaway = "no_grad inside forward blocks fine-tuning, eval() inside forward disables dropout in training, hard-coded .cuda()/.cpu() fails on some machine."
-# sphinx_gallery_tips_keywords = ["no_grad", "eval", "train", ".to(device)", ".cuda()", ".cpu()", "device-agnostic", "dropout"]
+# sphinx_gallery_tips_min_torch = "1.9"
+# sphinx_gallery_tips_takeaway = "no_grad in forward blocks fine-tuning, eval() in forward disables dropout in training; .cuda()/.cpu() in forward ignore model.to(device)."
+# sphinx_gallery_tips_keywords = ["no_grad", "eval", "train", ".to(device)", ".cuda()", ".cpu()", "device-agnostic", "dropout", "meta device"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/notes/cuda.html#device-agnostic-code"]
+# sphinx_gallery_tips_related = ["tip_tensors_in_forward", "tip_register_buffer_parameter"]
+
+# %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). This tip
+# times nothing: its verdict rests on *facts*, what it observed on this device (a gradient
+# present or not, dropout active or not, where a model's output lands). A verdict is the first
+# case of the rule whose conditions the facts meet.
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
+    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
+    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
+    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
+            "comparisons": comparisons, "state": state, "key": key,
+            "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
 
 # %%
 # Setup
@@ -34,7 +95,7 @@ from torch import nn
 torch.manual_seed(0)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 print(f"device: {device}, torch {torch.__version__}")
-checks = {}
+facts = {}
 x = torch.randn(8, 16, device=device)  # [B, 16]
 
 
@@ -42,7 +103,7 @@ x = torch.randn(8, 16, device=device)  # [B, 16]
 # Rule 1: no ``torch.no_grad()`` inside ``forward``
 # -------------------------------------------------
 # The author thought of the encoder as frozen and wrapped it in ``no_grad``. A user who wants
-# to fine-tune it cannot: its weights get no gradient, with no error or warning.
+# to fine-tune it cannot: its weights get no gradient.
 class FrozenInside(nn.Module):
     def __init__(self):
         super().__init__()
@@ -54,11 +115,7 @@ class FrozenInside(nn.Module):
         return self.head(h)  # [B, 1]
 
 
-class Plain(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.encoder, self.head = nn.Linear(16, 16), nn.Linear(16, 1)
-
+class Plain(FrozenInside):
     def forward(self, x):  # x: [B, 16]
         return self.head(self.encoder(x))  # [B, 1]
 
@@ -66,18 +123,16 @@ class Plain(nn.Module):
 for cls in (FrozenInside, Plain):
     m = cls().to(device)
     m(x).sum().backward()
-    print(f"{cls.__name__:12s}: encoder.weight.grad is {'None' if m.encoder.weight.grad is None else 'set'}")
-    if cls is FrozenInside:
-        blocked = m.encoder.weight.grad is None and m.head.weight.grad is not None
-    else:
-        flows = m.encoder.weight.grad is not None
-checks["no_grad inside forward silently blocks the encoder's gradient"] = blocked and flows
+    has_grad = m.encoder.weight.grad is not None
+    print(f"{cls.__name__:12s}: encoder gets a gradient: {has_grad}")
+    facts[f"{cls.__name__}: encoder gets a gradient"] = has_grad
 
 # Freezing stays possible from the outside, per user, without changing the class:
 m = Plain().to(device)
 m.encoder.requires_grad_(False)
 m(x).sum().backward()
-print("Plain with encoder.requires_grad_(False): encoder grad", m.encoder.weight.grad, "| head grad set:",
+print("Plain, frozen by its caller with encoder.requires_grad_(False):")
+print("  encoder grad:", m.encoder.weight.grad, "| head gets a gradient:",
       m.head.weight.grad is not None)
 
 
@@ -85,7 +140,7 @@ print("Plain with encoder.requires_grad_(False): encoder grad", m.encoder.weight
 # Rule 2: no ``self.eval()`` / ``self.train()`` inside the model
 # --------------------------------------------------------------
 # This model switches itself to eval mode in ``forward`` (say, to get deterministic outputs).
-# Training it afterwards silently trains without dropout.
+# A caller who asks for training mode silently trains without dropout.
 class EvalInside(nn.Module):
     def __init__(self):
         super().__init__()
@@ -96,101 +151,103 @@ class EvalInside(nn.Module):
         return self.drop(self.lin(x))  # [B, 16]
 
 
-class DropoutNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin, self.drop = nn.Linear(16, 16), nn.Dropout(0.5)
-
+class DropoutNet(EvalInside):
     def forward(self, x):  # x: [B, 16]
         return self.drop(self.lin(x))
 
 
-results = {}
 for cls in (EvalInside, DropoutNet):
-    m = cls().to(device).train()  # the user asks for training mode
+    m = cls().to(device).train()  # the caller asks for training mode
     a, b = m(x), m(x)
-    results[cls.__name__] = (torch.equal(a, b), m.training, (a == 0).float().mean().item())
-    print(f"{cls.__name__:11s}: two train-mode calls equal: {results[cls.__name__][0]}, "
-          f"training flag after: {m.training}, zeroed fraction: {results[cls.__name__][2]:.2f}")
-checks["eval() inside forward turns dropout off in training"] = (
-    results["EvalInside"][0] and not results["EvalInside"][1] and not results["DropoutNet"][0])
+    active = not torch.equal(a, b)  # dropout draws a new mask per call
+    print(f"{cls.__name__:11s}: dropout active after .train(): {active!s:5s} "
+          f"| zeroed share {(a == 0).float().mean().item():.2f}")
+    facts[f"{cls.__name__}: dropout active after .train()"] = active
 
 
 # %%
 # Rule 3: ``.to(device)`` rather than ``.cuda()`` / ``.cpu()``
 # ------------------------------------------------------------
-# Two models that hard-code a device: one makes its mask with ``.cuda()``, the other pulls its
-# input to ``.cpu()``. Whichever machine runs this, one of them fails. The fix creates tensors
-# on the input's device and leaves the model's device to the caller's ``.to(device)``.
+# Two models that hard-code a device inside ``forward``: one makes its mask with ``.cuda()``,
+# the other hands its output back with ``.cpu()`` (say, for NumPy). The third keeps the mask as
+# a buffer, which ``model.to(device)`` moves with the weights. The caller puts each model on
+# every device this machine offers, including ``meta`` (shapes without data, used to plan
+# large models), and checks that it runs and answers on that device.
 class HardCuda(nn.Module):
     def __init__(self):
         super().__init__()
         self.lin = nn.Linear(16, 16)
 
     def forward(self, x):  # x: [B, 16]
-        mask = torch.ones(16).cuda()  # anti-pattern
+        mask = torch.ones(16).cuda()  # anti-pattern: [16], on the GPU wherever we are
         return self.lin(x) * mask
 
 
-class HardCpu(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(16, 16)
-
+class HardCpu(HardCuda):
     def forward(self, x):  # x: [B, 16]
-        return self.lin(x.cpu())  # anti-pattern: wrong as soon as the weights live elsewhere
+        return self.lin(x).cpu()  # anti-pattern: [B, 16], on the CPU wherever we are
 
 
-class Agnostic(nn.Module):
+class ToDevice(HardCuda):
     def __init__(self):
         super().__init__()
-        self.lin = nn.Linear(16, 16)
-        self.register_buffer("mask", torch.ones(16), persistent=False)  # [16]: follows .to()
+        # [16], moved by model.to(device) with the weights
+        self.register_buffer("mask", torch.ones(16), persistent=False)
 
     def forward(self, x):  # x: [B, 16]
         return self.lin(x) * self.mask
 
 
-failures = {}
-for cls in (HardCuda, HardCpu, Agnostic):
-    try:
-        out = cls().to(device)(x)
-        failures[cls.__name__] = None
-        print(f"{cls.__name__:9s} on {device.type}: ok, output on {out.device.type}")
-    except (RuntimeError, AssertionError) as err:
-        failures[cls.__name__] = f"{type(err).__name__}: {str(err).splitlines()[0]}"
-        print(f"{cls.__name__:9s} on {device.type}: {failures[cls.__name__]}")
-checks["a hard-coded .cuda()/.cpu() model fails on this machine"] = (
-    failures["HardCuda"] is not None or failures["HardCpu"] is not None)
-checks["the .to(device) model runs"] = failures["Agnostic"] is None
+targets = ["cpu", "meta"] + (["cuda"] if torch.cuda.is_available() else [])
+print(f"{'model.to(d)':12s}" + "".join(f"{t:>22s}" for t in targets))
+for cls in (HardCuda, HardCpu, ToDevice):
+    follows, cells = True, []
+    for target in targets:
+        try:
+            out = cls().to(target)(torch.randn(8, 16).to(target))
+        except (AssertionError, RuntimeError, NotImplementedError) as err:
+            follows = False
+            cells.append(type(err).__name__)
+            continue
+        follows = follows and out.device.type == target
+        where = out.device.type
+        cells.append("runs" if where == target else f"answers on {where}")
+    print(f"{cls.__name__:12s}" + "".join(f"{c:>22s}" for c in cells))
+    facts[f"{cls.__name__}: runs and answers on every device"] = follows
 
 # %%
 # Verdict
 # -------
-for name, ok in checks.items():
-    print(f"  {'yes' if ok else 'NO '}  {name}")
-RULE = ("holds if all 4 checks confirm the rules' reasons: no_grad in forward blocks gradients, "
-        "eval() in forward disables dropout during training, a hard-coded .cuda()/.cpu() model "
-        "fails on this machine while the .to(device) one runs; depends if some do; wrong if none do")
-passed = sum(checks.values())
-verdict = "holds" if passed == len(checks) else ("wrong" if passed == 0 else "depends")
-print(f"Verdict: {verdict}. {passed}/{len(checks)} checks confirm.")
-print(f"Rule: {RULE}")
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": {"name": "checks confirming the rules", "value": float(passed), "unit": f"of {len(checks)}"},
-    "measurements": [
-        {"variant": name, "metric": "zeroed fraction in train mode", "value": r[2], "unit": ""}
-        for name, r in results.items()
-    ],
-    "skipped": [],
-}
+# A rule holds when breaking it costs the caller something the conforming model does not:
+# a gradient, dropout, or a device.
+RULE = ("holds if no_grad in forward blocks the encoder's gradient, eval() in forward "
+        "turns dropout off after .train(), and the .cuda() and .cpu() models each fail "
+        "on some device where the .to(device) model runs, while the conforming models "
+        "do neither; wrong if no anti-pattern costs anything; depends otherwise")
+decision = decide(
+    device,
+    [("holds", {"FrozenInside: encoder gets a gradient": False,
+                "Plain: encoder gets a gradient": True,
+                "EvalInside: dropout active after .train()": False,
+                "DropoutNet: dropout active after .train()": True,
+                "HardCuda: runs and answers on every device": False,
+                "HardCpu: runs and answers on every device": False,
+                "ToDevice: runs and answers on every device": True}),
+     ("wrong", {"FrozenInside: encoder gets a gradient": True,
+                "EvalInside: dropout active after .train()": True,
+                "HardCuda: runs and answers on every device": True,
+                "HardCpu: runs and answers on every device": True}),
+     ("depends", {})],
+    facts=facts)
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {device.type: decision},
+          "measurements": [], "skipped": []}
 
 # %%
 # When not to use it
 # ------------------
 # A model may legitimately decide for one buffer update, e.g. an EMA teacher updated under
 # ``torch.no_grad()`` in a method that is not ``forward``. Keep such code in clearly named
-# methods, and leave ``forward``'s gradient mode, train/eval mode and device to the caller.
+# methods, and leave ``forward``'s gradient mode, train/eval mode and device to the caller. In
+# scripts (not in models), ``x.cuda()`` and ``x.to("cuda")`` do the same thing; the rule is
+# about code that must run wherever its caller puts it.

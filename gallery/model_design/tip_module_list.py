@@ -1,29 +1,88 @@
 """
-Lists of layers and parameters: ``ModuleList`` and ``ParameterList``
-====================================================================
+A list of parameters needs ``ParameterList``, not ``ModuleList(params)``
+========================================================================
 
-The README's last bullets (claim S2-6):
-
-    "`module.float()` or `module.double()` will convert all model/submodule parameters and
-    buffers into `float32` and `float64` respectively."
+The README's last bullets (claim S2-6) say that ``module.float()`` / ``module.double()``
+"will convert all model/submodule parameters and buffers", that a model should be linked
+together from sub-modules, and, for parameters kept in a list:
 
     "Creating a list of parameters in model `__init__` definition? consider
     `torch.nn.ModuleList(params)` else individual parameters in the list will not be recognized
     as parameters."
 
-``nn.Module`` finds sub-modules and parameters through attribute assignment. A Python list
-hides what it holds. This tip counts what a plain list loses (parameters, ``state_dict``,
-``.double()``, ``.to()``, the optimizer, training itself), then runs the article's fix on a list of
-*parameters*, which is where its exact wording goes wrong.
+``nn.Module`` finds sub-modules and parameters through attribute assignment, so a Python list
+hides what it holds: the reason is right. This tip runs the advice exactly as written on a list
+of parameters, then the container that holds parameters, and checks the other parts of the
+bullets: what ``.double()`` converts and what a parent module reaches through its sub-modules.
 """
 # sphinx_gallery_tips_claims = ["S2-6"]
 # sphinx_gallery_tips_tags = ["module-design", "optimizer"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
 # sphinx_gallery_tips_min_torch = "1.0"
-# sphinx_gallery_tips_takeaway = "Layers or Parameters in a plain list are invisible to parameters(), state_dict, .double() and the optimizer; use ModuleList / ParameterList."
-# sphinx_gallery_tips_keywords = ["ModuleList", "ParameterList", "nn.ModuleList", "nn.ParameterList", "parameters()", "double()", "float()", "Python list"]
+# sphinx_gallery_tips_takeaway = "nn.ModuleList(params) raises TypeError for Parameters: use nn.ParameterList (ModuleList for layers). A plain list hides both."
+# sphinx_gallery_tips_keywords = ["ModuleList", "ParameterList", "nn.ModuleList", "nn.ParameterList", "parameters()", "double()", "float()", "Python list", "submodules"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.nn.ModuleList.html", "https://pytorch.org/docs/stable/generated/torch.nn.ParameterList.html"]
+# sphinx_gallery_tips_related = ["tip_register_buffer_parameter", "tip_submodules"]
+
+# %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). This tip
+# times nothing: its verdict rests on *facts*, what it observed on this device (an error
+# raised, parameters found or not, dtypes and modes after a call). A verdict is the first case
+# of the rule whose conditions the facts meet.
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
+    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
+    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
+    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
+            "comparisons": comparisons, "state": state, "key": key,
+            "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
 
 # %%
 # Setup
@@ -34,168 +93,143 @@ from torch import nn
 torch.manual_seed(0)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 print(f"device: {device}, torch {torch.__version__}")
-checks = {}
-x = torch.randn(32, 8)  # [B, 8]
-y = torch.randn(32, 1)  # [B, 1]
-# Where ``.to()`` is tested: the GPU if there is one, else the data-less "meta" device.
-target = torch.device("cuda") if torch.cuda.is_available() else torch.device("meta")
+facts = {}
 
 
 # %%
-# The anti-pattern: layers in a Python list
-# -----------------------------------------
+# The anti-pattern: parameters in a plain list
+# --------------------------------------------
+# Three learned per-feature scales kept in a Python list.
 class PlainList(nn.Module):
     def __init__(self):
         super().__init__()
-        self.layers = [nn.Linear(8, 8) for _ in range(3)]  # anti-pattern: hidden from Module
-        self.head = nn.Linear(8, 1)
+        self.scales = [nn.Parameter(torch.ones(8)) for _ in range(3)]  # [8] each
 
     def forward(self, x):  # x: [B, 8]
-        for layer in self.layers:
-            x = torch.relu(layer(x))  # [B, 8]
-        return self.head(x)  # [B, 1]
+        for s in self.scales:
+            x = x * s
+        return x
 
 
-# %%
-# The recommended pattern: ``nn.ModuleList``
-# ------------------------------------------
-class WithModuleList(PlainList):
-    def __init__(self):
-        super().__init__()
-        self.layers = nn.ModuleList(self.layers)  # the same layers, now registered
-
+plain = PlainList().to(device)
+found = len(list(plain.parameters()))
+print(f"plain list: parameters() finds {found} of 3; "
+      f"state_dict keys: {list(plain.state_dict())}")
+print(f"plain list: .to({device.type!r}) leaves them on", plain.scales[0].device.type)
+facts["plain list: Parameters found by parameters()"] = found > 0
 
 # %%
-# Check: what each model exposes, and what training changes
-# ---------------------------------------------------------
-def audit(model):
-    n_params = sum(p.numel() for p in model.parameters())
-    keys = len(model.state_dict())
-    first = model.layers[0].weight
-    before = first.detach().clone()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for _ in range(20):
-        opt.zero_grad(set_to_none=True)
-        nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-    moved = (first.detach() - before).abs().max().item()
-    model.double()
-    dtype = model.layers[0].weight.dtype
-    model.to(target)
-    return {"parameters": n_params, "state_dict keys": keys, "layers[0] change after 20 steps": moved,
-            "layers[0] dtype after .double()": dtype,
-            f"layers[0] device after .to({target.type!r})": model.layers[0].weight.device.type}
-
-
-torch.manual_seed(1)
-plain = audit(PlainList())
-torch.manual_seed(1)
-listed = audit(WithModuleList())
-def fmt(v):
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
-for k in plain:
-    print(f"{k:34s}  plain list: {fmt(plain[k]):>14s}   ModuleList: {fmt(listed[k]):>14s}")
-checks["plain list hides layers from parameters() and state_dict"] = (
-    plain["parameters"] < listed["parameters"] and plain["state_dict keys"] < listed["state_dict keys"])
-checks["plain list layers are never trained"] = plain["layers[0] change after 20 steps"] == 0.0 < \
-    listed["layers[0] change after 20 steps"]
-checks[".double() skips plain-list layers, converts ModuleList ones"] = (
-    plain["layers[0] dtype after .double()"] == torch.float32
-    and listed["layers[0] dtype after .double()"] == torch.float64)
-where = f"layers[0] device after .to({target.type!r})"
-checks[f".to({target.type!r}) skips plain-list layers, moves ModuleList ones"] = (
-    plain[where] == "cpu" and listed[where] == target.type)
-
-
-# %%
-# ``.float()`` / ``.double()`` convert parameters *and* buffers
-# -------------------------------------------------------------
-bn = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4)).double()
-dtypes = {name: t.dtype for name, t in list(bn.named_parameters()) + list(bn.named_buffers())
-          if t.is_floating_point()}
-print("after .double():", sorted({str(d) for d in dtypes.values()}), f"over {len(dtypes)} float tensors")
-checks[".double() converts every floating parameter and buffer"] = set(dtypes.values()) == {torch.float64}
-
-
-# %%
-# A list of *parameters*: the article's ``torch.nn.ModuleList(params)``, as written
-# ---------------------------------------------------------------------------------
-params = [nn.Parameter(torch.randn(8)) for _ in range(3)]  # [8] each
+# The article's fix, as written: ``torch.nn.ModuleList(params)``
+# --------------------------------------------------------------
+params = [nn.Parameter(torch.ones(8, device=device)) for _ in range(3)]  # [8] each
 try:
-    nn.ModuleList(params)
-    modulelist_params_works = True
+    listed = nn.ModuleList(params)
 except TypeError as err:
-    print("torch.nn.ModuleList(params) raises TypeError:", err)
-    modulelist_params_works = False
-
-
-class PlainParams(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.scales = [nn.Parameter(torch.ones(8)) for _ in range(3)]  # anti-pattern
-
-
-class WithParameterList(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.scales = nn.ParameterList(nn.Parameter(torch.ones(8)) for _ in range(3))  # the fix
-
-
-n_plain = len(list(PlainParams().parameters()))
-n_plist = len(list(WithParameterList().parameters()))
-print(f"parameters recognised: plain list {n_plain}, nn.ParameterList {n_plist}")
-try:
-    torch.optim.SGD(PlainParams().parameters(), lr=0.1)
-except ValueError as err:
-    print("optimizer over the plain-list model:", err)
-    checks["a model with only a plain list of Parameters has nothing to optimise"] = True
+    print(f"torch.nn.ModuleList(params) raises TypeError: {err}")
+    facts["torch.nn.ModuleList(params) runs"] = False
+    facts["torch.nn.ModuleList(params) registers the Parameters"] = None
 else:
-    checks["a model with only a plain list of Parameters has nothing to optimise"] = False
-checks["ParameterList registers every Parameter"] = n_plain == 0 and n_plist == 3
+    facts["torch.nn.ModuleList(params) runs"] = True
+    facts["torch.nn.ModuleList(params) registers the Parameters"] = (
+        len(list(listed.parameters())) == len(params))
+
+
+# %%
+# The container for parameters: ``nn.ParameterList``
+# --------------------------------------------------
+class WithParameterList(PlainList):
+    def __init__(self):
+        super().__init__()
+        self.scales = nn.ParameterList(self.scales)  # the same Parameters, registered
+
+
+fixed = WithParameterList().to(device)
+print(f"nn.ParameterList: parameters() finds {len(list(fixed.parameters()))} of 3; "
+      f"state_dict keys: {list(fixed.state_dict())}")
+
+# %%
+# Check: the two models compute the same thing; only one of them can learn
+# -----------------------------------------------------------------------
+# Same values in, same values out. One SGD step on each: the optimizer sees nothing to train in
+# the plain list (it refuses an empty parameter list).
+x = torch.randn(4, 8, device=device)  # [B, 8]
+torch.testing.assert_close(plain(x), fixed(x), rtol=0, atol=0)
+try:
+    torch.optim.SGD(plain.parameters(), lr=0.1)
+except ValueError as err:
+    print("SGD over the plain-list model:", err)
+opt = torch.optim.SGD(fixed.parameters(), lr=0.1)
+fixed(x).square().mean().backward()
+opt.step()
+facts["nn.ParameterList: Parameters trained"] = not torch.equal(
+    fixed.scales[0].detach(), torch.ones(8, device=device))
+
+# %%
+# The other bullets: ``.double()``, and modules linked together
+# -------------------------------------------------------------
+# A model composed of registered sub-modules, with BatchNorm buffers and dropout, next to
+# the same layers kept in a plain list: does ``.double()`` convert every floating parameter and
+# buffer, and do ``.eval()`` and ``.parameters()`` reach every sub-module?
+def block():
+    return nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Dropout(0.5))
+
+
+class Composed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(block() for _ in range(2))
+
+
+class Hidden(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = [block() for _ in range(2)]  # anti-pattern: not registered
+
+
+print(f"{'':9s} {'.double() converts':>19s} {'.eval() reaches':>16s} "
+      f"{'.parameters() reaches':>22s}")
+for cls in (Composed, Hidden):
+    m = cls().to(device).double().eval()
+    tensors = [t for b in m.blocks for t in list(b.parameters()) + list(b.buffers())
+               if t.is_floating_point()]
+    converted = all(t.dtype == torch.float64 for t in tensors)
+    in_eval = not any(sub.training for b in m.blocks for sub in b.modules())
+    owned = sum(len(list(b.parameters())) for b in m.blocks)
+    reached = len(list(m.parameters())) == owned
+    print(f"{cls.__name__:9s} {converted!s:>19s} {in_eval!s:>16s} {reached!s:>22s}")
+    facts[f"{cls.__name__}: .double() converts every parameter and buffer"] = converted
+    facts[f"{cls.__name__}: .eval() and .parameters() reach every sub-module"] = (
+        in_eval and reached)
 
 # %%
 # Verdict
 # -------
-# The reason the article gives (list items are not recognised) is what the checks test. Its
-# remedy for a list of parameters names the wrong container: ``ModuleList`` accepts modules
-# only; ``ParameterList`` is the one for parameters.
-for name, ok in checks.items():
-    print(f"  {'yes' if ok else 'NO '}  {name}")
-RULE = ("holds if every check confirms that plain lists are invisible and torch.nn.ModuleList(params) "
-        "accepts a list of Parameters; depends if the checks confirm it but ModuleList(params) "
-        "raises (the working container is nn.ParameterList); wrong if a plain list is recognised")
-passed = sum(checks.values())
-if passed < len(checks):
-    verdict = "wrong"
-elif modulelist_params_works:
-    verdict = "holds"
-else:
-    verdict = "depends"
-print(f"Verdict: {verdict}. {passed}/{len(checks)} checks confirm the reason; "
-      f"ModuleList(params) {'works' if modulelist_params_works else 'raises TypeError'}.")
-print(f"Rule: {RULE}")
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": {"name": "parameters seen by the plain-list model", "value": float(plain["parameters"]),
-            "unit": f"of {listed['parameters']}"},
-    "measurements": [
-        {"variant": "plain list", "metric": "parameters", "value": float(plain["parameters"]), "unit": ""},
-        {"variant": "ModuleList", "metric": "parameters", "value": float(listed["parameters"]), "unit": ""},
-        {"variant": "plain list", "metric": "max change of layers[0] after 20 SGD steps",
-         "value": plain["layers[0] change after 20 steps"], "unit": ""},
-        {"variant": "ModuleList", "metric": "max change of layers[0] after 20 SGD steps",
-         "value": listed["layers[0] change after 20 steps"], "unit": ""},
-    ],
-    "skipped": [],
-}
+# The advice is tested as written: the container it names must accept the list. Its reason
+# (a plain list is not recognised) and the other two bullets are checked alongside.
+RULE = ("wrong if torch.nn.ModuleList(params) raises for a list of Parameters, or a "
+        "plain list's Parameters are found anyway; holds if it registers them, "
+        ".double() converts every parameter and buffer and a parent reaches its "
+        "registered sub-modules; depends otherwise")
+composed_ok = {"Composed: .double() converts every parameter and buffer": True,
+               "Composed: .eval() and .parameters() reach every sub-module": True}
+decision = decide(device,
+                  [("wrong", {"torch.nn.ModuleList(params) runs": False}),
+                   ("wrong", {"plain list: Parameters found by parameters()": True}),
+                   ("holds", {
+                       "torch.nn.ModuleList(params) registers the Parameters": True,
+                       **composed_ok}),
+                   ("depends", {})],
+                  facts=facts,
+                  key={"name": "Parameters in a plain list found by parameters()",
+                       "value": found, "unit": "of 3"})
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {device.type: decision},
+          "measurements": [], "skipped": []}
 
 # %%
 # When not to use it
 # ------------------
-# A plain list is right for things that must *not* be registered: references to modules owned
-# elsewhere (registering them twice would save and move them twice). For named collections use
-# ``nn.ModuleDict`` / ``nn.ParameterDict``; for a fixed pipeline, ``nn.Sequential``.
+# ``nn.ModuleList`` is the right container for a list of *layers*, ``nn.ParameterList`` for
+# a list of Parameters; ``nn.ModuleDict`` / ``nn.ParameterDict`` for named ones. A plain list is
+# right for things that must *not* be registered: references to modules owned elsewhere
+# (registering them twice would save and move them twice).

@@ -18,10 +18,70 @@ what ``state_dict``, ``.to()``, ``.double()`` and ``.parameters()`` see of each.
 # sphinx_gallery_tips_tags = ["module-design"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
-# sphinx_gallery_tips_min_torch = "1.6"
+# sphinx_gallery_tips_min_torch = "1.9"
 # sphinx_gallery_tips_takeaway = "register_parameter needs the Parameter too; a plain tensor attribute is missed by state_dict, .to() and .double(), a buffer is not."
 # sphinx_gallery_tips_keywords = ["register_buffer", "register_parameter", "persistent", "state_dict", "nn.Parameter", "buffers"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.register_buffer"]
+# sphinx_gallery_tips_related = ["tip_tensors_in_forward", "tip_module_list"]
+
+# %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). This tip
+# times nothing: its verdict rests on *facts*, what it observed on this device (an error
+# raised, what ``state_dict``, ``.to()`` and ``.double()`` reach). A verdict is the first case
+# of the rule whose conditions the facts meet.
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
+    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
+    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
+    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
+            "comparisons": comparisons, "state": state, "key": key,
+            "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
 
 # %%
 # Setup
@@ -32,125 +92,135 @@ from torch import nn
 torch.manual_seed(0)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 print(f"device: {device}, torch {torch.__version__}")
-checks = {}
+facts = {}
 
 
 # %%
-# The article's example, verbatim
-# -------------------------------
-class Verbatim(nn.Module):
+# The article's example, as printed
+# ---------------------------------
+class AsPrinted(nn.Module):
     def __init__(self):
         super().__init__()
-        zero=0;self.register_parameter(f"name_{zero}")  # noqa: E702,E231 -- as published
+        zero=0;self.register_parameter(f"name_{zero}")  # noqa: E702,E225 -- as printed
 
 
 try:
-    Verbatim()
-    checks["article's snippet raises"] = False
+    AsPrinted()
+    facts["article's register_parameter call runs"] = True
 except TypeError as err:
-    print("the article's snippet raises TypeError:", err)
-    checks["article's snippet raises"] = True
+    print("the article's call raises TypeError:", err)
+    facts["article's register_parameter call runs"] = False
 
 
 # %%
 # The corrected call
 # ------------------
 # ``register_parameter(name, param)`` needs the ``nn.Parameter`` (or ``None``) to register.
-# ``setattr`` with an ``nn.Parameter`` does the same thing, and ``nn.ParameterDict`` keeps a
-# dynamic set of names together.
+# ``setattr`` with an ``nn.Parameter`` does the same; ``nn.ParameterDict`` keeps a dynamic set
+# of names together.
 class Dynamic(nn.Module):
     def __init__(self, n=3):
         super().__init__()
         for i in range(n):
-            self.register_parameter(f"name_{i}", nn.Parameter(torch.zeros(4)))  # [4] each
+            self.register_parameter(f"name_{i}", nn.Parameter(torch.zeros(4)))  # [4]
 
 
-model = Dynamic()
+model = Dynamic().to(device)
 print("model.name_0:", model.name_0)
 print("named parameters:", [name for name, _ in model.named_parameters()])
-checks["corrected call: model.name_0 is a registered Parameter"] = (
-    isinstance(model.name_0, nn.Parameter) and "name_0" in dict(model.named_parameters()))
+facts["corrected call: model.name_0 is a registered Parameter"] = (
+    isinstance(model.name_0, nn.Parameter)
+    and "name_0" in dict(model.named_parameters()))
 
 
 # %%
 # A plain tensor attribute versus a buffer
 # ----------------------------------------
-# ``scale`` is needed in ``forward`` but never trained, the case the second bullet describes.
+# ``scale`` is needed in ``forward`` but never trained: the case of the second bullet. The same
+# tensor is kept three ways: a plain attribute, a buffer, a non-persistent buffer.
 class Normaliser(nn.Module):
     def __init__(self):
         super().__init__()
-        self.plain_scale = torch.full((4,), 2.0)  # [4]: anti-pattern, module does not know it
-        self.register_buffer("scale", torch.full((4,), 2.0))  # [4]: saved and moved with it
-        self.register_buffer("cache", torch.zeros(4), persistent=False)  # [4]: moved, not saved
+        # the same [4] tensor three ways: unknown to the module (the anti-pattern), a
+        # buffer saved and moved with it, a buffer moved but not saved
+        self.plain_scale = torch.full((4,), 2.0)
+        self.register_buffer("scale", torch.full((4,), 2.0))
+        self.register_buffer("cache", torch.zeros(4), persistent=False)
         self.lin = nn.Linear(4, 4)
 
     def forward(self, x):  # x: [B, 4]
         return self.lin(x * self.scale)
 
 
+# %%
+# Check: what the module reaches of each
+# --------------------------------------
+# ``.to()`` is tried on ``meta`` (shapes without data), so that a tensor left behind shows
+# on every machine, and on the GPU where there is one.
+names = ("plain_scale", "scale", "cache")
 net = Normaliser()
 keys = list(net.state_dict())
-print("state_dict keys:", keys)
-checks["buffer in state_dict, plain attribute not"] = "scale" in keys and "plain_scale" not in keys
-checks["non-persistent buffer not in state_dict"] = "cache" not in keys and "cache" in dict(net.named_buffers())
-
+params = [n for n, _ in net.named_parameters()]
+print("state_dict keys:", keys, "| parameters:", params)
+moved = {}
+for target in ["meta"] + (["cuda"] if device.type == "cuda" else []):
+    where = Normaliser().to(target)
+    moved[target] = {n: getattr(where, n).device.type == target for n in names}
 net.double()
-dtypes = {n: getattr(net, n).dtype for n in ("plain_scale", "scale", "cache")}
+dtypes = {n: getattr(net, n).dtype for n in names}
 print(".double():", {n: str(d) for n, d in dtypes.items()})
-checks[".double() converts buffers, not the plain attribute"] = (
-    dtypes["scale"] == dtypes["cache"] == torch.float64 and dtypes["plain_scale"] == torch.float32)
-
-# Moving: on a CPU-only build the "meta" device shows the same rule with no GPU at hand.
-target = torch.device("cuda") if torch.cuda.is_available() else torch.device("meta")
-net.to(target)
-devices = {n: getattr(net, n).device.type for n in ("plain_scale", "scale", "cache")}
-print(f".to({target.type!r}):", devices)
-checks[".to() moves buffers, not the plain attribute"] = (
-    devices["scale"] == devices["cache"] == target.type and devices["plain_scale"] == "cpu")
-
-net = Normaliser()
-in_params = [n for n, _ in net.named_parameters()]
-checks["buffers are not parameters (optimizer never sees them)"] = not {"scale", "cache"} & set(in_params)
-print("parameters:", in_params, "| buffers:", [n for n, _ in net.named_buffers()])
+for target, v in moved.items():
+    print(f".to({target!r}):",
+          {n: "moved" if m else "stayed behind" for n, m in v.items()})
+for n in names:
+    facts[f"{n}: in state_dict"] = n in keys
+    facts[f"{n}: moved by .to()"] = all(v[n] for v in moved.values())
+    facts[f"{n}: converted by .double()"] = dtypes[n] == torch.float64
+facts["buffers among parameters()"] = bool({"scale", "cache"} & set(params))
 
 # What the plain attribute costs after a round trip through a checkpoint:
+net = Normaliser()
 net.plain_scale.fill_(3.0)
 net.scale.fill_(3.0)
 restored = Normaliser()
 restored.load_state_dict(net.state_dict())
-print(f"after save/load: buffer scale {restored.scale[0].item()}, plain attribute {restored.plain_scale[0].item()}"
-      " (the changed plain value is lost)")
-checks["a changed plain attribute is lost through state_dict"] = (
-    restored.scale[0].item() == 3.0 and restored.plain_scale[0].item() == 2.0)
+print(f"after save/load: buffer scale {restored.scale[0].item()}, plain attribute "
+      f"{restored.plain_scale[0].item()} (was set to 3.0)")
+for n in ("plain_scale", "scale"):
+    facts[f"{n}: change survives state_dict round trip"] = (
+        getattr(restored, n)[0].item() == 3.0)
 
 # %%
 # Verdict
 # -------
-for name, ok in checks.items():
-    print(f"  {'yes' if ok else 'NO '}  {name}")
-RULE = ("holds if the article's snippet runs and every buffer check passes; depends if the "
-        "snippet as written raises but the corrected register_parameter call and all buffer "
-        "checks work; wrong if the corrected call or the buffer checks fail")
-snippet_runs = not checks["article's snippet raises"]
-rest = {k: v for k, v in checks.items() if k != "article's snippet raises"}
-if not all(rest.values()):
-    verdict = "wrong"
-elif snippet_runs:
-    verdict = "holds"
-else:
-    verdict = "depends"
-print(f"Verdict: {verdict}. Snippet as written raises: {not snippet_runs}; "
-      f"{sum(rest.values())}/{len(rest)} checks of the corrected advice pass.")
-print(f"Rule: {RULE}")
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": {"name": "checks of the corrected advice passing", "value": float(sum(rest.values())),
-            "unit": f"of {len(rest)}"},
-    "measurements": [],
-    "skipped": [],
-}
+# The advice is right if the buffer gets what the plain attribute misses (saved, moved,
+# converted) and stays out of the optimizer's reach. The snippet itself is tested as printed.
+RULE = ("wrong if the corrected register_parameter call fails, or a buffer is missed "
+        "by state_dict, .to() or .double() or shows up in parameters(); holds if, in "
+        "addition, the article's call runs as printed and the plain attribute is "
+        "missed where the buffer is not; depends otherwise (the snippet as printed "
+        "raises)")
+buffer_ok = {"scale: in state_dict": True, "scale: moved by .to()": True,
+             "scale: converted by .double()": True, "cache: moved by .to()": True,
+             "cache: in state_dict": False, "buffers among parameters()": False,
+             "scale: change survives state_dict round trip": True}
+decision = decide(device,
+                  [("wrong", {
+                      "corrected call: model.name_0 is a registered Parameter": False}),
+                   ("wrong", {"scale: in state_dict": False}),
+                   ("wrong", {"scale: moved by .to()": False}),
+                   ("wrong", {"scale: converted by .double()": False}),
+                   ("wrong", {"buffers among parameters()": True}),
+                   ("holds", {
+                       "article's register_parameter call runs": True, **buffer_ok,
+                       "plain_scale: in state_dict": False,
+                       "plain_scale: moved by .to()": False,
+                       "plain_scale: change survives state_dict round trip": False}),
+                   ("depends", {})],
+                  facts=facts)
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {device.type: decision},
+          "measurements": [], "skipped": []}
 
 # %%
 # When not to use it

@@ -18,29 +18,138 @@ a shape comment names the mistake and a one-line shape assertion stops it.
 # sphinx_gallery_tips_tags = ["training"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
-# sphinx_gallery_tips_min_torch = "1.0"
+# sphinx_gallery_tips_min_torch = "1.7"
 # sphinx_gallery_tips_takeaway = "A [B,1] vs [B] loss broadcasts to [B,B] and trains silently to the wrong answer; a shape comment plus assert catches it."
 # sphinx_gallery_tips_keywords = ["shape", "broadcasting", "assert", "mse_loss", "unsqueeze", "squeeze", "silent bug"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/notes/broadcasting.html"]
 
 # %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). Facts are
+# what the tip observed on this device (an error or warning raised or not). The two losses are
+# compared by the true error each training run ends with: one ratio per random seed, whose
+# ~95% confidence interval is compared with the rule's threshold. A verdict is the first case
+# of the rule whose conditions the measurements meet.
+def median_interval(values, confidence=0.95):
+    """The median of ``values`` and a distribution-free interval for it."""
+    import math
+    import statistics
+
+    xs = sorted(values)
+    n, k, tail = len(xs), 0, 0.0
+    # largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x_k, x_(n+1-k)]
+    while k < n // 2 and tail + math.comb(n, k) / 2**n <= (1 - confidence) / 2:
+        tail += math.comb(n, k) / 2**n
+        k += 1
+    k = max(k, 1)  # too few rounds for that confidence: the whole range
+    return statistics.median(xs), xs[k - 1], xs[n - k]
+
+
+def outcome(low, high, threshold):
+    """'above' or 'below' if the whole interval is on that side, else 'noise'."""
+    return "above" if low > threshold else "below" if high < threshold else "noise"
+
+
+def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
+                   measure="ratio"):
+    """Compare samples measured by other means: ``{"anti-pattern": [...], "fix": [...]}``.
+
+    Samples pair up by position, one pair per round. ``measure="ratio"`` compares
+    anti-pattern / recommended with ``threshold``; ``"difference"`` compares
+    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per step).
+    """
+    import torch
+
+    (base_name, base), (cand_name, cand) = variants.items()
+    if measure == "ratio":
+        ratios = [b / c for b, c in zip(base, cand)]
+    else:
+        ratios = [b - c for b, c in zip(base, cand)]
+    mid, low, high = median_interval(ratios)
+    return {"name": name, "device": torch.device(device).type,
+            "threads": torch.get_num_threads(), "x": x, "metric": metric, "unit": unit,
+            "measure": measure, "baseline": base_name, "candidate": cand_name,
+            "base": list(base), "cand": list(cand), "ratios": ratios, "median": mid,
+            "low": low, "high": high, "threshold": threshold,
+            "outcome": outcome(low, high, threshold)}
+
+
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
+    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
+    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
+    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
+            "comparisons": comparisons, "state": state, "key": key,
+            "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
+
+# %%
 # Setup
 # -----
-# A linear regression with a known answer: y = X @ w_true + noise.
+# A linear regression with a known answer: y = X @ w_true + noise, one problem per seed.
 import warnings
 
 import torch
 from torch import nn
 
-torch.manual_seed(0)
-torch.set_num_threads(1)  # small tensors: on a shared machine extra threads only wait on each other
+torch.set_num_threads(1)  # tiny tensors: extra threads only wait on each other
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {device}, threads: {torch.get_num_threads()}, torch {torch.__version__}")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
 
 N, F = 256, 8
-X = torch.randn(N, F, device=device)  # [N, F]
-w_true = torch.randn(F, device=device)  # [F]
-y = X @ w_true + 0.1 * torch.randn(N, device=device)  # [N]: one target per row, no trailing dim
+
+
+def problem(seed):
+    torch.manual_seed(seed)
+    X = torch.randn(N, F, device=device)  # [N, F]
+    w_true = torch.randn(F, device=device)  # [F]
+    y = X @ w_true + 0.1 * torch.randn(N, device=device)  # [N]: no trailing dim
+    return X, y
 
 
 # %%
@@ -58,46 +167,52 @@ def loss_unchecked(pred, target):
 def loss_checked(pred, target):
     # pred: [B, 1] from nn.Linear(F, 1); target: [B]
     pred = pred.squeeze(-1)  # [B]
-    assert pred.shape == target.shape, f"pred {tuple(pred.shape)} vs target {tuple(target.shape)}"
+    assert pred.shape == target.shape, f"{tuple(pred.shape)} vs {tuple(target.shape)}"
     return ((pred - target) ** 2).mean()  # scalar
 
 
 # %%
-# Check: the broken loss runs, and its number looks plausible
-# -----------------------------------------------------------
+# Check: does the mis-shaped loss say anything?
+# ---------------------------------------------
+# Run it and record any error or warning; compare its value at initialisation with the right
+# loss; and see what the built-in ``mse_loss`` does with the same shapes.
+X, y = problem(0)
 model = nn.Linear(F, 1).to(device)
 pred = model(X)  # [N, 1]
-diff = pred - y
-print("pred", tuple(pred.shape), "- target", tuple(y.shape), "->", tuple(diff.shape), "(silently)")
-bad, good = loss_unchecked(pred, y).item(), loss_checked(pred, y).item()
-print(f"loss at init: unchecked {bad:.4f}, checked {good:.4f}  ({abs(bad - good) / good:.1%} apart)")
-assert diff.shape == (N, N)
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    try:
+        bad = loss_unchecked(pred, y).item()
+        raised = False
+    except RuntimeError as err:
+        print("the mis-shaped loss raises:", err)
+        raised = True
+hand_warnings = len(seen)
+good = loss_checked(pred, y).item()
+print("pred", tuple(pred.shape), "- target", tuple(y.shape), "->",
+      tuple((pred - y).shape))
+if not raised:
+    print(f"loss at init: unchecked {bad:.4f}, checked {good:.4f} "
+          f"({abs(bad - good) / good:.1%} apart), warnings: {hand_warnings}")
 
-# The assertion in the fixed loss catches the mistake the moment the shapes disagree:
-try:
-    pred_wrong = model(X).squeeze(-1).unsqueeze(0)  # a [1, B] typo, e.g. squeezing the wrong dim
-    loss_checked(pred_wrong, y)
-except AssertionError as err:
-    caught = str(err)
-    print("shape assertion caught:", caught)
-else:
-    caught = ""
-
-# The built-in loss warns about this exact case; a hand-written loss does not.
 with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
     nn.functional.mse_loss(pred, y)
-    loss_unchecked(pred, y)
-builtin_warns = [str(w.message)[:60] + "..." for w in seen]
-print("warnings raised (mse_loss, then hand-written):", builtin_warns or "none")
+print("built-in mse_loss on the same shapes warns:",
+      [str(w.message)[:50] + "..." for w in seen])
 
+# The assertion in the checked loss stops a mis-shaped input where it happens:
+try:
+    loss_checked(model(X).squeeze(-1).unsqueeze(0), y)  # a [1, B] typo
+except AssertionError as err:
+    print("shape assertion caught:", err)
 
 # %%
 # Measurement: train with each loss
 # ---------------------------------
-# Same seed, same optimiser, 60 full-batch steps. What matters is the true error of the
-# trained model, measured the same way for both.
-def train(loss_fn, steps=60):
+# Same seed, same optimiser, 60 full-batch steps; then the true error of the trained model,
+# measured the same way for both. Five seeds, five problems: one ratio each.
+def train(loss_fn, X, y, steps=60):
     torch.manual_seed(1)
     m = nn.Linear(F, 1).to(device)
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
@@ -106,59 +221,50 @@ def train(loss_fn, steps=60):
         loss_fn(m(X), y).backward()
         opt.step()
     with torch.no_grad():
-        true_mse = ((m(X).squeeze(-1) - y) ** 2).mean().item()  # [N] vs [N]
-        weight_err = (m.weight.squeeze(0) - w_true).norm().item()
-    return true_mse, weight_err
+        return ((m(X).squeeze(-1) - y) ** 2).mean().item()  # [N] vs [N]
 
 
-mse_bad, werr_bad = train(loss_unchecked)
-mse_good, werr_good = train(loss_checked)
-print(f"true MSE after training: unchecked loss {mse_bad:.4f}, checked loss {mse_good:.4f}"
-      f"  ({mse_bad / mse_good:.0f}x worse)")
-print(f"|w - w_true|:            unchecked loss {werr_bad:.4f}, checked loss {werr_good:.4f}")
+mse_bad, mse_good = [], []
+for seed in range(5):
+    X, y = problem(seed)
+    mse_bad.append(train(loss_unchecked, X, y))
+    mse_good.append(train(loss_checked, X, y))
+    print(f"seed {seed}: true MSE after training, unchecked {mse_bad[-1]:.4f}, "
+          f"checked {mse_good[-1]:.4f}")
+trained = compare_values("true MSE after training, unchecked / checked loss",
+                         {"unchecked loss": mse_bad, "checked loss": mse_good},
+                         threshold=10.0, device=device, metric="true MSE", unit="")
 
 # %%
 # Verdict
 # -------
-# The claim's reason is that shape mistakes go unnoticed. Four checks test that reason: the
-# mis-shaped loss raises nothing, its value at initialisation looks plausible (within 25% of
-# the right one, so reading the number reveals nothing), training on it ends far from the
-# answer (true MSE at least 10x worse), and a shape assertion beside the shape comment
-# catches a mis-shaped input.
-RULE = ("holds if all 4 checks confirm it: the [B,1] vs [B] loss runs without error, looks "
-        "plausible at init (within 25% of the correct loss), leaves a true MSE at least 10x the "
-        "correct training's, and the shape assertion raises; depends if only some do; wrong if none do")
-checks = {
-    "mis-shaped loss runs without error": True,  # reaching this line proves it
-    "mis-shaped loss looks plausible at init": abs(bad - good) / good < 0.25,
-    "training on it ends >=10x worse": mse_bad >= 10 * mse_good,
-    "shape assertion catches the mistake": "pred" in caught,
-}
-for name, ok in checks.items():
-    print(f"  {'yes' if ok else 'NO '}  {name}")
-passed = sum(checks.values())
-verdict = "holds" if passed == len(checks) else ("wrong" if passed == 0 else "depends")
-print(f"Verdict: {verdict}. {passed}/{len(checks)} checks confirm the claim's reason.")
-print(f"Rule: {RULE}")
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": {"name": "true MSE, unchecked / checked loss", "value": mse_bad / mse_good, "unit": "x"},
-    "measurements": [
-        {"variant": "unchecked loss [B,1] vs [B]", "metric": "loss at init", "value": bad, "unit": ""},
-        {"variant": "checked loss", "metric": "loss at init", "value": good, "unit": ""},
-        {"variant": "unchecked loss [B,1] vs [B]", "metric": "true MSE after 60 steps",
-         "value": mse_bad, "unit": ""},
-        {"variant": "checked loss", "metric": "true MSE after 60 steps", "value": mse_good, "unit": ""},
-    ],
-    "skipped": [],
-}
+# The claim's reason is that shape mistakes go unnoticed. It holds if the mis-shaped loss
+# raises nothing, warns nothing, looks plausible at initialisation (within 25% of the right
+# loss, so reading the number reveals nothing) and still ends training far from the answer
+# (true MSE at least 10x worse for every seed's interval).
+RULE = ("holds if the [B,1] vs [B] loss raises no error or warning, starts within 25% "
+        "of the right loss, and trains to a true MSE >10x the right one's (interval "
+        "above 10); wrong if it raises; depends otherwise")
+facts = {"mis-shaped loss raises an error": raised,
+         "mis-shaped loss: warnings": hand_warnings,
+         "mis-shaped loss within 25% of the right one at init": (
+             not raised and abs(bad - good) / good < 0.25)}
+decision = decide(device,
+                  [("wrong", {"mis-shaped loss raises an error": True}),
+                   ("holds", {
+                       "mis-shaped loss: warnings": 0,
+                       "mis-shaped loss within 25% of the right one at init": True,
+                       "training": "all above"}),
+                   ("depends", {})],
+                  groups={"training": [trained]}, facts=facts, key=trained)
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {device.type: decision},
+          "measurements": [], "skipped": []}
 
 # %%
 # When not to use it
 # ------------------
 # Comments cannot fail; a shape comment that went stale misleads. Put ``assert`` (or
 # ``torch._assert`` inside code you trace or compile) where two tensors meet, and keep the
-# comments for what the assertion cannot say, such as which axis is time. Assertions cost a
-# Python comparison per call and can be disabled with ``python -O``.
+# comments for what the assertion cannot say, such as which axis is time. An assertion costs a
+# Python comparison per call and is skipped under ``python -O``.
