@@ -57,11 +57,12 @@ def outcome(low, high, threshold):
 
 def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
                    measure="ratio"):
-    """Compare samples measured by other means: ``{"anti-pattern": [...], "fix": [...]}``.
+    """Compare samples measured otherwise: ``{"anti-pattern": [...], "fix": [...]}``.
 
     Samples pair up by position, one pair per round. ``measure="ratio"`` compares
     anti-pattern / recommended with ``threshold``; ``"difference"`` compares
-    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per step).
+    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per
+    step).
     """
     import torch
 
@@ -84,10 +85,11 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
 
     ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
     (a bool, number or string measured on ``device``). A case is
-    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
-    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
-    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
-    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
+    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
+    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
+    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
+    key figure.
     """
     import torch
 
@@ -95,7 +97,8 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
         if isinstance(state, list):  # a group: the outcomes of its comparisons
             quantifier, side = condition.split()
             hits = [o == side for o in state]
-            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
+            return quantified[quantifier]
         return state == condition
 
     groups, facts = dict(groups or {}), dict(facts or {})
@@ -112,10 +115,10 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
                "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
     comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
     threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
     return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
-            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
-            "comparisons": comparisons, "state": state, "key": key,
-            "threads": sorted(threads)}
+            "facts": facts, "groups": members, "comparisons": comparisons,
+            "state": state, "key": key, "threads": sorted(threads)}
 
 
 def report(decision, rule):

@@ -54,13 +54,14 @@ def outcome(low, high, threshold):
 
 
 def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
-                  max_rounds=40, budget_s=3.0, min_run_time=0.02):
+                  max_rounds=40, budget_s=2.0, round_s=0.02):
     """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
 
-    Each round times both callables with ``torch.utils.benchmark`` (which synchronises
-    CUDA around the timed calls), each first in every other round. The ratio per round
-    is anti-pattern time / recommended time. Rounds are added while the interval
-    straddles ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
+    Each variant gets a ``torch.utils.benchmark`` timer (which synchronises CUDA around
+    the timed calls) and as many calls per round as fit in about ``round_s`` seconds. In
+    each round both run, each first in every other round; the ratio per round is
+    anti-pattern time / recommended time. Rounds are added while the interval straddles
+    ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
     """
     import time
 
@@ -68,17 +69,25 @@ def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
     import torch.utils.benchmark as benchmark
 
     (base_name, base_fn), (cand_name, cand_fn) = variants.items()
+    timers, calls = {}, {}
+    for label, fn in ((base_name, base_fn), (cand_name, cand_fn)):
+        timers[label] = benchmark.Timer("fn()", globals={"fn": fn},
+                                        num_threads=torch.get_num_threads())
+        timers[label].timeit(1)  # warm up: first-call costs are not the pattern's
+        n = 1
+        while True:  # double the calls until they take a good part of a round
+            total = timers[label].timeit(n).median * n
+            if total >= round_s / 2 or n >= 2**20:
+                break
+            n *= 2
+        calls[label] = max(1, round(n * round_s / max(total, 1e-9)))
     base, cand, ratios = [], [], []
     start = time.perf_counter()
     while len(ratios) < max_rounds:
-        order = [(base_name, base_fn), (cand_name, cand_fn)]
+        order = [base_name, cand_name]
         if len(ratios) % 2:
             order.reverse()
-        seconds = {}
-        for label, fn in order:
-            timer = benchmark.Timer("fn()", globals={"fn": fn},
-                                    num_threads=torch.get_num_threads())
-            seconds[label] = timer.blocked_autorange(min_run_time=min_run_time).median
+        seconds = {label: timers[label].timeit(calls[label]).median for label in order}
         base.append(seconds[base_name])
         cand.append(seconds[cand_name])
         ratios.append(base[-1] / cand[-1])
