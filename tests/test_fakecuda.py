@@ -111,3 +111,22 @@ def test_a_tip_importing_what_a_reader_lacks_fails(tmp_path):
     own.write_text("import pathlib, sys\npathlib.Path('mine.py').write_text('X = 1')\nsys.path.insert(0, '.')\n"
                    "import mine\nimport numpy\nRESULT = {}\n")
     assert tipcheck.run_tip(own)["status"] == "passed"
+
+
+def test_mixing_devices_raises_as_cuda_does_and_modules_move():
+    """A CUDA tensor meeting a CPU tensor raises; module.to(device) and Parameter(...) keep the
+    device (what tip_module_list's plain list of Parameters does wrong shows on the fake)."""
+    proc = _run_fake("""
+        import torch
+        a, b = torch.ones(3, device="cuda"), torch.ones(3)
+        try:
+            a + b
+            print("no error")
+        except RuntimeError as err:
+            print("raised", "same device" in str(err))
+        layer = torch.nn.Linear(3, 3).to("cuda")
+        print(layer.weight.device, layer(a).device, (a * torch.tensor(2.0)).device)
+        print(torch.nn.Linear(3, 3, device="cuda").weight.device)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["raised", "True", "cuda:0", "cuda:0", "cuda:0", "cuda:0"]

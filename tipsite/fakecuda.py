@@ -7,6 +7,7 @@ where they matter for correctness:
 * device arguments (``"cuda"``, ``"cuda:0"``, ``torch.device("cuda")``, ``.cuda()``,
   ``.to(device)``) go to the CPU; tensors made there report ``device`` ``cuda:0`` and
   ``is_cuda`` True, and so do the tensors computed from them, until ``.cpu()``/``.to("cpu")``;
+  an operation mixing such a tensor with a (non-scalar) CPU tensor raises as CUDA does;
 * ``torch.cuda.*`` functions that take a device validate it as CUDA does (e.g.
   ``set_per_process_memory_fraction`` refuses ``torch.device("cuda")`` without an index), then
   act on a bookkeeping of the fake device's memory: the bytes of live CUDA tensors made through
@@ -134,7 +135,12 @@ _MATMULS = {torch.matmul, torch.mm, torch.bmm, torch.addmm, torch.baddbmm, torch
 _SYNCING = {torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__bool__, torch.nonzero,
             torch.Tensor.nonzero, torch.Tensor.__repr__, torch.Tensor.__format__,
             torch.Tensor.numpy}
-_DESCRIPTORS = {"device": torch.Tensor.device, "is_cuda": torch.Tensor.is_cuda}
+_DESCRIPTORS = {"device": torch.Tensor.device, "is_cuda": torch.Tensor.is_cuda,
+                "data": torch.Tensor.data}
+# Operations CUDA allows between a CUDA tensor and a (non-scalar) CPU tensor.
+_CROSS_DEVICE = {torch.Tensor.to, torch.Tensor.copy_, torch.Tensor.cpu, torch.Tensor.cuda,
+                 torch.Tensor.__getitem__, torch.Tensor.__setitem__, torch.Tensor.new_tensor,
+                 torch.Tensor.set_, torch.Tensor.type_as}
 
 
 def _matmul_tf32() -> bool:
@@ -152,6 +158,14 @@ class FakeCudaMode(TorchFunctionMode):
             return CUDA
         if owner is _DESCRIPTORS["is_cuda"] and args and _tagged(args[0]):
             return True
+        if owner is _DESCRIPTORS["data"] and getattr(func, "__name__", "") == "__set__" and len(args) == 2:
+            # module.to(device) swaps each parameter's data: the parameter moves with it
+            out = func(*args, **kwargs)
+            if _tagged(args[1]):
+                _tag_outputs(args[0])
+            elif _tagged(args[0]):
+                args[0]._fake_cuda = False
+            return out
         to_cuda = False
         # device arguments
         if "device" in kwargs and _is_cuda_device(kwargs["device"]):
@@ -176,7 +190,16 @@ class FakeCudaMode(TorchFunctionMode):
             return bool(getattr(args[0], "_fake_pinned", False))
         leaving = (func is torch.Tensor.cpu or (func is torch.Tensor.to and not to_cuda and any(
             a == "cpu" or a == CPU for a in list(args[1:]) + [kwargs.get("device")])))
-        inputs_cuda = any(_tagged(t) for t in _flatten((args, kwargs)))
+        tensors = list(_flatten((args, kwargs)))
+        inputs_cuda = any(_tagged(t) for t in tensors)
+        name = getattr(func, "__name__", "")
+        internal = (name.startswith("_") and not name.startswith("__")) or name in ("__get__", "__set__")
+        if inputs_cuda and func not in _CROSS_DEVICE and not internal and not to_cuda and not leaving:
+            host = [t for t in tensors if not _tagged(t) and t.dim() > 0 and not t.is_meta]
+            if host:
+                raise RuntimeError(
+                    "Expected all tensors to be on the same device, but found at least two "
+                    "devices, cuda:0 and cpu! (fake CUDA device)")
         # a host-to-device copy waits for the host unless it is pinned and non-blocking
         uploading = (to_cuda and func is torch.Tensor.to and args and isinstance(args[0], torch.Tensor)
                      and not _tagged(args[0]) and not (getattr(args[0], "_fake_pinned", False)
@@ -449,6 +472,17 @@ def install() -> FakeCudaMode:
         torch.accelerator.current_stream = lambda device=None: _Stream()
     _patch_serialization()
     _patch_autocast()
+    # Parameter(...) and Variable(...) wrap a tensor in a new Python object: it stays on the device
+    for cls in (torch.nn.Parameter, torch.autograd.Variable):
+        real_new = cls.__new__
+
+        def new(kind, *args, _real=real_new, **kwargs):
+            out = _real(kind, *args, **kwargs)
+            if any(_tagged(t) for t in _flatten((args, kwargs))):
+                _tag_outputs(out)
+            return out
+
+        cls.__new__ = new
     # modes are per thread: the DataLoader's pinning thread sees the methods themselves
     torch.Tensor.pin_memory = lambda self, device=None: _pinned_copy(self)
     torch.Tensor.is_pinned = lambda self, device=None: bool(getattr(self, "_fake_pinned", False))

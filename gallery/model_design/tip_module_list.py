@@ -152,10 +152,16 @@ print(f"nn.ParameterList: parameters() finds {len(list(fixed.parameters()))} of 
 # %%
 # Check: the two models compute the same thing; only one of them can learn
 # -----------------------------------------------------------------------
-# Same values in, same values out. One SGD step on each: the optimizer sees nothing to train in
-# the plain list (it refuses an empty parameter list).
+# Same values in, same values out, where the plain list can run at all: its Parameters stayed
+# on the CPU, so on a GPU its forward meets a CUDA input and raises. One SGD step on each: the
+# optimizer sees nothing to train in the plain list (it refuses an empty parameter list).
 x = torch.randn(4, 8, device=device)  # [B, 8]
-torch.testing.assert_close(plain(x), fixed(x), rtol=0, atol=0)
+try:
+    torch.testing.assert_close(plain(x), fixed(x), rtol=0, atol=0)
+    facts["plain list: forward runs on the model's device"] = True
+except RuntimeError as err:
+    print("plain list: forward on", device.type, "raises:", str(err).splitlines()[0][:48])
+    facts["plain list: forward runs on the model's device"] = False
 try:
     torch.optim.SGD(plain.parameters(), lr=0.1)
 except ValueError as err:

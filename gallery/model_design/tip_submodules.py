@@ -320,7 +320,7 @@ for D, T in sizes:
     speed.append(compare_times(
         f"flat / composed at width {D}",
         {"flat class": run_flat, "composed blocks": run_composed},
-        threshold=0.8, device=device, x=D, budget_s=1.5, min_run_time=0.05))
+        threshold=0.8, device=device, x=D, budget_s=1.5))
 
 # %%
 # Where it costs

@@ -353,8 +353,7 @@ for hidden in hiddens:
     speed.append(compare_times(f"created / buffer at hidden {hidden}",
                                {"new_zeros in forward": run_created,
                                 "buffer from __init__": run_reused},
-                               threshold=1.05, device=device, x=hidden, budget_s=1.5,
-                               min_run_time=0.05))
+                               threshold=1.05, device=device, x=hidden, budget_s=1.5))
 
 # %%
 # Where it costs
