@@ -268,7 +268,7 @@ else:
 # small workloads so that calls last a few ms at every size: the timer then measures whole
 # calls, which a busy machine slows alike for both variants.
 rows = 16
-row_sizes = {"cpu": [1, 64, 4096, 262144],
+row_sizes = {"cpu": [1, 64, 4096, 65536],
              "cuda": [1, 4096, 262144, 4194304]}[device.type]
 widths = {"cpu": [4, 32, 256, 2048], "cuda": [16, 256, 1024, 2048]}[device.type]
 batch = {"cpu": 16, "cuda": 128}[device.type]
