@@ -247,8 +247,8 @@ print(f"outputs match to {tol:g} ({out.dtype}); output is channels_last:",
 # -----------
 # Channel counts from few (each convolution is cheap next to reordering its input and output)
 # to many (the arithmetic dominates). Speed-up = NCHW time / channels_last time. On the CPU
-# each timed call repeats the forward so that calls last about as long at every channel
-# count (a few ms): the timer then measures whole calls, which a busy machine slows alike for both
+# each timed call repeats the forward so that calls last about as long at every channel count
+# (a few ms): the timer then measures whole calls, which a busy machine slows alike for both
 # variants. A GPU gets a larger batch, and its timings are steady without repeats.
 batch, side = {"cpu": (4, 32), "cuda": (16, 16)}[device.type]
 channel_counts = [8, 16, 32, 64]
