@@ -22,6 +22,7 @@ on, then times a Linear-heavy model in float32 and under
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "1.10"
 # sphinx_gallery_tips_takeaway = "bf16 autocast on CPU pays only on CPUs with bf16 instructions (AVX512-BF16, AMX, Arm BF16) and large batches; elsewhere it is slower."
+# sphinx_gallery_tips_statement = "torch.autocast('cpu', dtype=torch.bfloat16) makes linear layers much faster than float32 for CPU inference (torch.amp docs)."
 # sphinx_gallery_tips_keywords = ["torch.autocast", "bfloat16", "bf16", "CPU", "AMX", "avx512_bf16", "mixed precision inference"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/amp.html"]
 
@@ -54,11 +55,12 @@ def outcome(low, high, threshold):
 
 
 def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
-                  max_rounds=40, budget_s=3.0, min_run_time=0.02):
+                  max_rounds=40, budget_s=2.0, round_s=0.02):
     """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
 
-    Each round times both callables with ``torch.utils.benchmark`` (which synchronises
-    CUDA around the timed calls), each first in every other round. The ratio per round is
+    Each variant gets a ``torch.utils.benchmark`` timer (which synchronises CUDA around
+    the timed calls) and as many calls per round as fit in about ``round_s`` seconds. In
+    each round both run, each first in every other round; the ratio per round is
     anti-pattern time / recommended time. Rounds are added while the interval straddles
     ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
     """
@@ -68,17 +70,25 @@ def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
     import torch.utils.benchmark as benchmark
 
     (base_name, base_fn), (cand_name, cand_fn) = variants.items()
+    timers, calls = {}, {}
+    for label, fn in ((base_name, base_fn), (cand_name, cand_fn)):
+        timers[label] = benchmark.Timer("fn()", globals={"fn": fn},
+                                        num_threads=torch.get_num_threads())
+        timers[label].timeit(1)  # warm up: first-call costs are not the pattern's
+        n = 1
+        while True:  # double the calls until they take a good part of a round
+            total = timers[label].timeit(n).median * n
+            if total >= round_s / 2 or n >= 2**20:
+                break
+            n *= 2
+        calls[label] = max(1, round(n * round_s / max(total, 1e-9)))
     base, cand, ratios = [], [], []
     start = time.perf_counter()
     while len(ratios) < max_rounds:
-        order = [(base_name, base_fn), (cand_name, cand_fn)]
+        order = [base_name, cand_name]
         if len(ratios) % 2:
             order.reverse()
-        seconds = {}
-        for label, fn in order:
-            timer = benchmark.Timer("fn()", globals={"fn": fn},
-                                    num_threads=torch.get_num_threads())
-            seconds[label] = timer.blocked_autorange(min_run_time=min_run_time).median
+        seconds = {label: timers[label].timeit(calls[label]).median for label in order}
         base.append(seconds[base_name])
         cand.append(seconds[cand_name])
         ratios.append(base[-1] / cand[-1])
@@ -101,10 +111,11 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
 
     ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
     (a bool, number or string measured on ``device``). A case is
-    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
-    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
-    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
-    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
+    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
+    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
+    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
+    key figure.
     """
     import torch
 
@@ -112,7 +123,8 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
         if isinstance(state, list):  # a group: the outcomes of its comparisons
             quantifier, side = condition.split()
             hits = [o == side for o in state]
-            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
+            return quantified[quantifier]
         return state == condition
 
     groups, facts = dict(groups or {}), dict(facts or {})
@@ -129,10 +141,10 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
                "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
     comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
     threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
     return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
-            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
-            "comparisons": comparisons, "state": state, "key": key,
-            "threads": sorted(threads)}
+            "facts": facts, "groups": members, "comparisons": comparisons,
+            "state": state, "key": key, "threads": sorted(threads)}
 
 
 def report(decision, rule):
@@ -148,7 +160,8 @@ def report(decision, rule):
     print(f"Rule: {rule}")
 
 
-def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommended time"):
+def plot_ratios(series, *, xlabel, title,
+                ylabel="anti-pattern time / recommended time"):
     """Median ratio and interval against size, one line per ``{label: [comparison]}``.
 
     A log-scaled size axis, a dotted line at 1.0 (no difference) and a dashed line at
@@ -168,7 +181,8 @@ def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommende
         ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour, label=label)
     ax.axhline(1.0, color="0.4", linestyle=":", linewidth=1, label="1.0: no difference")
     for t in sorted({c["threshold"] for c in every} - {1.0}):
-        ax.axhline(t, color="0.2", linestyle="--", linewidth=1, label=f"threshold {t:g}")
+        ax.axhline(t, color="0.2", linestyle="--", linewidth=1,
+                   label=f"threshold {t:g}")
     devices = ", ".join(sorted({c["device"].upper() for c in every}))
     threads = "/".join(str(t) for t in sorted({c["threads"] for c in every}))
     ax.set_xscale("log")
@@ -247,8 +261,8 @@ def predict_bf16(model, x):
 # %%
 # Check: how far off is bfloat16?
 # -------------------------------
-# bfloat16 keeps float32's range but only 8 bits of mantissa (~3 significant digits), so outputs
-# differ; the question is by how much relative to their size.
+# bfloat16 keeps float32's range but only 8 bits of mantissa (~3 significant digits), so
+# outputs differ; the question is by how much relative to their size.
 width = 512
 model = make_model(width)
 x = torch.randn(64, width)  # [batch, features]
@@ -264,27 +278,15 @@ torch.testing.assert_close(low.float(), ref, rtol=5e-2,
 # Measurement
 # -----------
 # Batch sizes from one sample (the per-call weight casts dominate) to batches where the matmuls
-# dominate. Speed-up = float32 time / bfloat16 autocast time. Each timed call repeats the
-# small batches so that calls last about a millisecond or more: the timer then measures whole
-# calls, which a busy machine slows alike for both variants.
+# dominate. Speed-up = float32 time / bfloat16 autocast time.
 batches = [1, 8, 64, 256]
-
-
-def repeat(fn, times):
-    def run():
-        for _ in range(times):
-            fn()
-    return run
-
-
 speedups = []
 for batch in batches:
     x = torch.randn(batch, width)  # [batch, features]
-    reps = max(1, 16 // batch)
     speedups.append(compare_times(
         f"autocast speed-up at batch {batch}",
-        {"float32": repeat(lambda: predict_fp32(model, x), reps),
-         "bf16 autocast": repeat(lambda: predict_bf16(model, x), reps)},
+        {"float32": lambda: predict_fp32(model, x),
+         "bf16 autocast": lambda: predict_bf16(model, x)},
         threshold=1.1, device=device, x=batch, budget_s=1.5))
 
 # %%

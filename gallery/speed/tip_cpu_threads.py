@@ -22,6 +22,7 @@ and records how busy the cores were with other processes meanwhile.
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "1.0"
 # sphinx_gallery_tips_takeaway = "One thread per core speeds up large matmuls and element-wise ops, not small ones, and only while no other process holds the cores."
+# sphinx_gallery_tips_statement = "More intra-op threads (OMP_NUM_THREADS, torch.set_num_threads) accelerate CPU computations (PyTorch Performance Tuning Guide)."
 # sphinx_gallery_tips_keywords = ["torch.set_num_threads", "OMP_NUM_THREADS", "intra-op", "OpenMP", "oversubscription", "get_num_threads"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html", "https://docs.pytorch.org/docs/stable/notes/cpu_threading_torchscript_inference.html"]
 
@@ -54,11 +55,12 @@ def outcome(low, high, threshold):
 
 
 def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
-                  max_rounds=40, budget_s=3.0, min_run_time=0.02):
+                  max_rounds=40, budget_s=2.0, round_s=0.02):
     """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
 
-    Each round times both callables with ``torch.utils.benchmark`` (which synchronises
-    CUDA around the timed calls), each first in every other round. The ratio per round is
+    Each variant gets a ``torch.utils.benchmark`` timer (which synchronises CUDA around
+    the timed calls) and as many calls per round as fit in about ``round_s`` seconds. In
+    each round both run, each first in every other round; the ratio per round is
     anti-pattern time / recommended time. Rounds are added while the interval straddles
     ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
     """
@@ -68,17 +70,25 @@ def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
     import torch.utils.benchmark as benchmark
 
     (base_name, base_fn), (cand_name, cand_fn) = variants.items()
+    timers, calls = {}, {}
+    for label, fn in ((base_name, base_fn), (cand_name, cand_fn)):
+        timers[label] = benchmark.Timer("fn()", globals={"fn": fn},
+                                        num_threads=torch.get_num_threads())
+        timers[label].timeit(1)  # warm up: first-call costs are not the pattern's
+        n = 1
+        while True:  # double the calls until they take a good part of a round
+            total = timers[label].timeit(n).median * n
+            if total >= round_s / 2 or n >= 2**20:
+                break
+            n *= 2
+        calls[label] = max(1, round(n * round_s / max(total, 1e-9)))
     base, cand, ratios = [], [], []
     start = time.perf_counter()
     while len(ratios) < max_rounds:
-        order = [(base_name, base_fn), (cand_name, cand_fn)]
+        order = [base_name, cand_name]
         if len(ratios) % 2:
             order.reverse()
-        seconds = {}
-        for label, fn in order:
-            timer = benchmark.Timer("fn()", globals={"fn": fn},
-                                    num_threads=torch.get_num_threads())
-            seconds[label] = timer.blocked_autorange(min_run_time=min_run_time).median
+        seconds = {label: timers[label].timeit(calls[label]).median for label in order}
         base.append(seconds[base_name])
         cand.append(seconds[cand_name])
         ratios.append(base[-1] / cand[-1])
@@ -101,10 +111,11 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
 
     ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
     (a bool, number or string measured on ``device``). A case is
-    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
-    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
-    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
-    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
+    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
+    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
+    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
+    key figure.
     """
     import torch
 
@@ -112,7 +123,8 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
         if isinstance(state, list):  # a group: the outcomes of its comparisons
             quantifier, side = condition.split()
             hits = [o == side for o in state]
-            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
+            return quantified[quantifier]
         return state == condition
 
     groups, facts = dict(groups or {}), dict(facts or {})
@@ -129,10 +141,10 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
                "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
     comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
     threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
     return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
-            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
-            "comparisons": comparisons, "state": state, "key": key,
-            "threads": sorted(threads)}
+            "facts": facts, "groups": members, "comparisons": comparisons,
+            "state": state, "key": key, "threads": sorted(threads)}
 
 
 def report(decision, rule):
@@ -148,7 +160,8 @@ def report(decision, rule):
     print(f"Rule: {rule}")
 
 
-def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommended time"):
+def plot_ratios(series, *, xlabel, title,
+                ylabel="anti-pattern time / recommended time"):
     """Median ratio and interval against size, one line per ``{label: [comparison]}``.
 
     A log-scaled size axis, a dotted line at 1.0 (no difference) and a dashed line at
@@ -168,7 +181,8 @@ def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommende
         ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour, label=label)
     ax.axhline(1.0, color="0.4", linestyle=":", linewidth=1, label="1.0: no difference")
     for t in sorted({c["threshold"] for c in every} - {1.0}):
-        ax.axhline(t, color="0.2", linestyle="--", linewidth=1, label=f"threshold {t:g}")
+        ax.axhline(t, color="0.2", linestyle="--", linewidth=1,
+                   label=f"threshold {t:g}")
     devices = ", ".join(sorted({c["device"].upper() for c in every}))
     threads = "/".join(str(t) for t in sorted({c["threads"] for c in every}))
     ax.set_xscale("log")
@@ -236,14 +250,12 @@ def others_cores(spans):
 # %%
 # The anti-pattern and the recommended pattern
 # --------------------------------------------
-# The same op at 1 thread and at one thread per core. Each timed call sets the count first
-# (well under a microsecond, paid by both variants), then runs the op ``times`` times, so that
-# even a tiny op's call lasts long enough for the timer to measure whole calls.
-def at_threads(n, op, times=1):
+# The same op at 1 thread and at one thread per core. Each call sets the count first: it costs
+# well under a microsecond, and both variants pay it.
+def at_threads(n, op):
     def run():
         torch.set_num_threads(n)
-        for _ in range(times):
-            op()
+        return op()
     return run
 
 
@@ -268,19 +280,19 @@ matmul_sizes = [16, 64, 256, 768]
 elementwise_sizes = [1 << 10, 1 << 14, 1 << 18, 1 << 22]
 before = cpu_ticks()
 matmuls, elementwise = [], []
-for n, reps in zip(matmul_sizes, [256, 32, 2, 1]):
+for n in matmul_sizes:
     a, b = torch.randn(n, n), torch.randn(n, n)  # [n, n]
     matmuls.append(compare_times(
         f"matmul {n}x{n}",
-        {"1 thread": at_threads(1, lambda: a @ b, reps),
-         f"{cores} threads": at_threads(cores, lambda: a @ b, reps)},
+        {"1 thread": at_threads(1, lambda: a @ b),
+         f"{cores} threads": at_threads(cores, lambda: a @ b)},
         threshold=1.1, device=device, x=n * n, budget_s=1.0))
-for n, reps in zip(elementwise_sizes, [256, 32, 4, 1]):
+for n in elementwise_sizes:
     v = torch.randn(n)  # [n]
     elementwise.append(compare_times(
         f"exp(x) * x, {n} elements",
-        {"1 thread": at_threads(1, lambda: torch.exp(v) * v, reps),
-         f"{cores} threads": at_threads(cores, lambda: torch.exp(v) * v, reps)},
+        {"1 thread": at_threads(1, lambda: torch.exp(v) * v),
+         f"{cores} threads": at_threads(cores, lambda: torch.exp(v) * v)},
         threshold=1.1, device=device, x=n, budget_s=1.0))
 after = cpu_ticks()
 

@@ -54,11 +54,12 @@ def outcome(low, high, threshold):
 
 
 def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
-                  max_rounds=40, budget_s=3.0, min_run_time=0.02):
+                  max_rounds=40, budget_s=2.0, round_s=0.02):
     """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
 
-    Each round times both callables with ``torch.utils.benchmark`` (which synchronises
-    CUDA around the timed calls), each first in every other round. The ratio per round is
+    Each variant gets a ``torch.utils.benchmark`` timer (which synchronises CUDA around
+    the timed calls) and as many calls per round as fit in about ``round_s`` seconds. In
+    each round both run, each first in every other round; the ratio per round is
     anti-pattern time / recommended time. Rounds are added while the interval straddles
     ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
     """
@@ -68,17 +69,25 @@ def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
     import torch.utils.benchmark as benchmark
 
     (base_name, base_fn), (cand_name, cand_fn) = variants.items()
+    timers, calls = {}, {}
+    for label, fn in ((base_name, base_fn), (cand_name, cand_fn)):
+        timers[label] = benchmark.Timer("fn()", globals={"fn": fn},
+                                        num_threads=torch.get_num_threads())
+        timers[label].timeit(1)  # warm up: first-call costs are not the pattern's
+        n = 1
+        while True:  # double the calls until they take a good part of a round
+            total = timers[label].timeit(n).median * n
+            if total >= round_s / 2 or n >= 2**20:
+                break
+            n *= 2
+        calls[label] = max(1, round(n * round_s / max(total, 1e-9)))
     base, cand, ratios = [], [], []
     start = time.perf_counter()
     while len(ratios) < max_rounds:
-        order = [(base_name, base_fn), (cand_name, cand_fn)]
+        order = [base_name, cand_name]
         if len(ratios) % 2:
             order.reverse()
-        seconds = {}
-        for label, fn in order:
-            timer = benchmark.Timer("fn()", globals={"fn": fn},
-                                    num_threads=torch.get_num_threads())
-            seconds[label] = timer.blocked_autorange(min_run_time=min_run_time).median
+        seconds = {label: timers[label].timeit(calls[label]).median for label in order}
         base.append(seconds[base_name])
         cand.append(seconds[cand_name])
         ratios.append(base[-1] / cand[-1])
@@ -101,10 +110,11 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
 
     ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
     (a bool, number or string measured on ``device``). A case is
-    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
-    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
-    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
-    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
+    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
+    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
+    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
+    key figure.
     """
     import torch
 
@@ -112,7 +122,8 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
         if isinstance(state, list):  # a group: the outcomes of its comparisons
             quantifier, side = condition.split()
             hits = [o == side for o in state]
-            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
+            return quantified[quantifier]
         return state == condition
 
     groups, facts = dict(groups or {}), dict(facts or {})
@@ -129,10 +140,10 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
                "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
     comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
     threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
     return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
-            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
-            "comparisons": comparisons, "state": state, "key": key,
-            "threads": sorted(threads)}
+            "facts": facts, "groups": members, "comparisons": comparisons,
+            "state": state, "key": key, "threads": sorted(threads)}
 
 
 def report(decision, rule):
@@ -148,7 +159,8 @@ def report(decision, rule):
     print(f"Rule: {rule}")
 
 
-def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommended time"):
+def plot_ratios(series, *, xlabel, title,
+                ylabel="anti-pattern time / recommended time"):
     """Median ratio and interval against size, one line per ``{label: [comparison]}``.
 
     A log-scaled size axis, a dotted line at 1.0 (no difference) and a dashed line at
@@ -168,7 +180,8 @@ def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommende
         ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour, label=label)
     ax.axhline(1.0, color="0.4", linestyle=":", linewidth=1, label="1.0: no difference")
     for t in sorted({c["threshold"] for c in every} - {1.0}):
-        ax.axhline(t, color="0.2", linestyle="--", linewidth=1, label=f"threshold {t:g}")
+        ax.axhline(t, color="0.2", linestyle="--", linewidth=1,
+                   label=f"threshold {t:g}")
     devices = ", ".join(sorted({c["device"].upper() for c in every}))
     threads = "/".join(str(t) for t in sorted({c["threads"] for c in every}))
     ax.set_xscale("log")
@@ -186,7 +199,6 @@ def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommende
 # Three 3x3 convolutions, global pooling and a linear classifier, trained with SGD.
 import random
 
-import matplotlib.pyplot as plt
 import torch
 
 torch.manual_seed(0)
@@ -307,9 +319,6 @@ if on_cuda:
                       xlabel="training steps per input shape (log scale)",
                       ylabel="time with True / time with False",
                       title="Training steps, 3-conv net, batch 2-5, 24-71 px sides")
-else:
-    print("No figures: nothing was measured on this device;",
-          len(plt.get_fignums()), "drawn")
 
 # %%
 # Verdict

@@ -10,11 +10,12 @@ Guide* does ("Enable asynchronous data loading and augmentation"):
     depending on the workload, CPU, GPU, and location of training data."
 
 The same section recommends ``pin_memory=True`` for GPU training; that setting has a tip of its
-own, so this one changes only the number of workers. Workers are separate processes: they pay when preparing a batch costs more than handing it over
-between processes, and only with spare cores to run on while the main process trains. So the
-answer should depend on the work per batch. This tip sweeps it: a dataset whose ``__getitem__``
-does a chosen amount of CPU work per sample (from none to a millisecond or so), consumed by a
-small training-like step, loaded with ``num_workers=0`` and with persistent workers.
+own, so this one changes only the number of workers. Workers are separate processes: they pay
+when preparing a batch costs more than handing it over between processes, and only with spare
+cores to run on while the main process trains. So the answer should depend on the work per
+batch. This tip sweeps it: a dataset whose ``__getitem__`` does a chosen amount of CPU work per
+sample (from almost none to a fraction of a millisecond), consumed by a small training-like
+step, loaded with ``num_workers=0`` and with persistent workers.
 """
 # sphinx_gallery_tips_claims = []
 # sphinx_gallery_tips_tags = ["data-loading", "training"]
@@ -22,8 +23,10 @@ small training-like step, loaded with ``num_workers=0`` and with persistent work
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "1.7"
 # sphinx_gallery_tips_takeaway = "DataLoader workers pay when each batch takes real CPU work to prepare and cores are spare; with trivial __getitem__ they cost time."
+# sphinx_gallery_tips_statement = "num_workers > 0 speeds up training by overlapping data loading with the training step (PyTorch Performance Tuning Guide)."
 # sphinx_gallery_tips_keywords = ["DataLoader", "num_workers", "persistent_workers", "multiprocessing_context", "fork", "data loading speed"]
 # sphinx_gallery_tips_related = ["tip_pin_memory"]
+# sphinx_gallery_tips_rules = ["PTT020"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html", "https://docs.pytorch.org/docs/stable/data.html"]
 
 # %%
@@ -55,11 +58,12 @@ def outcome(low, high, threshold):
 
 
 def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
-                  max_rounds=40, budget_s=3.0, min_run_time=0.02):
+                  max_rounds=40, budget_s=2.0, round_s=0.02):
     """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
 
-    Each round times both callables with ``torch.utils.benchmark`` (which synchronises
-    CUDA around the timed calls), each first in every other round. The ratio per round is
+    Each variant gets a ``torch.utils.benchmark`` timer (which synchronises CUDA around
+    the timed calls) and as many calls per round as fit in about ``round_s`` seconds. In
+    each round both run, each first in every other round; the ratio per round is
     anti-pattern time / recommended time. Rounds are added while the interval straddles
     ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
     """
@@ -69,17 +73,25 @@ def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
     import torch.utils.benchmark as benchmark
 
     (base_name, base_fn), (cand_name, cand_fn) = variants.items()
+    timers, calls = {}, {}
+    for label, fn in ((base_name, base_fn), (cand_name, cand_fn)):
+        timers[label] = benchmark.Timer("fn()", globals={"fn": fn},
+                                        num_threads=torch.get_num_threads())
+        timers[label].timeit(1)  # warm up: first-call costs are not the pattern's
+        n = 1
+        while True:  # double the calls until they take a good part of a round
+            total = timers[label].timeit(n).median * n
+            if total >= round_s / 2 or n >= 2**20:
+                break
+            n *= 2
+        calls[label] = max(1, round(n * round_s / max(total, 1e-9)))
     base, cand, ratios = [], [], []
     start = time.perf_counter()
     while len(ratios) < max_rounds:
-        order = [(base_name, base_fn), (cand_name, cand_fn)]
+        order = [base_name, cand_name]
         if len(ratios) % 2:
             order.reverse()
-        seconds = {}
-        for label, fn in order:
-            timer = benchmark.Timer("fn()", globals={"fn": fn},
-                                    num_threads=torch.get_num_threads())
-            seconds[label] = timer.blocked_autorange(min_run_time=min_run_time).median
+        seconds = {label: timers[label].timeit(calls[label]).median for label in order}
         base.append(seconds[base_name])
         cand.append(seconds[cand_name])
         ratios.append(base[-1] / cand[-1])
@@ -102,10 +114,11 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
 
     ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
     (a bool, number or string measured on ``device``). A case is
-    ``(verdict, {name: condition})``. A fact's condition is a value or a list of accepted
-    values; a group's is ``"all above"``, ``"any above"``, ``"none above"`` (or ``below``,
-    ``noise``), or a list of them. The last case has no conditions. ``key`` is the
-    comparison, or a ``{"name", "value", "unit"}`` dict, shown as the key figure.
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
+    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
+    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
+    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
+    key figure.
     """
     import torch
 
@@ -113,7 +126,8 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
         if isinstance(state, list):  # a group: the outcomes of its comparisons
             quantifier, side = condition.split()
             hits = [o == side for o in state]
-            return {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
+            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
+            return quantified[quantifier]
         return state == condition
 
     groups, facts = dict(groups or {}), dict(facts or {})
@@ -130,10 +144,10 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
                "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
     comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
     threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
     return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
-            "facts": facts, "groups": {n: [c["name"] for c in cs] for n, cs in groups.items()},
-            "comparisons": comparisons, "state": state, "key": key,
-            "threads": sorted(threads)}
+            "facts": facts, "groups": members, "comparisons": comparisons,
+            "state": state, "key": key, "threads": sorted(threads)}
 
 
 def report(decision, rule):
@@ -149,7 +163,8 @@ def report(decision, rule):
     print(f"Rule: {rule}")
 
 
-def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommended time"):
+def plot_ratios(series, *, xlabel, title,
+                ylabel="anti-pattern time / recommended time"):
     """Median ratio and interval against size, one line per ``{label: [comparison]}``.
 
     A log-scaled size axis, a dotted line at 1.0 (no difference) and a dashed line at
@@ -169,7 +184,8 @@ def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommende
         ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour, label=label)
     ax.axhline(1.0, color="0.4", linestyle=":", linewidth=1, label="1.0: no difference")
     for t in sorted({c["threshold"] for c in every} - {1.0}):
-        ax.axhline(t, color="0.2", linestyle="--", linewidth=1, label=f"threshold {t:g}")
+        ax.axhline(t, color="0.2", linestyle="--", linewidth=1,
+                   label=f"threshold {t:g}")
     devices = ", ".join(sorted({c["device"].upper() for c in every}))
     threads = "/".join(str(t) for t in sorted({c["threads"] for c in every}))
     ax.set_xscale("log")
@@ -185,9 +201,10 @@ def plot_ratios(series, *, xlabel, title, ylabel="anti-pattern time / recommende
 # Setup
 # -----
 # Each sample is a 3x32x32 image held in memory; ``__getitem__`` copies it and runs ``steps``
-# small in-place ops on the copy, a stand-in for decoding and augmenting a real image. One
-# step is almost no work; many steps are real CPU work per sample. One thread in the main process, as in each worker
-# (the DataLoader gives its workers one thread each), so the processes do not fight over cores.
+# small in-place ops on the copy, a stand-in for decoding and augmenting a real image. One step
+# is almost no work; many steps are real CPU work per sample. One thread in the main process,
+# as in each worker (the DataLoader gives its workers one thread each), so the processes do not
+# fight over cores.
 import multiprocessing
 import os
 
@@ -266,6 +283,11 @@ def train_step(batch):
     return (imgs.flatten(1) @ weights).relu().sum()
 
 
+def epoch(loader):
+    for batch in loader:
+        train_step(batch)
+
+
 # %%
 # Worker start method
 # -------------------
@@ -285,16 +307,13 @@ print("start methods available:", multiprocessing.get_all_start_methods())
 batch_size = 16
 
 
-def make_loader(dataset, recommended):
-    if not recommended:
-        return DataLoader(dataset, batch_size=batch_size)
+def plain_loader(dataset):
+    return DataLoader(dataset, batch_size=batch_size)
+
+
+def worker_loader(dataset):
     return DataLoader(dataset, batch_size=batch_size, num_workers=workers,
                       persistent_workers=True, multiprocessing_context="fork")
-
-
-def epoch(loader):
-    for batch in loader:
-        train_step(batch)
 
 
 # %%
@@ -303,8 +322,8 @@ def epoch(loader):
 # Workers must not change what the model sees.
 if fork_ok:
     dataset = AugmentedImages(steps=4)
-    ref = [b[0] for b in make_loader(dataset, recommended=False)]
-    got = [b[0] for b in make_loader(dataset, recommended=True)]
+    ref = [b[0] for b in plain_loader(dataset)]
+    got = [b[0] for b in worker_loader(dataset)]
     assert len(got) == len(ref) and all(torch.equal(a, b) for a, b in zip(ref, got))
     print(f"both loaders yield the same {len(ref)} batches")
 
@@ -314,12 +333,12 @@ if fork_ok:
 # One timed call = one epoch: 6 batches of 16 samples. The workers of each loader are started
 # before the timing (persistent), so what is timed is the steady state. Speed-up = epoch time
 # with ``num_workers=0`` / epoch time with workers.
-steps_per_sample = [1, 5, 25, 125]
+steps_per_sample = [1, 4, 16, 64]
 speedups, skipped, spans = [], [], []
 if fork_ok:
     for steps in steps_per_sample:
         dataset = AugmentedImages(steps)
-        plain, pooled = make_loader(dataset, False), make_loader(dataset, True)
+        plain, pooled = plain_loader(dataset), worker_loader(dataset)
         epoch(pooled)  # starts the persistent workers
         before = cpu_ticks()
         speedups.append(compare_times(
@@ -353,12 +372,12 @@ if speedups:
 # %%
 # Verdict
 # -------
-# A work level *gains* when the interval of its speed-up lies above 1.1, clearly does not
-# when it lies below, and is inside the noise otherwise. The guide says to tune ``num_workers`` to the workload: if workers
-# gain at some work levels and not at others, the verdict is that it depends on the work per
-# batch, and the figure shows where. When other processes held the cores during the timing,
-# the workers had none to run on: the rule then says it depends on free cores instead of
-# judging.
+# A work level *gains* when the interval of its speed-up lies above 1.1, clearly does not when
+# it lies below, and is inside the noise otherwise. The guide says to tune ``num_workers`` to
+# the workload: if workers gain at some work levels and not at others, the verdict is that it
+# depends on the work per batch, and the figure shows where. When other processes held the
+# cores during the timing, the workers had none to run on: the rule then says it depends on
+# free cores instead of judging.
 RULE = (f"with the cores free (other processes below 0.5 cores): holds if {workers} "
         "workers make an epoch >1.1x faster than num_workers=0 (interval above 1.1) "
         "at every amount of work per sample, wrong if below 1.1 at every one; depends "

@@ -23,6 +23,7 @@ a plain MLP forward, swept from tiny to large widths, to test "more as models gr
 # sphinx_gallery_tips_min_torch = "1.9"
 # sphinx_gallery_tips_takeaway = "inference_mode saves a fixed cost per tensor (views, in-place ops): large on tiny tensors, gone once each op does real work."
 # sphinx_gallery_tips_keywords = ["inference_mode", "no_grad", "torch.inference_mode", "evaluation speed", "version counter", "views"]
+# sphinx_gallery_tips_rules = ["PTT019"]
 
 # %%
 # How this tip measures and decides
@@ -264,41 +265,30 @@ else:
 # Row updates: 16 rows, from one element per row (only bookkeeping) to rows where each in-place
 # op is real memory traffic. MLP: 8 layers, from tiny widths to widths where each matmul is
 # real arithmetic. A GPU needs far larger ops before its work outweighs the host's per-op cost,
-# so CUDA gets larger sizes (and a larger MLP batch). On the CPU each timed call repeats the
-# small workloads so that calls last a few ms at every size: the timer then measures whole
-# calls, which a busy machine slows alike for both variants.
+# so CUDA gets larger sizes (and a larger MLP batch).
 rows = 16
 row_sizes = {"cpu": [1, 64, 4096, 65536],
              "cuda": [1, 4096, 262144, 4194304]}[device.type]
 widths = {"cpu": [4, 32, 256, 2048], "cuda": [16, 256, 1024, 2048]}[device.type]
 batch = {"cpu": 16, "cuda": 128}[device.type]
-repeats = [64, 64, 8, 1] if device.type == "cpu" else [1, 1, 1, 1]
-
-
-def repeat(fn, times):
-    def run():
-        for _ in range(times):
-            fn()
-    return run
-
 
 per_tensor = []
-for n, reps in zip(row_sizes, repeats):
+for n in row_sizes:
     x = torch.randn(rows, n, device=device)  # [rows, elements per row]
     per_tensor.append(compare_times(
         f"row updates, {n} elements per row",
-        {"no_grad": repeat(lambda: run_no_grad(update_rows, x), reps),
-         "inference_mode": repeat(lambda: run_inference_mode(update_rows, x), reps)},
+        {"no_grad": lambda: run_no_grad(update_rows, x),
+         "inference_mode": lambda: run_inference_mode(update_rows, x)},
         threshold=1.05, device=device, x=n, budget_s=1.5))
 
 per_model = []
-for width, reps in zip(widths, repeats):
+for width in widths:
     model = make_model(width)
     x = torch.randn(batch, width, device=device)  # [batch, features]
     per_model.append(compare_times(
         f"MLP forward, width {width}",
-        {"no_grad": repeat(lambda: run_no_grad(model, x), reps),
-         "inference_mode": repeat(lambda: run_inference_mode(model, x), reps)},
+        {"no_grad": lambda: run_no_grad(model, x),
+         "inference_mode": lambda: run_inference_mode(model, x)},
         threshold=1.05, device=device, x=width, budget_s=0.5))
 
 # %%
