@@ -1,6 +1,6 @@
 """
-``DataLoader`` workers: ``num_workers``, ``persistent_workers``, ``pin_memory``
-===============================================================================
+``DataLoader`` workers: when does ``num_workers > 0`` pay?
+==========================================================
 
 The seed articles never discuss the ``DataLoader``'s own settings. PyTorch's *Performance Tuning
 Guide* does ("Enable asynchronous data loading and augmentation"):
@@ -9,63 +9,272 @@ Guide* does ("Enable asynchronous data loading and augmentation"):
     between the training and data loading. ``num_workers`` should be tuned
     depending on the workload, CPU, GPU, and location of training data."
 
-    "When using a GPU it's better to set ``pin_memory=True``, this instructs
-    ``DataLoader`` to use pinned memory and enables faster and asynchronous memory
-    copy from the host to the GPU."
-
-Workers are separate processes, so they only help when there are spare cores to run them on
-while the main process trains. This tip times an epoch of a dataset whose ``__getitem__`` does
-real CPU work, consumed by a small training-like step, on the cores of this build.
+The same section recommends ``pin_memory=True`` for GPU training; that setting has a tip of its
+own, so this one changes only the number of workers. Workers are separate processes: they pay
+when preparing a batch costs more than handing it over between processes, and only with spare
+cores to run on while the main process trains. So the answer should depend on the work per
+batch. This tip sweeps it: a dataset whose ``__getitem__`` does a chosen amount of CPU work per
+sample (from almost none to a fraction of a millisecond), consumed by a small training-like
+step, loaded with ``num_workers=0`` and with persistent workers.
 """
 # sphinx_gallery_tips_claims = []
 # sphinx_gallery_tips_tags = ["data-loading", "training"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "1.7"
-# sphinx_gallery_tips_takeaway = "num_workers > 0 overlaps loading with training only if spare cores exist; persistent_workers saves the start-up per epoch."
-# sphinx_gallery_tips_keywords = ["DataLoader", "num_workers", "persistent_workers", "pin_memory", "multiprocessing_context", "fork"]
+# sphinx_gallery_tips_takeaway = "DataLoader workers pay when each batch takes real CPU work to prepare and cores are spare; with trivial __getitem__ they cost time."
+# sphinx_gallery_tips_statement = "num_workers > 0 speeds up training by overlapping data loading with the training step (PyTorch Performance Tuning Guide)."
+# sphinx_gallery_tips_keywords = ["DataLoader", "num_workers", "persistent_workers", "multiprocessing_context", "fork", "data loading speed"]
+# sphinx_gallery_tips_related = ["tip_pin_memory"]
+# sphinx_gallery_tips_rules = ["PTT020"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html", "https://docs.pytorch.org/docs/stable/data.html"]
+
+# %%
+# How this tip measures and decides
+# ---------------------------------
+# The same helpers in every tip of this site (a test keeps the copies identical). The two
+# variants are timed in alternating rounds with ``torch.utils.benchmark``; each round gives one
+# ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
+# the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
+# first case of the rule whose conditions the measurements meet.
+def median_interval(values, confidence=0.95):
+    """The median of ``values`` and a distribution-free interval for it."""
+    import math
+    import statistics
+
+    xs = sorted(values)
+    n, k, tail = len(xs), 0, 0.0
+    # largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x_k, x_(n+1-k)]
+    while k < n // 2 and tail + math.comb(n, k) / 2**n <= (1 - confidence) / 2:
+        tail += math.comb(n, k) / 2**n
+        k += 1
+    k = max(k, 1)  # too few rounds for that confidence: the whole range
+    return statistics.median(xs), xs[k - 1], xs[n - k]
+
+
+def outcome(low, high, threshold):
+    """'above' or 'below' if the whole interval is on that side, else 'noise'."""
+    return "above" if low > threshold else "below" if high < threshold else "noise"
+
+
+def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
+                  max_rounds=40, budget_s=2.0, round_s=0.02):
+    """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
+
+    Each variant gets a ``torch.utils.benchmark`` timer (which synchronises CUDA around
+    the timed calls) and as many calls per round as fit in about ``round_s`` seconds. In
+    each round both run, each first in every other round; the ratio per round is
+    anti-pattern time / recommended time. Rounds are added while the interval straddles
+    ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
+    """
+    import time
+
+    import torch
+    import torch.utils.benchmark as benchmark
+
+    (base_name, base_fn), (cand_name, cand_fn) = variants.items()
+    timers, calls = {}, {}
+    for label, fn in ((base_name, base_fn), (cand_name, cand_fn)):
+        timers[label] = benchmark.Timer("fn()", globals={"fn": fn},
+                                        num_threads=torch.get_num_threads())
+        timers[label].timeit(1)  # warm up: first-call costs are not the pattern's
+        n = 1
+        while True:  # double the calls until they take a good part of a round
+            total = timers[label].timeit(n).median * n
+            if total >= round_s / 2 or n >= 2**20:
+                break
+            n *= 2
+        calls[label] = max(1, round(n * round_s / max(total, 1e-9)))
+    base, cand, ratios = [], [], []
+    start = time.perf_counter()
+    while len(ratios) < max_rounds:
+        order = [base_name, cand_name]
+        if len(ratios) % 2:
+            order.reverse()
+        seconds = {label: timers[label].timeit(calls[label]).median for label in order}
+        base.append(seconds[base_name])
+        cand.append(seconds[cand_name])
+        ratios.append(base[-1] / cand[-1])
+        if len(ratios) >= min_rounds:
+            _, low, high = median_interval(ratios)
+            spent = time.perf_counter() - start
+            if outcome(low, high, threshold) != "noise" or spent > budget_s:
+                break
+    mid, low, high = median_interval(ratios)
+    return {"name": name, "device": torch.device(device).type,
+            "threads": torch.get_num_threads(), "x": x, "metric": "time", "unit": "s",
+            "measure": "ratio", "baseline": base_name, "candidate": cand_name,
+            "base": base, "cand": cand, "ratios": ratios, "median": mid, "low": low,
+            "high": high, "threshold": threshold,
+            "outcome": outcome(low, high, threshold)}
+
+
+def decide(device, cases, *, groups=None, facts=None, key=None):
+    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
+
+    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
+    (a bool, number or string measured on ``device``). A case is
+    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
+    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
+    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
+    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
+    key figure.
+    """
+    import torch
+
+    def holds(state, condition):
+        if isinstance(state, list):  # a group: the outcomes of its comparisons
+            quantifier, side = condition.split()
+            hits = [o == side for o in state]
+            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
+            return quantified[quantifier]
+        return state == condition
+
+    groups, facts = dict(groups or {}), dict(facts or {})
+    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    for verdict, conditions in cases:
+        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+               for n, c in conditions.items()):
+            break
+    else:
+        raise ValueError("no case matched: end with a case that has no conditions")
+    if key is not None and "ratios" in key:
+        unit = "x" if key["measure"] == "ratio" else key["unit"]
+        key = {"name": key["name"], "value": key["median"], "low": key["low"],
+               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
+    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
+    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
+    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
+    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
+            "facts": facts, "groups": members, "comparisons": comparisons,
+            "state": state, "key": key, "threads": sorted(threads)}
+
+
+def report(decision, rule):
+    """Print each comparison and fact, then the verdict and its rule."""
+    for c in decision["comparisons"]:
+        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
+        print(f"{c['name']}: {c['median']:.3g}{unit} "
+              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+              f"{c['outcome']} {c['threshold']:.3g}")
+    for name, value in decision["facts"].items():
+        print(f"{name}: {value}")
+    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    print(f"Rule: {rule}")
+
+
+def plot_ratios(series, *, xlabel, title,
+                ylabel="anti-pattern time / recommended time"):
+    """Median ratio and interval against size, one line per ``{label: [comparison]}``.
+
+    A log-scaled size axis, a dotted line at 1.0 (no difference) and a dashed line at
+    the rule's threshold, in colours that survive colour-blindness (Okabe-Ito). The
+    title's second line names the device, thread count and torch version.
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    every = [c for comparisons in series.values() for c in comparisons]
+    for (label, comparisons), colour in zip(series.items(), colours):
+        points = sorted((c["x"], c["median"], c["low"], c["high"]) for c in comparisons)
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        err = [[p[1] - p[2] for p in points], [p[3] - p[1] for p in points]]
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour, label=label)
+    ax.axhline(1.0, color="0.4", linestyle=":", linewidth=1, label="1.0: no difference")
+    for t in sorted({c["threshold"] for c in every} - {1.0}):
+        ax.axhline(t, color="0.2", linestyle="--", linewidth=1,
+                   label=f"threshold {t:g}")
+    devices = ", ".join(sorted({c["device"].upper() for c in every}))
+    threads = "/".join(str(t) for t in sorted({c["threads"] for c in every}))
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{title}\n{devices}, {threads} thread(s), torch {torch.__version__}",
+                 fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
 
 # %%
 # Setup
 # -----
-# Each sample is a synthetic 3x64x64 image that goes through a few augmentation-like ops
-# (blur, flip, normalise) -- CPU work like decoding and augmenting real images.
+# Each sample is a 3x32x32 image held in memory; ``__getitem__`` copies it and runs ``steps``
+# small in-place ops on the copy, a stand-in for decoding and augmenting a real image. One step
+# is almost no work; many steps are real CPU work per sample. One thread in the main process,
+# as in each worker (the DataLoader gives its workers one thread each), so the processes do not
+# fight over cores.
 import multiprocessing
 import os
-import statistics
-import warnings
 
 import torch
-import torch.utils.benchmark as benchmark
 from torch.utils.data import DataLoader, Dataset
 
 torch.manual_seed(0)
-torch.set_num_threads(min(2, torch.get_num_threads()))
+torch.set_num_threads(1)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-print(f"device: {device}, threads: {torch.get_num_threads()}, cores: {cores}, torch {torch.__version__}")
+cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+         else os.cpu_count())
+workers = max(1, min(4, cores))
+print(f"device: {device}, cores: {cores}, workers: {workers}, "
+      f"torch {torch.__version__}")
 
 
 class AugmentedImages(Dataset):
-    def __init__(self, n=96):
-        self.n = n
+    """In-memory images; an item is a copy put through ``steps`` small in-place ops."""
+
+    def __init__(self, steps, n=96):
+        self.steps = steps
+        g = torch.Generator().manual_seed(0)
+        self.images = torch.rand(n, 3, 32, 32, generator=g)  # [N, C, H, W]
 
     def __len__(self):
-        return self.n
+        return len(self.images)
 
     def __getitem__(self, i):
-        g = torch.Generator().manual_seed(i)
-        img = torch.rand(3, 64, 64, generator=g)  # [C, H, W]
-        for _ in range(2):  # repeated blur: the "augmentation" cost
-            img = torch.nn.functional.avg_pool2d(img[None], 3, stride=1, padding=1)[0]
-        if i % 2:
-            img = img.flip(-1)
-        return (img - img.mean()) / img.std(), i % 10
+        img = self.images[i].clone()  # [C, H, W]
+        for _ in range(self.steps):  # the per-sample CPU work
+            img.mul_(0.999).add_(0.001)
+        return img, i % 10
 
 
-dataset = AugmentedImages()
-weights = torch.randn(3 * 64 * 64, 512, device=device)  # a stand-in "model"
+def cpu_ticks():
+    """CPU clock ticks: the machine's busy and total; this process's and its children's.
+
+    Linux only (``/proc``); None elsewhere.
+    """
+    try:
+        with open("/proc/stat") as fh:
+            fields = [int(v) for v in fh.readline().split()[1:9]]
+        own = 0
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    stat = fh.read().rsplit(")", 1)[1].split()  # after the name
+            except OSError:
+                continue  # ended meanwhile
+            if int(pid) == os.getpid() or int(stat[1]) == os.getpid():
+                own += int(stat[11]) + int(stat[12])  # utime + stime
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields), own
+
+
+def others_cores(spans):
+    """Cores' worth of CPU that other processes used in ``[(before, after), ...]``."""
+    if not spans or any(t is None for span in spans for t in span):
+        return None
+    busy = total = own = 0
+    for before, after in spans:
+        busy += after[0] - before[0]
+        total += after[1] - before[1]
+        own += after[2] - before[2]
+    return round(max(busy - own, 0) / max(total / os.cpu_count(), 1), 2)
+
+
+weights = torch.randn(3 * 32 * 32, 256, device=device)  # a stand-in "model"
 
 
 def train_step(batch):
@@ -74,170 +283,125 @@ def train_step(batch):
     return (imgs.flatten(1) @ weights).relu().sum()
 
 
+def epoch(loader):
+    for batch in loader:
+        train_step(batch)
+
+
 # %%
 # Worker start method
 # -------------------
 # sphinx-gallery and notebooks run this code in a module that child processes cannot import,
 # so ``spawn`` workers could not unpickle ``AugmentedImages``. ``fork`` copies the parent
-# instead; it is the Linux default, made explicit here. Where ``fork`` does not exist (Windows),
-# the worker variants are skipped with a note.
+# instead (the Linux default up to Python 3.13), made explicit here. Where ``fork`` does not
+# exist (Windows), the workers are not measured.
 fork_ok = "fork" in multiprocessing.get_all_start_methods()
-mp_context = "fork" if fork_ok else None
 print("start methods available:", multiprocessing.get_all_start_methods())
 
 # %%
-# The anti-pattern and the recommended patterns
-# ---------------------------------------------
-batch_size = 32
+# The anti-pattern and the recommended pattern
+# --------------------------------------------
+# Default: ``num_workers=0``, the main process prepares every batch between training steps.
+# Recommended: ``workers`` persistent worker processes (started once, not every epoch) that
+# prepare the next batches while the main process trains.
+batch_size = 16
 
 
-def make_loader(workers, persistent=False, pin=False):
-    kwargs = dict(num_workers=workers, persistent_workers=persistent, pin_memory=pin)
-    if workers:
-        kwargs["multiprocessing_context"] = mp_context
-    return DataLoader(dataset, batch_size=batch_size, **kwargs)
+def plain_loader(dataset):
+    return DataLoader(dataset, batch_size=batch_size)
 
 
-def epoch(loader, threads=None):
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
-        for batch in loader:
-            train_step(batch)
-    finally:
-        torch.set_num_threads(before)
+def worker_loader(dataset):
+    return DataLoader(dataset, batch_size=batch_size, num_workers=workers,
+                      persistent_workers=True, multiprocessing_context="fork")
 
-
-# DataLoader workers run torch with 1 thread each. Tiny per-sample ops are often *slower* with
-# 2 threads than with 1 (thread hand-off costs more than the op), so a 1-thread synchronous
-# epoch separates that effect from the overlap the guide talks about.
-variants = {"num_workers=0": make_loader(0), "num_workers=0, 1 thread": make_loader(0)}
-thread_cap = {"num_workers=0, 1 thread": 1}
-skipped = []
-if fork_ok:
-    variants["num_workers=2"] = make_loader(2)
-    variants["num_workers=2, persistent"] = make_loader(2, persistent=True)
-else:
-    skipped.append("worker variants: no 'fork' start method on this platform")
-    print("Skipped: worker variants need the 'fork' start method here")
 
 # %%
 # Check: same batches, in the same order
 # --------------------------------------
-# Workers must not change what the model sees. ``pin_memory=True`` without a GPU only warns.
-ref = [b[0] for b in variants["num_workers=0"]]
-for name, loader in list(variants.items())[1:]:
-    got = [b[0] for b in loader]
-    assert len(got) == len(ref) and all(torch.equal(a, b) for a, b in zip(ref, got)), name
-print(f"all loaders yield the same {len(ref)} batches")
-
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    next(iter(make_loader(0, pin=True)))
-pin_warnings = [str(w.message).splitlines()[0] for w in caught if "pin" in str(w.message)]
-print("pin_memory=True here:", pin_warnings[0] if pin_warnings else "no warning (a GPU is present)")
+# Workers must not change what the model sees.
+if fork_ok:
+    dataset = AugmentedImages(steps=4)
+    ref = [b[0] for b in plain_loader(dataset)]
+    got = [b[0] for b in worker_loader(dataset)]
+    assert len(got) == len(ref) and all(torch.equal(a, b) for a, b in zip(ref, got))
+    print(f"both loaders yield the same {len(ref)} batches")
 
 # %%
 # Measurement
 # -----------
-# One timed statement = one epoch (3 batches of 32). Non-persistent workers are forked anew
-# every epoch, so their start-up is part of each epoch; persistent ones are forked once (in the
-# check above). Variants alternate round by round.
+# One timed call = one epoch: 6 batches of 16 samples. The workers of each loader are started
+# before the timing (persistent), so what is timed is the steady state. Speed-up = epoch time
+# with ``num_workers=0`` / epoch time with workers.
+steps_per_sample = [1, 4, 16, 64]
+speedups, skipped, spans = [], [], []
+if fork_ok:
+    for steps in steps_per_sample:
+        dataset = AugmentedImages(steps)
+        plain, pooled = plain_loader(dataset), worker_loader(dataset)
+        epoch(pooled)  # starts the persistent workers
+        before = cpu_ticks()
+        speedups.append(compare_times(
+            f"{workers} workers, {steps} steps per sample",
+            {"num_workers=0": lambda: epoch(plain),
+             f"num_workers={workers}": lambda: epoch(pooled)},
+            threshold=1.1, device=device, x=steps, budget_s=1.5))
+        spans.append((before, cpu_ticks()))
+        del plain, pooled  # shuts the workers down
+else:
+    skipped.append("workers: no 'fork' start method on this platform")
+    print("Skipped: the workers need the 'fork' start method here")
 
+# Workers need cores to run on: other processes' CPU use during the timing, in cores
+# (the main process and its workers are not counted).
+others = others_cores(spans)
+spare = None if others is None or cores < 2 else others < 0.5
+print("other processes' CPU use while timing, cores:", others)
 
-def time_interleaved(variants, label, rounds=3, min_run_time=0.1):
-    runs = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, loader in variants.items():
-            timer = benchmark.Timer("epoch(loader, threads)", globals={
-                                        "epoch": epoch, "loader": loader,
-                                        "threads": thread_cap.get(name)},
-                                    label=label, sub_label=name, description=f"{cores} cores",
-                                    num_threads=torch.get_num_threads())
-            runs[name].append(timer.blocked_autorange(min_run_time=min_run_time))
-    return runs
-
-
-runs = time_interleaved(variants, label="one epoch, 96 samples")
-benchmark.Compare([m for ms in runs.values() for m in ms]).print()
-ms_per_epoch = {name: [m.median * 1e3 for m in r] for name, r in runs.items()}
-base = runs["num_workers=0"]
-ratios = {name: [b.median / m.median for b, m in zip(base, r)]
-          for name, r in runs.items() if name != "num_workers=0"}
-worker_names = [n for n in ratios if "workers=2" in n]
-for name, r in ratios.items():
-    print(f"speed-up of {name} over num_workers=0: {statistics.median(r):.2f}x "
-          f"[{min(r):.2f} .. {max(r):.2f}]")
+# %%
+# Where it pays, where it costs
+# -----------------------------
+# Above 1.0 the workers win; below, handing batches between processes costs more than the
+# overlap saves.
+if speedups:
+    fig = plot_ratios({f"num_workers={workers} (persistent) vs 0": speedups},
+                      xlabel="steps of CPU work per sample (log scale)",
+                      title=f"One epoch, 96 samples, batch {batch_size}, "
+                            f"{cores} cores")
 
 # %%
 # Verdict
 # -------
-# The guide's mechanism is *overlap*, so the workers are compared with the faster of the two
-# synchronous loaders, round by round. The best worker setting (by median) *gains* when even the
-# lower quartile of its speed-ups is above 1.10, shows *no gain* when even the upper quartile is
-# below 1.10, and is *inside the noise* otherwise. On 2 cores the main process and 2 workers
-# share the same cores, so the gain is capped well below 2x, and a machine busy with other
-# processes leaves no spare cores at all: the rule then refuses to judge.
-RULE = ("holds if the best num_workers>0 variant gains >10% over the faster synchronous variant "
-        "(num_workers=0 at 2 or 1 threads; lower quartile of the speed-up above 1.10); wrong if no "
-        "gain (upper quartile below 1.10); depends otherwise, where workers cannot run, or when the "
-        "1-minute load average exceeded 1.5x the cores (no spare cores for workers)")
-
-
-def classify(r, threshold):
-    """'gain' if even the lower quartile of the per-round ratios beats the threshold, 'no gain' if
-    even the upper quartile misses it, 'noise' otherwise (one disturbed round cannot decide)."""
-    q1, _, q3 = statistics.quantiles(r, n=4)
-    return "gain" if q1 > threshold else "no gain" if q3 < threshold else "noise"
-
-
-load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-print(f"1-minute load average: {load:.1f} on {cores} cores")
-sync_best = [min(a.median, b.median) for a, b in zip(runs["num_workers=0"],
-                                                      runs["num_workers=0, 1 thread"])]
-overlap = {n: [s / m.median for s, m in zip(sync_best, runs[n])] for n in worker_names}
-if not worker_names:
-    verdict, best_name, best = "depends", None, None
-else:
-    best_name = max(worker_names, key=lambda n: statistics.median(overlap[n]))
-    best = statistics.median(overlap[best_name])
-    cls = classify(overlap[best_name], 1.10)
-    if load > 1.5 * cores:
-        verdict = "depends"
-        print("The machine was busy with other processes: workers had no spare cores to use.")
-    else:
-        verdict = {"gain": "holds", "no gain": "wrong", "noise": "depends"}[cls]
-summary = "workers not measured"
-if best:
-    summary = (f"best: {best_name}, {statistics.median(ratios[best_name]):.2f}x faster than the "
-               f"default num_workers=0; against the best synchronous loader it runs at {best:.2f}x "
-               f"({cls}); any difference between the two figures comes from running tiny "
-               f"per-sample ops on 1 thread")
-print(f"Verdict: {verdict}. On {cores} cores, {summary}.")
-print(f"Rule: {RULE}")
-if not torch.cuda.is_available():
-    skipped.append("pin_memory timing: pinned memory speeds host-to-GPU copies; no CUDA device in this build")
-    print("Skipped: pin_memory timing needs CUDA (no CUDA device in this build)")
-
-RESULT = {
-    "verdict": verdict,
-    "rule": RULE,
-    "key": None if best is None else {"name": f"speed-up over best synchronous, {best_name}",
-                                      "value": best, "low": min(overlap[best_name]),
-                                      "high": max(overlap[best_name]), "unit": "x"},
-    "measurements": [
-        {"variant": name, "metric": "time per epoch", "unit": "ms",
-         "value": statistics.median(v), "spread": max(v) - min(v)}
-        for name, v in ms_per_epoch.items()
-    ],
-    "skipped": skipped,
-}
+# A work level *gains* when the interval of its speed-up lies above 1.1, clearly does not when
+# it lies below, and is inside the noise otherwise. The guide says to tune ``num_workers`` to
+# the workload: if workers gain at some work levels and not at others, the verdict is that it
+# depends on the work per batch, and the figure shows where. When other processes held the
+# cores during the timing, the workers had none to run on: the rule then says it depends on
+# free cores instead of judging.
+RULE = (f"with the cores free (other processes below 0.5 cores): holds if {workers} "
+        "workers make an epoch >1.1x faster than num_workers=0 (interval above 1.1) "
+        "at every amount of work per sample, wrong if below 1.1 at every one; depends "
+        "on the work per batch otherwise, and on free cores when they were busy")
+verdicts = {}
+if speedups:
+    decision = decide(device, [("holds", {"cores free": True,
+                                          "speed-up": "all above"}),
+                               ("wrong", {"cores free": True,
+                                          "speed-up": "all below"}),
+                               ("depends", {})],
+                      groups={"speed-up": speedups},
+                      facts={"cores": cores, "workers": workers,
+                             "other processes (cores)": others, "cores free": spare},
+                      key=speedups[-1])
+    report(decision, RULE)
+    verdicts[device.type] = decision
+RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": [], "skipped": skipped}
 
 # %%
 # When not to use it
 # ------------------
-# With trivial ``__getitem__`` (tensors already in memory), workers add inter-process copying
-# and start-up and can be slower than ``num_workers=0``. Keep ``num_workers`` at or below the
-# cores left after the training process's own threads, use ``persistent_workers=True`` when
-# epochs are short, and ``pin_memory=True`` only when batches go to a GPU.
+# With a trivial ``__getitem__`` (tensors already in memory), workers add inter-process copies
+# and can be slower than ``num_workers=0``: the left end of the figure. Keep ``num_workers`` at
+# or below the cores left after the training process's own threads, use
+# ``persistent_workers=True`` so workers start once rather than every epoch. For batches that
+# go to a GPU, see the pinned-memory tip.
