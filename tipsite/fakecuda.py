@@ -470,6 +470,8 @@ def install() -> FakeCudaMode:
         torch.accelerator.device_count = lambda: 1
         torch.accelerator.synchronize = lambda device=None: None
         torch.accelerator.current_stream = lambda device=None: _Stream()
+        torch.accelerator.current_device_index = lambda: 0
+        torch.accelerator.set_device_index = lambda device: _index(device)
     _patch_serialization()
     _patch_autocast()
     # Parameter(...) and Variable(...) wrap a tensor in a new Python object: it stays on the device
