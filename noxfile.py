@@ -37,7 +37,9 @@ TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 TORCH_BUILDS = ("cpu", "cuda", "any")  # TIPS_TORCH_BUILD, see install_torch()
 CHECK_CUDA_BUILD = ("import sys, torch\n"
                     "if not torch.version.cuda:\n"
-                    "    sys.exit(f'torch {torch.__version__} is not a CUDA build (TIPS_TORCH_BUILD=cuda)')")
+                    "    sys.exit(f'torch {torch.__version__} is not a CUDA build (TIPS_TORCH_BUILD=cuda): delete "
+                    "this virtualenv, or point pip at CUDA builds, e.g. "
+                    "PIP_INDEX_URL=https://download.pytorch.org/whl/cu130')")
 
 
 def install(session: nox.Session, requirements: str, torch: str = settings.TORCH_DEFAULT,
