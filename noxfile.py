@@ -73,7 +73,7 @@ def install_torch(session: nox.Session, version: str, build: str | None = None) 
         spec = f"torch=={version}"
         session.install(spec)
         if build == "cuda":
-            session.run_install("python", "-c", CHECK_CUDA_BUILD, silent=True)
+            session.run_install("python", "-c", CHECK_CUDA_BUILD, silent=True, log=False)
         return spec
     spec, target = f"torch=={version}+cpu", f"{version}+cpu"
     if installed_torch(session) in (None, target):  # --no-install, or already there
