@@ -43,16 +43,16 @@ CHECK_CUDA_BUILD = ("import sys, torch\n"
 
 
 def install(session: nox.Session, requirements: str, torch: str = settings.TORCH_DEFAULT,
-            build: str | None = None) -> None:
+            torch_build: str | None = None) -> None:
     """Install torch ``torch`` (:func:`install_torch`), then the requirements file, torch pinned."""
-    spec = install_torch(session, torch, build)
+    spec = install_torch(session, torch, torch_build)
     session.install("-r", str(REQ / requirements), spec)
 
 
-def install_torch(session: nox.Session, version: str, build: str | None = None) -> str:
+def install_torch(session: nox.Session, version: str, torch_build: str | None = None) -> str:
     """Install torch ``version`` and return the requirement that pins it.
 
-    ``build`` (default: ``TIPS_TORCH_BUILD``, else ``cpu``):
+    ``torch_build`` (default: ``TIPS_TORCH_BUILD``, else ``cpu``):
 
     * ``cpu``: the CPU wheel, ``torch==<version>+cpu``, asked for by name so that pip never
       falls back to PyPI's CUDA build. First from pip's own configuration (``PIP_FIND_LINKS``,
@@ -66,13 +66,13 @@ def install_torch(session: nox.Session, version: str, build: str | None = None) 
     * ``any``: ``torch==<version>`` from the configured indexes, whatever build they give (the
       torch matrix: older releases come from PyPI as CUDA builds and run on the CPU).
     """
-    build = build or os.environ.get("TIPS_TORCH_BUILD") or "cpu"
-    if build not in TORCH_BUILDS:
-        session.error(f"TIPS_TORCH_BUILD={build!r}: use one of {', '.join(TORCH_BUILDS)}")
-    if build != "cpu" or sys.platform == "darwin":
+    kind = torch_build or os.environ.get("TIPS_TORCH_BUILD") or "cpu"
+    if kind not in TORCH_BUILDS:
+        session.error(f"TIPS_TORCH_BUILD={kind!r}: use one of {', '.join(TORCH_BUILDS)}")
+    if kind != "cpu" or sys.platform == "darwin":
         spec = f"torch=={version}"
         session.install(spec)
-        if build == "cuda":
+        if kind == "cuda":
             session.run_install("python", "-c", CHECK_CUDA_BUILD, silent=True, log=False)
         return spec
     spec, target = f"torch=={version}+cpu", f"{version}+cpu"
@@ -204,7 +204,7 @@ def tests(session: nox.Session) -> None:
 @nox.parametrize("torch", list(settings.TORCH_MATRIX))
 def matrix(session: nox.Session, torch: str) -> None:
     """Doctests and every tip on one torch release -> docs/_data/compat/torch-<torch>.json."""
-    install(session, "matrix.txt", torch, build="any")
+    install(session, "matrix.txt", torch, torch_build="any")
     session.run("python", "-m", "tipsite.compat", "run", torch, *session.posargs)
 
 
