@@ -3,11 +3,19 @@
 torch is installed from a pinned version (``conf/settings.py``) before the other requirements,
 so a range in a dependency never pulls a different torch build. Virtualenvs are pip-based and
 reused: uv would not see the local torch wheels here.
+
+Which torch build (``TIPS_TORCH_BUILD``, see :func:`install_torch`): ``cpu`` (default) installs
+the CPU wheel, never PyPI's multi-GB CUDA build; ``cuda`` (the GPU runner) installs the release
+as the configured indexes give it and checks it is a CUDA build. The matrix session installs each
+release as the configured indexes give it (on Linux, PyPI's wheels are CUDA builds).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import nox
@@ -23,9 +31,117 @@ nox.options.sessions = ["docs", "tests", "lint"]
 REQ = settings.CONF_DIR / "requirements"
 
 
-def install(session: nox.Session, requirements: str, torch: str = settings.TORCH_DEFAULT) -> None:
-    session.install(f"torch=={torch}")
-    session.install("-r", str(REQ / requirements), f"torch=={torch}")
+# Where the CPU wheel comes from when pip's own configuration (find-links, index, mirror) has no
+# torch==<version>+cpu. Set TIPS_TORCH_INDEX to a mirror of it, or to "" to never contact an index.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH_BUILDS = ("cpu", "cuda", "any")  # TIPS_TORCH_BUILD, see install_torch()
+CHECK_CUDA_BUILD = ("import sys, torch\n"
+                    "if not torch.version.cuda:\n"
+                    "    sys.exit(f'torch {torch.__version__} is not a CUDA build (TIPS_TORCH_BUILD=cuda): delete "
+                    "this virtualenv, or point pip at CUDA builds, e.g. "
+                    "PIP_INDEX_URL=https://download.pytorch.org/whl/cu130')")
+
+
+def install(session: nox.Session, requirements: str, torch: str = settings.TORCH_DEFAULT,
+            torch_build: str | None = None) -> None:
+    """Install torch ``torch`` (:func:`install_torch`), then the requirements file, torch pinned."""
+    spec = install_torch(session, torch, torch_build)
+    session.install("-r", str(REQ / requirements), spec)
+
+
+def install_torch(session: nox.Session, version: str, torch_build: str | None = None) -> str:
+    """Install torch ``version`` and return the requirement that pins it.
+
+    ``torch_build`` (default: ``TIPS_TORCH_BUILD``, else ``cpu``):
+
+    * ``cpu``: the CPU wheel, ``torch==<version>+cpu``, asked for by name so that pip never
+      falls back to PyPI's CUDA build. First from pip's own configuration (``PIP_FIND_LINKS``,
+      ``PIP_INDEX_URL``, pip.conf: no ``+cpu`` build is on PyPI, so this fails in seconds where
+      none is configured), then from the PyTorch CPU index (``TIPS_TORCH_INDEX``), which is
+      probed first so that an unreachable index stops the session at once with a message saying
+      how to provide the wheel (instead of pip's retries). macOS has no ``+cpu`` builds: there
+      PyPI's wheel is the CPU build.
+    * ``cuda``: ``torch==<version>`` from the configured indexes (on Linux x86_64 PyPI's wheel
+      is a CUDA build); the session stops unless the installed torch is a CUDA build.
+    * ``any``: ``torch==<version>`` from the configured indexes, whatever build they give (the
+      torch matrix: older releases come from PyPI as CUDA builds and run on the CPU).
+    """
+    kind = torch_build or os.environ.get("TIPS_TORCH_BUILD") or "cpu"
+    if kind not in TORCH_BUILDS:
+        session.error(f"TIPS_TORCH_BUILD={kind!r}: use one of {', '.join(TORCH_BUILDS)}")
+    if kind != "cpu" or sys.platform == "darwin":
+        spec = f"torch=={version}"
+        session.install(spec)
+        if kind == "cuda":
+            session.run_install("python", "-c", CHECK_CUDA_BUILD, silent=True, log=False)
+        return spec
+    spec, target = f"torch=={version}+cpu", f"{version}+cpu"
+    if installed_torch(session) in (None, target):  # --no-install, or already there
+        return spec
+    # 1. From pip's own configuration (a local wheel, a mirror). Exit status 1 (not found) is
+    # expected wherever none is configured: PyPI has no +cpu builds.
+    session.install(spec, silent=True, success_codes=[0, 1])
+    if installed_torch(session) == target:
+        session.log(f"Installed {spec} (CPU build) from pip's configured find-links/indexes")
+        return spec
+    # 2. From the PyTorch CPU index, probed first: pip would retry an unreachable one for long.
+    index = os.environ.get("TIPS_TORCH_INDEX", TORCH_CPU_INDEX).strip()
+    session.log(f"No {spec} in pip's configured find-links/indexes: trying {index or '(no index)'}")
+    why = index_unreachable(index) if index else "TIPS_TORCH_INDEX is empty"
+    if why is None:
+        try:  # torch alone from there; its dependencies come with the requirements, as usual
+            session.install("--no-deps", "--index-url", index, spec)
+            return spec
+        except nox.command.CommandFailed:
+            why = "pip could not install it from there (its output is above)"
+    wheel = f"torch-{target}-cp{sys.version_info.major}{sys.version_info.minor}-*.whl"
+    platform = (f"--platform manylinux_2_28_{os.uname().machine} " if sys.platform == "linux" else "")
+    session.error(
+        f"torch {version}, CPU build: {spec} is not in pip's configured find-links or indexes, "
+        f"and the PyTorch CPU index {index or '(none)'} cannot be used: {why}.\n"
+        f"Provide the CPU wheel ({wheel}) one of these ways, then run again:\n"
+        f"  PIP_FIND_LINKS=/folder/with/the/wheel   e.g. downloaded where the index is reachable with\n"
+        f"      pip download --no-deps --only-binary=:all: {platform}"
+        f"--python-version {sys.version_info.major}.{sys.version_info.minor} "
+        f"--index-url {TORCH_CPU_INDEX} -d /folder/with/the/wheel {spec}\n"
+        f"  TIPS_TORCH_INDEX=https://your.mirror/whl/cpu   a mirror of {TORCH_CPU_INDEX}\n"
+        f"torch's dependencies (sympy, networkx, jinja2, ...) come from pip's usual index (PyPI)."
+    )
+
+
+def installed_torch(session: nox.Session) -> str | None:
+    """The torch version in the session's virtualenv ("" if none; None under ``--no-install``)."""
+    out = session.run_install(
+        "python", "-c", "import importlib.metadata as m\ntry: print(m.version('torch'))\n"
+        "except m.PackageNotFoundError: print()", silent=True, log=False)
+    if not isinstance(out, str):
+        return None
+    lines = out.strip().splitlines()
+    return lines[-1].strip() if lines else ""
+
+
+def index_unreachable(index: str, timeout: float = 10.0) -> str | None:
+    """Why the package index ``index`` cannot be reached (None if it answers), in one probe.
+
+    A folder or ``file:`` URL must exist. For http(s) any HTTP answer counts as reachable (pip
+    then reports what is wrong), and so does a TLS failure, which pip may not share (it has its
+    own certificates); a name that does not resolve, a refused or timed-out connection does not.
+    """
+    if "://" not in index or index.startswith("file:"):
+        path = Path(urllib.request.url2pathname(index.split(":", 1)[1].removeprefix("//"))
+                    if index.startswith("file:") else index)
+        return None if path.is_dir() else f"{path} is not a folder"
+    try:
+        with urllib.request.urlopen(index.rstrip("/") + "/torch/", timeout=timeout):
+            return None
+    except urllib.error.HTTPError:
+        return None
+    except urllib.error.URLError as exc:
+        if "CERTIFICATE" in str(exc.reason).upper() or "SSL" in type(exc.reason).__name__.upper():
+            return None
+        return str(exc.reason)
+    except OSError as exc:  # e.g. a timeout while reading
+        return str(exc) or type(exc).__name__
 
 
 def sphinx_build(session: nox.Session, *extra: str, out: Path = settings.HTML_DIR,
@@ -88,7 +204,7 @@ def tests(session: nox.Session) -> None:
 @nox.parametrize("torch", list(settings.TORCH_MATRIX))
 def matrix(session: nox.Session, torch: str) -> None:
     """Doctests and every tip on one torch release -> docs/_data/compat/torch-<torch>.json."""
-    install(session, "matrix.txt", torch)
+    install(session, "matrix.txt", torch, torch_build="any")
     session.run("python", "-m", "tipsite.compat", "run", torch, *session.posargs)
 
 
