@@ -303,7 +303,7 @@ else:
         cpu_shown.append(compare_times(
             f"width {w - 1} -> {w}",
             {"odd": lambda: odd(x_odd), "padded": lambda: pad(x_pad)},
-            threshold=1.05, device=device, x=w, budget_s=0.5, min_run_time=0.01))
+            threshold=1.05, device=device, x=w, budget_s=0.5, round_s=0.01))
     for c in cpu_shown:
         print(f"  {c['name']}: {c['median']:.3g}x [{c['low']:.3g} .. {c['high']:.3g}], "
               f"{len(c['ratios'])} rounds")
