@@ -67,8 +67,8 @@ def test_each_plotted_interval_is_a_recorded_comparison(built, tips):
     checked = 0
     for tip in tips:
         record = recs.get(tip.name)
-        if record is None:
-            continue
+        if record is None or not record.get("verdicts"):
+            continue  # decided nothing here (a CUDA claim on a CPU build): it may show what it saw
         comps = [c for c in _comparisons(record) if c.get("x") is not None]
         for n, fig in enumerate(record.get("figures") or [], start=1):
             for ax in figures.read_axes(fig):

@@ -20,6 +20,7 @@ import urllib.parse
 from sphinx.application import Sphinx
 
 from conf import settings
+from tipsite import compat as matrix
 from tipsite import records
 from tipsite.sphinxext import apis, compat, figures, state
 from tipsite.sphinxext.render import Rst, anchor_name, render
@@ -220,6 +221,9 @@ def dress_tip_page(app: Sphinx, docname: str, source: list[str]) -> None:
     label = next(i for i, ln in enumerate(lines) if ln.startswith(".. _sphx_glr_"))
     under = next(i for i in range(label + 1, len(lines)) if lines[i] and set(lines[i]) == {"="})
     has_compat = app.config.tips_compat_page in app.env.found_docs
+    if has_compat:  # the header links to the tip's chart there when the matrix has its figure
+        for release in settings.TORCH_MATRIX:
+            app.env.note_dependency(str(matrix.data_path(release)))
     lines.insert(under + 1, "\n" + header(view, compat_page=has_compat))
     text = "\n".join(lines)
     marker = ".. _sphx_glr_download_"
