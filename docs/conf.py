@@ -30,15 +30,26 @@ extensions = [
     "tipsite.sphinxext",
 ]
 
-# Links from tip pages and their code to PyTorch's API pages need PyTorch's inventory from the
-# network, so they are opt-in: TIPS_INTERSPHINX=1. By default the build stays offline.
+# API names on tip pages link to PyTorch's documentation through intersphinx. By default the
+# build stays offline and reads the inventory committed in _data/torch-objects.inv (see
+# tipsite/sphinxext/apis.py); TIPS_INTERSPHINX=1 fetches the current inventories first (PyTorch,
+# Python, NumPy) and falls back to the committed copy when the network fails. Without either, a
+# name is shown as code without a link: nothing fails.
+TORCH_DOCS = "https://docs.pytorch.org/docs/stable/"
+TORCH_INVENTORY = Path(__file__).parent / "_data" / "torch-objects.inv"
+extensions.append("sphinx.ext.intersphinx")
+intersphinx_mapping = {}
 if os.environ.get("TIPS_INTERSPHINX") == "1":
-    extensions.append("sphinx.ext.intersphinx")
     intersphinx_mapping = {
-        "torch": ("https://docs.pytorch.org/docs/stable/", None),
+        "torch": (TORCH_DOCS, (None, str(TORCH_INVENTORY)) if TORCH_INVENTORY.exists() else None),
         "python": ("https://docs.python.org/3/", None),
         "numpy": ("https://numpy.org/doc/stable/", None),
     }
+elif TORCH_INVENTORY.exists():
+    intersphinx_mapping = {"torch": (TORCH_DOCS, str(TORCH_INVENTORY))}
+intersphinx_timeout = 10
+# Intersphinx links only explicit roles (the pages' API names), never a missing local reference.
+intersphinx_disabled_reftypes = ["std:doc"]
 
 # Paths are relative to this directory: ../gallery holds the tips, tips/ receives the pages.
 # TIPS_SHARD=K/N executes only shard K's tips; TIPS_SHARD=merged executes none (conf/shards.py).
@@ -52,3 +63,10 @@ html_static_path = ["_static"]
 html_theme = "furo"
 html_title = project
 html_show_sourcelink = False
+html_favicon = "_static/favicon.svg"
+
+# Copying an example drops its prompts: ">>> " and "... " of doctests, "$ " of shell lines; when
+# a block has prompts, only the prompted lines are copied (not the printed output).
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True
+copybutton_only_copy_prompt_lines = True

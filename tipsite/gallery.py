@@ -189,17 +189,46 @@ def _peak_memory(func):
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, out
 
 
+def _errorbar_roles(ax) -> dict[int, tuple[str, str]]:
+    """id(line) -> (series label, role) for every errorbar's lines: matplotlib labels the
+    container, not its data line, and draws the interval's ends as two marker-only lines."""
+    roles: dict[int, tuple[str, str]] = {}
+    for container in ax.containers:
+        if not hasattr(container, "has_yerr"):  # an ErrorbarContainer: (data, caps, bars)
+            continue
+        data_line, caplines = container.lines[0], container.lines[1]
+        if data_line is None:
+            continue
+        label = str(container.get_label())
+        roles[id(data_line)] = (label, "data")
+        ys = [float(y) for y in data_line.get_ydata()]
+        for cap in caplines or ():
+            below = all(float(c) <= y for c, y in zip(cap.get_ydata(), ys))
+            roles[id(cap)] = (label, "low" if below else "high")
+    return roles
+
+
 def _figure_data(fig) -> dict[str, Any]:
-    """What a matplotlib figure plots: per axes its labels, scales and every line's points."""
+    """What a matplotlib figure plots: per axes its labels, scales and every line's points.
+
+    An errorbar's data line carries the series' label; the ends of its intervals are lines
+    labelled ``_errorbar`` with ``of`` (the series) and ``bound`` (``low`` or ``high``)."""
     axes = []
     for ax in fig.get_axes():
         lines = []
+        roles = _errorbar_roles(ax)
         for line in ax.get_lines():
             label = str(line.get_label())
             xs, ys = line.get_xdata(), line.get_ydata()
             if label.startswith("_child") and len(xs) == 2 and len(set(map(float, ys))) == 1:
                 label = "_hline"  # axhline: a reference line
-            lines.append({"label": label, "x": [float(x) for x in xs], "y": [float(y) for y in ys]})
+            entry: dict[str, Any] = {"label": label}
+            series, role = roles.get(id(line), (None, None))
+            if role == "data":
+                entry["label"] = series
+            elif role in ("low", "high"):
+                entry.update(label="_errorbar", of=series, bound=role)
+            lines.append({**entry, "x": [float(x) for x in xs], "y": [float(y) for y in ys]})
         axes.append({"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
                      "xscale": ax.get_xscale(), "yscale": ax.get_yscale(), "lines": lines})
     return {"axes": axes}

@@ -5,9 +5,12 @@
 * :mod:`.state`: the tips' metadata (validated before anything runs), their records (checked
   after sphinx-gallery ran them), the result sets and one view per tip;
 * :mod:`.pages`: each tip page's header and footer (templates ``tip_header``/``tip_footer``);
+* :mod:`.figures`: the figure a speed or memory tip owes, alt text from the plotted data,
+  thumbnails for tips that draw none, every device's points side by side;
 * :mod:`.cards`: the card grid, tag pages and the claims page (templates ``cards``, ``tag``,
   ``tags_index``, ``claims``);
 * :mod:`.search`: search-index entries for each tip;
+* :mod:`.apis`: the APIs page (each PyTorch API with the tips using it), links that work offline;
 * :mod:`.notebooks`: notebooks without an empty cell, quoted passages as quotes;
 * :mod:`.compat`: the torch-release matrix page;
 * :mod:`.freshness`: pages are rebuilt when the page layer itself changes.
@@ -22,7 +25,7 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.application import Sphinx
 
-from tipsite.sphinxext import benchpage, cards, compat, freshness, notebooks, pages, search, state
+from tipsite.sphinxext import apis, benchpage, cards, compat, figures, freshness, notebooks, pages, search, state
 
 
 def _inline_role(css: str, per_value: bool = False):
@@ -55,8 +58,11 @@ def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", state.load_tips, priority=400)
     app.connect("builder-inited", notebooks.fix_notebooks, priority=600)
     app.connect("builder-inited", state.check_records, priority=900)
+    app.connect("builder-inited", figures.check_figures, priority=910)
     app.connect("builder-inited", state.load_views, priority=950)
+    app.connect("builder-inited", figures.write_thumbnails, priority=955)
     app.connect("builder-inited", cards.generate, priority=960)
+    app.connect("builder-inited", apis.generate, priority=965)
     app.connect("env-get-outdated", state.result_sets_outdate_tips)
     app.connect("env-get-outdated", freshness.outdate_all_on_change)
     app.connect("env-get-outdated", freshness.outdate_all_after_interruption)

@@ -7,22 +7,29 @@ release of ``conf.settings.TORCH_MATRIX``, see :mod:`tipsite.compat`), and rende
   computed on that release and its key figure, or "not applicable" (the tip's
   ``min_torch`` is newer) or "missing" (no recorded run: never filled in from another release);
 * ``runs``: each release's run: date, device, torch build, Python, doctests;
-* ``warnings``: the warnings each tip let through on each release, deprecations first.
+* ``warnings``: the warnings each tip let through on each release, deprecations first;
+* ``charts``: per tip, its key figure on each release it has data for, per device, drawn with
+  matplotlib (``generated/compat/<tip>.png``), under the target ``compat-chart-<tip>`` that the
+  tip's page links to (:func:`has_chart`).
 
 The page is rebuilt whenever a data file changes (each is a noted dependency).
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+from pathlib import Path
+
 from docutils import nodes
-from sphinx import addnodes
 from docutils.statemachine import StringList
-from sphinx.application import Sphinx
+from sphinx import addnodes
 from sphinx.util.docutils import SphinxDirective
 
 from conf import settings
 from tipsite import compat, records, tipmeta
-from tipsite.sphinxext.render import anchor_name, quantity
+from tipsite.sphinxext.render import anchor_name, number, quantity
+
+CHARTS_DIR = "generated/compat"
 
 
 def _esc(text: str) -> str:
@@ -165,25 +172,147 @@ def warnings_rst(runs: dict[str, dict | None]) -> list[str]:
     return (lines or ["No recorded run raised a warning."]) + [""]
 
 
+def chart_points(tip_name: str, runs: dict[str, dict | None]) -> tuple[str | None, str, dict[str, list[dict]]]:
+    """The tip's key figure per device across releases: ``(name, unit, {device: [point]})``.
+
+    A point is ``{"release", "value", "low", "high", "stale", "failed"}``; only entries naming
+    the key figure the newest release names count (an older version of the tip may have
+    measured something else), so every point of a chart measures the same thing.
+    """
+    entries = {r: (run or {}).get("tips", {}).get(tip_name) for r, run in runs.items()}
+    key_name = next((_key_name(e) for e in reversed(list(entries.values())) if _key_name(e)), None)
+    unit = ""
+    per_device: dict[str, list[dict]] = {}
+    for release, entry in entries.items():
+        if not entry or entry.get("status") == compat.NOT_APPLICABLE:
+            continue
+        for device, v in _decided(entry).items():
+            key = v.get("key")
+            if not isinstance(key, dict) or key.get("name") != key_name:
+                continue
+            if not isinstance(key.get("value"), (int, float)) or isinstance(key.get("value"), bool):
+                continue
+            unit = str(key.get("unit", ""))
+            per_device.setdefault(device, []).append({
+                "release": release, "value": float(key["value"]),
+                "low": key.get("low") if isinstance(key.get("low"), (int, float)) else None,
+                "high": key.get("high") if isinstance(key.get("high"), (int, float)) else None,
+                "failed": entry.get("status") == compat.FAILED,
+                "sha256": entry.get("sha256")})
+    return key_name, unit, per_device
+
+
+def _data_stamp() -> tuple:
+    return tuple((r, compat.data_path(r).stat().st_mtime_ns if compat.data_path(r).exists() else 0)
+                 for r in settings.TORCH_MATRIX)
+
+
+@lru_cache(maxsize=4)
+def _charted(stamp: tuple) -> frozenset[str]:
+    runs = compat.load_all()
+    names = {n for run in runs.values() for n in (run or {}).get("tips", {})}
+    return frozenset(n for n in names if chart_points(n, runs)[2])
+
+
+def has_chart(tip_name: str) -> bool:
+    """Whether the compatibility page draws a chart for this tip (it has a key figure)."""
+    return tip_name in _charted(_data_stamp())
+
+
+def chart_anchor(tip_name: str) -> str:
+    return f"compat-chart-{anchor_name(tip_name)}"
+
+
+def _unit_text(value: float, unit: str) -> str:
+    return f"{number(value)}x" if unit == "x" else quantity(value, unit)
+
+
+def chart_png(tip: tipmeta.Tip, runs: dict[str, dict | None]) -> tuple[bytes, str] | None:
+    """The chart of one tip's key figure across releases, and its alt text; None without data."""
+    from tipsite.sphinxext import figures
+
+    key_name, unit, per_device = chart_points(tip.name, runs)
+    if not per_device:
+        return None
+    plt = figures._pyplot()
+    releases = list(runs)
+    sha = compat.source_hash(tip.path) if tip.path.exists() else None
+    fig, ax = plt.subplots(figsize=(4.4, 2.6), layout="constrained")
+    said = []
+    for i, (device, points) in enumerate(sorted(per_device.items())):
+        colour = figures.COLOURS[i % len(figures.COLOURS)]
+        xs = [releases.index(p["release"]) for p in points]
+        ys = [p["value"] for p in points]
+        err = [[max(0.0, p["value"] - p["low"]) if p["low"] is not None else 0.0 for p in points],
+               [max(0.0, p["high"] - p["value"]) if p["high"] is not None else 0.0 for p in points]]
+        word = records.device_word(device)
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour, label=word)
+        odd = [(x, y) for x, y, p in zip(xs, ys, points)
+               if p["failed"] or (sha and p["sha256"] and p["sha256"] != sha)]
+        if odd:
+            ax.plot([x for x, _ in odd], [y for _, y in odd], linestyle="none", marker="o",
+                    markersize=11, markerfacecolor="none", markeredgecolor="#cf222e",
+                    label="failed or older tip version")
+        said.append(f"{word}: " + ", ".join(f"{_unit_text(p['value'], unit)} on torch {p['release']}"
+                                            for p in points))
+    if unit == "x":
+        ax.axhline(1.0, color="0.4", linestyle=":", linewidth=1)
+    ax.set_xticks(range(len(releases)), [f"torch\n{r}" for r in releases], fontsize=8)
+    ax.set_xlim(-0.5, len(releases) - 0.5)
+    ax.set_ylabel(f"{unit}" if unit else "key figure", fontsize=8)
+    ax.tick_params(axis="y", labelsize=8)
+    ax.set_title(figures._short(f"{tip.name}: {key_name or 'key figure'}", 60), fontsize=9)
+    ax.legend(fontsize=7)
+    alt = (f"{key_name or 'The key figure'} of {tip.name} on each torch release: "
+           + "; ".join(said) + ".")
+    return figures.png_bytes(fig), alt
+
+
+def charts_rst(tips: list[tipmeta.Tip], runs: dict[str, dict | None], srcdir: Path) -> list[str]:
+    from tipsite.sphinxext import figures
+
+    lines = [".. container:: tips-compat-charts", ""]
+    drawn = 0
+    for tip in sorted(tips, key=lambda t: (t.topic, t.name)):
+        chart = chart_png(tip, runs)
+        if chart is None:
+            continue
+        data, alt = chart
+        figures.write_if_changed(Path(srcdir) / CHARTS_DIR / f"{tip.name}.png", data)
+        drawn += 1
+        lines += [f"   .. _{chart_anchor(tip.name)}:", "",
+                  f"   .. figure:: /{CHARTS_DIR}/{tip.name}.png",
+                  f"      :alt: {' '.join(alt.split())}",
+                  "      :class: tips-compat-chart", "",
+                  f"      :doc:`/{tip.docname}`", ""]
+    if not drawn:
+        return ["No tip has a key figure recorded on any release yet.", ""]
+    return lines
+
+
 class CompatMatrix(SphinxDirective):
-    """``.. tips-compat-matrix:: table`` (or ``runs``, ``warnings``)."""
+    """``.. tips-compat-matrix:: table`` (or ``runs``, ``warnings``, ``charts``)."""
 
     has_content = False
     required_arguments = 1
 
     def run(self) -> list[nodes.Node]:
         part = self.arguments[0]
-        if part not in ("table", "runs", "warnings"):
-            raise self.error(f"tips-compat-matrix: unknown part {part!r} (table, runs, warnings)")
+        if part not in ("table", "runs", "warnings", "charts"):
+            raise self.error(f"tips-compat-matrix: unknown part {part!r} (table, runs, warnings, charts)")
         for release in settings.TORCH_MATRIX:
             self.env.note_dependency(str(compat.data_path(release)))
         runs = compat.load_all()
-        if part == "table":
+        tips: list[tipmeta.Tip] = []
+        if part in ("table", "charts"):
             try:
                 tips = tipmeta.read_all()
             except ValueError:
-                tips = []  # tips_pages stops the build with the details
+                tips = []  # the extension stops the build with the details
+        if part == "table":
             text = table_rst(tips, runs)
+        elif part == "charts":
+            text = charts_rst(tips, runs, Path(self.env.srcdir))
         elif part == "runs":
             text = runs_rst(runs)
         else:

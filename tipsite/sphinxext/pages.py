@@ -4,7 +4,12 @@ Both come from templates (``templates/tip_header.rst.jinja``, ``tip_footer.rst.j
 from the tip's :class:`~tipsite.sphinxext.view.TipView`. The page's own sphinx-gallery reST is
 tidied on the way: the empty code block left where the metadata comments were removed goes, and
 the "How this tip measures and decides" cell (the helpers every tip copies) folds into a
-``<details>`` block so that the tip's own code comes first.
+``<details>`` block so that the tip's own code comes first, and every figure's alt text says
+what it shows (:func:`.figures.set_alt_texts`, from the data the tip's record holds).
+
+The computation-times pages sphinx-gallery writes (``sg_execution_times``) lose the script block
+that needs jQuery and a CDN (furo ships no jQuery: the page threw ``$ is not defined``); their
+table stays, a plain one.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ import urllib.parse
 from sphinx.application import Sphinx
 
 from conf import settings
+from tipsite import compat as matrix
 from tipsite import records
-from tipsite.sphinxext import state
+from tipsite.sphinxext import apis, compat, figures, state
 from tipsite.sphinxext.render import Rst, anchor_name, render
 from tipsite.sphinxext.view import TipView, column_label
 
@@ -67,10 +73,11 @@ def header(view: TipView, compat_page: bool = True) -> str:
     keywords, subject = keywords_context(view)
     docs = [(_doc_label(u), Rst(u)) for u in view.tip.docs]
     rule = (view.record or next(iter(view.columns), {}) or {}).get("rule", "")
+    chart = Rst(compat.chart_anchor(view.name)) if compat_page and compat.has_chart(view.name) else None
     return render("tip_header.rst.jinja", view=view, keywords=keywords, subject=subject, docs=docs,
                   rule=rule, figures_label=Rst(f"tip-figures-{anchor_name(view.name)}"),
                   report_label=Rst(f"tip-report-{anchor_name(view.name)}"),
-                  report_url=report_url(view), compat_page=compat_page)
+                  report_url=report_url(view), compat_page=compat_page, compat_chart=chart)
 
 
 def _provenance(record: dict, current_sha: str, origin: str) -> str:
@@ -93,7 +100,7 @@ def _provenance(record: dict, current_sha: str, origin: str) -> str:
             f"threads {record['build_threads']}; {record['date']}; {version}; from {where}.")
 
 
-def footer(view: TipView, sets: list[dict]) -> str:
+def footer(view: TipView, sets: list[dict], srcdir=None) -> str:
     current = records.source_sha256(view.tip.path)
     origins = {id(r): s["path"] for s in sets for r in s["records"]}
     columns = [{"label": column_label(r), "stale": r["source_sha256"] != current,
@@ -106,7 +113,12 @@ def footer(view: TipView, sets: list[dict]) -> str:
     skipped_rows = [(why, "" if len(where) == len(view.columns) else "; ".join(where))
                     for why, where in skipped.items()]
     rows = view.comparison_rows()
+    devices_figure = figures.devices_figure(view, srcdir) if srcdir is not None else None
+    if devices_figure:
+        devices_figure = {k: Rst(v) if k == "path" else v for k, v in devices_figure.items()}
+    used = [(name, Rst(apis.anchor(name))) for name in apis.tip_apis(view.tip, view.apis)]
     return render("tip_footer.rst.jinja", view=view, rows=rows, columns=columns,
+                  devices_figure=devices_figure, apis=used,
                   devices=list(view.devices.values()), skipped=skipped_rows,
                   multi_device=len({r["device"] for r in rows}) > 1,
                   figures_label=Rst(f"tip-figures-{anchor_name(view.name)}"),
@@ -169,8 +181,30 @@ def _drop_empty_code_blocks(text: str) -> str:
     return re.sub(r"\n\.\. code-block:: Python\n   :dedent: 1\n(\s*\n)+(?=\.\. GENERATED)", "\n\n", text)
 
 
+_DATATABLE = re.compile(r"^(?P<indent>[ \t]*)\.\. raw:: html\n\n(?:(?P=indent)[ \t]+.*\n|[ \t]*\n)*?"
+                        r"(?=(?P=indent)\.\. list-table::)", re.M)
+
+
+def plain_times_table(text: str, others: list[str] = ()) -> str:
+    """sphinx-gallery's computation-times page without its jQuery DataTable script (and the
+    CDN styles it loads): the table is a plain one, sorted slowest first by sphinx-gallery.
+    ``others``: the docnames of the other computation-times pages, linked at the end."""
+    text = _DATATABLE.sub("", text).replace(":class: table table-striped sg-datatable",
+                                            ":class: sg-times")
+    if others:
+        links = ", ".join(f":doc:`{d.rsplit('/', 2)[-2] if d.count('/') else 'all'} </{d}>`"
+                          for d in others)
+        text += f"\n\nComputation times per gallery and topic: {links}.\n"
+    return text
+
+
 def dress_tip_page(app: Sphinx, docname: str, source: list[str]) -> None:
     """source-read: the header under the title, the footer before the downloads."""
+    if docname == "sg_execution_times" or docname.endswith("/sg_execution_times"):
+        others = sorted(d for d in app.env.found_docs
+                        if d.endswith("/sg_execution_times")) if docname == "sg_execution_times" else []
+        source[0] = plain_times_table(source[0], others)
+        return
     tip = state.tip_for_doc(app, docname)
     if tip is None:
         return
@@ -181,15 +215,20 @@ def dress_tip_page(app: Sphinx, docname: str, source: list[str]) -> None:
         state.stop(f"{tip.path.name}: no result record to show on its page")
     text = cap_output(_drop_empty_code_blocks(source[0]), settings.TIPS_OUTPUT_MAX_BYTES)
     text = _fold_helpers(text)
+    text = figures.set_alt_texts(text, tip.name, view.record)
     lines = text.split("\n")
     # sphinx-gallery writes ".. _sphx_glr_<...>.py:", a blank line, the title, its underline.
     label = next(i for i, ln in enumerate(lines) if ln.startswith(".. _sphx_glr_"))
     under = next(i for i in range(label + 1, len(lines)) if lines[i] and set(lines[i]) == {"="})
     has_compat = app.config.tips_compat_page in app.env.found_docs
+    if has_compat:  # the header links to the tip's chart there when the matrix has its figure
+        for release in settings.TORCH_MATRIX:
+            app.env.note_dependency(str(matrix.data_path(release)))
     lines.insert(under + 1, "\n" + header(view, compat_page=has_compat))
     text = "\n".join(lines)
     marker = ".. _sphx_glr_download_"
     cut = text.find(marker)
     if cut < 0:
         state.stop(f"{tip.path.name}: sphinx-gallery page has no download section")
-    source[0] = text[:cut] + footer(view, state.result_sets(app)) + "\n" + text[cut:]
+    source[0] = (text[:cut] + footer(view, state.result_sets(app), srcdir=app.srcdir) + "\n"
+                 + text[cut:])
