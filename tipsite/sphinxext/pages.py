@@ -77,6 +77,7 @@ def header(view: TipView, compat_page: bool = True) -> str:
     return render("tip_header.rst.jinja", view=view, keywords=keywords, subject=subject, docs=docs,
                   rule=rule, figures_label=Rst(f"tip-figures-{anchor_name(view.name)}"),
                   report_label=Rst(f"tip-report-{anchor_name(view.name)}"),
+                  checker_label=Rst(f"tip-checker-{anchor_name(view.name)}"),
                   report_url=report_url(view), compat_page=compat_page, compat_chart=chart)
 
 
