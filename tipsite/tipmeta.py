@@ -268,6 +268,13 @@ def read_tip(path: Path | str) -> Tip:
         )
     if not path.name.startswith("tip_"):
         problems.append("file name: tips are named tip_<what_it_shows>.py")
+    lines = source.splitlines()
+    for i in range(len(lines) - 1):
+        head, under = lines[i].strip(), lines[i + 1].strip()
+        if (head.startswith("# ") and re.fullmatch(r"# [-=~^]{3,}", under)
+                and not re.fullmatch(r"# [-=~^]{3,}", head) and len(under) < len(head)):
+            problems.append(f"line {i + 2}: the underline of the cell heading {head[2:]!r} is shorter "
+                            "than the heading (Sphinx stops on it)")
     if "RESULT" not in source:
         problems.append("RESULT: the tip never defines the RESULT dict the build collects")
 

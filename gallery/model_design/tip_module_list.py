@@ -151,7 +151,7 @@ print(f"nn.ParameterList: parameters() finds {len(list(fixed.parameters()))} of 
 
 # %%
 # Check: the two models compute the same thing; only one of them can learn
-# -----------------------------------------------------------------------
+# ------------------------------------------------------------------------
 # Same values in, same values out, where the plain list can run at all: its Parameters stayed
 # on the CPU, so on a GPU its forward meets a CUDA input and raises. One SGD step on each: the
 # optimizer sees nothing to train in the plain list (it refuses an empty parameter list).

@@ -14,8 +14,10 @@ table stays, a plain one.
 
 from __future__ import annotations
 
+import os
 import re
 import urllib.parse
+from pathlib import Path
 
 from sphinx.application import Sphinx
 
@@ -233,3 +235,7 @@ def dress_tip_page(app: Sphinx, docname: str, source: list[str]) -> None:
         state.stop(f"{tip.path.name}: sphinx-gallery page has no download section")
     source[0] = (text[:cut] + footer(view, state.result_sets(app), srcdir=app.srcdir) + "\n"
                  + text[cut:])
+    dump = os.environ.get("TIPS_DUMP_DRESSED")
+    if dump:  # for debugging a page's reST: the dressed source Sphinx parses
+        Path(dump).mkdir(parents=True, exist_ok=True)
+        (Path(dump) / f"{tip.name}.rst").write_text(source[0], encoding="utf-8")
