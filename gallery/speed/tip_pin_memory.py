@@ -20,6 +20,7 @@ device: the claim is about copies to a GPU, so a machine without one decides not
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "1.9"
 # sphinx_gallery_tips_takeaway = "Copies to the GPU from pinned memory are faster, more so for big batches; pinning each batch yourself costs more than it saves: pin once."
+# sphinx_gallery_tips_statement = "Host to GPU copies are much faster when they originate from pinned (page-locked) memory."
 # sphinx_gallery_tips_keywords = ["pin_memory", "pinned memory", "page-locked", "non_blocking", "DataLoader", "host to device copy"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/data.html#memory-pinning", "https://docs.pytorch.org/docs/stable/notes/cuda.html#use-pinned-memory-buffers"]
 # sphinx_gallery_tips_rules = ["PTT021"]
