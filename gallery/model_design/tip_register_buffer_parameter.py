@@ -140,9 +140,9 @@ facts["corrected call: model.name_0 is a registered Parameter"] = (
 # The anti-pattern and the fix: a plain tensor attribute versus a buffer
 # ----------------------------------------------------------------------
 # ``scale`` is needed in ``forward`` but never trained: the case of the second bullet. The same
-# tensor is kept three ways in one module: a plain attribute (the anti-pattern's class), a
-# buffer and a non-persistent buffer (added by the recommended class, which inherits the
-# plain attribute so that the check below compares all three side by side).
+# tensor is kept three ways in one module: a plain attribute (the anti-pattern's
+# class), a buffer and a non-persistent buffer (added by the recommended class, which
+# inherits the plain attribute so that the check below compares all three side by side).
 class PlainScale(nn.Module):  # anti-pattern
     def __init__(self):
         super().__init__()

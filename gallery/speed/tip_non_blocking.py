@@ -276,9 +276,9 @@ def make_variants(batch_mib):
                       "pinned, non_blocking, side stream": pinned_side_stream}
 
 
-# In a training loop the batches come from a ``DataLoader``: the anti-pattern copies each
-# with a plain ``.to(device)``, the recommended loop asks the loader for pinned batches and
-# copies them with ``non_blocking=True``.
+# In a training loop the batches come from a ``DataLoader``: the anti-pattern copies
+# each with a plain ``.to(device)``, the recommended loop asks the loader for pinned
+# batches and copies them with ``non_blocking=True``.
 def copy_batches(rows):  # anti-pattern
     loader = torch.utils.data.DataLoader(rows, batch_size=64)
     batches = []

@@ -236,8 +236,8 @@ if device.type != "cuda":
 # The same blocking ``.to(device)`` call from each kind of memory, so that only where the
 # data lies differs. The third variant pins a pageable batch right before copying it, as
 # code that calls ``.pin_memory()`` in its training loop does. In a training loop the
-# batches come from a ``DataLoader``, which hands out pageable batches unless it is asked
-# to pin them (``pin_memory=True``, done off the loop's critical path).
+# batches come from a ``DataLoader``, which hands out pageable batches unless it is
+# asked to pin them (``pin_memory=True``, done off the loop's critical path).
 def copy_pageable(src):  # anti-pattern
     return src.to(device)  # the driver stages it through its own pinned buffer
 
