@@ -22,6 +22,7 @@ model with Dropout and BatchNorm, and measures the memory and time the recorded 
 # sphinx_gallery_tips_keywords = ["eval", "model.eval()", "no_grad", "torch.no_grad", "dropout", "BatchNorm", "running_mean", "evaluation"]
 # sphinx_gallery_tips_related = ["tip_inference_mode"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/notes/autograd.html#locally-disable-grad-doc"]
+# sphinx_gallery_tips_rules = ["PTT023"]
 
 # %%
 # How this tip measures and decides
@@ -228,10 +229,10 @@ def saved_bytes(fn, model):
 
 
 # %%
-# The ways to evaluate
-# --------------------
+# The anti-pattern and the recommended pattern: four ways to evaluate
+# -------------------------------------------------------------------
 # ``no_grad_only`` starts from training mode: the state a model is in right after an epoch.
-def eval_only(model):
+def eval_only(model):  # anti-pattern: eval() alone still records a graph
     model.eval()
     return model(x)
 
@@ -242,13 +243,13 @@ def no_grad_only(model):
         return model(x)
 
 
-def both(model):
+def both(model):  # recommended: both switches
     model.eval()
     with torch.no_grad():
         return model(x)
 
 
-def article_order(model):  # the article's snippet: eval() inside the no_grad block
+def article_order(model):  # recommended, in the article's order: eval() in no_grad
     with torch.no_grad():
         model.eval()
         return model(x)

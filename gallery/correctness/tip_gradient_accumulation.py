@@ -26,6 +26,7 @@ number of micro-batches.
 # sphinx_gallery_tips_takeaway = "With loss / k, k accumulated micro-batches give the k-times batch's step at one micro-batch's activation memory; not with BatchNorm."
 # sphinx_gallery_tips_keywords = ["gradient accumulation", "accumulate gradients", "large batch", "loss / accumulation_steps", "BatchNorm", "out of memory", "GradScaler", "micro-batch"]
 # sphinx_gallery_tips_related = ["tip_mixed_precision", "tip_zero_grad_set_to_none"]
+# sphinx_gallery_tips_rules = ["PTT024"]
 
 # %%
 # How this tip measures and decides

@@ -21,6 +21,7 @@ first layer's mean weight stays at ``-0.0136`` after ``optim.step()``; without i
 # sphinx_gallery_tips_keywords = ["detach", ".detach()", "gradient", "computational graph", "frozen layer", "grad is None"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.Tensor.detach.html"]
 # sphinx_gallery_tips_related = ["tip_mean_loss_leak"]
+# sphinx_gallery_tips_rules = ["PTT025"]
 
 # %%
 # How this tip measures and decides

@@ -22,6 +22,7 @@ comes back, whether it copies, whether it warns, and whether a training step dif
 # sphinx_gallery_tips_takeaway = "Variable(x) returns a plain Tensor sharing x's data, silently; drop it and use requires_grad=True or requires_grad_()."
 # sphinx_gallery_tips_keywords = ["Variable", "torch.autograd.Variable", "requires_grad", "volatile", "deprecated", "0.4 migration"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/autograd.html#variable-deprecated"]
+# sphinx_gallery_tips_rules = ["PTT007"]
 
 # %%
 # How this tip measures and decides
@@ -98,9 +99,10 @@ print(f"device: {device}, torch {torch.__version__}")
 facts = {}
 
 # %%
-# What ``Variable(x)`` returns
-# ----------------------------
+# The anti-pattern and the recommended pattern: what ``Variable(x)`` returns
+# --------------------------------------------------------------------------
 x = torch.randn(4, 3, device=device)  # [4, 3]
+# anti-pattern: the 0.3-era wrapping
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     v = Variable(x)
@@ -115,7 +117,7 @@ facts["Variable(x) shares x's memory"] = v.data_ptr() == x.data_ptr()
 facts["Variable(x, requires_grad=True) requires grad"] = v_grad.requires_grad
 facts["warnings from Variable(x) calls"] = len(caught)
 
-# The current spelling of the same thing:
+# Recommended, the current spelling of the same thing:
 t = torch.tensor([1.0, 2.0], requires_grad=True)
 t2 = x.clone().requires_grad_()
 print("torch.tensor(..., requires_grad=True):", t.requires_grad,

@@ -26,6 +26,7 @@ what the caller gets from each.
 # sphinx_gallery_tips_keywords = ["no_grad", "eval", "train", ".to(device)", ".cuda()", ".cpu()", "device-agnostic", "dropout", "meta device"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/notes/cuda.html#device-agnostic-code"]
 # sphinx_gallery_tips_related = ["tip_tensors_in_forward", "tip_register_buffer_parameter"]
+# sphinx_gallery_tips_rules = ["PTT015", "PTT016", "PTT017", "PTT018"]
 
 # %%
 # How this tip measures and decides
@@ -102,8 +103,8 @@ x = torch.randn(8, 16, device=device)  # [B, 16]
 
 
 # %%
-# Rule 1: no ``torch.no_grad()`` inside ``forward``
-# -------------------------------------------------
+# The anti-pattern and the fix, rule 1: no ``torch.no_grad()`` inside ``forward``
+# -------------------------------------------------------------------------------
 # The author thought of the encoder as frozen and wrapped it in ``no_grad``. A user who wants
 # to fine-tune it cannot: its weights get no gradient.
 class FrozenInside(nn.Module):
@@ -139,8 +140,8 @@ print("  encoder grad:", m.encoder.weight.grad, "| head gets a gradient:",
 
 
 # %%
-# Rule 2: no ``self.eval()`` / ``self.train()`` inside the model
-# --------------------------------------------------------------
+# The anti-pattern and the fix, rule 2: the caller sets ``.train()`` / ``.eval()``
+# --------------------------------------------------------------------------------
 # This model switches itself to eval mode in ``forward`` (say, to get deterministic outputs).
 # A caller who asks for training mode silently trains without dropout.
 class EvalInside(nn.Module):
@@ -168,14 +169,14 @@ for cls in (EvalInside, DropoutNet):
 
 
 # %%
-# Rule 3: ``.to(device)`` rather than ``.cuda()`` / ``.cpu()``
-# ------------------------------------------------------------
+# The anti-pattern and the fix, rule 3: ``.to(device)``, not ``.cuda()`` / ``.cpu()``
+# -----------------------------------------------------------------------------------
 # Two models that hard-code a device inside ``forward``: one makes its mask with ``.cuda()``,
 # the other hands its output back with ``.cpu()`` (say, for NumPy). The third keeps the mask as
 # a buffer, which ``model.to(device)`` moves with the weights. The caller puts each model on
 # every device this machine offers, including ``meta`` (shapes without data, used to plan
 # large models), and checks that it runs and answers on that device.
-class HardCuda(nn.Module):
+class HardCuda(nn.Module):  # anti-pattern
     def __init__(self):
         super().__init__()
         self.lin = nn.Linear(16, 16)
@@ -185,12 +186,12 @@ class HardCuda(nn.Module):
         return self.lin(x) * mask
 
 
-class HardCpu(HardCuda):
+class HardCpu(HardCuda):  # anti-pattern
     def forward(self, x):  # x: [B, 16]
         return self.lin(x).cpu()  # anti-pattern: [B, 16], on the CPU wherever we are
 
 
-class ToDevice(HardCuda):
+class ToDevice(HardCuda):  # recommended
     def __init__(self):
         super().__init__()
         # [16], moved by model.to(device) with the weights

@@ -24,6 +24,7 @@ bullets: what ``.double()`` converts and what a parent module reaches through it
 # sphinx_gallery_tips_keywords = ["ModuleList", "ParameterList", "nn.ModuleList", "nn.ParameterList", "parameters()", "double()", "float()", "Python list", "submodules"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.nn.ModuleList.html", "https://pytorch.org/docs/stable/generated/torch.nn.ParameterList.html"]
 # sphinx_gallery_tips_related = ["tip_register_buffer_parameter", "tip_submodules"]
+# sphinx_gallery_tips_rules = ["PTT008", "PTT009"]
 
 # %%
 # How this tip measures and decides
@@ -137,8 +138,8 @@ else:
 
 
 # %%
-# The container for parameters: ``nn.ParameterList``
-# --------------------------------------------------
+# The fix: the container for parameters, ``nn.ParameterList``
+# -----------------------------------------------------------
 class WithParameterList(PlainList):
     def __init__(self):
         super().__init__()

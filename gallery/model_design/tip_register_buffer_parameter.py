@@ -23,6 +23,7 @@ what ``state_dict``, ``.to()``, ``.double()`` and ``.parameters()`` see of each.
 # sphinx_gallery_tips_keywords = ["register_buffer", "register_parameter", "persistent", "state_dict", "nn.Parameter", "buffers"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.register_buffer"]
 # sphinx_gallery_tips_related = ["tip_tensors_in_forward", "tip_module_list"]
+# sphinx_gallery_tips_rules = ["PTT029", "PTT030"]
 
 # %%
 # How this tip measures and decides
@@ -136,19 +137,29 @@ facts["corrected call: model.name_0 is a registered Parameter"] = (
 
 
 # %%
-# A plain tensor attribute versus a buffer
-# ----------------------------------------
+# The anti-pattern and the fix: a plain tensor attribute versus a buffer
+# ----------------------------------------------------------------------
 # ``scale`` is needed in ``forward`` but never trained: the case of the second bullet. The same
-# tensor is kept three ways: a plain attribute, a buffer, a non-persistent buffer.
-class Normaliser(nn.Module):
+# tensor is kept three ways in one module: a plain attribute (the anti-pattern's
+# class), a buffer and a non-persistent buffer (added by the recommended class, which
+# inherits the plain attribute so that the check below compares all three side by side).
+class PlainScale(nn.Module):  # anti-pattern
     def __init__(self):
         super().__init__()
-        # the same [4] tensor three ways: unknown to the module (the anti-pattern), a
-        # buffer saved and moved with it, a buffer moved but not saved
-        self.plain_scale = torch.full((4,), 2.0)
+        self.plain_scale = torch.full((4,), 2.0)  # [4], unknown to the module
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):  # x: [B, 4]
+        return self.lin(x * self.plain_scale)
+
+
+class Normaliser(PlainScale):  # recommended
+    def __init__(self):
+        super().__init__()
+        # the same [4] tensor as a buffer saved and moved with the module, and as a
+        # buffer moved but not saved
         self.register_buffer("scale", torch.full((4,), 2.0))
         self.register_buffer("cache", torch.zeros(4), persistent=False)
-        self.lin = nn.Linear(4, 4)
 
     def forward(self, x):  # x: [B, 4]
         return self.lin(x * self.scale)

@@ -32,6 +32,7 @@ checkpoints of several sizes.
 # sphinx_gallery_tips_takeaway = "Without map_location a GPU checkpoint lands on its GPU first (no GPU: an error); del checkpoint then frees the weights' copy, not Adam's state."
 # sphinx_gallery_tips_keywords = ["map_location", "torch.load", "del checkpoint", "weights_only", "load_state_dict", "location tag", "checkpoint memory", "peak memory"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.load.html"]
+# sphinx_gallery_tips_rules = ["PTT002"]
 
 # %%
 # How this tip measures and decides
@@ -292,12 +293,12 @@ def to_device(obj, where):
     return obj
 
 
-def load_then_move(path):
+def load_then_move(path):  # anti-pattern
     checkpoint = torch.load(path, weights_only=True)  # to the saved device first
     return to_device(checkpoint, target)
 
 
-def load_mapped(path):
+def load_mapped(path):  # recommended
     return torch.load(path, map_location=target, weights_only=True)
 
 

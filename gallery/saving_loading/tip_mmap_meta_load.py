@@ -26,8 +26,10 @@ peak resident memory (Linux ``VmHWM``, reset before each load) while each way lo
 # sphinx_gallery_tips_kind = "memory"
 # sphinx_gallery_tips_min_torch = "2.1"
 # sphinx_gallery_tips_takeaway = "The classic load peaks at about two copies of the weights in RAM; mmap=True + a meta-device model + assign=True at almost none, at every size."
+# sphinx_gallery_tips_statement = "mmap=True on torch.load, a model built under torch.device('meta') and load_state_dict(assign=True) make loading a checkpoint more memory efficient than the classic load."
 # sphinx_gallery_tips_keywords = ["torch.load", "mmap", "meta device", "torch.device('meta')", "load_state_dict", "assign", "peak RSS", "VmHWM"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/module_load_state_dict_tips.html"]
+# sphinx_gallery_tips_rules = ["PTT003"]
 
 # %%
 # How this tip measures and decides

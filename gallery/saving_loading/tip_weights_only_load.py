@@ -23,8 +23,10 @@ how to allow your own classes with ``torch.serialization.safe_globals``.
 # sphinx_gallery_tips_kind = "behaviour"
 # sphinx_gallery_tips_min_torch = "1.13"
 # sphinx_gallery_tips_takeaway = "weights_only=True (the default since 2.6) refuses pickles that would run code; allowlist your own classes with safe_globals."
+# sphinx_gallery_tips_statement = "weights_only=True restricts the unpickler used in torch.load to only executing functions/building classes required for state_dicts of plain torch.Tensors as well as some other primitive types."
 # sphinx_gallery_tips_keywords = ["torch.load", "weights_only", "pickle", "UnpicklingError", "add_safe_globals", "safe_globals", "security"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/notes/serialization.html#weights-only"]
+# sphinx_gallery_tips_rules = ["PTT001"]
 
 # %%
 # How this tip measures and decides

@@ -23,6 +23,7 @@ elements.
 # sphinx_gallery_tips_takeaway = "from_numpy (and as_tensor on a same-dtype array or tensor) shares memory; torch.tensor copies, slower at every size, more so as arrays grow."
 # sphinx_gallery_tips_keywords = ["from_numpy", "as_tensor", "torch.tensor", "numpy to tensor", "zero-copy", "shares memory", "np.shares_memory"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.from_numpy.html", "https://pytorch.org/docs/stable/generated/torch.as_tensor.html"]
+# sphinx_gallery_tips_rules = ["PTT014"]
 
 # %%
 # How this tip measures and decides
@@ -226,8 +227,8 @@ def same_storage(a, b):
 # --------------------------------------------
 array = np.arange(6, dtype=np.float32)  # [6]
 copied = torch.tensor(array)      # anti-pattern: always a copy
-viewed = torch.from_numpy(array)  # a view of the array's buffer
-as_t = torch.as_tensor(array)     # a view too: same dtype, on the CPU
+viewed = torch.from_numpy(array)  # recommended: a view of the array's buffer
+as_t = torch.as_tensor(array)     # recommended: a view too (same dtype, CPU)
 
 # %%
 # Check: same values, and who sees a write

@@ -24,6 +24,7 @@ copy without the flag. The claim is about CUDA: a machine without a GPU measures
 # sphinx_gallery_tips_takeaway = "non_blocking=True gains nothing from pageable memory; from pinned memory it lets the CPU run ahead, and overlaps kernels only on a side stream."
 # sphinx_gallery_tips_keywords = ["non_blocking", "pin_memory", "pinned memory", "asynchronous copy", "cuda streams", "host to device", "overlap"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html", "https://docs.nvidia.com/cuda/cuda-runtime-api/api-sync-behavior.html"]
+# sphinx_gallery_tips_rules = ["PTT022"]
 
 # %%
 # How this tip measures and decides
@@ -275,6 +276,25 @@ def make_variants(batch_mib):
                       "pinned, non_blocking, side stream": pinned_side_stream}
 
 
+# In a training loop the batches come from a ``DataLoader``: the anti-pattern copies
+# each with a plain ``.to(device)``, the recommended loop asks the loader for pinned
+# batches and copies them with ``non_blocking=True``.
+def copy_batches(rows):  # anti-pattern
+    loader = torch.utils.data.DataLoader(rows, batch_size=64)
+    batches = []
+    for x in loader:
+        batches.append(x.to(device))
+    return torch.cat(batches)
+
+
+def copy_batches_non_blocking(rows):  # recommended
+    loader = torch.utils.data.DataLoader(rows, batch_size=64, pin_memory=True)
+    batches = []
+    for x in loader:
+        batches.append(x.to(device, non_blocking=True))
+    return torch.cat(batches)
+
+
 # %%
 # Check: every variant delivers the same batch
 # --------------------------------------------
@@ -283,6 +303,10 @@ if device.type == "cuda":
     for name, fn in variants.items():
         torch.testing.assert_close(fn()[1].cpu(), source, rtol=0, atol=0)
     print(f"all {len(variants)} variants deliver identical data")
+    rows = source.view(256, 1024)  # the same 1 MiB as a dataset of 256 rows
+    for copy in (copy_batches, copy_batches_non_blocking):
+        torch.testing.assert_close(copy(rows).cpu(), rows, rtol=0, atol=0)
+    print("a DataLoader loop delivers the same rows with and without non_blocking")
 
 # %%
 # Measurement

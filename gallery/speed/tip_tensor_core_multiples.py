@@ -25,6 +25,7 @@ times a float16 linear layer before and after, on CUDA: the claim is about NVIDI
 # sphinx_gallery_tips_takeaway = "On CUDA, pad odd float16 layer widths to a multiple of 8; the sweep shows whether batch sizes and powers of two matter too."
 # sphinx_gallery_tips_keywords = ["tensor cores", "multiple of 8", "matmul alignment", "padding", "fp16 matmul", "layer size", "batch size"]
 # sphinx_gallery_tips_docs = ["https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/index.html"]
+# sphinx_gallery_tips_rules = ["PTT032"]
 
 # %%
 # How this tip measures and decides
@@ -227,7 +228,7 @@ def round_up(n, multiple=8):
     return (n + multiple - 1) // multiple * multiple
 
 
-def pad_layer(layer, multiple=8):
+def pad_layer(layer, multiple=8):  # recommended
     """The same layer with zero rows and columns up to multiples of ``multiple``."""
     n_out, n_in = layer.weight.shape
     padded = make_layer(round_up(n_in, multiple), round_up(n_out, multiple))
@@ -237,13 +238,15 @@ def pad_layer(layer, multiple=8):
     return padded
 
 
+# anti-pattern: an odd width, checked below against the same layer padded
+layer = torch.nn.Linear(1023, 1023, device=device, dtype=dtype).requires_grad_(False)
+
 # %%
 # Check: padding computes the same thing
 # --------------------------------------
 # Zero columns in the input meet zero columns in the weight, and zero rows of a padded batch
 # give outputs that are thrown away: the first outputs are the unpadded layer's, up to the
 # rounding of a different kernel.
-layer = make_layer(1023, 1023)
 x = torch.randn(37, 1023, device=device, dtype=dtype)  # [batch, in]: both odd
 padded = pad_layer(layer)
 x_padded = F.pad(x, (0, padded.in_features - 1023, 0, round_up(37) - 37))  # [40, 1024]

@@ -34,6 +34,7 @@ it equals ``torch.max(x, dim=1).values`` and times both over a sweep of row coun
 # sphinx_gallery_tips_min_torch = "1.0"
 # sphinx_gallery_tips_takeaway = "A Python loop over rows pays per-row overhead; one torch.max(x, dim=1) call is faster from one row up, and the gap grows with rows."
 # sphinx_gallery_tips_keywords = ["vectorization", "vectorize", "python loop", "torch.max", "for loop", "row-wise max"]
+# sphinx_gallery_tips_rules = ["PTT033"]
 
 # %%
 # How this tip measures and decides

@@ -24,6 +24,7 @@ model sizes.
 # sphinx_gallery_tips_takeaway = "Since torch 2.0 plain zero_grad() already sets grads to None; only set_to_none=False still zero-fills them."
 # sphinx_gallery_tips_keywords = ["set_to_none", "zero_grad", "optimizer.zero_grad", "gradients None", "grad memory"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html"]
+# sphinx_gallery_tips_rules = ["PTT006"]
 
 # %%
 # How this tip measures and decides
@@ -233,10 +234,19 @@ print("model.zero_grad() leaves grads None:    ", module_leaves_none)
 # The anti-pattern and the recommended pattern
 # --------------------------------------------
 # The same training step, differing only in how the gradients are reset.
-def train_step(model, optimizer, x, set_to_none):
-    optimizer.zero_grad(set_to_none=set_to_none)
+def train_step_zeros(model, optimizer, x):
+    optimizer.zero_grad(set_to_none=False)
     model(x).square().mean().backward()
     optimizer.step()
+
+
+def train_step_none(model, optimizer, x):
+    optimizer.zero_grad(set_to_none=True)  # the default since torch 2.0
+    model(x).square().mean().backward()
+    optimizer.step()
+
+
+train_step = {False: train_step_zeros, True: train_step_none}  # by set_to_none
 
 
 # %%
@@ -248,7 +258,7 @@ models = {flag: make_model(256) for flag in (False, True)}
 for flag, model in models.items():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     for _ in range(3):
-        train_step(model, optimizer, x, set_to_none=flag)
+        train_step[flag](model, optimizer, x)
 for a, b in zip(models[False].parameters(), models[True].parameters()):
     torch.testing.assert_close(a, b, rtol=0, atol=0)
 print("3 SGD steps: identical weights with set_to_none=False and True")
@@ -303,7 +313,7 @@ for width in widths:
         model = make_model(width)
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
         steps[f"set_to_none={flag}"] = (
-            lambda m=model, o=optimizer, f=flag: train_step(m, o, x, set_to_none=f))
+            lambda m=model, o=optimizer, step=train_step[flag]: step(m, o, x))
     speedups.append(compare_times(f"speed-up at width {width}", steps, threshold=1.0,
                                   device=device, x=width, budget_s=1.0))
     del steps, model, optimizer

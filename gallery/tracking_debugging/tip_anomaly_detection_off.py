@@ -22,8 +22,10 @@ what it costs per training step, from tiny layers to wide ones.
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "1.9"
 # sphinx_gallery_tips_takeaway = "detect_anomaly names the backward op that made a NaN but slows every training step, small or wide: use it to debug, never leave it on."
+# sphinx_gallery_tips_statement = "Many PyTorch APIs are intended for debugging and should be disabled for regular training runs: anomaly detection: torch.autograd.detect_anomaly or torch.autograd.set_detect_anomaly(True)"
 # sphinx_gallery_tips_keywords = ["torch.autograd.detect_anomaly", "set_detect_anomaly", "anomaly mode", "NaN", "debugging", "SqrtBackward0"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html", "https://docs.pytorch.org/docs/stable/autograd.html#anomaly-detection"]
+# sphinx_gallery_tips_rules = ["PTT034"]
 
 # %%
 # How this tip measures and decides
@@ -237,7 +239,7 @@ for w in caught:
 # The anti-pattern and the recommended pattern
 # --------------------------------------------
 # The same training step; the anti-pattern leaves anomaly mode switched on.
-def make_step(width, depth=4):
+def make_step(width, depth=4):  # recommended: the plain step
     layers = []
     for _ in range(depth):
         layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
@@ -255,7 +257,7 @@ def make_step(width, depth=4):
     return step
 
 
-def with_anomaly(step):
+def with_anomaly(step):  # anti-pattern
     def run():
         with torch.autograd.set_detect_anomaly(True):
             return step()
