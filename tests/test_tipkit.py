@@ -130,6 +130,6 @@ def test_compare_times_measures_a_real_difference():
     torch.set_num_threads(1)  # as the tips: a busy shared machine stalls multi-threaded small ops
     x, y = torch.randn(512, 512), torch.randn(4)
     c = tipkit.compare_times("matmul vs add", {"matmul": lambda: x @ x, "add": lambda: y + y},
-                             threshold=1.5, device="cpu", min_run_time=0.005, budget_s=2.0)
+                             threshold=1.5, device="cpu", round_s=0.005, budget_s=2.0)
     assert c["outcome"] == "above" and len(c["ratios"]) >= 6
     assert c["median"] == statistics.median(c["ratios"])
