@@ -410,7 +410,9 @@ def test_record_timings_reads_the_builds_costs(fixture_builds, tmp_path):
 
 
 def test_workflows_lint_clean():
-    actionlint = shutil.which("actionlint")
+    # nox puts the venv's bin first on PATH; a direct `python -m pytest` may not
+    actionlint = shutil.which("actionlint", path=os.pathsep.join([str(Path(sys.executable).parent),
+                                                                  os.environ.get("PATH", "")]))
     assert actionlint, "actionlint is missing: conf/requirements/tests.txt installs it"
     workflows = sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml"))
     assert workflows

@@ -130,11 +130,10 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
 
     groups, facts = dict(groups or {}), dict(facts or {})
     state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
-    for verdict, conditions in cases:
-        if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
-               for n, c in conditions.items()):
-            break
-    else:
+    verdict = next((case for case, conditions in cases
+                    if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+                           for n, c in conditions.items())), None)
+    if verdict is None:
         raise ValueError("no case matched: end with a case that has no conditions")
     if key is not None and "ratios" in key:
         unit = "x" if key["measure"] == "ratio" else key["unit"]
@@ -371,7 +370,8 @@ for s in skipped:
 # -------------
 # The speed-up of the autocast step over the float32 step at each width, with its interval:
 # below 1.0 autocast is slower.
-fig = plot_ratios({f"autocast {amp_name} vs float32": speedups},
+fig = plot_ratios({f"autocast {amp_name} vs float32": speedups,
+                   f"{amp_name} matmul alone": [matmul]},
                   xlabel="layer width (features)",
                   title=f"3-layer MLP training step, batch {batch}",
                   ylabel="float32 time / autocast time")
