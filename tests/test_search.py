@@ -143,6 +143,15 @@ def test_a_build_without_the_pagefind_binary_stops_saying_how_to_install_it(monk
         pagefind.executable()
 
 
+def test_every_build_writes_the_index_of_its_tip_pages(tiny_build, good_tip):
+    result = tiny_build({"correctness/tip_tiny.py": good_tip})
+    assert result.returncode == 0, result.output
+    entry = json.loads((result.html / pagefind.BUNDLE / "pagefind-entry.json").read_text(encoding="utf-8"))
+    assert sum(lang["page_count"] for lang in entry["languages"].values()) == 1
+    page = result.page("correctness", "tip_tiny")
+    assert 'data-pagefind-filter="tag:' in page and 'data-pagefind-meta="keywords"' in page
+
+
 def _rank_page(page, base_url: str, query: str, box) -> dict:
     """Type ``query`` into the box; the ranked results and how long they took to show."""
     box.fill(query)
