@@ -6,9 +6,10 @@ decides what a tip page tells it beyond its visible text:
 * :func:`search_keywords`: the tip's search words: its ``sphinx_gallery_tips_keywords``, the API
   names of its documentation links, and the readers' words of ``conf/search.toml`` whose phrase
   the tip names (``"out of memory"`` brings ``OOM``). The header template renders them, hidden,
-  as the page's Pagefind metadata ``keywords``, which search matches and ranks (``ranking``);
+  as weighted page text and as the page's Pagefind metadata ``keywords``, whose matches the
+  ranking boosts (``conf/search.toml``, ``[ranking]``);
 * :func:`browser_config`: what the search script needs in the browser (the question words it
-  drops from a query, the ranking weights);
+  drops from a query, the ranking weights, the devices' names);
 * :func:`outdate_on_change`: a changed ``conf/search.toml`` re-reads the tip pages.
 """
 
