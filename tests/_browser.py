@@ -28,8 +28,9 @@ CHROMIUM = os.environ.get("TIPS_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 TIMEOUT_MS = 60_000  # a 2-core machine shared by several builds is slow to lay out pages
 
-# Each query must put, among its first three results, a tip that examines one of these claims
-# (conf/claims.toml). Claims rather than file names: whichever tip answers the claim counts.
+# Each query must put, among its first three results, a tip that answers it: a tip that examines
+# one of the claims listed (conf/claims.toml), or a tip named. Claims rather than file names where
+# the articles make the claim: whichever tip answers the claim counts.
 QUERIES = {
     "inference_mode": ["S0-5"],
     "GradScaler": ["S1-5"],
@@ -45,10 +46,45 @@ QUERIES = {
     "gradient accumulation": ["S1-7"],
 }
 
+# What a practitioner types instead: symptoms, questions, their own words (tests/test_search.py).
+QUESTIONS = {
+    "DataLoader slow": ["tip_dataloader_workers"],
+    "why is my DataLoader so slow?": ["tip_dataloader_workers"],
+    "how many num_workers": ["tip_dataloader_workers"],
+    "GPU idle": ["S0-7", "tip_dataloader_workers"],
+    "item()": ["S0-7"],
+    "does .item() slow down training": ["S0-7"],
+    "OOM": ["S4-1", "S4-2", "S4-3"],
+    "CUDA OOM retry": ["S4-1"],
+    "leak": ["S0-4", "S4-2", "S4-3"],
+    "memory grows every iteration": ["S0-4", "S4-2", "S4-3"],
+    "reproducible": ["S1-10"],
+    "deterministic results": ["S1-10"],
+    "how to save a model": ["S2-3"],
+    "load a GPU checkpoint on a CPU machine": ["S0-6", "S1-3"],
+    "is torch.load safe": ["tip_weights_only_load"],
+    "model.eval() vs no_grad": ["S4-5"],
+    "faster inference without gradients": ["S0-5"],
+    "fp16 training": ["S1-5"],
+    "bf16 on CPU": ["tip_bf16_autocast_cpu"],
+    "gradient checkpointing to save memory": ["tip_activation_checkpointing"],
+    "python for loop slow": ["S3-1"],
+    "how many threads should torch use": ["tip_cpu_threads"],
+    "Adam optimizer memory": ["S1-2"],
+    "numpy array to tensor without copy": ["S1-8"],
+    "pinned memory transfer": ["tip_pin_memory", "S1-4"],
+    "parameters in a python list": ["S2-6"],
+    "torch.compile slower": ["tip_torch_compile"],
+    "measure GPU memory usage": ["S1-1"],
+    "fused optimizer": ["tip_foreach_fused_optimizers"],
+    "NHWC convolution": ["tip_channels_last"],
+}
+
 
 def answering_docnames(query: str, tips: list[tipmeta.Tip]) -> set[str]:
-    wanted = set(QUERIES[query])
-    return {t.docname for t in tips if wanted & set(t.claims)}
+    """The tips that answer ``query`` (QUERIES or QUESTIONS): by claim id or by name."""
+    wanted = set(QUERIES.get(query) or QUESTIONS[query])
+    return {t.docname for t in tips if wanted & set(t.claims) or t.name in wanted}
 
 
 def docname_of(url: str, base_url: str) -> str:
@@ -134,14 +170,27 @@ def screenshot(page, name: str, full_page: bool = True) -> Path:
     return path
 
 
-def wait_for_search(page) -> None:
-    """Sphinx's search has finished and listed every result."""
-    page.wait_for_function(
-        "() => { const s = document.querySelector('#search-results .search-summary');"
-        " return s && s.textContent.trim().length > 0; }")
+SEARCH_PANEL = "#tips-search-panel"
+
+
+def wait_for_search(page, query: str | None = None, n: int = 3) -> float:
+    """The search (Pagefind, tipsite/sphinxext/static/tips_search.js) has answered ``query`` (by
+    default whatever was asked): its first ``n`` results (or all of them, if fewer) are shown.
+    Returns the page's clock (``performance.now()``, ms) when they were first seen."""
+    handle = page.wait_for_function(
+        """([q, n]) => { const p = document.querySelector('#tips-search-panel');
+            if (!p || p.dataset.count === undefined) return false;
+            if (q !== null && p.dataset.query !== q) return false;
+            const want = Math.min(n, Number(p.dataset.count));
+            const items = p.querySelectorAll('ul.pf-results > li');
+            if (items.length < want) return false;
+            for (let i = 0; i < want; i++) if (!items[i].matches('li.tips-result')) return false;
+            return performance.now(); }""", arg=[query, n], polling="raf")
+    return handle.json_value()
 
 
 def top_results(page, base_url: str, n: int = 3) -> list[str]:
     hrefs = page.eval_on_selector_all(
-        "#search-results ul.search > li", "lis => lis.map(li => li.querySelector('a').href)")
+        f"{SEARCH_PANEL} ul.pf-results > li.tips-result",
+        "lis => lis.map(li => li.querySelector('a').href)")
     return [docname_of(h, base_url) for h in hrefs[:n]]

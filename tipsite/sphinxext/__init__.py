@@ -9,7 +9,7 @@
   thumbnails for tips that draw none, every device's points side by side;
 * :mod:`.cards`: the card grid, tag pages and the claims page (templates ``cards``, ``tag``,
   ``tags_index``, ``claims``);
-* :mod:`.search`: search-index entries for each tip;
+* :mod:`.search` and :mod:`.pagefind`: the site's search (Pagefind's index of the built pages);
 * :mod:`.apis`: the APIs page (each PyTorch API with the tips using it), links that work offline;
 * :mod:`.notebooks`: notebooks without an empty cell, quoted passages as quotes;
 * :mod:`.compat`: the torch-release matrix page;
@@ -25,7 +25,8 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.application import Sphinx
 
-from tipsite.sphinxext import apis, benchpage, cards, compat, figures, freshness, notebooks, pages, search, state
+from tipsite.sphinxext import (apis, benchpage, cards, compat, figures, freshness, notebooks, pagefind, pages,
+                                state)
 
 
 def _inline_role(css: str, per_value: bool = False):
@@ -69,9 +70,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("build-finished", freshness.mark_build_finished)
     app.connect("source-read", pages.dress_tip_page)
     app.connect("doctree-resolved", cards.link_tags)
-    app.connect("doctree-read", search.keep_index_entries)
-    app.connect("env-purge-doc", search.forget_index_entries)
-    app.connect("env-merge-info", search.merge_index_entries)
+    pagefind.setup(app)
     app.add_directive("tip-cards", cards.TipCards)
     app.add_directive("tips-compat-matrix", compat.CompatMatrix)
     app.add_directive("tips-bench", benchpage.BenchPage)

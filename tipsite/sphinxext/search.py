@@ -1,22 +1,45 @@
 """Search: the words that tie a tip's page to what readers type.
 
-* :func:`search_keywords` and :func:`subject_keywords` give each tip page its index entries
-  (rendered by the header template): Sphinx's search ranks a page's main entries above plain text
-  matches, so a reader typing an API name or a problem the tip names finds it first.
-* :func:`keep_index_entries` keeps those entries in the search index across incremental builds
-  (Sphinx 9.0 drops the entries of pages it does not rewrite).
+The site's search is Pagefind (:mod:`.pagefind`), which indexes the built HTML. This module
+decides what a tip page tells it beyond its visible text:
+
+* :func:`search_keywords`: the tip's search words: its ``sphinx_gallery_tips_keywords``, the API
+  names of its documentation links, and the readers' words of ``conf/search.toml`` whose phrase
+  the tip names (``"out of memory"`` brings ``OOM``). The header template renders them, hidden,
+  as weighted page text and as the page's Pagefind metadata ``keywords``, whose matches the
+  ranking boosts (``conf/search.toml``, ``[ranking]``);
+* :func:`browser_config`: what the search script needs in the browser (the question words it
+  drops from a query, the ranking weights, the devices' names);
+* :func:`outdate_on_change`: a changed ``conf/search.toml`` re-reads the tip pages.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
+import tomllib
 
-from docutils import nodes
 from sphinx.application import Sphinx
 
-from tipsite import tipmeta
+from conf import settings
+from tipsite import build, tipmeta
 
+CONFIG = settings.CONF_DIR / "search.toml"
 _API_URL_RE = re.compile(r"/generated/((?:torch|numpy)[\w.]*?)(?:\.html|#|$)")
+
+
+@functools.cache
+def config() -> dict:
+    data = tomllib.loads(CONFIG.read_text(encoding="utf-8"))
+    problems = [f"{key} is missing" for key in ("pages", "exclude", "ignore", "synonyms", "ranking")
+                if key not in data]
+    for phrase, words in data.get("synonyms", {}).items():
+        if not isinstance(words, list) or not all(isinstance(w, str) and w.strip() for w in words):
+            problems.append(f"synonyms[{phrase!r}] must be a list of words")
+    if problems:
+        raise ValueError(f"{CONFIG}: " + "; ".join(problems))
+    return data
 
 
 def api_names(tip: tipmeta.Tip) -> list[str]:
@@ -29,80 +52,60 @@ def api_names(tip: tipmeta.Tip) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def search_keywords(tip: tipmeta.Tip) -> list[str]:
-    """Words the search index should tie to the tip's page: its keywords and API names.
-
-    They become *main* index entries on the tip's page, which Sphinx's search ranks above
-    plain text matches: a reader typing an API name or a problem the tip names finds it first.
-    """
-    words: dict[str, str] = {}
-    for word in (*tip.keywords, *api_names(tip)):
-        # "," separates entries and ";" sub-entries in an index directive; "!" marks main ones.
-        clean = re.sub(r"[,;]+", " ", word).strip().lstrip("!").strip()
-        if clean:
-            words.setdefault(clean.lower(), clean)
-    return list(words.values())
-
-
 def _words(text: str) -> str:
     """Lower case, punctuation as spaces: ``torch.inference_mode()`` -> `` torch inference mode ``."""
     return " " + " ".join(re.split(r"[^0-9a-z]+", text.lower())).strip() + " "
 
 
-def subject_keywords(tip: tipmeta.Tip) -> set[str]:
-    """The keywords naming what the tip is about, rather than what it mentions on the way.
-
-    The first keyword is the tip's subject by the contract's convention; any other keyword
-    counts when the tip's title, its takeaway, or a claim it examines (as restated and as quoted
-    in conf/claims.toml) names it. Search ranks the tip first for these; it lists the tip
-    after the other results for the rest (they stay in the general index too).
-    """
-    keywords = search_keywords(tip)
+def readers_words(tip: tipmeta.Tip, named: list[str]) -> list[str]:
+    """The synonyms whose phrase the tip names (title, claims, takeaway, ``named``, tags, kind)."""
     claims = tipmeta.claims()
-    told = _words(" ".join([tip.title, tip.takeaway,
-                            *(claims[c]["claim"] + " " + claims[c]["quote"] for c in tip.claims)]))
-    subject = set(keywords[:1])
-    subject |= {k for k in keywords if _words(k).strip() and _words(k) in told}
-    return subject
+    told = _words(" ".join([tip.title, tip.takeaway, tip.statement or "", tip.kind, *tip.tags, *named,
+                            *(claims[c]["claim"] + " " + claims[c]["quote"] for c in tip.claims if c in claims)]))
+    found = []
+    for phrase, words in config()["synonyms"].items():
+        if _words(phrase).strip() and _words(phrase) in told:
+            found += words
+    return found
 
 
-def keep_index_entries(app: Sphinx, doctree: nodes.document) -> None:
-    """doctree-read: record the page's index entries in the environment as it is read.
-
-    Sphinx 9.0's search index takes index entries only from the pages it writes in this build,
-    and the environment is saved before that: after an incremental build, the unchanged pages'
-    entries (the tips' search keywords) would be missing from searchindex.js. Stored at read
-    time, in the very dict the search index uses, they are saved with the environment.
-    """
-    store = getattr(app.env, "_search_index_index_entries", None)
-    if not isinstance(store, dict):
-        return
-    from sphinx import addnodes
-    from sphinx.util.index_entries import split_index_msg
-
-    found: set[tuple[str, str, str]] = set()
-    for node in doctree.findall(addnodes.index):
-        for entry_type, value, target_id, main, *_ in node["entries"]:
-            try:
-                parts = split_index_msg(entry_type, value)
-            except ValueError:
-                continue
-            found |= {(part, target_id or "", main) for part in parts}
-    if found:
-        store[app.env.docname] = sorted(found)
-    else:
-        store.pop(app.env.docname, None)
+def search_keywords(tip: tipmeta.Tip) -> list[str]:
+    """The tip's search words: its keywords, API names and readers' words, each once."""
+    own = [*tip.keywords, *api_names(tip)]
+    words: dict[str, str] = {}
+    for word in (*own, *readers_words(tip, own)):
+        clean = " ".join(word.split())
+        if clean:
+            words.setdefault(clean.lower(), clean)
+    return list(words.values())
 
 
-def forget_index_entries(app: Sphinx, env, docname: str) -> None:
-    store = getattr(env, "_search_index_index_entries", None)
-    if isinstance(store, dict):
-        store.pop(docname, None)
+def subject_keywords(tip: tipmeta.Tip) -> set[str]:
+    """No longer used by the templates (Sphinx's index entries are gone); pages.py still imports it."""
+    return set(search_keywords(tip)[:1])
 
 
-def merge_index_entries(app: Sphinx, env, docnames: set[str], other) -> None:
-    """env-merge-info: bring the entries read by a parallel reader (-j N) back."""
-    store = getattr(env, "_search_index_index_entries", None)
-    theirs = getattr(other, "_search_index_index_entries", None)
-    if isinstance(store, dict) and isinstance(theirs, dict):
-        store.update({d: theirs[d] for d in docnames if d in theirs})
+def browser_config() -> dict:
+    from tipsite import records
+
+    data = config()
+    return {"ignore": sorted({w.lower() for w in data["ignore"]}),
+            "metaWeights": dict(data["ranking"].get("meta_weights", {})),
+            "devices": {d: records.device_word(d) for d in tipmeta.vocab()["devices"]}}
+
+
+def browser_script() -> str:
+    """The inline script that hands :func:`browser_config` to ``tips_search.js``."""
+    return "window.TIPS_SEARCH = " + json.dumps(browser_config(), sort_keys=True) + ";"
+
+
+def outdate_on_change(app: Sphinx, env, added, changed, removed) -> list[str]:
+    """env-get-outdated: the tip pages carry the search words, so a changed config re-reads them."""
+    new = build.digest([CONFIG])
+    if getattr(env, "tips_search_config_fp", None) == new:
+        return []
+    env.tips_search_config_fp = new
+    config.cache_clear()
+    from tipsite.sphinxext import state
+
+    return sorted(d for d in env.found_docs - set(added) if state.tip_for_doc(app, d) is not None)
