@@ -9,7 +9,6 @@ import re
 import time
 
 import pytest
-
 from conftest import make_tip
 
 SPHINX_CRASH_REPORT = "github.com/sphinx-doc/sphinx/issues"

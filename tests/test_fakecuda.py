@@ -10,8 +10,8 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import ROOT
+
 from tipsite import records, tipcheck, tipmeta
 
 CUDA_TIPS = [t.path for t in tipmeta.read_all() if "cuda" in t.devices]
@@ -26,7 +26,7 @@ def test_cuda_branch_runs_and_decides_cuda(path):
 
 
 def _run_fake(code: str) -> subprocess.CompletedProcess:
-    script = "import sys; sys.path.insert(0, %r)\nfrom tipsite import fakecuda\nfakecuda.install()\n" % str(ROOT)
+    script = f"import sys; sys.path.insert(0, {str(ROOT)!r})\nfrom tipsite import fakecuda\nfakecuda.install()\n"
     return subprocess.run([sys.executable, "-c", script + textwrap.dedent(code)], capture_output=True,
                           text=True, timeout=300)
 

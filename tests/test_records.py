@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from tipsite import records, tipkit, tipmeta
 
 FIXTURE = ROOT / "tests" / "fixtures" / "gpu-run-2026-11-22-h100"

@@ -13,8 +13,8 @@ import json
 import re
 
 import pytest
-
 from test_shards import build_fixture
+
 from tipsite import records, tipmeta
 from tipsite.sphinxext.render import quantity
 

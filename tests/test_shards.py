@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from conftest import TINYSITE, build_env
 
 from conf import settings
-from conftest import TINYSITE, build_env
 from tipsite import build, records, shards, tipmeta
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -300,7 +300,6 @@ def test_merged_site_has_the_pages_of_an_unsharded_build(fixture_builds):
     fb = fixture_builds
     ref = fb.unsharded.html("html-1thread")
     assert _tip_pages(fb.merged_plain) == _tip_pages(ref)
-    verdicts = tipmeta.vocab()["verdicts"]
     for tip in fb.tips:
         rel = f"tips/{tip.parent.name}/{tip.stem}.html"
         for html in (ref, fb.merged_plain, fb.merged_with_sets):

@@ -24,9 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from conf import settings
-from tipsite import tipmeta
-from tipsite import records, tipkit
+from tipsite import records, tipkit, tipmeta
 
 RUNNER = Path(__file__).with_name("tiprunner.py")
 FAKE = Path(__file__).with_name("fakecuda.py")

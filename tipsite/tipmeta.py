@@ -169,6 +169,35 @@ def _metadata_comments(source: str) -> list[re.Match]:
     return found
 
 
+CODE_WIDTH = 88  # what a code block shows at 1440 px without scrolling
+
+
+def long_code_lines(source: str, width: int = CODE_WIDTH) -> list[tuple[int, int]]:
+    """(line number, length) of code lines wider than ``width``; prose (the docstring and the
+    comment block that opens each ``# %%`` cell) becomes text on the page and may be wider."""
+    body_start = 1
+    try:
+        module = ast.parse(source)
+        if module.body and isinstance(module.body[0], ast.Expr) and isinstance(
+                getattr(module.body[0], "value", None), ast.Constant):
+            body_start = module.body[0].end_lineno + 1
+    except SyntaxError:
+        return []
+    found, in_text = [], False
+    for number, line in enumerate(source.splitlines(), 1):
+        if number < body_start:
+            continue
+        if line.startswith("# %%"):
+            in_text = True
+            continue
+        if in_text and line.startswith("#"):
+            continue
+        in_text = False
+        if len(line) > width and not line.startswith("# sphinx_gallery_"):
+            found.append((number, len(line)))
+    return found
+
+
 def read_tip(path: Path | str) -> Tip:
     """Parse and validate one tip file. Raises :class:`TipError` listing every problem."""
     path = Path(path)
@@ -275,6 +304,9 @@ def read_tip(path: Path | str) -> Tip:
                 and not re.fullmatch(r"# [-=~^]{3,}", head) and len(under) < len(head)):
             problems.append(f"line {i + 2}: the underline of the cell heading {head[2:]!r} is shorter "
                             "than the heading (Sphinx stops on it)")
+    for number, length in long_code_lines(source):
+        problems.append(f"line {number}: code lines are at most {CODE_WIDTH} characters ({length} "
+                        "here): a longer one scrolls sideways on the page")
     if "RESULT" not in source:
         problems.append("RESULT: the tip never defines the RESULT dict the build collects")
 

@@ -111,9 +111,11 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
 
     groups, facts = dict(groups or {}), dict(facts or {})
     state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
-    verdict = next((case for case, conditions in cases
-                    if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
-                           for n, c in conditions.items())), None)
+    def matches(conditions):
+        return all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+                   for n, c in conditions.items())
+
+    verdict = next((case for case, conditions in cases if matches(conditions)), None)
     if verdict is None:
         raise ValueError("no case matched: end with a case that has no conditions")
     if key is not None and "ratios" in key:

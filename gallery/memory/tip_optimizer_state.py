@@ -105,9 +105,11 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
 
     groups, facts = dict(groups or {}), dict(facts or {})
     state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
-    verdict = next((case for case, conditions in cases
-                    if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
-                           for n, c in conditions.items())), None)
+    def matches(conditions):
+        return all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+                   for n, c in conditions.items())
+
+    verdict = next((case for case, conditions in cases if matches(conditions)), None)
     if verdict is None:
         raise ValueError("no case matched: end with a case that has no conditions")
     if key is not None and "ratios" in key:
@@ -253,7 +255,7 @@ param_bytes = [sum(nbytes(p) for p in make_model(w).parameters()) for w in WIDTH
 state, ratio, keys, peaks = {}, {}, {}, {}
 for label, (cls, kwargs, _) in CONFIGS.items():
     state[label], peaks[label] = [], []
-    for width, params in zip(WIDTHS, param_bytes):
+    for width in WIDTHS:
         model, optimizer, kept, peak = after_first_step(cls, kwargs, width)
         state[label].append(kept)
         peaks[label].append(peak)

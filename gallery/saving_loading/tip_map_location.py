@@ -110,9 +110,11 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
 
     groups, facts = dict(groups or {}), dict(facts or {})
     state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
-    verdict = next((case for case, conditions in cases
-                    if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
-                           for n, c in conditions.items())), None)
+    def matches(conditions):
+        return all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+                   for n, c in conditions.items())
+
+    verdict = next((case for case, conditions in cases if matches(conditions)), None)
     if verdict is None:
         raise ValueError("no case matched: end with a case that has no conditions")
     if key is not None and "ratios" in key:
@@ -221,7 +223,7 @@ def write_gpu_checkpoint(layers):
 
 checkpoints = {layers: write_gpu_checkpoint(layers) for layers in LAYERS}
 file_mib = {layers: os.path.getsize(c[0]) / MiB for layers, c in checkpoints.items()}
-for layers, (path, _, weights) in checkpoints.items():
+for layers, (_, _, weights) in checkpoints.items():
     print(f"{layers} layer(s): checkpoint {file_mib[layers]:6.1f} MiB, "
           f"of which model weights {weights / MiB:5.1f} MiB")
 
@@ -414,7 +416,7 @@ def resume(path, model, optimizer):
 
 MEASURED = device.type == "cuda" or HOST_MEMORY
 del_cmp, shares = [], []
-for layers, (path, _, weights) in checkpoints.items():
+for layers, (_, _, weights) in checkpoints.items():
     kept, after = [], []
     for _ in range(ROUNDS if MEASURED else 1):
         model = make_model(layers).to(device)

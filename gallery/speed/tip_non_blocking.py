@@ -129,9 +129,11 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
 
     groups, facts = dict(groups or {}), dict(facts or {})
     state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
-    verdict = next((case for case, conditions in cases
-                    if all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
-                           for n, c in conditions.items())), None)
+    def matches(conditions):
+        return all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
+                   for n, c in conditions.items())
+
+    verdict = next((case for case, conditions in cases if matches(conditions)), None)
     if verdict is None:
         raise ValueError("no case matched: end with a case that has no conditions")
     if key is not None and "ratios" in key:
@@ -198,7 +200,6 @@ def plot_ratios(series, *, xlabel, title,
 # -----
 # One CPU thread: the host side of a copy is a single stream of calls, and one thread keeps
 # timings steady on a busy machine.
-import matplotlib.pyplot as plt  # the figure cell draws with it (on CUDA)
 import torch
 
 torch.manual_seed(0)
@@ -299,7 +300,7 @@ def copy_batches_non_blocking(rows):  # recommended
 # --------------------------------------------
 if device.type == "cuda":
     source, variants = make_variants(1)
-    for name, fn in variants.items():
+    for fn in variants.values():
         torch.testing.assert_close(fn()[1].cpu(), source, rtol=0, atol=0)
     print(f"all {len(variants)} variants deliver identical data")
     rows = source.view(256, 1024)  # the same 1 MiB as a dataset of 256 rows

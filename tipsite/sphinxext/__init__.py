@@ -25,8 +25,7 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.application import Sphinx
 
-from tipsite.sphinxext import (apis, benchpage, cards, compat, figures, freshness, notebooks, pagefind, pages,
-                                state)
+from tipsite.sphinxext import apis, benchpage, cards, compat, figures, freshness, notebooks, pagefind, pages, state
 
 
 def _inline_role(css: str, per_value: bool = False):
