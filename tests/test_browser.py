@@ -211,6 +211,10 @@ def test_phone_width_and_dark_mode(new_page, base_url, tips, where):
 
 # --- figures, phones, dark mode, code blocks (issues 14 and 18) -------------------------------------
 
+# sphinx-gallery's class for a cell's one figure, or each of several figures of a cell
+FIGURE_IMG = "img.sphx-glr-single-img, img.sphx-glr-multi-img"
+
+
 def _figure_tip(tips: list[tipmeta.Tip]) -> tipmeta.Tip:
     """A tip whose page shows a figure: the exemplar when it draws, else the first that does."""
     def draws(t):
@@ -231,11 +235,11 @@ def test_figure_in_dark_mode_on_a_phone_is_visible_and_fits(new_page, base_url, 
     page.evaluate("() => localStorage.setItem('theme', 'dark')")
     page.goto(f"{base_url}/{tip.docname}.html")
     assert page.evaluate("() => document.body.dataset.theme") == "dark"
-    figure = page.locator("img.sphx-glr-single-img").first
+    figure = page.locator(FIGURE_IMG).first
     figure.scroll_into_view_if_needed()
     assert figure.is_visible()
     box = page.evaluate("""() => {
-        const img = document.querySelector('img.sphx-glr-single-img');
+        const img = document.querySelector('img.sphx-glr-single-img, img.sphx-glr-multi-img');
         const r = img.getBoundingClientRect();
         const article = document.querySelector('article') || document.body;
         const a = article.getBoundingClientRect();
