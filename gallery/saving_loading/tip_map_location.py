@@ -416,7 +416,7 @@ def resume(path, model, optimizer):
 
 MEASURED = device.type == "cuda" or HOST_MEMORY
 del_cmp, shares = [], []
-for layers, (_, _, weights) in checkpoints.items():
+for layers, (path, _, weights) in checkpoints.items():
     kept, after = [], []
     for _ in range(ROUNDS if MEASURED else 1):
         model = make_model(layers).to(device)
