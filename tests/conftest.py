@@ -147,7 +147,8 @@ RULE = "holds if a plain tensor can require grad"
 decision = decide("cpu", [("holds", {"requires grad": True}), ("wrong", {})],
                   facts={"requires grad": x.requires_grad})
 report(decision, RULE)
-RESULT = {"rule": RULE, "verdicts": {"cpu": decision}, "measurements": [], "skipped": []}
+RESULT = {"rule": RULE, "verdicts": {"cpu": decision}, "measurements": [],
+          "skipped": []}
 '''
 
 

@@ -210,9 +210,11 @@ DRAW
 decision = decide("cpu", [("holds", {"speed-up": "all above"}), ("depends", {})],
                   groups={"speed-up": speedups}, key=speedups[0])
 report(decision, RULE)
-RESULT = {"rule": RULE, "verdicts": {"cpu": decision}, "measurements": [], "skipped": []}
+RESULT = {"rule": RULE, "verdicts": {"cpu": decision}, "measurements": [],
+          "skipped": []}
 '''
-DRAW = 'fig = plot_ratios({"slow vs fast": speedups}, xlabel="size (elements)", title="A tiny sweep")'
+DRAW = ('fig = plot_ratios({"slow vs fast": speedups}, xlabel="size (elements)",\n'
+        '                  title="A tiny sweep")')
 
 
 def _sweep_tip(draw: bool = True, extra_meta: str = "") -> str:

@@ -52,7 +52,8 @@ import torch
 torch.manual_seed(0)
 torch.set_num_threads(1)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-print(f"device: {{device}}, threads: {{torch.get_num_threads()}}, torch {{torch.__version__}}")
+print(f"device: {{device}}, threads: {{torch.get_num_threads()}}, "
+      f"torch {{torch.__version__}}")
 
 
 # %%
@@ -75,7 +76,8 @@ torch.testing.assert_close(anti_pattern(x), recommended(x))
 # %%
 # Measurement
 # -----------
-sizes = {{"cpu": [2**8, 2**12, 2**16, 2**20], "cuda": [2**12, 2**16, 2**20, 2**24]}}[device.type]
+sizes = {{"cpu": [2**8, 2**12, 2**16, 2**20],
+         "cuda": [2**12, 2**16, 2**20, 2**24]}}[device.type]
 speedups = []
 for n in sizes:
     x = torch.randn(n, device=device)
@@ -87,20 +89,21 @@ for n in sizes:
 # %%
 # Where it pays
 # -------------
-fig = plot_ratios({{"recommended vs anti-pattern": speedups}}, xlabel="tensor size (elements)",
-                  title="TODO: what was timed")
+fig = plot_ratios({{"recommended vs anti-pattern": speedups}},
+                  xlabel="tensor size (elements)", title="TODO: what was timed")
 
 # %%
 # Verdict
 # -------
-RULE = ("holds if the recommended pattern is >5% faster at every size; wrong if at no size; "
-        "depends otherwise")
+RULE = ("holds if the recommended pattern is >5% faster at every size; wrong if at no "
+        "size; depends otherwise")
 decision = decide(device, [("holds", {{"speed-up": "all above"}}),
                            ("wrong", {{"speed-up": "none above"}}),
                            ("depends", {{}})],
                   groups={{"speed-up": speedups}}, key=speedups[-1])
 report(decision, RULE)
-RESULT = {{"rule": RULE, "verdicts": {{device.type: decision}}, "measurements": [], "skipped": []}}
+RESULT = {{"rule": RULE, "verdicts": {{device.type: decision}}, "measurements": [],
+          "skipped": []}}
 
 # %%
 # When not to use it
