@@ -197,7 +197,10 @@ def docs_merge(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Run the test suite (builds the site once if needed); extra args go to pytest."""
     install(session, "tests.txt")
-    session.run("pytest", *session.posargs)
+    # every core; the tests of one built site share a worker (tests/conftest.py)
+    parallel = [] if any(a.startswith(("-n", "--numprocesses")) for a in session.posargs) else [
+        "-n", "auto", "--dist", "loadgroup"]
+    session.run("pytest", *parallel, *session.posargs)
 
 
 @nox.session(default=False)

@@ -42,6 +42,22 @@ def build_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def pytest_configure(config):
+    # the mark is pytest-xdist's; declared here too for runs without it (nox -s matrix's doctests)
+    config.addinivalue_line("markers", "xdist_group(name): run in the same pytest-xdist worker")
+
+
+def pytest_collection_modifyitems(config, items):
+    """With pytest-xdist (``-n``, ``--dist loadgroup``), the tests of one built thing run in one
+    worker, so it is built once: every test of the full site, every test of the shard fixture."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if "site" in names:
+            item.add_marker(pytest.mark.xdist_group("site"))
+        elif "fixture_builds" in names:
+            item.add_marker(pytest.mark.xdist_group("shards"))
+
+
 @pytest.fixture(scope="session")
 def site() -> Path:
     """The full site, built (incrementally) with every tip executed. Returns the HTML folder."""

@@ -67,7 +67,7 @@ def test_no_page_shows_a_cpu_verdict_for_a_claim_about_cuda(site, tips):
             assert re.search(r"CUDA: (not measured|holds|depends|outdated|wrong)", top), tip.name
 
 
-def test_records_record_this_build(tips):
+def test_records_record_this_build(site, tips):
     import torch
 
     for tip in tips:
@@ -149,7 +149,7 @@ def test_every_tip_without_a_seed_claim_states_the_claim_it_judges(tips):
             assert tip.statement, f"{tip.name}: sphinx_gallery_tips_statement is missing"
 
 
-def test_record_json_is_plain_data(tips):
+def test_record_json_is_plain_data(site, tips):
     for tip in tips:
         path = records.record_path(settings.TIPS_OUT_DIR / tip.topic / tip.path.name)
         json.loads(path.read_text(encoding="utf-8"))
