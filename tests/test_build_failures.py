@@ -44,7 +44,8 @@ def test_raising_tip_fails_the_build_and_says_it_raised(tiny_build, good_tip):
 
 
 def test_invalid_result_fails_the_build(tiny_build, good_tip):
-    broken = good_tip.replace('"verdicts": {"cpu": decision}', '"verdicts": {"cpu": {**decision, "verdict": "probably"}}')
+    broken = good_tip.replace('"verdicts": {"cpu": decision}',
+                              '"verdicts": {"cpu": {**decision,\n"verdict": "probably"}}')
     result = tiny_build({"correctness/tip_tiny.py": broken})
     assert result.returncode != 0
     assert "tip_tiny.py" in result.output and "'probably'" in result.output
@@ -216,7 +217,8 @@ def test_a_cuda_only_tip_on_a_cpu_build_shows_no_cpu_verdict(tiny_build):
         verdicts["cuda"] = decide("cuda", [("holds", {})], facts={"cuda": True})
     else:
         print("Skipped: no CUDA device in this build")
-    RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": [], "skipped": ["no CUDA"]}
+    RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": [],
+              "skipped": ["no CUDA"]}
     '''
     result = tiny_build({"speed/tip_gpu.py": make_tip(body, devices='["cuda"]')})
     assert result.returncode == 0, result.output
