@@ -156,6 +156,11 @@ def new_page(browser):
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.js_errors = errors  # type: ignore[attr-defined]
+        # What the page said and which requests failed, for the message of a test that times out.
+        log: list[str] = []
+        page.on("console", lambda msg: log.append(f"console.{msg.type}: {msg.text}"))
+        page.on("requestfailed", lambda req: log.append(f"request failed: {req.url} ({req.failure})"))
+        page.diagnostics = log  # type: ignore[attr-defined]
         return page
 
     yield make
@@ -176,16 +181,29 @@ SEARCH_PANEL = "#tips-search-panel"
 def wait_for_search(page, query: str | None = None, n: int = 3) -> float:
     """The search (Pagefind, tipsite/sphinxext/static/tips_search.js) has answered ``query`` (by
     default whatever was asked): its first ``n`` results (or all of them, if fewer) are shown.
-    Returns the page's clock (``performance.now()``, ms) when they were first seen."""
-    handle = page.wait_for_function(
-        """([q, n]) => { const p = document.querySelector('#tips-search-panel');
-            if (!p || p.dataset.count === undefined) return false;
-            if (q !== null && p.dataset.query !== q) return false;
-            const want = Math.min(n, Number(p.dataset.count));
-            const items = p.querySelectorAll('ul.pf-results > li');
-            if (items.length < want) return false;
-            for (let i = 0; i < want; i++) if (!items[i].matches('li.tips-result')) return false;
-            return performance.now(); }""", arg=[query, n], polling="raf")
+    Returns the page's clock (``performance.now()``, ms) when they were first seen. A timeout
+    fails with what the panel showed, what the page logged and which requests failed."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        handle = page.wait_for_function(
+            """([q, n]) => { const p = document.querySelector('#tips-search-panel');
+                if (!p || p.dataset.count === undefined) return false;
+                if (q !== null && p.dataset.query !== q) return false;
+                const want = Math.min(n, Number(p.dataset.count));
+                const items = p.querySelectorAll('ul.pf-results > li');
+                if (items.length < want) return false;
+                for (let i = 0; i < want; i++) if (!items[i].matches('li.tips-result')) return false;
+                return performance.now(); }""", arg=[query, n], polling="raf")
+    except PlaywrightTimeout:
+        state = page.evaluate("""() => { const p = document.querySelector('#tips-search-panel');
+            if (!p) return {panel: null, sphinx_results_hidden:
+                            (document.getElementById('search-results') || {}).hidden};
+            return {dataset: {...p.dataset}, items: Array.from(
+                p.querySelectorAll('ul.pf-results > li')).map(li => li.className)}; }""")
+        log = getattr(page, "diagnostics", []) + getattr(page, "js_errors", [])
+        raise AssertionError(f"the search never showed its results for {query!r} on {page.url}: "
+                             f"panel {state}; page log {log}") from None
     return handle.json_value()
 
 
