@@ -130,3 +130,23 @@ def test_stale_entries_are_rendered_stale_on_the_real_page(site):
         row = html[html.index(f'id="compat-{tip.name.replace("_", "-")}"'):]
         row = row[:row.index("</tr>")]
         assert row.count("stale: an older version of the tip") == len(stale), tip.name
+
+
+def test_verdicts_that_differ_between_releases_are_listed():
+    """Only passed runs of the tip's current source count; a stale or failed entry is no change."""
+    tip = tipmeta.read_all()[0]
+    sha = compat.source_hash(tip.path)
+
+    def run(verdict, status=compat.PASSED, source=sha):
+        return {"tips": {tip.name: {"status": status, "sha256": source,
+                                    "verdicts": {"cpu": {"verdict": verdict, "key": None}}}}}
+
+    same = {"2.5.1": run("holds"), "2.9.1": run("holds"), "2.13.0": None}
+    assert tips_compat.verdict_changes([tip], same) == []
+    assert "No tip's verdict differs between the 2 recorded releases" in tips_compat.changes_rst([tip], same)[0]
+    noise = {"2.5.1": run("holds"), "2.9.1": run("wrong", source="old"), "2.13.0": run("wrong", compat.FAILED)}
+    assert tips_compat.verdict_changes([tip], noise) == []
+    flipped = {"2.5.1": run("holds"), "2.9.1": run("depends")}
+    assert tips_compat.verdict_changes([tip], flipped) == [(tip.name, "cpu", {"2.5.1": "holds", "2.9.1": "depends"})]
+    text = "\n".join(tips_compat.changes_rst([tip], flipped))
+    assert f":doc:`/{tip.docname}` on CPU: torch 2.5.1 :tip-verdict:`holds`, torch 2.9.1 :tip-verdict:`depends`" in text

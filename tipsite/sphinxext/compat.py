@@ -154,6 +154,42 @@ def table_rst(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> list[str
     return lines
 
 
+def verdict_changes(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> list[tuple[str, str, dict[str, str]]]:
+    """``(tip, device, {release: verdict})`` for each tip and device whose verdict differs between
+    releases. Only passed runs of the tip's current source count: a stale or failed entry says
+    nothing about the release."""
+    changes = []
+    for tip in sorted(tips, key=lambda t: t.name):
+        sha = compat.source_hash(tip.path) if tip.path.exists() else None
+        seen: dict[str, dict[str, str]] = {}
+        for release, run in runs.items():
+            entry = (run or {}).get("tips", {}).get(tip.name)
+            if not entry or entry.get("status") != compat.PASSED or entry.get("sha256") != sha:
+                continue
+            for device, v in _decided(entry).items():
+                if v.get("verdict"):
+                    seen.setdefault(device, {})[release] = v["verdict"]
+        for device, by_release in seen.items():
+            if len(set(by_release.values())) > 1:
+                changes.append((tip.name, device, by_release))
+    return changes
+
+
+def changes_rst(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> list[str]:
+    changes = verdict_changes(tips, runs)
+    compared = sum(1 for run in runs.values() if run)
+    if not changes:
+        return [f"No tip's verdict differs between the {compared} recorded releases "
+                "(passed runs of each tip's current source, per device).", ""]
+    by_doc = {t.name: t.docname for t in tips}
+    lines = [f"{len(changes)} tip/device verdict{'s' if len(changes) != 1 else ''} differ between "
+             f"the {compared} recorded releases (passed runs of each tip's current source):", ""]
+    for name, device, by_release in changes:
+        said = ", ".join(f"torch {r} :tip-verdict:`{v}`" for r, v in by_release.items())
+        lines.append(f"* :doc:`/{by_doc[name]}` on {records.device_word(device)}: {said}")
+    return lines + [""]
+
+
 def runs_rst(runs: dict[str, dict | None]) -> list[str]:
     return [run_line(r, run) for r, run in runs.items()] + [""]
 
@@ -291,26 +327,29 @@ def charts_rst(tips: list[tipmeta.Tip], runs: dict[str, dict | None], srcdir: Pa
 
 
 class CompatMatrix(SphinxDirective):
-    """``.. tips-compat-matrix:: table`` (or ``runs``, ``warnings``, ``charts``)."""
+    """``.. tips-compat-matrix:: table`` (or ``changes``, ``runs``, ``warnings``, ``charts``)."""
 
     has_content = False
     required_arguments = 1
 
     def run(self) -> list[nodes.Node]:
         part = self.arguments[0]
-        if part not in ("table", "runs", "warnings", "charts"):
-            raise self.error(f"tips-compat-matrix: unknown part {part!r} (table, runs, warnings, charts)")
+        if part not in ("table", "changes", "runs", "warnings", "charts"):
+            raise self.error(f"tips-compat-matrix: unknown part {part!r} "
+                             "(table, changes, runs, warnings, charts)")
         for release in settings.TORCH_MATRIX:
             self.env.note_dependency(str(compat.data_path(release)))
         runs = compat.load_all()
         tips: list[tipmeta.Tip] = []
-        if part in ("table", "charts"):
+        if part in ("table", "changes", "charts"):
             try:
                 tips = tipmeta.read_all()
             except ValueError:
                 tips = []  # the extension stops the build with the details
         if part == "table":
             text = table_rst(tips, runs)
+        elif part == "changes":
+            text = changes_rst(tips, runs)
         elif part == "charts":
             text = charts_rst(tips, runs, Path(self.env.srcdir))
         elif part == "runs":
