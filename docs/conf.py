@@ -52,7 +52,7 @@ intersphinx_timeout = 10
 intersphinx_disabled_reftypes = ["std:doc"]
 
 # Paths are relative to this directory: ../gallery holds the tips, tips/ receives the pages.
-# TIPS_SHARD=K/N executes only shard K's tips; TIPS_SHARD=merged executes none (conf/shards.py).
+# TIPS_SHARD=K/N executes only shard K's tips; TIPS_SHARD=merged executes none (tipsite/shards.py).
 sphinx_gallery_conf = gallery.gallery_conf(
     "../gallery", settings.TIPS_OUT_DIR.name,
     filename_pattern=shards.filename_pattern(settings.GALLERY_DIR))
