@@ -19,7 +19,7 @@ comes back, whether it copies, whether it warns, and whether a training step dif
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
 # sphinx_gallery_tips_min_torch = "0.4"
-# sphinx_gallery_tips_takeaway = "Variable(x) returns a plain Tensor sharing x's data, silently; drop it and use requires_grad=True or requires_grad_()."
+# sphinx_gallery_tips_takeaway = "Drop Variable(t): it returns t detached, harmless on input data but it silently cuts the graph on an intermediate; use requires_grad_()."
 # sphinx_gallery_tips_keywords = ["Variable", "torch.autograd.Variable", "requires_grad", "volatile", "deprecated", "0.4 migration"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/autograd.html#variable-deprecated"]
 # sphinx_gallery_tips_rules = ["PTT007"]
@@ -141,7 +141,8 @@ facts["volatile=True: graph still recorded"] = out.grad_fn is not None
 # %%
 # Check: a training step with and without the wrapping
 # ----------------------------------------------------
-# The article's loop ``x, y = Variable(x), Variable(y)`` against plain tensors.
+# The article's loop ``x, y = Variable(x), Variable(y)`` against plain tensors. Here
+# ``Variable`` wraps input data, leaves that need no gradient.
 data = torch.randn(16, 3, device=device)  # [B, 3]
 target = torch.randn(16, 1, device=device)  # [B, 1]
 grads = {}
@@ -154,22 +155,54 @@ for name in ("Variable-wrapped", "plain tensors"):
     torch.nn.functional.mse_loss(model(xb), yb).backward()
     grads[name] = model.weight.grad.clone()
 same = torch.equal(*grads.values())
-print("gradients identical with and without Variable():", same)
-facts["same gradients without Variable()"] = same
+print("gradients identical with and without Variable() on the inputs:", same)
+facts["same gradients without Variable() on inputs"] = same
+
+# %%
+# Check: wrapping an intermediate result
+# --------------------------------------
+# Old code also wrapped results inside a model, ``Variable(layer1(x))``. Today ``Variable(t)``
+# builds a new tensor from ``t``'s data, cut from the graph like ``t.detach()``. Does
+# ``layer1`` still get a gradient, with the wrapping and without it?
+reaches = {}
+for name in ("through Variable(layer1(x))", "without Variable"):
+    torch.manual_seed(1)
+    layer1 = torch.nn.Linear(3, 4).to(device)
+    layer2 = torch.nn.Linear(4, 1).to(device)
+    hidden = layer1(data)  # [B, 4]
+    if name == "through Variable(layer1(x))":
+        hidden = Variable(hidden)  # wrapped mid-model
+        print("Variable(layer1(x)).grad_fn:", hidden.grad_fn,
+              "| requires_grad:", hidden.requires_grad)
+    torch.nn.functional.mse_loss(layer2(hidden), target).backward()
+    reaches[name] = layer1.weight.grad is not None
+    print(f"layer1 gets a gradient {name}:", reaches[name])
+    facts[f"layer1 gets a gradient {name}"] = reaches[name]
 
 # %%
 # Verdict
 # -------
 # The claim is that the wrapping is no longer needed. It holds if ``Variable`` today returns a
-# plain tensor, carries ``requires_grad`` over, and a training step is bit-identical without it.
-RULE = ("holds if Variable(x) returns a plain torch.Tensor, requires_grad=True reaches "
-        "the result, and gradients are identical without the wrapping; wrong if the "
-        "gradients differ; depends otherwise")
+# plain tensor, carries ``requires_grad`` over, and plain tensors do everything the wrapping
+# did: the same gradients on the inputs, and a gradient to ``layer1`` without any wrapping.
+# It is wrong if dropping the wrapping changes the input gradients, or if ``layer1`` gets a
+# gradient only through ``Variable``. Whether ``Variable(layer1(x))`` cuts ``layer1`` off is
+# printed above: if it does, the wrapping is not just unneeded but harmful.
+RULE = ("wrong if the gradients on Variable-wrapped inputs differ from plain "
+        "tensors, or layer1 gets a gradient through Variable(layer1(x)) but not "
+        "without Variable; holds if Variable(x) returns a plain torch.Tensor, "
+        "requires_grad=True reaches the result, gradients on wrapped inputs are "
+        "identical, and layer1 gets a gradient without Variable; depends otherwise")
 decision = decide(device,
-                  [("holds", {"type of Variable(x)": "Tensor",
+                  [("wrong", {"same gradients without Variable() on inputs": False}),
+                   ("wrong", {"layer1 gets a gradient without Variable": False,
+                              "layer1 gets a gradient through Variable(layer1(x))":
+                                  True}),
+                   ("holds", {"type of Variable(x)": "Tensor",
                               "Variable(x, requires_grad=True) requires grad": True,
-                              "same gradients without Variable()": True}),
-                   ("wrong", {"same gradients without Variable()": False}),
+                              "same gradients without Variable() on inputs": True,
+                              "layer1 gets a gradient without Variable":
+                                  True}),
                    ("depends", {})],
                   facts=facts)
 report(decision, RULE)
@@ -179,6 +212,8 @@ RESULT = {"rule": RULE, "verdicts": {device.type: decision},
 # %%
 # When not to use it
 # ------------------
-# Nothing is gained by keeping ``Variable``: it silently does nothing (no warning above), so it
-# misleads readers into thinking it matters. Remove it; where old code used ``volatile=True`` use
-# ``torch.no_grad()`` or ``torch.inference_mode()``, and ``.data`` becomes ``.detach()``.
+# Nothing is gained by keeping ``Variable``, and it can cost: ``Variable(t)`` returns ``t``
+# detached, without a warning (none above). On input data that changes nothing; on an
+# intermediate result, or on a leaf that requires grad, it silently cuts the graph. Remove
+# it; where old code used ``volatile=True`` use ``torch.no_grad()`` or
+# ``torch.inference_mode()``, and ``.data`` becomes ``.detach()``.

@@ -131,7 +131,8 @@ optimizer.zero_grad()
     ),
     Rule(
         "PTT007", "tip_variable_wrapping", "Variable(...)",
-        "torch.autograd.Variable(...) is a deprecated no-op wrapper: it returns a plain tensor",
+        "torch.autograd.Variable(t) is deprecated and returns t detached: harmless on input "
+        "data, it silently cuts the graph on an intermediate result",
         "use the tensor itself (torch.tensor(..., requires_grad=True) for a leaf)",
         _snippet("""
 from torch.autograd import Variable
