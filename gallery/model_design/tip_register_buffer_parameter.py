@@ -207,13 +207,15 @@ for n in ("plain_scale", "scale"):
 # %%
 # Verdict
 # -------
-# The advice is right if the buffer gets what the plain attribute misses (saved, moved,
-# converted) and stays out of the optimizer's reach. The snippet itself is tested as printed.
+# The advice is right if the corrected ``register_parameter`` call registers the name, and
+# the buffer gets what the plain attribute misses (saved, moved, converted) and stays out of
+# the optimizer's reach. The snippet as printed is a fact shown above, not part of the verdict:
+# it is a typo in the example, not in the advice.
 RULE = ("wrong if the corrected register_parameter call fails, or a buffer is missed "
-        "by state_dict, .to() or .double() or shows up in parameters(); holds if, in "
-        "addition, the article's call runs as printed and the plain attribute is "
-        "missed where the buffer is not; depends otherwise (the snippet as printed "
-        "raises)")
+        "by state_dict, .to() or .double() or shows up in parameters(); holds if a "
+        "buffer is saved, moved, converted and survives a state_dict round trip, its "
+        "non-persistent form is moved but not saved, and the plain attribute is missed "
+        "by state_dict, .to() and the round trip; depends otherwise")
 buffer_ok = {"scale: in state_dict": True, "scale: moved by .to()": True,
              "scale: converted by .double()": True, "cache: moved by .to()": True,
              "cache: in state_dict": False, "buffers among parameters()": False,
@@ -226,7 +228,7 @@ decision = decide(device,
                    ("wrong", {"scale: converted by .double()": False}),
                    ("wrong", {"buffers among parameters()": True}),
                    ("holds", {
-                       "article's register_parameter call runs": True, **buffer_ok,
+                       **buffer_ok,
                        "plain_scale: in state_dict": False,
                        "plain_scale: moved by .to()": False,
                        "plain_scale: change survives state_dict round trip": False}),

@@ -211,6 +211,22 @@ try:
 except AssertionError as err:
     print("shape assertion caught:", err)
 
+
+# And the mistake of this tip: the checked loss with its squeeze forgotten, so that the
+# [B, 1] prediction and the [B] target reach the assertion as they are.
+def loss_squeeze_forgotten(pred, target):
+    # pred: [B, 1] from nn.Linear(F, 1); target: [B]
+    assert pred.shape == target.shape, f"{tuple(pred.shape)} vs {tuple(target.shape)}"
+    return ((pred - target) ** 2).mean()  # scalar
+
+
+try:
+    loss_squeeze_forgotten(pred, y)  # [N, 1] vs [N]
+    assertion_raises = False
+except AssertionError as err:
+    assertion_raises = True
+    print("shape assertion caught [B, 1] vs [B]:", err)
+
 # %%
 # Measurement: train with each loss
 # ---------------------------------
@@ -242,22 +258,26 @@ trained = compare_values("true MSE after training, unchecked / checked loss",
 # %%
 # Verdict
 # -------
-# The claim's reason is that shape mistakes go unnoticed. It holds if the mis-shaped loss
-# raises nothing, warns nothing, looks plausible at initialisation (within 25% of the right
-# loss, so reading the number reveals nothing) and still ends training far from the answer
-# (true MSE at least 10x worse for every seed's interval).
+# The claim's reason is that shape mistakes go unnoticed, and its remedy is writing shapes
+# down where they meet. It holds if the mis-shaped loss raises nothing, warns nothing, looks
+# plausible at initialisation (within 25% of the right loss, so reading the number reveals
+# nothing), still ends training far from the answer (true MSE at least 10x worse for every
+# seed's interval), and the shape assertion raises on the same [B, 1] vs [B] inputs.
 RULE = ("holds if the [B,1] vs [B] loss raises no error or warning, starts within 25% "
-        "of the right loss, and trains to a true MSE >10x the right one's (interval "
-        "above 10); wrong if it raises; depends otherwise")
+        "of the right loss, trains to a true MSE >10x the right one's (interval above "
+        "10), and the shape assertion raises on [B,1] vs [B]; wrong if the loss "
+        "raises; depends otherwise")
 facts = {"mis-shaped loss raises an error": raised,
          "mis-shaped loss: warnings": hand_warnings,
          "mis-shaped loss within 25% of the right one at init": (
-             not raised and abs(bad - good) / good < 0.25)}
+             not raised and abs(bad - good) / good < 0.25),
+         "shape assertion raises": assertion_raises}
 decision = decide(device,
                   [("wrong", {"mis-shaped loss raises an error": True}),
                    ("holds", {
                        "mis-shaped loss: warnings": 0,
                        "mis-shaped loss within 25% of the right one at init": True,
+                       "shape assertion raises": True,
                        "training": "all above"}),
                    ("depends", {})],
                   groups={"training": [trained]}, facts=facts, key=trained)
