@@ -243,7 +243,6 @@ def make_variants(batch_mib):
     pageable = torch.randn(int(batch_mib * 2**18))    # [batch_mib MiB of float32]
     pinned = pageable.pin_memory()                    # same data, page-locked
     m = torch.randn(768, 768, device=device)          # [768, 768]
-    dst = torch.empty(pageable.shape, device=device)  # where the side stream copies to
     side = torch.cuda.Stream()
 
     def pageable_blocking():
@@ -263,6 +262,10 @@ def make_variants(batch_mib):
         return y, pinned.to(device, non_blocking=True)
 
     def pinned_side_stream():
+        dst = torch.empty(pinned.shape, device=device)  # a fresh buffer, on this stream
+        # the side stream waits for the work queued so far (its memory may have been in
+        # use until then), not for the matmul queued next: that one the copy overlaps
+        side.wait_stream(torch.cuda.current_stream())
         y = m @ m
         with torch.cuda.stream(side):
             dst.copy_(pinned, non_blocking=True)
@@ -374,23 +377,25 @@ if device.type == "cuda":
 # %%
 # Verdict
 # -------
-# The claim is that the flag buys overlap. A comparison *gains* when the interval of its
-# speed-up lies above 1.10. It holds if the flag gains at some size whether the batch is
-# pageable or pinned; it depends (on pinned memory, or on a side stream as well) if it only
-# gains from pinned memory; it is wrong if it gains nowhere.
-RULE = ("holds if non_blocking gains >10% at some batch size from pageable memory "
-        "and from pinned memory (same stream); depends if it gains only from pinned "
-        "memory, on the same stream or a side stream; wrong if no variant gains at any "
-        "size")
+# The claim is that the flag buys overlap "when it's applicable": a truly asynchronous copy
+# needs a pinned source, so the claim is judged on pinned batches. A comparison *gains* when
+# the interval of its speed-up lies above 1.10. It holds if the article's pattern (the flag,
+# same stream) gains at some size; it depends (on a side stream) if only the copy on a side
+# stream gains; it is wrong if neither gains anywhere. From pageable memory the CUDA runtime
+# stages the copy through a pinned buffer of its own before returning, so the flag has
+# nothing to overlap there: that group is shown, not judged.
+RULE = ("from pinned memory: holds if non_blocking gains >10% (interval above 1.10) "
+        "at some batch size on the same stream; depends if it gains only with the "
+        "copy on a side stream; wrong if neither gains at any size (pageable memory: "
+        "shown, not judged)")
 verdicts = {}
 if device.type == "cuda":
     decision = decide(device, [
-        ("holds", {"pageable": "any above", "pinned, same stream": "any above"}),
-        ("depends", {"pinned, same stream": "any above"}),
+        ("holds", {"pinned, same stream": "any above"}),
         ("depends", {"pinned, side stream": "any above"}),
         ("wrong", {}),
-    ], groups={"pageable": pageable_gain, "pinned, same stream": pinned_gain,
-               "pinned, side stream": stream_gain},
+    ], groups={"pinned, same stream": pinned_gain, "pinned, side stream": stream_gain,
+               "pageable (not judged)": pageable_gain},
         key=stream_gain[2])
     report(decision, RULE)
     verdicts[device.type] = decision
@@ -403,7 +408,10 @@ RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": [], "skipped": ski
 # ------------------
 # The flag is harmless on a host-to-device copy, but from pageable memory it buys nothing:
 # pin the batches (``DataLoader(pin_memory=True)``) or it stays a plain copy. Overlapping a
-# copy with kernels takes a stream of its own and a ``wait_stream`` before the data is used.
+# copy with kernels takes a stream of its own and a ``wait_stream`` each way: the side stream
+# waits before writing into memory the compute stream may still use (or the buffer is made on
+# the side stream and handed over with ``record_stream``), and the compute stream waits
+# before reading the batch. A buffer reused across steps without the first wait is a race.
 # Never read a tensor filled by a non-blocking device-to-host copy before a synchronisation
 # (``torch.cuda.synchronize()``, an event, or an op that syncs). Pinning costs time and locks
 # host RAM: pin once, not per step; ``x.pin_memory().to(device, non_blocking=True)`` on a
