@@ -339,7 +339,7 @@ def make_steps(width, batch):
     return step_fp32, step_autocast
 
 
-widths = {"cpu": [32, 64, 128, 256], "cuda": [128, 256, 512, 1024]}[device.type]
+widths = {"cpu": [32, 64, 128, 256], "cuda": [512, 1024, 2048, 4096]}[device.type]
 batch = {"cpu": 64, "cuda": 128}[device.type]
 speedups = []
 for width in widths:
