@@ -18,7 +18,7 @@ compares both colon spellings with the arange form for each.
 # sphinx_gallery_tips_tags = ["indexing"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
-# sphinx_gallery_tips_min_torch = "1.9"
+# sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "For a scalar idx, H[:, idx] equals the arange form (and is a view); for one index per batch element it returns [B, B, F]: use gather."
 # sphinx_gallery_tips_keywords = ["advanced indexing", "arange", "gather", "take_along_dim", "batched indexing", "fancy indexing", "colon"]
 # sphinx_gallery_tips_docs = ["https://numpy.org/doc/stable/user/basics.indexing.html#combining-advanced-and-basic-indexing", "https://pytorch.org/docs/stable/generated/torch.take_along_dim.html"]

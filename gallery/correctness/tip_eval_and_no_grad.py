@@ -17,7 +17,7 @@ model with Dropout and BatchNorm, and measures the memory and time the recorded 
 # sphinx_gallery_tips_tags = ["inference", "autograd"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
-# sphinx_gallery_tips_min_torch = "1.10"
+# sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "eval() alone still records a graph and keeps activations; no_grad() alone keeps dropout on and updates BatchNorm statistics. Evaluate with both."
 # sphinx_gallery_tips_keywords = ["eval", "model.eval()", "no_grad", "torch.no_grad", "dropout", "BatchNorm", "running_mean", "evaluation"]
 # sphinx_gallery_tips_related = ["tip_inference_mode"]

@@ -16,7 +16,7 @@ first layer's mean weight stays at ``-0.0136`` after ``optim.step()``; without i
 # sphinx_gallery_tips_tags = ["autograd", "training"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
-# sphinx_gallery_tips_min_torch = "1.0"
+# sphinx_gallery_tips_min_torch = "1.9"
 # sphinx_gallery_tips_takeaway = "detach() cuts the graph: layers before it get grad None and optimizer.step() leaves them unchanged, with no error or warning."
 # sphinx_gallery_tips_keywords = ["detach", ".detach()", "gradient", "computational graph", "frozen layer", "grad is None"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.Tensor.detach.html"]

@@ -19,7 +19,7 @@ bullets: what ``.double()`` converts and what a parent module reaches through it
 # sphinx_gallery_tips_tags = ["module-design", "optimizer"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
-# sphinx_gallery_tips_min_torch = "1.0"
+# sphinx_gallery_tips_min_torch = "1.9"
 # sphinx_gallery_tips_takeaway = "nn.ModuleList(params) raises TypeError for Parameters: use nn.ParameterList (ModuleList for layers). A plain list hides both."
 # sphinx_gallery_tips_keywords = ["ModuleList", "ParameterList", "nn.ModuleList", "nn.ParameterList", "parameters()", "double()", "float()", "Python list", "submodules"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.nn.ModuleList.html", "https://pytorch.org/docs/stable/generated/torch.nn.ParameterList.html"]

@@ -21,7 +21,7 @@ and times creating the state in ``forward`` against reusing the buffer.
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
 # sphinx_gallery_tips_min_torch = "1.10"
-# sphinx_gallery_tips_takeaway = "torch.zeros() in forward breaks on another device or dtype; x.new_zeros() works everywhere, as fast as a buffer. torch.tensor() of values cuts gradients."
+# sphinx_gallery_tips_takeaway = "torch.zeros() in forward breaks on another device or dtype; x.new_zeros() follows the input (cost vs a buffer timed here); torch.tensor() cuts gradients."
 # sphinx_gallery_tips_keywords = ["torch.zeros", "new_zeros", "zeros_like", "register_buffer", "device mismatch", "forward", "initial hidden state", "torch.tensor", "torch.stack"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.Tensor.new_zeros.html", "https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.register_buffer"]
 # sphinx_gallery_tips_related = ["tip_register_buffer_parameter", "tip_module_conventions"]

@@ -21,7 +21,7 @@ what it costs per training step, from tiny layers to wide ones.
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "1.9"
-# sphinx_gallery_tips_takeaway = "detect_anomaly names the backward op that made a NaN but slows every training step, small or wide: use it to debug, never leave it on."
+# sphinx_gallery_tips_takeaway = "detect_anomaly names the backward op that made a NaN; its stack traces and NaN checks can slow training steps (see the figure): debug with it, train without."
 # sphinx_gallery_tips_statement = "Many PyTorch APIs are intended for debugging and should be disabled for regular training runs: anomaly detection: torch.autograd.detect_anomaly or torch.autograd.set_detect_anomaly(True)"
 # sphinx_gallery_tips_keywords = ["torch.autograd.detect_anomaly", "set_detect_anomaly", "anomaly mode", "NaN", "debugging", "SqrtBackward0"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html", "https://docs.pytorch.org/docs/stable/autograd.html#anomaly-detection"]
