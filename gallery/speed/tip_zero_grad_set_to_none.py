@@ -380,29 +380,30 @@ fig = plot_ratios({"set_to_none=True vs False": speedups},
 # -------
 # The advice is outdated where a plain ``zero_grad()`` already leaves the gradients ``None``
 # (observed above) and ``None`` is not markedly slower than zero-filling at any width: writing
-# ``set_to_none=True`` out changes nothing. "Markedly" is a 5% margin, read from the same
-# rounds (interval of the speed-up below 0.95): the two settings differ by a few percent at
-# most, and a rule at exactly 1.0 would be decided by the noise of the machine. On an older
+# ``set_to_none=True`` out changes nothing. "Markedly" is a 10% margin, read from the same
+# rounds (interval of the speed-up below 0.9): on a CPU the two settings differ by a few
+# percent at most (fresh gradient tensors cost an allocation), and a rule at 1.0 or 0.95
+# would be decided by the noise of the machine. On an older
 # torch, where the default zero-fills, it holds if ``set_to_none=True`` is measurably faster
 # at some width.
-slower = [compare_values(f"None >5% slower at width {c['x']}",
+slower = [compare_values(f"None >10% slower at width {c['x']}",
                          {"set_to_none=False": c["base"],
                           "set_to_none=True": c["cand"]},
-                         threshold=0.95, device=device, metric="time", unit="s",
+                         threshold=0.9, device=device, metric="time", unit="s",
                          x=c["x"])
           for c in speedups]
 RULE = ("outdated if a plain zero_grad() already leaves the grads None and "
-        "set_to_none=True is >5% slower at no width (no interval below 0.95); "
+        "set_to_none=True is >10% slower at no width (no interval below 0.9); "
         "otherwise holds if it is faster at some width (interval above 1.0), wrong if "
         "slower at every width, depends otherwise")
 decision = decide(device,
                   [("outdated", {"plain zero_grad() leaves grads None": True,
-                                 "None >5% slower": "none below"}),
+                                 "None >10% slower": "none below"}),
                    ("holds", {"plain zero_grad() leaves grads None": False,
                               "speed-up": "any above"}),
                    ("wrong", {"speed-up": "all below"}),
                    ("depends", {})],
-                  groups={"speed-up": speedups, "None >5% slower": slower},
+                  groups={"speed-up": speedups, "None >10% slower": slower},
                   facts={"plain zero_grad() leaves grads None": default_none},
                   key=speedups[-1])
 report(decision, RULE)
