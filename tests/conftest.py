@@ -52,7 +52,8 @@ def pytest_collection_modifyitems(config, items):
     worker, so it is built once: every test of the full site, every test of the shard fixture."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
-        if "site" in names:
+        # html_dir asks for the site at run time (unless TIPS_TEST_HTML names a built one)
+        if names & {"site", "html_dir"}:
             item.add_marker(pytest.mark.xdist_group("site"))
         elif "fixture_builds" in names:
             item.add_marker(pytest.mark.xdist_group("shards"))
@@ -60,9 +61,17 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def site() -> Path:
-    """The full site, built (incrementally) with every tip executed. Returns the HTML folder."""
-    proc = subprocess.run(build.sphinx_command(quiet=True), cwd=ROOT, capture_output=True, text=True,
-                          env=build_env())
+    """The full site, built (incrementally) with every tip executed. Returns the HTML folder.
+
+    Builds of the one checkout take turns (a lock file in build/): two at once would race on
+    sphinx-gallery's cache files, which is how a worker outside the "site" group once broke it."""
+    import fcntl
+
+    settings.BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    with open(settings.BUILD_DIR / ".site-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.run(build.sphinx_command(quiet=True), cwd=ROOT, capture_output=True,
+                              text=True, env=build_env())
     assert proc.returncode == 0, f"site build failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
     return settings.HTML_DIR
 
