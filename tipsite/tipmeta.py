@@ -198,15 +198,30 @@ def long_code_lines(source: str, width: int = CODE_WIDTH) -> list[tuple[int, int
     return found
 
 
+_READ: dict[tuple, Tip] = {}  # (path, source, vocabulary) -> Tip: a build reads each tip once
+
+
 def read_tip(path: Path | str) -> Tip:
     """Parse and validate one tip file. Raises :class:`TipError` listing every problem."""
     path = Path(path)
-    problems: list[str] = []
     try:
         source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TipError(path, [f"cannot be read as Python: {exc}"]) from exc
+    key = (str(path.resolve()), source, id(vocab()), id(claims_data()))
+    if key not in _READ:
+        if len(_READ) > 512:
+            _READ.clear()
+        _READ[key] = _parse_tip(path, source)
+    return _READ[key]
+
+
+def _parse_tip(path: Path, source: str) -> Tip:
+    problems: list[str] = []
+    try:
         module = ast.parse(source, filename=str(path))
-        _metadata_comments(source)
-    except (OSError, UnicodeDecodeError, SyntaxError, tokenize.TokenError) as exc:
+        comments = _metadata_comments(source)
+    except (SyntaxError, tokenize.TokenError) as exc:
         raise TipError(path, [f"cannot be read as Python: {exc}"]) from exc
 
     title = _title(ast.get_docstring(module, clean=True))
@@ -216,7 +231,7 @@ def read_tip(path: Path | str) -> Tip:
         )
 
     raw: dict[str, Any] = {}
-    for match in _metadata_comments(source):
+    for match in comments:
         name, text = match.group(1), match.group(2)
         if name in raw:
             problems.append(f"{FIELD_PREFIX}{name}: given twice")

@@ -21,6 +21,7 @@ rebuild with nothing new re-reads no page.
 from __future__ import annotations
 
 import io
+import json
 import re
 import textwrap
 from dataclasses import dataclass, field
@@ -384,11 +385,40 @@ def thumb_path(out_dir: Path, tip) -> Path:
 def write_thumbnails(app: Sphinx) -> None:
     """builder-inited, after the views: a thumbnail from the record for tips that drew nothing."""
     _, out_dir = state.gallery_dirs(app)
+    # drawing costs ~0.1 s a tip: redraw only when what it shows changed (digests in one file)
+    stamps_path = out_dir / ".tipsite-thumbnails.json"
+    try:
+        stamps = json.loads(stamps_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        stamps = {}
+    new_stamps = {}
     for view in state.views(app).values():
         if view.record is None or view.record.get("figures"):
             continue
-        if write_if_changed(thumb_path(out_dir, view.tip), thumbnail_png(view)):
-            logger.info(f"tipsite: drew the thumbnail of {view.name} from its record")
+        path = thumb_path(out_dir, view.tip)
+        key = _thumbnail_key(view)
+        if not (path.exists() and stamps.get(view.name) == key):
+            if write_if_changed(path, thumbnail_png(view)):
+                logger.info(f"tipsite: drew the thumbnail of {view.name} from its record")
+        new_stamps[view.name] = key
+    if new_stamps != stamps:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        stamps_path.write_text(json.dumps(new_stamps, indent=1, sort_keys=True), encoding="utf-8")
+
+
+def _thumbnail_key(view) -> str:
+    """A digest of everything thumbnail_png reads, and of the code that draws it."""
+    import hashlib
+    import inspect
+
+    shown = [view.tip.topic, view.tip.kind, THUMB_SIZE, FIGURE_DPI,
+             inspect.getsource(thumbnail_png), inspect.getsource(_comparison_line),
+             inspect.getsource(_fact_line)]
+    for d in view.devices.values():
+        shown.append([d.word, d.state, d.verdict, d.key_text,
+                      (d.decision or {}).get("facts"), (d.decision or {}).get("comparisons")])
+    text = json.dumps(shown, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 # --- every device's points in one figure -----------------------------------------------------------
