@@ -182,7 +182,7 @@ def changes_rst(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> list[s
         return [f"No tip's verdict differs between the {compared} recorded releases "
                 "(passed runs of each tip's current source, per device).", ""]
     by_doc = {t.name: t.docname for t in tips}
-    lines = [f"{len(changes)} tip/device verdict{'s' if len(changes) != 1 else ''} differ between "
+    lines = [f"{len(changes)} tip/device verdict{'s differ' if len(changes) != 1 else ' differs'} between "
              f"the {compared} recorded releases (passed runs of each tip's current source):", ""]
     for name, device, by_release in changes:
         said = ", ".join(f"torch {r} :tip-verdict:`{v}`" for r, v in by_release.items())
