@@ -51,11 +51,11 @@ def executable() -> Path:
     return path
 
 
-def command(outdir: Path) -> list[str]:
+def command(outdir: Path, subdir: str = BUNDLE) -> list[str]:
     cfg = search.config()
     pages = cfg["pages"]
     glob = pages[0] if len(pages) == 1 else "{" + ",".join(pages) + "}"
-    return [str(executable()), "--site", str(outdir), "--output-subdir", BUNDLE,
+    return [str(executable()), "--site", str(outdir), "--output-subdir", subdir,
             "--root-selector", "article", "--exclude-selectors", ", ".join(cfg["exclude"]),
             "--glob", glob, "--force-language", "en"]
 
@@ -70,12 +70,17 @@ def build_index(app: Sphinx, exception: BaseException | None) -> None:
     if exception is not None or app.builder.format != "html":
         return
     outdir = Path(app.outdir).resolve()
-    cmd = command(outdir)  # first: a missing binary stops the build before anything is touched
+    # The new index is written beside the old one and swapped in: a page served during a rebuild
+    # never finds the index missing (a browser test once did, while another build re-indexed).
+    fresh, stale = BUNDLE + ".new", BUNDLE + ".old"
+    cmd = command(outdir, fresh)  # first: a missing binary stops the build before anything is touched
     (outdir / "_static").mkdir(parents=True, exist_ok=True)
     (outdir / "_static" / CONFIG_JS).write_text(search.browser_script() + "\n", encoding="utf-8")
-    shutil.rmtree(outdir / BUNDLE, ignore_errors=True)
+    for leftover in (fresh, stale):
+        shutil.rmtree(outdir / leftover, ignore_errors=True)
     expected = len(pages_to_index(outdir))
     if expected == 0:
+        shutil.rmtree(outdir / BUNDLE, ignore_errors=True)
         logger.info("tipsite: no page to index for search (conf/search.toml `pages`)")
         return
     # Only the command line configures it: no pagefind.yml from a working directory, no
@@ -90,7 +95,12 @@ def build_index(app: Sphinx, exception: BaseException | None) -> None:
             raise ExtensionError(f"tipsite: Pagefind did not finish within {TIMEOUT_S} s") from exc
     output = proc.stdout + proc.stderr
     if proc.returncode != 0:
+        shutil.rmtree(outdir / fresh, ignore_errors=True)
         raise ExtensionError(f"tipsite: Pagefind failed (exit {proc.returncode}):\n{output[-4000:]}")
+    if (outdir / BUNDLE).exists():
+        (outdir / BUNDLE).rename(outdir / stale)
+    (outdir / fresh).rename(outdir / BUNDLE)
+    shutil.rmtree(outdir / stale, ignore_errors=True)
     found = re.search(r"Indexed (\d+) pages?", output)
     count = int(found.group(1)) if found else 0
     if count != expected:
