@@ -208,7 +208,8 @@ def read_tip(path: Path | str) -> Tip:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TipError(path, [f"cannot be read as Python: {exc}"]) from exc
-    key = (str(path.resolve()), source, id(vocab()), id(claims_data()))
+    # the path as given: the Tip carries it, so two spellings of one file stay two entries
+    key = (str(path), source, id(vocab()), id(claims_data()))
     if key not in _READ:
         if len(_READ) > 512:
             _READ.clear()

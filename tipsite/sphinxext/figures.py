@@ -32,6 +32,7 @@ from sphinx.util import logging
 
 from tipsite import records
 from tipsite.sphinxext import state
+from tipsite.sphinxext.freshness import page_layer_fingerprint
 from tipsite.sphinxext.render import number, quantity
 
 logger = logging.getLogger(__name__)
@@ -392,11 +393,12 @@ def write_thumbnails(app: Sphinx) -> None:
     except (OSError, ValueError):
         stamps = {}
     new_stamps = {}
+    code = page_layer_fingerprint()  # the drawing code, and all it calls, once per build
     for view in state.views(app).values():
         if view.record is None or view.record.get("figures"):
             continue
         path = thumb_path(out_dir, view.tip)
-        key = _thumbnail_key(view)
+        key = _thumbnail_key(view, code)
         if not (path.exists() and stamps.get(view.name) == key):
             if write_if_changed(path, thumbnail_png(view)):
                 logger.info(f"tipsite: drew the thumbnail of {view.name} from its record")
@@ -406,14 +408,11 @@ def write_thumbnails(app: Sphinx) -> None:
         stamps_path.write_text(json.dumps(new_stamps, indent=1, sort_keys=True), encoding="utf-8")
 
 
-def _thumbnail_key(view) -> str:
-    """A digest of everything thumbnail_png reads, and of the code that draws it."""
+def _thumbnail_key(view, code: str) -> str:
+    """A digest of everything thumbnail_png reads, and of ``code``: the page layer's fingerprint."""
     import hashlib
-    import inspect
 
-    shown = [view.tip.topic, view.tip.kind, THUMB_SIZE, FIGURE_DPI,
-             inspect.getsource(thumbnail_png), inspect.getsource(_comparison_line),
-             inspect.getsource(_fact_line)]
+    shown = [view.tip.topic, view.tip.kind, code]
     for d in view.devices.values():
         shown.append([d.word, d.state, d.verdict, d.key_text,
                       (d.decision or {}).get("facts"), (d.decision or {}).get("comparisons")])
