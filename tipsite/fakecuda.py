@@ -26,6 +26,8 @@ where they matter for correctness:
   ``.item()``, ``.tolist()``, ``.cpu()``/``.to("cpu")`` of a CUDA tensor, ``nonzero``, a
   CUDA tensor's truth value, printing one, and a copy to the device from pageable memory or
   without ``non_blocking`` (``pin_memory()`` makes a pinned copy, ``is_pinned()`` knows it);
+* ``torch.cuda.get_device_properties`` describes a device of one streaming multiprocessor,
+  so work sized by the SM count stays small;
 * ``torch.utils.benchmark`` runs each timed statement once: the timings mean nothing, the run
   only proves the CUDA branch works;
 * ``torch.compile`` traces with Dynamo and runs the captured graph eagerly (``backend="eager"``):
@@ -47,6 +49,10 @@ from torch.overrides import TorchFunctionMode
 
 NAME = "Fake CUDA device (the CPU, for tests)"
 TOTAL_MEMORY = 80 * 2**30
+# A GPU of one streaming multiprocessor: a tip that sizes its CUDA work by the SM count (one
+# image per SM, as tip_cudnn_benchmark does) gets work a CPU finishes in seconds, through the
+# same code path that gives an H100 132 images.
+MULTIPROCESSORS = 1
 CUDA = torch.device("cuda", 0)
 CPU = torch.device("cpu")
 
@@ -300,7 +306,7 @@ class _Properties:
     name = NAME
     major, minor = 9, 0
     total_memory = TOTAL_MEMORY
-    multi_processor_count = 132
+    multi_processor_count = MULTIPROCESSORS
 
     def __repr__(self):
         return f"_CudaDeviceProperties(name='{NAME}', major=9, minor=0, total_memory={TOTAL_MEMORY})"

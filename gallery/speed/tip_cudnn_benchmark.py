@@ -257,11 +257,14 @@ if on_cuda:
 # autotuning (benchmark=True) is cached; then the rounds time the steady state. Speed-up = time
 # with False / time with True. ``torch.utils.benchmark`` synchronises CUDA around each timed
 # block. The convolutions need enough work per step to keep a GPU busy: on a tiny net a step is
-# bound by kernel launches, and no algorithm choice can show.
-batch = 32
-sides = [16, 24, 32, 48]
+# bound by kernel launches, and no algorithm choice can show. So the batch grows with the GPU:
+# one image per streaming multiprocessor, whatever GPU runs it (132 on an H100: a 96x96 step
+# is then about 0.5 TFLOP of convolutions, forward and backward).
+sides = [24, 40, 64, 96]
 fixed, changing, skipped = [], [], []
 if on_cuda:
+    batch = torch.cuda.get_device_properties(device).multi_processor_count
+    print(f"batch: {batch} images, one per streaming multiprocessor")
     for side in sides:
         x = torch.randn(batch, 3, side, side, device=device)  # [batch, 3, side, side]
         y = torch.randint(0, 10, (batch,), device=device)  # [batch] class labels
@@ -315,7 +318,8 @@ if on_cuda:
     fig = plot_ratios({"fixed input shape": fixed},
                       xlabel="image side, pixels (log scale)",
                       ylabel="time with False / time with True",
-                      title=f"Training step, 3-conv net, batch {batch}")
+                      title=f"Training step, 3-conv net, {channels} channels, "
+                            f"batch {batch}")
     fig = plot_ratios({"new input shape every few steps": changing},
                       xlabel="training steps per input shape (log scale)",
                       ylabel="time with True / time with False",
