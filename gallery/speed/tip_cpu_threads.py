@@ -21,7 +21,7 @@ and records how busy the cores were with other processes meanwhile.
 # sphinx_gallery_tips_devices = ["cpu"]
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "1.0"
-# sphinx_gallery_tips_takeaway = "More intra-op threads pay only on ops big enough to split (element-wise: 32,768+ elements), with cores no other process holds; tiny ops gain nothing. See the figure."
+# sphinx_gallery_tips_takeaway = "More intra-op threads pay only on ops big enough to split (element-wise: 32,768+ elements), with cores no other process holds; tiny ops gain nothing."
 # sphinx_gallery_tips_statement = "More intra-op threads (OMP_NUM_THREADS, torch.set_num_threads) accelerate CPU computations (PyTorch Performance Tuning Guide)."
 # sphinx_gallery_tips_keywords = ["torch.set_num_threads", "OMP_NUM_THREADS", "intra-op", "OpenMP", "oversubscription", "get_num_threads"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html", "https://docs.pytorch.org/docs/stable/notes/cpu_threading_torchscript_inference.html"]
@@ -329,10 +329,10 @@ fig = plot_ratios({"matmul": matmuls, "exp(x) * x": elementwise},
 grain = 2**15  # output elements: at::internal::GRAIN_SIZE
 large = [c for c in matmuls + elementwise if c["x"] >= grain]
 small = [c for c in matmuls + elementwise if c["x"] < grain]
-RULE = (f"holds if {cores} threads are >1.1x faster than 1 thread (interval above 1.1) "
-        "at every size; wrong if, with the cores free (other processes below 0.5 cores), "
-        "every op of 32,768 output elements or more is clearly not (interval below 1.1); "
-        "depends otherwise (on the op size, or on free cores)")
+RULE = (f"holds if {cores} threads are >1.1x faster than 1 thread (interval above "
+        "1.1) at every size; wrong if, with the cores free (other processes below 0.5 "
+        "cores), every op of 32,768 output elements or more is clearly not (interval "
+        "below 1.1); depends otherwise (on the op size, or on free cores)")
 decision = decide(device, [("holds", {"ops of 32,768+ elements": "all above",
                                       "smaller ops": "all above"}),
                            ("wrong", {"cores free": True,
