@@ -157,3 +157,42 @@ def test_bad_result_sets_are_refused(tmp_path):
     with pytest.raises(records.RecordError, match="not a result set"):
         records.load_set(bad)
 
+
+
+def test_one_sentence_says_when_the_measured_devices_disagree():
+    """The header's sentence: only measured devices count; a stale or unmeasured one never does."""
+    from tipsite.sphinxext.view import DeviceView, TipView
+
+    tip = tipmeta.read_all()[0]
+
+    def view(**states):
+        devices = {d: DeviceView(d, state, {"verdict": v} if v else None)
+                   for d, (state, v) in states.items()}
+        return TipView(tip, None, devices, [])
+
+    differ = view(cpu=("measured", "wrong"), cuda=("measured", "holds")).disagreement
+    assert differ.startswith("The devices disagree: wrong on CPU; holds on CUDA.")
+    assert view(cpu=("measured", "holds"), cuda=("measured", "holds")).disagreement == ""
+    assert view(cpu=("measured", "wrong"), cuda=("stale", "holds")).disagreement == ""
+    assert view(cpu=("measured", "wrong"), cuda=("not measured", None)).disagreement == ""
+
+
+def test_the_page_says_so_when_the_devices_disagree(fixture_builds):
+    """On the built pages: the sentence is in a tip's header exactly when this build's CPU
+    verdict and the given CUDA set's verdict differ."""
+    fb = fixture_builds
+    cuda = {r["tip"]: r for r in records.load_set(fb.cuda_set)["records"]}
+    both = 0
+    for tip in fb.tips:
+        this = records.read_record(fb.sharded.tips_out / tip.parent.name / tip.name)
+        verdicts = {"CPU": this["verdicts"].get("cpu", {}).get("verdict"),
+                    "CUDA": cuda.get(tip.stem, {}).get("verdicts", {}).get("cuda", {}).get("verdict")}
+        if None in verdicts.values():
+            continue
+        both += 1
+        header = _header(_page(fb.merged_with_sets, tip))
+        differ = verdicts["CPU"] != verdicts["CUDA"]
+        assert ("The devices disagree" in header) == differ, (tip.stem, verdicts)
+        if differ:
+            assert f"{verdicts['CPU']} on CPU; {verdicts['CUDA']} on CUDA" in header
+    assert both, "no fixture tip has a verdict on both devices: the check above checked nothing"
