@@ -47,9 +47,14 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): run in the same pytest-xdist worker")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """With pytest-xdist (``-n``, ``--dist loadgroup``), the tests of one built thing run in one
-    worker, so it is built once: every test of the full site, every test of the shard fixture."""
+    worker, so it is built once: every test of the full site, every test of the shard fixture.
+
+    First among the hooks: xdist reads the marks in its own ``pytest_collection_modifyitems``
+    (it appends ``@group`` to each test's id); run after it, these marks grouped nothing, and
+    two workers each built the shard fixture and one waited 160 s on the site's build lock."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         # html_dir asks for the site at run time (unless TIPS_TEST_HTML names a built one)
