@@ -13,11 +13,10 @@ algorithms (forward and both backward convolutions) and cache the fastest for th
 costs time once per shape and can pay off on every later step with the same shape. PyTorch keeps
 one cache of chosen algorithms per shape for both settings: whichever setting meets a shape first
 picks its algorithm, and the other reuses it. So this tip gives each setting shapes of its own,
-with the same number of pixels. The flag only
-steers cuDNN, so the claim is about CUDA: CPU convolutions never read it, and a CPU build of this
-tip measures nothing. On CUDA it times full training steps (forward, backward, optimizer step)
-of a small conv net with the flag off and on: with a fixed input shape across image sizes, and
-with a new input shape every few steps.
+with the same number of pixels. The flag only steers cuDNN, so the claim is about CUDA: CPU
+convolutions never read it, and a CPU build of this tip measures nothing. On CUDA it times full
+training steps (forward, backward, optimizer step) of a small conv net with the flag off and on:
+with a fixed input shape across image sizes, and with a new input shape every few steps.
 """
 # sphinx_gallery_tips_claims = ["S1-10"]
 # sphinx_gallery_tips_tags = ["cuda", "training"]

@@ -384,9 +384,9 @@ if speedups:
 # depends on the work per batch, and the figure shows where. "Wrong" needs the cores free:
 # when other processes held them, the workers had none to run on, and the rule says it
 # depends on free cores instead. "Wrong" also needs the workers to be clearly slower
-# (interval below 1.0) at the most work per sample, where they should pay most: on this
-# site's 2-core machine that level's speed-up ranged from 1.0x to 1.9x between runs of
-# the same code, and one slow run must not call the advice wrong.
+# (interval below 1.0) at the most work per sample, where they should pay most: on a
+# small shared machine that level's speed-up varies between runs of the same code by more
+# than one run's interval shows, and one slow run must not call the advice wrong.
 heaviest = speedups[-1] if speedups else None
 slower_at_most_work = heaviest is not None and heaviest["high"] < 1.0
 RULE = (f"holds if {workers} workers make an epoch >1.1x faster than num_workers=0 "
