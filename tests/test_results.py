@@ -158,7 +158,6 @@ def test_bad_result_sets_are_refused(tmp_path):
         records.load_set(bad)
 
 
-
 def test_one_sentence_says_when_the_measured_devices_disagree():
     """The header's sentence: only measured devices count; a stale or unmeasured one never does."""
     from tipsite.sphinxext.view import DeviceView, TipView
