@@ -63,7 +63,8 @@ def run(n: int = 200, jobs: int = 1) -> dict:
         cpu_seconds = (time.process_time() - cpu + (after.ru_utime - children.ru_utime)
                        + (after.ru_stime - children.ru_stime))
     lines = sum(t.count("\n") for t in texts)
-    return {"files": len(texts), "lines": lines, "jobs": jobs, "seconds": seconds,
+    return {"files": len(texts), "lines": lines, "jobs": cli.processes(len(files), jobs),
+            "seconds": seconds,
             "files_per_s": len(texts) / seconds, "lines_per_file": lines / len(texts),
             "findings": len(findings), "errors": len(errors), "cpu_seconds": cpu_seconds,
             "ms_cpu_per_file": 1000 * cpu_seconds / len(texts),

@@ -12,6 +12,7 @@ import json
 import multiprocessing
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -61,8 +62,21 @@ def check_file(path: Path) -> tuple[list, str | None]:
         return [], f"{path}:{exc.lineno or 0}: cannot be parsed: {exc.msg}"
 
 
+def can_fork() -> bool:
+    """Worker processes are forked only from a process with one thread. A fork copies the
+    memory but not the other threads, so a lock one of them held stays locked in the child
+    for good: inside a pytest-xdist worker (whose execnet thread reads the controller's pipe)
+    such a pool of workers once hung the test suite until CI killed it after 90 minutes."""
+    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+
+
+def processes(n_files: int, jobs: int) -> int:
+    """How many processes check ``n_files`` files when ``jobs`` are asked for."""
+    return jobs if jobs > 1 and n_files >= 2 * jobs and can_fork() else 1
+
+
 def check_files(files: list[Path], jobs: int) -> tuple[list, list[str]]:
-    if jobs > 1 and len(files) >= 2 * jobs and "fork" in multiprocessing.get_all_start_methods():
+    if processes(len(files), jobs) > 1:
         if _checker is None:
             _init()  # import libcst and TorchFix once, here: the forked workers inherit them
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
@@ -126,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         from tipsite.checker import bench
 
         result = bench.run(args.bench, jobs=args.jobs)
-        print(bench.describe(result))
+        print(json.dumps(result) if args.format == "json" else bench.describe(result))
         return 0
     if not args.paths:
         parser.error("name at least one file or folder")
