@@ -200,7 +200,8 @@ def tests(session: nox.Session) -> None:
     # every core; the tests of one built site share a worker (tests/conftest.py)
     parallel = [] if any(a.startswith(("-n", "--numprocesses")) for a in session.posargs) else [
         "-n", "auto", "--dist", "loadgroup"]
-    session.run("pytest", *parallel, *session.posargs)
+    # a hung test fails, naming where it hangs, instead of holding the run (conf/settings.py)
+    session.run("pytest", *parallel, *settings.TESTS_TIMEOUT_ARGS, *session.posargs)
 
 
 @nox.session(default=False)

@@ -31,6 +31,11 @@ TIPS_SEED = 0
 # A tip running longer than this stops the build, naming it (the slowest tip takes about 15 s on
 # the 2-core development machine). The environment variable TIPS_TIMEOUT overrides it.
 TIPS_TIMEOUT_S = 180.0
+# A test (its fixtures included) running longer than this fails, and pytest-timeout prints every
+# thread's stack: a hung test must fail with its place named, not hold CI until it is killed
+# (the slowest, building the full site as a fixture, takes about 4 minutes in a fresh clone).
+TESTS_TIMEOUT_S = 1800
+TESTS_TIMEOUT_ARGS = ("--timeout", str(TESTS_TIMEOUT_S), "--timeout-method", "signal")
 # Printed output a tip's page shows at most; the rest is cut, and the page says so.
 TIPS_OUTPUT_MAX_BYTES = 64 * 1024
 
