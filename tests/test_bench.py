@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -227,6 +229,20 @@ def test_load_starts_its_processes_and_stops_them():
     assert not any(_alive(pid) for pid in pids)
     with bench.CpuLoad(0) as none:
         assert none.procs == [] and none.cpu_s() == 0.0
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_load_dies_with_a_killed_benchmark():
+    """A benchmark killed outright (no __exit__, no atexit) leaves no busy process behind."""
+    code = ("import os, sys, time\nfrom tipsite import bench\nload = bench.CpuLoad(1).__enter__()\n"
+            "print(load.procs[0].pid, flush=True)\ntime.sleep(0.5)\nos._exit(9)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(settings.ROOT)})
+    pid = int(proc.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid), f"busy process {pid} outlived its killed parent"
 
 
 @pytest.fixture

@@ -78,7 +78,22 @@ _EXECUTED_RE = re.compile(
     r"after excluding (\d+) file", re.DOTALL)
 EDIT_LINE = "# bench: a comment line appended to time a one-tip rebuild\n"
 # The CPU-bound process of --load: pure Python, no I/O, one core.
-BUSY_LOOP = "while True:\n    pass\n"
+# A CPU-bound process that must not outlive the benchmark, even a killed one: on Linux it asks
+# the kernel for SIGTERM when its parent dies (PR_SET_PDEATHSIG), then checks that the parent
+# (argv[1]) did not die before it asked. Done by the child itself: a preexec_fn would run Python
+# between fork and exec, which can deadlock in a parent with threads (a pytest-xdist worker).
+BUSY_LOOP = """
+import os, signal, sys
+try:
+    import ctypes
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(0)
+while True:
+    pass
+"""
 
 
 class BenchError(RuntimeError):
@@ -127,16 +142,6 @@ def snapshot_sources(dest: Path, tips: list[str] | None = None, commit: str | No
 
 # --- the load and the build ------------------------------------------------------------------
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """A load process must not outlive the benchmark, even a killed one (Linux)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 class CpuLoad:
     """``with CpuLoad(n):`` keeps ``n`` cores busy, one CPU-bound process each.
 
@@ -152,9 +157,8 @@ class CpuLoad:
         try:
             for _ in range(self.cores):
                 self.procs.append(subprocess.Popen(
-                    [sys.executable, "-c", BUSY_LOOP], stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                    preexec_fn=_die_with_parent))
+                    [sys.executable, "-c", BUSY_LOOP, str(os.getpid())], stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         except BaseException:
             self.stop()
             raise
