@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import build_env
 
 from conf import settings
 from tipsite import bench, tipmeta
@@ -237,7 +238,7 @@ def test_load_dies_with_a_killed_benchmark():
     code = ("import os, sys, time\nfrom tipsite import bench\nload = bench.CpuLoad(1).__enter__()\n"
             "print(load.procs[0].pid, flush=True)\ntime.sleep(0.5)\nos._exit(9)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(settings.ROOT)})
+                          env=build_env())
     pid = int(proc.stdout.split()[0])
     deadline = time.monotonic() + 10
     while _alive(pid) and time.monotonic() < deadline:

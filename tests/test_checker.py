@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,7 +12,7 @@ import pytest
 
 pytest.importorskip("libcst", reason="the checker's requirements (conf/requirements/check.txt) are missing")
 
-from conftest import ROOT  # noqa: E402
+from conftest import ROOT, build_env  # noqa: E402
 
 from tipsite import records, tipmeta  # noqa: E402
 from tipsite.checker import bench, cli, engine, evidence, tipcells  # noqa: E402
@@ -330,7 +329,7 @@ def test_speed_at_least_50_files_of_200_lines_per_second():
 def _bench_command(n: int, jobs: int) -> dict:
     proc = subprocess.run([sys.executable, "-m", "tipsite.checker", "--bench", str(n), "--jobs", str(jobs),
                            "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          env=build_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
