@@ -261,22 +261,29 @@ print(f"Linear(1023, 1023), batch 37 == padded Linear({padded.in_features}, "
 # -----------
 # Three sweeps, each timing the unpadded size against the padded one:
 #
-# * layer width ``W - 1`` (odd) against ``W``, a batch of 128 rows;
-# * batch size ``B - 1`` (odd) against ``B``, layers 1024 wide;
-# * layer width ``W - 8`` (a multiple of 8, not of 16) against the power of two ``W``, a
-#   batch of 128 rows.
+# * layer width ``W - 1`` (odd) against ``W``, a batch of 32 rows per streaming
+#   multiprocessor (SM) of the GPU;
+# * batch size ``B - 1`` (odd) against ``B``, layers 4096 wide, ``B`` from 8 to 256 rows
+#   per SM;
+# * layer width ``W - 8`` (a multiple of 8, not of 16) against the power of two ``W``, the
+#   same batch as the first sweep.
 #
-# A GPU needs large layers before the matmul outweighs the kernel launch, so CUDA sizes
-# reach 4096 (and batches 2048); the smallest ones show sizes where little but the launch
-# counts. The ratio is time(unpadded) / time(padded): above 1, padding pays even though it
-# does more arithmetic.
+# A GPU needs large matmuls before the arithmetic outweighs the kernel launch: with a few
+# hundred rows and layers 1024 wide, a data-centre GPU finishes the layer in about the time
+# of the launch whatever its shape, so only the launch would be timed. Hence CUDA sizes
+# scaled to the device (rows per SM) and layers up to 8192 wide; the smallest sizes show
+# where little but the launch counts.
+# The ratio is time(unpadded) / time(padded): above 1, padding pays even though it does more
+# arithmetic.
 speed_ups = {"odd layer width": [], "odd batch size": [],
              "multiple of 8 -> power of two": []}
 if device.type == "cuda":
-    for w in [512, 1024, 2048, 4096]:
-        x_odd = torch.randn(128, w - 1, device=device, dtype=dtype)  # [batch, in]
-        x_8 = torch.randn(128, w - 8, device=device, dtype=dtype)
-        x_pad = torch.randn(128, w, device=device, dtype=dtype)
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    rows = 32 * sms  # a multiple of 8: only the width is odd
+    for w in [1024, 2048, 4096, 8192]:
+        x_odd = torch.randn(rows, w - 1, device=device, dtype=dtype)  # [batch, in]
+        x_8 = torch.randn(rows, w - 8, device=device, dtype=dtype)
+        x_pad = torch.randn(rows, w, device=device, dtype=dtype)
         odd, eight = make_layer(w - 1, w - 1), make_layer(w - 8, w - 8)
         pad = make_layer(w, w)
         speed_ups["odd layer width"].append(compare_times(
@@ -287,10 +294,11 @@ if device.type == "cuda":
             f"width {w - 8} -> {w}",
             {"multiple of 8": lambda: eight(x_8), "power of two": lambda: pad(x_pad)},
             threshold=1.05, device=device, x=w, budget_s=1.5))
-    for b in [32, 128, 512, 2048]:
-        square = make_layer(1024, 1024)
-        x_odd = torch.randn(b - 1, 1024, device=device, dtype=dtype)  # [batch, in]
-        x_pad = torch.randn(b, 1024, device=device, dtype=dtype)
+    del odd, eight, pad, x_odd, x_8, x_pad
+    square = make_layer(4096, 4096)
+    for b in [8 * sms, 32 * sms, 128 * sms, 256 * sms]:
+        x_odd = torch.randn(b - 1, 4096, device=device, dtype=dtype)  # [batch, in]
+        x_pad = torch.randn(b, 4096, device=device, dtype=dtype)
         speed_ups["odd batch size"].append(compare_times(
             f"batch {b - 1} -> {b}",
             {"odd": lambda: square(x_odd), "padded": lambda: square(x_pad)},
