@@ -176,6 +176,30 @@ def test_one_sentence_says_when_the_measured_devices_disagree():
     assert view(cpu=("measured", "wrong"), cuda=("not measured", None)).disagreement == ""
 
 
+def test_each_device_shows_the_rule_its_own_run_applied():
+    """A tip may word its rule for the device it ran on (tip_mixed_precision names the autocast
+    dtype: bfloat16 on a CPU, float16 on CUDA). A recorded CUDA verdict is shown with the CUDA
+    run's rule, not this build's; one rule line when every device's rule is the same."""
+    from tipsite.sphinxext.pages import header
+    from tipsite.sphinxext.view import DeviceView, TipView
+
+    tip = tipmeta.read_all()[0]
+
+    def view(cpu_rule, cuda_rule):
+        cpu = {"rule": cpu_rule, "hosts": {"cpu": {"name": "CPU X"}}, "torch": "2.13.0", "date": "d"}
+        cuda = {"rule": cuda_rule, "hosts": {"cuda": {"name": "GPU Y"}}, "torch": "2.11.0", "date": "d"}
+        devices = {"cpu": DeviceView("cpu", "measured", {"verdict": "depends"}, cpu, "this build"),
+                   "cuda": DeviceView("cuda", "measured", {"verdict": "outdated"}, cuda, "set.json")}
+        return TipView(tip, cpu, devices, [cpu, cuda])
+
+    differ = header(view("gains in bfloat16", "gains in float16"), compat_page=False)
+    assert "*Rule on CPU:* gains in bfloat16" in differ
+    assert "*Rule on CUDA:* gains in float16" in differ
+    assert "*Rule:*" not in differ
+    same = header(view("gains", "gains"), compat_page=False)
+    assert "*Rule:* gains" in same and "Rule on" not in same
+
+
 def test_the_page_says_so_when_the_devices_disagree(fixture_builds):
     """On the built pages: the sentence is in a tip's header exactly when this build's CPU
     verdict and the given CUDA set's verdict differ."""

@@ -75,9 +75,13 @@ def header(view: TipView, compat_page: bool = True) -> str:
     keywords, subject = keywords_context(view)
     docs = [(_doc_label(u), Rst(u)) for u in view.tip.docs]
     rule = (view.record or next(iter(view.columns), {}) or {}).get("rule", "")
+    # One rule, unless the measured devices' records word it differently: then each its own.
+    by_device = view.device_rules
+    device_rules = by_device if len({r for _, r in by_device}) > 1 else []
     chart = Rst(compat.chart_anchor(view.name)) if compat_page and compat.has_chart(view.name) else None
     return render("tip_header.rst.jinja", view=view, keywords=keywords, subject=subject, docs=docs,
-                  rule=rule, figures_label=Rst(f"tip-figures-{anchor_name(view.name)}"),
+                  rule=rule, device_rules=device_rules,
+                  figures_label=Rst(f"tip-figures-{anchor_name(view.name)}"),
                   report_label=Rst(f"tip-report-{anchor_name(view.name)}"),
                   checker_label=Rst(f"tip-checker-{anchor_name(view.name)}"),
                   report_url=report_url(view), compat_page=compat_page, compat_chart=chart)

@@ -122,6 +122,14 @@ class TipView:
                 "measurements; the figures below show where the effect differs.")
 
     @property
+    def device_rules(self) -> list[tuple[str, str]]:
+        """``[(device word, rule)]`` of each measured device whose record states a rule.
+
+        A tip may word its rule for the device it ran on (the autocast dtype, say): a CUDA verdict
+        from a recorded set is shown with the rule that CUDA run applied, not this build's."""
+        return [(d.word, d.record["rule"]) for d in self.measured if d.record and d.record.get("rule")]
+
+    @property
     def compat_anchor(self) -> str:
         return f"compat-{anchor_name(self.name)}"
 
