@@ -5,6 +5,7 @@ each tip on the device it really ran on."""
 from __future__ import annotations
 
 import copy
+import csv
 import json
 from pathlib import Path
 
@@ -152,6 +153,35 @@ def test_the_committed_cuda_data_is_that_conversion_of_the_fixture():
                                cuda_host=committed["hosts"]["cuda"])
     assert json.loads(json.dumps(again)) == committed
     records.load_set(path)
+
+
+H200_RUNS = ROOT / "tests" / "fixtures" / "gpu-run-2026-11-26-h200" / "runs.csv"
+
+
+def test_the_committed_h200_set_is_the_recorded_run():
+    """docs/_data/results holds run 4 of the H200 record (its README), as the machine wrote it:
+    each tip's verdict and key figure are the ones runs.csv lists for that run."""
+    (path,) = [p for p in COMMITTED if "h200" in p.name]
+    committed = records.load_set(path)
+    assert committed["hosts"]["cuda"]["name"] == "NVIDIA H200" and committed["torch"] == "2.11.0+cu130"
+    with H200_RUNS.open(newline="") as f:
+        rows = {(r["tip"], r["device"]): r for r in csv.DictReader(f)}
+    seen = set()
+    for rec in committed["records"]:
+        for device, decision in rec["verdicts"].items():
+            row = rows[(rec["tip"], device)]
+            assert decision["verdict"] == row["run4_verdict"], rec["tip"]
+            value = (decision.get("key") or {}).get("value")
+            assert ("" if value is None else repr(value)) == row["run4_value"], rec["tip"]
+            seen.add((rec["tip"], device))
+    assert seen == set(rows)
+
+
+def test_the_committed_h200_set_passes_the_cuda_runners_guard(capsys):
+    """Built from the current tips' sources, it decides CUDA for exactly the tips that measure it
+    (the H100 set predates some tips' device lists, so the guard does not apply to it)."""
+    (path,) = [p for p in COMMITTED if "h200" in p.name]
+    assert records.expect_device("cuda", [str(path)]) == 0, capsys.readouterr().err
 
 
 def test_expect_device_fails_when_a_cpu_only_record_claims_cuda(tmp_path, capsys):

@@ -78,19 +78,37 @@ def test_records_record_this_build(site, tips):
         assert set(record["verdicts"]) == records.required_devices(tip.devices, torch.cuda.is_available())
 
 
-def test_the_recorded_cuda_run_is_shown_as_an_older_version(site, tips):
-    """The committed H100 run (docs/_data/results) appears with its machine and date, marked as
-    an older version of the tip where the tip changed since, and never as a current verdict."""
-    (path,) = [p for p in records.committed_paths() if "h100" in p.name]
-    recorded = {r["tip"]: r for r in records.load_set(path)["records"]}
+def test_the_recorded_cuda_runs_are_shown_current_or_as_an_older_version(site, tips):
+    """Each committed CUDA run (docs/_data/results: the H100's, the H200's) appears on the page
+    of every tip it measured, with its machine. The header's CUDA verdict is the newest run of
+    the tip's current source, with that run's machine and date; a run of an older version of
+    the tip is never the header's verdict, and the figures table marks it as older."""
+    sets = records.load_sets(records.committed_paths())
+    current_seen = 0
     for tip in tips:
-        rec = recorded.get(tip.name)
-        if rec is None or "cuda" not in rec["verdicts"] or "cuda" not in tip.devices:
+        if "cuda" not in tip.devices:
+            continue
+        runs = [r for s in sets for r in s["records"] if r["tip"] == tip.name and "cuda" in r["verdicts"]]
+        if not runs:
             continue
         html = page(site, tip)
-        assert "NVIDIA H100 80GB HBM3" in text(html), tip.name
-        if rec["source_sha256"] != records.source_sha256(tip.path):
-            assert "not measured for this version of the tip" in header(html), tip.name
+        start = html.index('class="tip-header')
+        head, body = text(html[start:html.index("Figures and provenance", start)]), text(html)
+        sha = records.source_sha256(tip.path)
+        for r in runs:
+            assert r["hosts"]["cuda"]["name"] in body, tip.name
+            if r["source_sha256"] != sha:
+                # its provenance line (under the figures table, or alone where it times nothing)
+                assert f"{r['date']}; an older version of the tip" in body, tip.name
+        current = [r for r in runs if r["source_sha256"] == sha]
+        if not current:
+            assert "CUDA: not measured for this version of the tip" in head, tip.name
+            continue
+        newest = max(current, key=lambda r: r["date"])
+        current_seen += 1
+        assert f"CUDA: {newest['verdicts']['cuda']['verdict']} " in head, tip.name
+        assert f"{newest['hosts']['cuda']['name']}, CUDA" in head and f"recorded {newest['date']}" in head, tip.name
+    assert current_seen, "no committed CUDA run measured a current tip: the check above checked nothing"
 
 
 def test_execution_times_page_lists_every_tip(site, tips):
