@@ -9,19 +9,21 @@ The article recommends asynchronous copies (claim S1-4):
 
 and its example loop copies every batch with ``.to('cuda:0', non_blocking=True)``. What the
 flag does is let Python return before a host-to-device copy has finished. Per NVIDIA's notes
-on the CUDA runtime's synchronisation behaviour, a copy from *pageable* host memory may wait
-for the stream while the driver stages it through pinned memory, so only a *pinned*
-(page-locked) source gives a truly asynchronous copy. And a copy issued on the same CUDA stream as the kernels still
-runs after them on the GPU: copy and kernel only run at the same time when the copy sits on a
-stream of its own. This tip times all of these on CUDA, across copy sizes, next to the same
-copy without the flag. The claim is about CUDA: a machine without a GPU measures nothing here.
+on the CUDA runtime's synchronisation behaviour, an asynchronous copy from *pageable* host
+memory is staged through pinned memory, and the driver may wait for the stream to do it, so
+only a *pinned* (page-locked) source lets the whole copy run while Python goes on; how much
+the flag still saves from pageable memory depends on the size, and the figures show it. And
+a copy issued on the same CUDA stream as the kernels still runs after them on the GPU: copy
+and kernel only run at the same time when the copy sits on a stream of its own. This tip
+times all of these on CUDA, across copy sizes, next to the same copy without the flag. The
+claim is about CUDA: a machine without a GPU measures nothing here.
 """
 # sphinx_gallery_tips_claims = ["S1-4"]
 # sphinx_gallery_tips_tags = ["data-loading", "device", "sync", "cuda"]
 # sphinx_gallery_tips_devices = ["cuda"]
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "1.9"
-# sphinx_gallery_tips_takeaway = "non_blocking=True gains nothing from pageable memory; from pinned memory it lets the CPU run ahead, and overlaps kernels only on a side stream."
+# sphinx_gallery_tips_takeaway = "non_blocking=True lets the CPU run ahead of a copy; only from pinned memory is the whole copy asynchronous, and it overlaps kernels only on a side stream."
 # sphinx_gallery_tips_keywords = ["non_blocking", "pin_memory", "pinned memory", "asynchronous copy", "cuda streams", "host to device", "overlap"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html", "https://docs.nvidia.com/cuda/cuda-runtime-api/api-sync-behavior.html"]
 # sphinx_gallery_tips_rules = ["PTT022"]
@@ -382,8 +384,9 @@ if device.type == "cuda":
 # the interval of its speed-up lies above 1.10. It holds if the article's pattern (the flag,
 # same stream) gains at some size; it depends (on a side stream) if only the copy on a side
 # stream gains; it is wrong if neither gains anywhere. From pageable memory the CUDA runtime
-# stages the copy through a pinned buffer of its own before returning, so the flag has
-# nothing to overlap there: that group is shown, not judged.
+# stages the batch through pinned memory of its own and may wait for the stream, so what the
+# flag saves there depends on the size and the driver, not on the claim's pattern: that
+# group is shown, not judged.
 RULE = ("from pinned memory: holds if non_blocking gains >10% (interval above 1.10) "
         "at some batch size on the same stream; depends if it gains only with the "
         "copy on a side stream; wrong if neither gains at any size (pageable memory: "
@@ -406,8 +409,10 @@ RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": [], "skipped": ski
 # %%
 # When not to use it
 # ------------------
-# The flag is harmless on a host-to-device copy, but from pageable memory it buys nothing:
-# pin the batches (``DataLoader(pin_memory=True)``) or it stays a plain copy. Overlapping a
+# The flag is harmless on a host-to-device copy, but from pageable memory the driver stages
+# the batch through pinned memory and may wait for the stream: what the call then saves
+# depends on the size (the figure's pageable line) and is not the asynchronous copy the
+# article means. Pin the batches (``DataLoader(pin_memory=True)``) for that. Overlapping a
 # copy with kernels takes a stream of its own and a ``wait_stream`` each way: the side stream
 # waits before writing into memory the compute stream may still use (or the buffer is made on
 # the side stream and handed over with ``record_stream``), and the compute stream waits
