@@ -79,8 +79,9 @@ _EXECUTED_RE = re.compile(
 EDIT_LINE = "# bench: a comment line appended to time a one-tip rebuild\n"
 # The CPU-bound process of --load (pure Python, no I/O, one core). It must not outlive the
 # benchmark, even a killed one: on Linux it asks the kernel for SIGTERM when its parent dies
-# (PR_SET_PDEATHSIG), then checks that the parent (argv[1]) did not die before it asked. Done by the child itself: a preexec_fn would run Python
-# between fork and exec, which can deadlock in a parent with threads (a pytest-xdist worker).
+# (PR_SET_PDEATHSIG), then checks that the parent (argv[1]) did not die before it asked. Done
+# by the child itself: a preexec_fn would run Python between fork and exec, which can
+# deadlock in a parent with threads (a pytest-xdist worker).
 BUSY_LOOP = """
 import os, signal, sys
 try:
