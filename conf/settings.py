@@ -18,6 +18,9 @@ BUILD_DIR = ROOT / "build"
 HTML_DIR = BUILD_DIR / "html"
 DOCTREES_DIR = BUILD_DIR / "doctrees"
 RESULTS_DIR = BUILD_DIR / "results"
+# The downloads: every tip with its helpers inlined (tipsite/tipsource.py). sphinx-gallery executes
+# and publishes these, so the page, the .py and the .ipynb are the very script the build ran.
+DOWNLOADS_DIR = BUILD_DIR / "gallery"
 
 # The torch release the site is built with by default (a CPU wheel on this machine's disk).
 TORCH_DEFAULT = "2.13.0"

@@ -51,10 +51,13 @@ intersphinx_timeout = 10
 # Intersphinx links only explicit roles (the pages' API names), never a missing local reference.
 intersphinx_disabled_reftypes = ["std:doc"]
 
-# Paths are relative to this directory: ../gallery holds the tips, tips/ receives the pages.
-# TIPS_SHARD=K/N executes only shard K's tips; TIPS_SHARD=merged executes none (tipsite/shards.py).
+# ../gallery holds the tips as written; sphinx-gallery executes and publishes their downloads
+# (helpers inlined, tipsite/tipsource.py), which the extension writes to build/gallery first; tips/
+# receives the pages. TIPS_SHARD=K/N executes only shard K's tips; TIPS_SHARD=merged executes none
+# (tipsite/shards.py).
+tips_gallery_source = str(settings.GALLERY_DIR)
 sphinx_gallery_conf = gallery.gallery_conf(
-    "../gallery", settings.TIPS_OUT_DIR.name,
+    settings.DOWNLOADS_DIR, settings.TIPS_OUT_DIR.name,
     filename_pattern=shards.filename_pattern(settings.GALLERY_DIR))
 
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "tips/**/*.md5"]

@@ -13,7 +13,6 @@ under test and build it the same way.
 
 from __future__ import annotations
 
-import ast
 import os
 import shutil
 import subprocess
@@ -28,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from conf import settings  # noqa: E402
-from tipsite import build, tipkit, tipmeta  # noqa: E402
+from tipsite import build, tipmeta  # noqa: E402
 
 TINYSITE = ROOT / "tests" / "tinysite"
 
@@ -140,18 +139,10 @@ def tiny_build(tiny_site: TinySite):
     return build_it
 
 
-def helpers_source(*names: str) -> str:
-    """The reference text of tipkit helpers, as a tip copies them."""
-    source = Path(tipkit.__file__).read_text(encoding="utf-8")
-    funcs = {n.name: ast.get_source_segment(source, n) for n in ast.parse(source).body
-             if isinstance(n, ast.FunctionDef)}
-    return "\n\n\n".join(funcs[n] for n in names)
-
-
 def make_tip(body: str, *, title: str = "A tiny tip", claims: str = '["S4-4"]',
              devices: str = '["cpu"]', kind: str = "behaviour", extra_meta: str = "",
              helpers: tuple[str, ...] = ("decide", "report")) -> str:
-    """A complete tip on the contract: docstring, metadata, helpers cell, then ``body``."""
+    """A complete tip on the contract: docstring, metadata, the helpers' import, then ``body``."""
     quote = 'Claim S4-4, quoted: "Since PyTorch 0.4.0 however, `Tensor` is merged with `Variable`"' \
         if "S4-4" in claims else "A claim from PyTorch's documentation."
     meta = "\n".join([
@@ -166,7 +157,7 @@ def make_tip(body: str, *, title: str = "A tiny tip", claims: str = '["S4-4"]',
     return (f'"""\n{title}\n{"=" * len(title)}\n\n{quote}\n"""\n{meta}\n\n'
             "# %%\n# How this tip measures and decides\n# ---------------------------------\n"
             "# The same helpers in every tip.\n"
-            f"{helpers_source(*helpers)}\n\n\n# %%\n{textwrap.dedent(body)}")
+            f"from tipsite.tipkit import {', '.join(sorted(helpers))}\n\n\n# %%\n{textwrap.dedent(body)}")
 
 
 GOOD_BODY = '''\

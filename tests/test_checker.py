@@ -210,7 +210,8 @@ def test_tipmeta_checks_the_rules_field(tmp_path, good_tip):
 
 def fake_record(tip: tipmeta.Tip, verdict: str, device: str = "cpu", torch: str = "2.13.0+cpu",
                 sha: str | None = None, date: str = "2026-11-22 06:00 UTC") -> dict:
-    return {"tip": tip.name, "topic": tip.topic, "source_sha256": sha or records.source_sha256(tip.path),
+    version = {k: sha for k in records.VERSION_KEYS} if sha else records.tip_version(tip.path)
+    return {"tip": tip.name, "topic": tip.topic, "source_sha256": sha or records.source_sha256(tip.path), **version,
             "torch": torch, "date": date, "hosts": {device: {"name": "test machine"}},
             "verdicts": {device: {"device": device, "verdict": verdict,
                                   "key": {"name": "speed-up at width 4", "value": 1.8, "low": 1.6,

@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from conf import settings
-from tipsite import compat, tipmeta
+from tipsite import compat, records, tipmeta
 from tipsite.sphinxext import compat as tips_compat
 
 TAIL = '''
@@ -95,9 +95,11 @@ def test_compat_cells_show_not_applicable_and_failures():
     lines = tips_compat.cell_lines(failed, run)
     assert lines[0] == "✗ **failed**" and "| ⚠ 1 deprecation warning" in lines
     assert any("RuntimeError: boom" in ln for ln in lines)
-    passed = {"status": "passed", "verdicts": {"cpu": {"verdict": "holds"}}, "date": "d", "sha256": "old"}
-    assert any("stale" in ln for ln in tips_compat.cell_lines(passed, run, current_sha="new"))
-    assert not any("stale" in ln for ln in tips_compat.cell_lines(passed, run, current_sha="old"))
+    old = {"code_sha256": "a" * 64, "helpers_sha256": "b" * 64}
+    passed = {"status": "passed", "verdicts": {"cpu": {"verdict": "holds"}}, "date": "d", **old}
+    assert any("stale" in ln for ln in tips_compat.cell_lines(passed, run, {**old, "code_sha256": "c" * 64}))
+    assert any("stale" in ln for ln in tips_compat.cell_lines(passed, run, {**old, "helpers_sha256": "c" * 64}))
+    assert not any("stale" in ln for ln in tips_compat.cell_lines(passed, run, old))
 
 
 def test_min_torch_decides_applicability():
@@ -125,8 +127,9 @@ def test_stale_entries_are_rendered_stale_on_the_real_page(site):
     html = (site / "reference" / "compat.html").read_text(encoding="utf-8")
     runs = compat.load_all()
     for tip in tipmeta.read_all():
+        version = records.tip_version(tip.path)
         stale = [r for r, run in runs.items() if run and tip.name in run["tips"]
-                 and run["tips"][tip.name].get("sha256") not in (None, compat.source_hash(tip.path))]
+                 and not compat.is_current(run["tips"][tip.name], version)]
         row = html[html.index(f'id="compat-{tip.name.replace("_", "-")}"'):]
         row = row[:row.index("</tr>")]
         assert row.count("stale: an older version of the tip") == len(stale), tip.name
@@ -135,16 +138,16 @@ def test_stale_entries_are_rendered_stale_on_the_real_page(site):
 def test_verdicts_that_differ_between_releases_are_listed():
     """Only passed runs of the tip's current source count; a stale or failed entry is no change."""
     tip = tipmeta.read_all()[0]
-    sha = compat.source_hash(tip.path)
+    version = records.tip_version(tip.path)
 
-    def run(verdict, status=compat.PASSED, source=sha):
-        return {"tips": {tip.name: {"status": status, "sha256": source,
+    def run(verdict, status=compat.PASSED, source=version):
+        return {"tips": {tip.name: {"status": status, **source,
                                     "verdicts": {"cpu": {"verdict": verdict, "key": None}}}}}
 
     same = {"2.5.1": run("holds"), "2.9.1": run("holds"), "2.13.0": None}
     assert tips_compat.verdict_changes([tip], same) == []
     assert "No tip's verdict differs between the 2 recorded releases" in tips_compat.changes_rst([tip], same)[0]
-    noise = {"2.5.1": run("holds"), "2.9.1": run("wrong", source="old"), "2.13.0": run("wrong", compat.FAILED)}
+    noise = {"2.5.1": run("holds"), "2.9.1": run("wrong", source={**version, "code_sha256": "0" * 64}), "2.13.0": run("wrong", compat.FAILED)}
     assert tips_compat.verdict_changes([tip], noise) == []
     flipped = {"2.5.1": run("holds"), "2.9.1": run("depends")}
     assert tips_compat.verdict_changes([tip], flipped) == [(tip.name, "cpu", {"2.5.1": "holds", "2.9.1": "depends"})]

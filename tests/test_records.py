@@ -34,7 +34,7 @@ def result(**verdicts):
 def record(tmp_path: Path, res=None, **overrides) -> dict:
     tip = tmp_path / "speed" / "tip_x.py"
     tip.parent.mkdir(parents=True, exist_ok=True)
-    tip.write_text("# a tip\n")
+    tip.write_text("import torch\n")
     rec = records.make_record(tip, res or result(), build_threads=2)
     rec.update(overrides)
     return rec
@@ -151,8 +151,64 @@ def test_the_committed_cuda_data_is_that_conversion_of_the_fixture():
     sources = json.loads(SOURCES.read_text())["tips"]
     again = records.upgrade_v1(old, sources, cpu_name=committed["hosts"]["cpu"]["name"],
                                cuda_host=committed["hosts"]["cuda"])
+    again = records.upgrade_v2(again, VERSIONS)
     assert json.loads(json.dumps(again)) == committed
     records.load_set(path)
+
+
+VERSIONS = json.loads((ROOT / "tests" / "fixtures" / "tip-versions.json").read_text())["versions"]
+
+
+def test_a_schema_2_set_is_refused_with_the_way_out(tmp_path):
+    old = json.loads(COMMITTED[0].read_text())
+    old["schema"] = records.V2_SET_SCHEMA
+    path = tmp_path / "v2.json"
+    path.write_text(json.dumps(old))
+    with pytest.raises(records.RecordError, match="upgrade-v2"):
+        records.load_set(path)
+
+
+def test_committed_data_carries_the_version_of_the_file_it_ran():
+    """Every committed record and compatibility entry: its version digests are those of the tip
+    file whose SHA-256 it names (tests/fixtures/tip-versions.json)."""
+    from tipsite import compat
+
+    seen = 0
+    for path in COMMITTED:
+        for rec in records.load_set(path)["records"]:
+            assert {k: rec[k] for k in records.VERSION_KEYS} == {k: VERSIONS[rec["source_sha256"]][k]
+                                                                 for k in records.VERSION_KEYS}, rec["tip"]
+            seen += 1
+    for run in filter(None, compat.load_all().values()):
+        for name, entry in run["tips"].items():
+            assert {k: entry[k] for k in records.VERSION_KEYS} == {k: VERSIONS[entry["sha256"]][k]
+                                                                   for k in records.VERSION_KEYS}, name
+            seen += 1
+    assert seen > 200
+
+
+def test_each_version_in_the_fixture_is_that_of_the_file_in_its_commit():
+    """Recomputed from the git history: every entry whose commit this clone holds (a shallow clone
+    holds none of them; then nothing here can be checked, and the test says so by skipping)."""
+    import hashlib
+    import subprocess
+
+    from tipsite import tipsource
+
+    checked = 0
+    for sha, entry in VERSIONS.items():
+        tree = subprocess.run(["git", "ls-tree", "-r", entry["commit"], "--", "gallery"], cwd=ROOT,
+                              capture_output=True, text=True)
+        if tree.returncode != 0:
+            continue
+        (line,) = [ln for ln in tree.stdout.splitlines() if ln.endswith(f"/{entry['tip']}.py")]
+        text = subprocess.run(["git", "cat-file", "blob", line.split()[2]], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout
+        assert hashlib.sha256(text.encode()).hexdigest() == sha, entry["tip"]
+        assert {k: entry[k] for k in records.VERSION_KEYS} == tipsource.version(text), entry["tip"]
+        checked += 1
+    if not checked:
+        pytest.skip("this clone has none of the commits the fixture names (shallow clone)")
 
 
 H200_RUNS = ROOT / "tests" / "fixtures" / "gpu-run-2026-11-26-h200" / "runs.csv"
@@ -198,14 +254,15 @@ def test_expect_device_fails_when_a_cpu_only_record_claims_cuda(tmp_path, capsys
 
 def test_device_states_current_stale_and_not_measured(tmp_path):
     this = record(tmp_path)
-    other = {**copy.deepcopy(this), "source_sha256": "0" * 64, "date": "2026-01-01 00:00 UTC",
+    other = {**copy.deepcopy(this), "code_sha256": "0" * 64, "date": "2026-01-01 00:00 UTC",
              "verdicts": {"cuda": {**decision("cuda")}},
              "hosts": {**this["hosts"], "cuda": {"name": "GPU"}}}
-    states = records.device_states("tip_x", ["cpu", "cuda", "cpu"][:2], this["source_sha256"], this,
+    version = {k: this[k] for k in records.VERSION_KEYS}
+    states = records.device_states("tip_x", ["cpu", "cuda", "cpu"][:2], version, this,
                                    [{"path": "s.json", "records": [other]}])
     assert states["cpu"]["state"] == "measured" and states["cpu"]["origin"] == "this build"
     assert states["cuda"]["state"] == "stale"
-    assert records.device_states("tip_x", ["cuda"], this["source_sha256"], this, [])["cuda"]["state"] == "not measured"
+    assert records.device_states("tip_x", ["cuda"], version, this, [])["cuda"]["state"] == "not measured"
 
 
 def test_every_tip_device_is_in_the_vocabulary():

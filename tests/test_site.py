@@ -74,7 +74,7 @@ def test_records_record_this_build(site, tips):
         record = record_of(tip)
         assert record is not None, tip.name
         assert record["torch"] == torch.__version__
-        assert record["source_sha256"] == records.source_sha256(tip.path), f"{tip.name}: record of another version"
+        assert records.is_current(record, records.tip_version(tip.path)), f"{tip.name}: record of another version"
         assert set(record["verdicts"]) == records.required_devices(tip.devices, torch.cuda.is_available())
 
 
@@ -94,13 +94,13 @@ def test_the_recorded_cuda_runs_are_shown_current_or_as_an_older_version(site, t
         html = page(site, tip)
         start = html.index('class="tip-header')
         head, body = text(html[start:html.index("Figures and provenance", start)]), text(html)
-        sha = records.source_sha256(tip.path)
+        version = records.tip_version(tip.path)
         for r in runs:
             assert r["hosts"]["cuda"]["name"] in body, tip.name
-            if r["source_sha256"] != sha:
+            if not records.is_current(r, version):
                 # its provenance line (under the figures table, or alone where it times nothing)
                 assert f"{r['date']}; an older version of the tip" in body, tip.name
-        current = [r for r in runs if r["source_sha256"] == sha]
+        current = [r for r in runs if records.is_current(r, version)]
         if not current:
             assert "CUDA: not measured for this version of the tip" in head, tip.name
             continue

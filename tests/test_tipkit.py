@@ -1,5 +1,6 @@
-"""The helpers every tip copies (tipsite/tipkit.py): the copies match, the interval covers, and
-the build's re-derivation catches any verdict the evidence does not give."""
+"""The helpers every tip imports (tipsite/tipkit.py): every download carries them and runs the same
+code, the interval covers, and the build's re-derivation catches any verdict the evidence does
+not give."""
 
 from __future__ import annotations
 
@@ -7,39 +8,97 @@ import ast
 import copy
 import random
 import statistics
+from pathlib import Path
 
 import pytest
 
-from tipsite import tipcheck, tipkit, tipmeta
+from tipsite import tipkit, tipmeta, tipsource
 
 TIPS = tipmeta.tip_files()
 
 
 @pytest.mark.parametrize("path", TIPS, ids=lambda p: p.stem)
-def test_every_copied_helper_matches_the_reference(path):
-    """A tip copies each helper verbatim (downloads stay standalone); a changed copy fails here.
-    ``python -m tipsite.tipcheck --sync TIP`` rewrites the copies from the reference."""
-    assert tipcheck.helper_problems(path) == []
+def test_every_tip_imports_its_helpers_and_its_download_carries_them(path):
+    """A tip imports the helpers (one statement) and defines none of them; its download replaces
+    that statement with the helpers' source, so it imports no project code, and is the same
+    version of the tip (tipsite/tipsource.py)."""
+    source = path.read_text(encoding="utf-8")
+    parsed = tipsource.parse(source, path)
+    assert len(parsed.imports) == 1 and not parsed.copies, f"{path.name}: import the helpers, do not copy them"
+    above = source.splitlines()[:parsed.imports[0].lineno - 1]
+    headings = [above[i - 1] for i, line in enumerate(above) if i and line.startswith("# ---")]
+    assert headings and headings[-1] == "# How this tip measures and decides", (
+        f"{path.name}: the helpers' import belongs in the 'How this tip measures and decides' cell")
+    download = tipsource.inline(source, path)
+    tree = ast.parse(download)
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                and "tipsite" in ast.unparse(n)], f"{path.name}: its download imports project code"
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert set(parsed.used) <= defined
+    assert tipsource.version(download, path) == tipsource.version(source, path)
 
 
 @pytest.mark.parametrize("path", TIPS, ids=lambda p: p.stem)
 def test_every_tip_decides_with_the_helpers(path):
     """Every tip decides through decide() (so the build can re-derive it) and prints through report()."""
-    names = {n.name for n in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(n, ast.FunctionDef)}
-    assert {"decide", "report"} <= names, f"{path.name} does not copy decide() and report()"
+    names = {a.name for n in tipsource.parse(path.read_text(encoding="utf-8"), path).imports for a in n.names}
+    assert {"decide", "report"} <= names, f"{path.name} does not import decide() and report()"
     tip = tipmeta.read_tip(path)
     if tip.kind in ("speed", "memory"):
         assert names & {"compare_times", "compare_values"}, f"{path.name} measures without compare_*()"
 
 
-def test_helpers_list_is_every_copyable_function():
+def test_helpers_list_is_every_function_a_download_can_carry():
     tree = ast.parse(open(tipkit.__file__, encoding="utf-8").read())
     defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
     assert list(tipkit.HELPERS) == defined[: len(tipkit.HELPERS)]
+    assert sorted(tipkit.HELPERS) == sorted(tipkit.DECIDES + tipkit.PRESENTS)
 
 
-def test_copied_helpers_fit_88_columns():
-    for name, text in tipcheck.reference_helpers().items():
+# --- a tip's version: what decides, not what presents --------------------------------------------
+
+def _tipkit_with(monkeypatch, tmp_path, old: str, new: str):
+    """tipsite/tipkit.py with ``old`` replaced by ``new``, read by tipsource from a copy."""
+    text = Path(tipkit.__file__).read_text(encoding="utf-8")
+    assert old in text
+    copy = tmp_path / "tipkit.py"
+    copy.write_text(text.replace(old, new, 1), encoding="utf-8")
+    monkeypatch.setattr(tipkit, "__file__", str(copy))
+
+
+def test_a_change_to_how_results_print_leaves_every_version_alone(monkeypatch, tmp_path):
+    before = {p.stem: tipsource.file_version(p) for p in TIPS}
+    _tipkit_with(monkeypatch, tmp_path, 'print(f"Rule: {rule}")', 'print(f"The rule: {rule}")')
+    assert {p.stem: tipsource.file_version(p) for p in TIPS} == before
+    _tipkit_with(monkeypatch, tmp_path, "ax.legend(fontsize=8)", "ax.legend(fontsize=9)")
+    assert {p.stem: tipsource.file_version(p) for p in TIPS} == before
+
+
+def test_a_change_to_how_tips_measure_or_decide_makes_their_records_older_versions(monkeypatch, tmp_path):
+    timing = {p.stem for p in TIPS if "compare_times" in tipsource.parse(p.read_text(), p).used}
+    before = {p.stem: tipsource.file_version(p) for p in TIPS}
+    _tipkit_with(monkeypatch, tmp_path, "round_s=0.02):", "round_s=0.05):")
+    changed = {p.stem for p in TIPS if tipsource.file_version(p) != before[p.stem]}
+    assert changed == timing and len(timing) > 10
+    _tipkit_with(monkeypatch, tmp_path, "k = max(k, 1)", "k = max(k, 2)")  # median_interval
+    measuring = {p.stem for p in TIPS if "median_interval" in tipsource.parse(p.read_text(), p).used}
+    changed = {p.stem for p in TIPS if tipsource.file_version(p)["helpers_sha256"] != before[p.stem]["helpers_sha256"]}
+    assert changed == measuring and timing < measuring
+
+
+def test_prose_and_printing_leave_a_record_current_code_does_not(tmp_path):
+    path = TIPS[0]
+    source = path.read_text(encoding="utf-8")
+    v = tipsource.version(source, path)
+    prose = source.replace("# %%\n", "# %%\n# A new line of prose.\n", 1).replace('"""\n', '"""\nMore words.\n', 1)
+    assert tipsource.version(prose, path) == v
+    code = source.replace("import torch\n", "import torch\nimport math\n", 1)
+    assert tipsource.version(code, path)["code_sha256"] != v["code_sha256"]
+
+
+def test_helpers_fit_88_columns():
+    """Every download shows them: no code block scrolls sideways."""
+    for name, text in tipsource.helper_sources().items():
         long = [ln for ln in text.splitlines() if len(ln) > 88]
         assert not long, f"{name}: lines over 88 characters scroll sideways on the page: {long}"
 

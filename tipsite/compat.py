@@ -16,8 +16,8 @@
 ``python -m tipsite.compat run 2.9.1 tip_a tip_b`` re-runs only those tips and keeps the other
 entries of the existing file (each entry carries its own date); ``run 2.9.1 --changed`` re-runs
 the doctests and only the tips that are new, edited since their recorded run (each entry keeps
-the SHA-256 of the tip file it ran) or failed. The page marks an entry whose tip file has
-changed since as stale.
+the version digests of the tip it ran, :mod:`tipsite.tipsource`) or failed. The page marks an
+entry that measured another version of the tip's code or deciding helpers as stale.
 """
 
 from __future__ import annotations
@@ -64,7 +64,15 @@ def load_all() -> dict[str, dict[str, Any] | None]:
 
 
 def source_hash(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """The SHA-256 of the file a reader runs: the tip's download (its helpers inlined)."""
+    from tipsite import tipsource
+
+    return hashlib.sha256(tipsource.inline(path.read_text(encoding="utf-8"), path).encode("utf-8")).hexdigest()
+
+
+def is_current(entry: dict[str, Any] | None, version: dict[str, str] | None) -> bool:
+    """Whether a matrix entry ran this version of the tip (:func:`tipsite.records.is_current`)."""
+    return bool(entry and version and records.is_current(entry, version))
 
 
 def full_run(run: dict[str, Any]) -> dict[str, Any] | None:
@@ -93,10 +101,12 @@ def reader_env() -> dict[str, str]:
 
 def run_tip(path: Path, *, strict: bool, python: str = sys.executable,
             timeout: float = TIP_TIMEOUT_S) -> dict[str, Any]:
-    """Run one tip through the runner in a fresh folder; return the runner's report."""
+    """Run the tip's download through the runner in a fresh folder; return the runner's report."""
+    from tipsite import tipsource
+
     with tempfile.TemporaryDirectory(prefix=f"{path.stem}-") as tmp:
         work = Path(tmp)
-        shutil.copy(path, work / path.name)
+        tipsource.write_download(path, work)
         shutil.copy(RUNNER, work / RUNNER.name)
         cmd = [python, RUNNER.name, "--json", "report.json", *(["--strict"] if strict else []), path.name]
         start = time.perf_counter()
@@ -155,6 +165,7 @@ def _tip_entry(tip: tipmeta.Tip, report: dict[str, Any], date: str, run_date: st
         "date": date,
         "error": report.get("error"),
         "sha256": source_hash(tip.path),
+        **records.tip_version(tip.path),
     }
     return entry
 
@@ -183,7 +194,7 @@ def run(release: str, only: list[str] | None = None) -> int:
     if changed:
         old = (previous or {}).get("tips", {})
         only = [t.name for t in tips if (t.name not in old or old[t.name].get("status") == FAILED
-                                         or old[t.name].get("sha256") != source_hash(t.path))]
+                                         or not is_current(old[t.name], records.tip_version(t.path)))]
         print(f"[matrix {release}] --changed: re-running {len(only)} tip(s): {' '.join(only) or '(none)'}")
     data: dict[str, Any] = {
         "torch": release,
@@ -217,7 +228,7 @@ def run(release: str, only: list[str] | None = None) -> int:
         if not applies(tip, release):
             data["tips"][tip.name] = {"topic": tip.topic, "min_torch": tip.min_torch,
                                       "status": NOT_APPLICABLE, "date": data["date"], "run": data["date"],
-                                      "sha256": source_hash(tip.path)}
+                                      "sha256": source_hash(tip.path), **records.tip_version(tip.path)}
             print(f"[matrix {release}] {tip.name}: not applicable (needs torch >= {tip.min_torch})")
             continue
         report = run_tip(tip.path, strict=strict)

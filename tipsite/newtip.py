@@ -1,7 +1,8 @@
 """Start a tip from the template: ``nox -s new_tip -- TOPIC tip_name`` (``python -m tipsite.newtip``).
 
 Writes ``gallery/TOPIC/tip_name.py`` with the canonical cells in their order, the metadata to fill
-in, and verbatim copies of the reference helpers (:mod:`tipsite.tipkit`). The new file is a valid
+in, and the import of the helpers (:mod:`tipsite.tipkit`; the build inlines them into the download,
+:mod:`tipsite.tipsource`). The new file is a valid
 tip that runs and decides from a placeholder measurement: replace each ``TODO`` with the claim,
 the anti-pattern, the fix and the real measurement.
 """
@@ -14,9 +15,7 @@ import sys
 from pathlib import Path
 
 from conf import settings
-from tipsite import tipcheck, tipmeta
-
-HELPERS = ("median_interval", "outcome", "compare_times", "decide", "report", "plot_ratios")
+from tipsite import tipmeta
 
 TEMPLATE = '''"""
 {title}
@@ -36,12 +35,12 @@ TODO: the claim, quoted exactly as conf/claims.toml has it for each claim id you
 # %%
 # How this tip measures and decides
 # ---------------------------------
-# The same helpers in every tip of this site (a test keeps the copies identical). The two
+# The helpers every tip on this site shares (one module, written out in each download). The two
 # variants are timed in alternating rounds with ``torch.utils.benchmark``; each round gives one
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-{helpers}
+from tipsite.tipkit import compare_times, decide, plot_ratios, report
 
 
 # %%
@@ -120,10 +119,8 @@ def new_tip(topic: str, name: str, gallery: Path = settings.GALLERY_DIR) -> Path
     path = gallery / topic / f"{name}.py"
     if path.exists() or any(p.stem == name for p in tipmeta.tip_files(gallery)):
         raise ValueError(f"{name} already exists")
-    ref = tipcheck.reference_helpers()
     title = name.removeprefix("tip_").replace("_", " ").capitalize()
-    text = TEMPLATE.format(title=title, underline="=" * len(title),
-                           helpers="\n\n\n".join(ref[h] for h in HELPERS))
+    text = TEMPLATE.format(title=title, underline="=" * len(title))
     path.write_text(text, encoding="utf-8")
     tipmeta.read_tip(path)
     return path

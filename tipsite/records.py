@@ -38,9 +38,13 @@ from typing import Any
 from conf import settings
 from tipsite import tipkit
 
-RECORD_SCHEMA = "tips-record/2"
-SET_SCHEMA = "tips-result-set/2"
+RECORD_SCHEMA = "tips-record/3"
+SET_SCHEMA = "tips-result-set/3"
 OLD_SET_SCHEMA = "tips-result-set/1"
+# Schema 2 knew a tip's version only as the SHA-256 of its whole file (a prose edit or a change to
+# how results are printed made every record of it an older version's); schema 3 adds the digests of
+# tipsite/tipsource.py. `python -m tipsite.records upgrade-v2` adds them from the git history.
+V2_SET_SCHEMA, V2_RECORD_SCHEMA = "tips-result-set/2", "tips-record/2"
 RECORD_SUFFIX = ".result.json"
 ENV_VAR = "TIPS_RESULT_SETS"
 # Result sets committed with the sources (e.g. a GPU runner's), shown by every build.
@@ -55,8 +59,9 @@ DECISION_KEYS = {"device", "verdict", "cases", "facts", "groups", "comparisons",
 COMPARISON_KEYS = {"name", "device", "threads", "x", "metric", "unit", "measure", "baseline",
                    "candidate", "base", "cand", "ratios", "median", "low", "high", "threshold",
                    "outcome"}
-PROVENANCE_KEYS = {"schema", "tip", "topic", "source_sha256", "torch", "python", "date",
-                   "build_threads", "hosts"}
+PROVENANCE_KEYS = {"schema", "tip", "topic", "source_sha256", "code_sha256", "helpers_sha256",
+                   "torch", "python", "date", "build_threads", "hosts"}
+VERSION_KEYS = ("code_sha256", "helpers_sha256")
 NOT_MEASURED = "not measured"
 
 
@@ -262,7 +267,22 @@ def coverage_problems(result: dict, tip_devices: Iterable[str], cuda_available: 
 # --- provenance ------------------------------------------------------------------------------
 
 def source_sha256(path: Path | str) -> str:
+    """The SHA-256 of the file that ran (provenance; :func:`tip_version` decides currency)."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def tip_version(path: Path | str) -> dict[str, str]:
+    """Which version of a tip the file at ``path`` is: the digests of its own code and of the
+    helpers that measure and decide (:mod:`tipsite.tipsource`). A tip, its download and an
+    older copy carrying the helpers give the same version when their code is the same."""
+    from tipsite import tipsource
+
+    return tipsource.file_version(path)
+
+
+def is_current(record: dict, version: dict[str, str]) -> bool:
+    """Whether ``record`` measured this version of the tip (prose and printing may differ)."""
+    return all(record.get(k) == version[k] for k in VERSION_KEYS)
 
 
 def cpu_model() -> str:
@@ -331,6 +351,7 @@ def make_record(tip_path: Path | str, result: dict, *, build_threads: int) -> di
         "tip": tip_path.stem,
         "topic": tip_path.parent.name,
         "source_sha256": source_sha256(tip_path),
+        **tip_version(tip_path),
         **json.loads(json.dumps(result, allow_nan=False)),
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -367,8 +388,9 @@ def record_problems(record: Any) -> list[str]:
         return problems
     if not re.fullmatch(r"tip_\w{1,80}", str(record["tip"])) or not re.fullmatch(r"\w{1,80}", str(record["topic"])):
         problems.append("tip and topic must be plain names (tip_x, topic)")
-    if not re.fullmatch(r"[0-9a-f]{64}", str(record["source_sha256"])):
-        problems.append("source_sha256 must be 64 hex digits")
+    for k in ("source_sha256", *VERSION_KEYS):
+        if not re.fullmatch(r"[0-9a-f]{64}", str(record[k])):
+            problems.append(f"{k} must be 64 hex digits")
     for k in ("torch", "python"):
         if not re.fullmatch(r"\d+\.\d+(\.\d+)?[\w.+-]{0,40}", str(record[k])):
             problems.append(f"{k} must be a version like 2.13.0+cpu, got {record[k]!r}")
@@ -518,6 +540,10 @@ def load_set(path: Path) -> dict:
         raise RecordError(f"{path}: a {OLD_SET_SCHEMA} result set labels every record with the "
                           "build's device, even CPU-only tips run on a GPU machine; convert it with "
                           "`python -m tipsite.records upgrade` and the tips' sources it was built from")
+    if isinstance(data, dict) and data.get("schema") == V2_SET_SCHEMA:
+        raise RecordError(f"{path}: a {V2_SET_SCHEMA} result set knows each tip's version only as the "
+                          "SHA-256 of its whole file; add the version digests with `python -m "
+                          "tipsite.records upgrade-v2` (it finds each file in the git history)")
     if not isinstance(data, dict) or data.get("schema") != SET_SCHEMA:
         raise RecordError(f"{path}: not a result set (schema {SET_SCHEMA!r} expected)")
     records = data.get("records")
@@ -545,7 +571,7 @@ def fingerprint(paths: Iterable[Path]) -> str:
 
 # --- what a page shows for one tip --------------------------------------------------------------
 
-def device_states(tip_name: str, tip_devices: Iterable[str], current_sha: str,
+def device_states(tip_name: str, tip_devices: Iterable[str], version: dict[str, str],
                   this: dict | None, sets: Iterable[dict]) -> dict[str, dict]:
     """For each device the tip measures: its state on the page.
 
@@ -563,7 +589,7 @@ def device_states(tip_name: str, tip_devices: Iterable[str], current_sha: str,
     states = {}
     for device in tip_devices:
         found = [(r, o) for r, o in candidates if device in (r.get("verdicts") or {})]
-        current = [(r, o) for r, o in found if r["source_sha256"] == current_sha]
+        current = [(r, o) for r, o in found if is_current(r, version)]
         pool, state = (current, "measured") if current else (found, "stale")
         if not pool:
             states[device] = {"state": NOT_MEASURED}
@@ -628,7 +654,7 @@ def upgrade_v1(old: dict, sources: dict[str, dict], *, cpu_name: str, cuda_host:
             raise RecordError(f"{r['tip']}: no source recorded for it")
         device = "cuda" if (r["device"] == "cuda" and "cuda" in info["devices"]) else "cpu"
         records.append({
-            "schema": RECORD_SCHEMA, "upgraded_from": OLD_SET_SCHEMA,
+            "schema": V2_RECORD_SCHEMA, "upgraded_from": OLD_SET_SCHEMA,
             "tip": r["tip"], "topic": r["topic"], "source_sha256": info["sha256"],
             "rule": r["rule"],
             "verdicts": {device: {"device": device, "verdict": r["verdict"], "key": r["key"],
@@ -638,9 +664,56 @@ def upgrade_v1(old: dict, sources: dict[str, dict], *, cpu_name: str, cuda_host:
             "build_threads": r.get("build_threads", r["threads"]), "date": r["date"],
             "hosts": {"cpu": {"name": cpu_name}, "cuda": cuda_host},
         })
-    return {"schema": SET_SCHEMA, "upgraded_from": OLD_SET_SCHEMA, "torch": old["torch"],
+    return {"schema": V2_SET_SCHEMA, "upgraded_from": OLD_SET_SCHEMA, "torch": old["torch"],
             "build_threads": records[0]["build_threads"], "hosts": records[0]["hosts"],
             "records": records}
+
+
+# --- result sets of schema 2 (a tip's version as its file's SHA-256) ----------------------------
+
+def upgrade_v2(old: dict, versions: dict[str, dict]) -> dict:
+    """A schema-2 result set as a schema-3 one: each record gains the version digests of the
+    file it ran, looked up by that file's SHA-256 in ``versions`` (:func:`history_versions`)."""
+    if old.get("schema") != V2_SET_SCHEMA:
+        raise RecordError(f"not a {V2_SET_SCHEMA} result set")
+    records = []
+    for r in old["records"]:
+        found = versions.get(r["source_sha256"])
+        if found is None:
+            raise RecordError(f"{r['tip']}: no tip file with SHA-256 {r['source_sha256'][:12]} in the "
+                              "history searched: cannot tell which version of the tip it measured")
+        records.append({**r, "schema": RECORD_SCHEMA, **{k: found[k] for k in VERSION_KEYS}})
+    return {**old, "schema": SET_SCHEMA, "records": records}
+
+
+def history_versions(paths: Iterable[str] = ("gallery",), root: Path = settings.ROOT) -> dict[str, dict]:
+    """SHA-256 of every tip file the git history holds -> its version digests, tip and commit."""
+    import subprocess
+
+    from tipsite import tipsource
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                              check=True).stdout
+
+    found: dict[str, dict] = {}
+    seen_blobs: set[str] = set()
+    for commit in git("log", "--format=%H", "--", *paths).split():
+        for line in git("ls-tree", "-r", commit, "--", *paths).splitlines():
+            meta, path = line.split("\t", 1)
+            blob = meta.split()[2]
+            name = Path(path).name
+            if blob in seen_blobs or not (name.startswith("tip_") and name.endswith(".py")):
+                continue
+            seen_blobs.add(blob)
+            text = git("cat-file", "blob", blob)
+            sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            try:
+                version = tipsource.version(text, path)
+            except tipsource.TipSourceError:
+                continue
+            found[sha] = {"tip": Path(path).stem, "commit": commit, **version}
+    return found
 
 
 # --- command line -------------------------------------------------------------------------------
@@ -690,9 +763,21 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--cpu-name", required=True, help="what is known of that machine's CPU")
     up.add_argument("--cuda-host", required=True, help="JSON: {'name', 'cuda', 'driver'}")
     up.add_argument("--out", type=Path, required=True)
+    up2 = sub.add_parser("upgrade-v2", help="add the version digests to schema-2 result sets, in place")
+    up2.add_argument("files", nargs="+", type=Path)
+    up2.add_argument("--versions", type=Path,
+                     help="JSON {sha256: {code_sha256, helpers_sha256}} (default: from the git history)")
     args = parser.parse_args(argv)
     try:
-        if args.command == "export":
+        if args.command == "upgrade-v2":
+            versions = (json.loads(args.versions.read_text(encoding="utf-8")) if args.versions
+                        else history_versions())
+            for path in args.files:
+                new = upgrade_v2(json.loads(path.read_text(encoding="utf-8")), versions)
+                write_record(path, new)
+                load_set(path)
+                print(f"upgraded: {path} ({len(new['records'])} records)")
+        elif args.command == "export":
             tips = args.tips.split(",") if args.tips else None
             for path in export(args.out, args.tips_out, tips, args.suffix):
                 print(f"result set: {path}")
@@ -703,8 +788,8 @@ def main(argv: list[str] | None = None) -> int:
             sources = json.loads(args.sources.read_text(encoding="utf-8"))["tips"]
             new = upgrade_v1(old, sources, cpu_name=args.cpu_name, cuda_host=json.loads(args.cuda_host))
             write_record(args.out, new)
-            load_set(args.out)
-            print(f"upgraded: {args.out} ({len(new['records'])} records)")
+            print(f"upgraded to {V2_SET_SCHEMA}: {args.out} ({len(new['records'])} records); "
+                  "now add the version digests: python -m tipsite.records upgrade-v2 FILE")
         else:
             writer = csv.DictWriter(sys.stdout, fieldnames=ROW_KEYS)
             writer.writeheader()

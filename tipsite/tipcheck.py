@@ -3,8 +3,9 @@
 For each tip file it
 
 1. reads and validates the metadata (:mod:`tipsite.tipmeta`);
-2. checks that every helper the tip copies is identical to the reference (:mod:`tipsite.tipkit`);
-3. runs the tip as a reader runs the download (a lone copy, plain python, ``--strict``
+2. checks that it imports its helpers so that its download can carry them
+   (:mod:`tipsite.tipsource`);
+3. runs the tip's download as a reader runs it (a lone file, plain python, ``--strict``
    deprecations) through the tip runner, with ``--fake-cuda`` under :mod:`tipsite.fakecuda`;
 4. validates its ``RESULT``: the decisions re-derive, and the run decided every device it must
    (CUDA under ``--fake-cuda`` for a tip that measures CUDA);
@@ -16,7 +17,6 @@ when any tip fails a check. Numbers from a ``--fake-cuda`` run are not measureme
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import shutil
 import subprocess
@@ -24,58 +24,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tipsite import records, tipkit, tipmeta
+from tipsite import records, tipmeta, tipsource
 
 RUNNER = Path(__file__).with_name("tiprunner.py")
 FAKE = Path(__file__).with_name("fakecuda.py")
 
 
-def reference_helpers() -> dict[str, str]:
-    """The source of each helper of :data:`tipkit.HELPERS`, as written in tipkit.py."""
-    path = Path(tipkit.__file__)
-    source = path.read_text(encoding="utf-8")
-    funcs = {n.name: ast.get_source_segment(source, n) for n in ast.parse(source).body
-             if isinstance(n, ast.FunctionDef)}
-    return {name: funcs[name] for name in tipkit.HELPERS}
-
-
-def copied_helpers(path: Path) -> dict[str, str]:
-    """The top-level functions of a tip whose names are reference helpers, with their source."""
-    source = path.read_text(encoding="utf-8")
-    return {n.name: ast.get_source_segment(source, n) for n in ast.parse(source).body
-            if isinstance(n, ast.FunctionDef) and n.name in tipkit.HELPERS}
-
-
-def helper_problems(path: Path) -> list[str]:
-    ref = reference_helpers()
-    return [f"{name}: differs from the reference copy in tipsite/tipkit.py (copy it verbatim, or "
-            f"give a function that behaves differently another name)"
-            for name, text in copied_helpers(path).items() if text != ref[name]]
-
-
-def sync_helpers(path: Path) -> list[str]:
-    """Replace the tip's copies of reference helpers with the reference text; return their names."""
-    source = path.read_text(encoding="utf-8")
-    lines = source.splitlines(keepends=True)
-    ref = reference_helpers()
-    nodes = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name in ref]
-    changed = []
-    for node in sorted(nodes, key=lambda n: n.lineno, reverse=True):
-        if ast.get_source_segment(source, node) != ref[node.name]:
-            lines[node.lineno - 1:node.end_lineno] = [ref[node.name] + "\n"]
-            changed.append(node.name)
-    if changed:
-        path.write_text("".join(lines), encoding="utf-8")
-    return sorted(changed)
-
-
 def run_tip(path: Path, *, fake_cuda: bool = False, timeout: float = 900) -> dict:
     """Run a lone copy of the tip through the runner; return the runner's report."""
-    from tipsite import compat
+    from tipsite import compat, tipsource
 
     with tempfile.TemporaryDirectory(prefix=f"{path.stem}-") as tmp:
         work = Path(tmp)
-        shutil.copy(path, work / path.name)
+        tipsource.write_download(path, work)
         shutil.copy(RUNNER, work / RUNNER.name)
         shutil.copy(FAKE, work / FAKE.name)
         cmd = [sys.executable, RUNNER.name, "--strict", "--json", "report.json", path.name]
@@ -96,7 +57,11 @@ def check(path: Path, *, fake_cuda: bool = False, run: bool = True) -> tuple[lis
         tip = tipmeta.read_tip(path)
     except tipmeta.TipError as exc:
         return [str(exc)], None
-    problems = helper_problems(path)
+    try:
+        tipsource.parse(path.read_text(encoding="utf-8"), path)
+        problems = []
+    except tipsource.TipSourceError as exc:
+        return [str(exc)], None
     if not run:
         return problems, None
     report = run_tip(path, fake_cuda=fake_cuda)
@@ -132,17 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tipsite.tipcheck", description=__doc__.split("\n\n")[0])
     parser.add_argument("tips", nargs="+", type=Path, help="tip files (gallery/<topic>/tip_x.py)")
     parser.add_argument("--fake-cuda", action="store_true", help="run the CUDA branch on a faked device")
-    parser.add_argument("--no-run", action="store_true", help="only metadata and helper copies")
-    parser.add_argument("--sync", action="store_true",
-                        help="first rewrite the tip's copies of the helpers from tipsite/tipkit.py")
+    parser.add_argument("--no-run", action="store_true", help="only metadata and the helpers' import")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each tip's output")
     args = parser.parse_args(argv)
     failed = 0
     for path in args.tips:
-        if args.sync:
-            changed = sync_helpers(path)
-            if changed:
-                print(f"synced {path.stem}: {', '.join(changed)}")
         problems, report = check(path, fake_cuda=args.fake_cuda, run=not args.no_run)
         label = path.stem + (" (fake CUDA)" if args.fake_cuda else "")
         if report and args.verbose:

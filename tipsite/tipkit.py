@@ -1,9 +1,12 @@
-"""The reference copy of the helpers every tip carries: measure, decide, report, draw.
+"""The helpers every tip imports: measure, decide, report, draw.
 
-A tip is downloaded and run on its own, so it cannot import project code: each tip copies the
-functions of :data:`HELPERS` that it uses, verbatim, into its "How this tip measures and decides"
-cell. ``tests/test_tipkit.py`` checks that every copy is identical to this file; a tip that needs
-different behaviour writes a function of another name. The build re-derives each verdict from the
+A tip imports the functions of :data:`HELPERS` it uses in its "How this tip measures and decides"
+cell (``from tipsite.tipkit import compare_times, decide, report``). A reader downloads and runs a
+tip on its own, without this project, so the build runs and publishes the tip's *download*, in
+which that import is replaced by these functions' source (:mod:`tipsite.tipsource`). Each helper
+therefore imports what it needs inside its body and uses only torch, numpy, matplotlib and the
+standard library. :data:`DECIDES` are the ones whose change makes a tip's records an older
+version's; :data:`PRESENTS` only print and draw. The build re-derives each verdict from the
 evidence its decision records (:func:`rederive`): a verdict the recorded measurements do not give
 fails the build, naming the tip and the device.
 
@@ -24,7 +27,8 @@ The vocabulary:
   all hold. A condition tests a *group* of comparisons (``"all above"``, ``"none above"``, ...)
   or a *fact*, another observation the tip made on that device (an error raised, a flag, a dtype).
 
-Copied helpers keep lines within 88 characters so that no code block scrolls sideways.
+Helpers keep lines within 88 characters: every download shows them, and no code block scrolls
+sideways.
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ from __future__ import annotations
 # The helpers a tip may copy, in the order they appear below; tests/test_tipkit.py reads this.
 HELPERS = ("median_interval", "outcome", "compare_times", "compare_values", "decide",
            "report", "plot_ratios", "plot_series")
+# What decides a verdict (a change here makes every record of a tip using it an older version's)
+# and what only presents it (a change here leaves recorded verdicts current): tipsite/tipsource.py.
+DECIDES = ("median_interval", "outcome", "compare_times", "compare_values", "decide")
+PRESENTS = ("report", "plot_ratios", "plot_series")
 
 
 def median_interval(values, confidence=0.95):

@@ -31,63 +31,11 @@ what the caller gets from each.
 # %%
 # How this tip measures and decides
 # ---------------------------------
-# The same helpers in every tip of this site (a test keeps the copies identical). This tip
+# The helpers every tip on this site shares (one module, written out in each download). This tip
 # times nothing: its verdict rests on *facts*, what it observed on this device (a gradient
 # present or not, dropout active or not, where a model's output lands). A verdict is the first
 # case of the rule whose conditions the facts meet.
-def decide(device, cases, *, groups=None, facts=None, key=None):
-    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
-
-    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
-    (a bool, number or string measured on ``device``). A case is
-    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
-    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
-    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
-    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
-    key figure.
-    """
-    import torch
-
-    def holds(state, condition):
-        if isinstance(state, list):  # a group: the outcomes of its comparisons
-            quantifier, side = condition.split()
-            hits = [o == side for o in state]
-            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
-            return quantified[quantifier]
-        return state == condition
-
-    groups, facts = dict(groups or {}), dict(facts or {})
-    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
-    def matches(conditions):
-        return all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
-                   for n, c in conditions.items())
-
-    verdict = next((case for case, conditions in cases if matches(conditions)), None)
-    if verdict is None:
-        raise ValueError("no case matched: end with a case that has no conditions")
-    if key is not None and "ratios" in key:
-        unit = "x" if key["measure"] == "ratio" else key["unit"]
-        key = {"name": key["name"], "value": key["median"], "low": key["low"],
-               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
-    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
-    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
-    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
-    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
-            "facts": facts, "groups": members, "comparisons": comparisons,
-            "state": state, "key": key, "threads": sorted(threads)}
-
-
-def report(decision, rule):
-    """Print each comparison and fact, then the verdict and its rule."""
-    for c in decision["comparisons"]:
-        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
-        print(f"{c['name']}: {c['median']:.3g}{unit} "
-              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
-              f"{c['outcome']} {c['threshold']:.3g}")
-    for name, value in decision["facts"].items():
-        print(f"{name}: {value}")
-    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
-    print(f"Rule: {rule}")
+from tipsite.tipkit import decide, report
 
 
 # %%

@@ -26,109 +26,12 @@ a shape comment names the mistake and a one-line shape assertion stops it.
 # %%
 # How this tip measures and decides
 # ---------------------------------
-# The same helpers in every tip of this site (a test keeps the copies identical). Facts are
+# The helpers every tip on this site shares (one module, written out in each download). Facts are
 # what the tip observed on this device (an error or warning raised or not). The two losses are
 # compared by the true error each training run ends with: one ratio per random seed, whose
 # ~95% confidence interval is compared with the rule's threshold. A verdict is the first case
 # of the rule whose conditions the measurements meet.
-def median_interval(values, confidence=0.95):
-    """The median of ``values`` and a distribution-free interval for it."""
-    import math
-    import statistics
-
-    xs = sorted(values)
-    n, k, tail = len(xs), 0, 0.0
-    # largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x_k, x_(n+1-k)]
-    while k < n // 2 and tail + math.comb(n, k) / 2**n <= (1 - confidence) / 2:
-        tail += math.comb(n, k) / 2**n
-        k += 1
-    k = max(k, 1)  # too few rounds for that confidence: the whole range
-    return statistics.median(xs), xs[k - 1], xs[n - k]
-
-
-def outcome(low, high, threshold):
-    """'above' or 'below' if the whole interval is on that side, else 'noise'."""
-    return "above" if low > threshold else "below" if high < threshold else "noise"
-
-
-def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
-                   measure="ratio"):
-    """Compare samples measured otherwise: ``{"anti-pattern": [...], "fix": [...]}``.
-
-    Samples pair up by position, one pair per round. ``measure="ratio"`` compares
-    anti-pattern / recommended with ``threshold``; ``"difference"`` compares
-    anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per
-    step).
-    """
-    import torch
-
-    (base_name, base), (cand_name, cand) = variants.items()
-    if measure == "ratio":
-        ratios = [b / c for b, c in zip(base, cand)]
-    else:
-        ratios = [b - c for b, c in zip(base, cand)]
-    mid, low, high = median_interval(ratios)
-    return {"name": name, "device": torch.device(device).type,
-            "threads": torch.get_num_threads(), "x": x, "metric": metric, "unit": unit,
-            "measure": measure, "baseline": base_name, "candidate": cand_name,
-            "base": list(base), "cand": list(cand), "ratios": ratios, "median": mid,
-            "low": low, "high": high, "threshold": threshold,
-            "outcome": outcome(low, high, threshold)}
-
-
-def decide(device, cases, *, groups=None, facts=None, key=None):
-    """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
-
-    ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
-    (a bool, number or string measured on ``device``). A case is
-    ``(verdict, {name: condition})``. A fact's condition is a value or a list of
-    accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
-    (or ``below``, ``noise``), or a list of them. The last case has no conditions.
-    ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
-    key figure.
-    """
-    import torch
-
-    def holds(state, condition):
-        if isinstance(state, list):  # a group: the outcomes of its comparisons
-            quantifier, side = condition.split()
-            hits = [o == side for o in state]
-            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
-            return quantified[quantifier]
-        return state == condition
-
-    groups, facts = dict(groups or {}), dict(facts or {})
-    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
-    def matches(conditions):
-        return all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
-                   for n, c in conditions.items())
-
-    verdict = next((case for case, conditions in cases if matches(conditions)), None)
-    if verdict is None:
-        raise ValueError("no case matched: end with a case that has no conditions")
-    if key is not None and "ratios" in key:
-        unit = "x" if key["measure"] == "ratio" else key["unit"]
-        key = {"name": key["name"], "value": key["median"], "low": key["low"],
-               "high": key["high"], "unit": unit, "rounds": len(key["ratios"])}
-    comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
-    threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
-    members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
-    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
-            "facts": facts, "groups": members, "comparisons": comparisons,
-            "state": state, "key": key, "threads": sorted(threads)}
-
-
-def report(decision, rule):
-    """Print each comparison and fact, then the verdict and its rule."""
-    for c in decision["comparisons"]:
-        unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
-        print(f"{c['name']}: {c['median']:.3g}{unit} "
-              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
-              f"{c['outcome']} {c['threshold']:.3g}")
-    for name, value in decision["facts"].items():
-        print(f"{name}: {value}")
-    print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
-    print(f"Rule: {rule}")
+from tipsite.tipkit import compare_values, decide, report
 
 
 # %%

@@ -26,7 +26,9 @@ records.DATA_DIR = Path(__file__).parent / "_data" / "results"
 
 project = "Tiny tips"
 extensions = ["sphinx_gallery.gen_gallery", "tipsite.sphinxext"]
+tips_gallery_source = "gallery"
+# sphinx-gallery runs the downloads (helpers inlined), which the extension writes to _downloads.
 sphinx_gallery_conf = gallery.gallery_conf(
-    "gallery", "tips", filename_pattern=shards.filename_pattern(Path(__file__).parent / "gallery"))
+    "_downloads", "tips", filename_pattern=shards.filename_pattern(Path(__file__).parent / "gallery"))
 html_theme = "furo"
-exclude_patterns = ["_build", "gallery"]
+exclude_patterns = ["_build", "gallery", "_downloads"]

@@ -205,8 +205,8 @@ class Evidence:
                 this = None
             sets = [{**s, "records": [r for r in s["records"] if same_release(r["torch"], torch)]}
                     for s in self.sets]
-        sha = records.source_sha256(tip.path)
-        return records.device_states(tip.name, [self.target.device], sha, this, sets)[self.target.device]
+        version = records.tip_version(tip.path)
+        return records.device_states(tip.name, [self.target.device], version, this, sets)[self.target.device]
 
     def verdict(self, tip_name: str) -> Verdict:
         if tip_name in self._cache:

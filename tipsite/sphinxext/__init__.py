@@ -49,9 +49,12 @@ def setup(app: Sphinx) -> dict:
     app.connect("config-inited", _add_static_path)
     # The page whose tips-compat-matrix table each tip page links to (when the project has it).
     app.add_config_value("tips_compat_page", "reference/compat", "env")
+    # The gallery the tips are written in; sphinx-gallery's examples_dirs receives their downloads.
+    app.add_config_value("tips_gallery_source", None, "env")
     app.add_role("tip-verdict", _inline_role("tip-verdict", per_value=True))
     app.add_role("tip-tag", _inline_role("tip-tag"))
     # sphinx-gallery executes the tips on builder-inited at the default priority (500).
+    app.connect("builder-inited", state.write_downloads, priority=280)
     app.connect("builder-inited", freshness.mark_build_started, priority=290)
     app.connect("builder-inited", freshness.invalidate_executions, priority=300)
     app.connect("builder-inited", freshness.remove_deleted_tips, priority=310)

@@ -58,7 +58,7 @@ def _key_name(entry: dict | None) -> str | None:
     return None
 
 
-def cell_lines(entry: dict | None, run: dict | None, current_sha: str | None = None,
+def cell_lines(entry: dict | None, run: dict | None, current: dict | None = None,
                key_name: str | None = None) -> list[str]:
     """The reST lines of one cell (a tip on a release).
 
@@ -68,7 +68,7 @@ def cell_lines(entry: dict | None, run: dict | None, current_sha: str | None = N
     if run is None or entry is None:
         return ["*missing*"]
     stale = "| *stale: an older version of the tip*" if (
-        current_sha and entry.get("sha256") and entry["sha256"] != current_sha) else None
+        current and not compat.is_current(entry, current)) else None
     status = entry.get("status")
     if status == compat.NOT_APPLICABLE:
         first = f"not applicable (needs torch ≥ {_esc(entry.get('min_torch', '?'))})"
@@ -145,7 +145,7 @@ def table_rst(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> list[str
         lines.append("")
         about = f"       ``{tip.name}`` · since torch {_esc(tip.min_torch)}"
         lines.append(about + (f" · key figure: {_esc(key_name)}" if key_name else ""))
-        sha = compat.source_hash(tip.path) if tip.path.exists() else None
+        sha = records.tip_version(tip.path) if tip.path.exists() else None
         for release in releases:
             cell = cell_lines(entries[release], runs[release], sha, key_name)
             lines.append(f"     - {cell[0]}")
@@ -160,11 +160,11 @@ def verdict_changes(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> li
     nothing about the release."""
     changes = []
     for tip in sorted(tips, key=lambda t: t.name):
-        sha = compat.source_hash(tip.path) if tip.path.exists() else None
+        sha = records.tip_version(tip.path) if tip.path.exists() else None
         seen: dict[str, dict[str, str]] = {}
         for release, run in runs.items():
             entry = (run or {}).get("tips", {}).get(tip.name)
-            if not entry or entry.get("status") != compat.PASSED or entry.get("sha256") != sha:
+            if not entry or entry.get("status") != compat.PASSED or not compat.is_current(entry, sha):
                 continue
             for device, v in _decided(entry).items():
                 if v.get("verdict"):
@@ -272,7 +272,7 @@ def chart_png(tip: tipmeta.Tip, runs: dict[str, dict | None]) -> tuple[bytes, st
         return None
     plt = figures._pyplot()
     releases = list(runs)
-    sha = compat.source_hash(tip.path) if tip.path.exists() else None
+    sha = records.tip_version(tip.path) if tip.path.exists() else None
     fig, ax = plt.subplots(figsize=(4.4, 2.6), layout="constrained")
     said = []
     for i, (device, points) in enumerate(sorted(per_device.items())):

@@ -87,7 +87,7 @@ def header(view: TipView, compat_page: bool = True) -> str:
                   report_url=report_url(view), compat_page=compat_page, compat_chart=chart)
 
 
-def _provenance(record: dict, current_sha: str, origin: str) -> str:
+def _provenance(record: dict, current: dict, origin: str) -> str:
     hosts = record["hosts"]
     machine = []
     for device, host in hosts.items():
@@ -100,7 +100,7 @@ def _provenance(record: dict, current_sha: str, origin: str) -> str:
                       f"driver {host['driver']}" if host.get("driver") else ""]
         machine.append(f"{records.device_word(device)} {host['name']}"
                        + (f" ({', '.join(e for e in extra if e)})" if any(extra) else ""))
-    version = ("the tip's current source" if record["source_sha256"] == current_sha
+    version = ("the tip's current source" if records.is_current(record, current)
                else "an older version of the tip")
     where = "this build" if origin == "this build" else f"result set {origin.rsplit('/', 1)[-1]}"
     return (f"{'; '.join(machine)}; torch {record['torch']}, Python {record['python']}; build "
@@ -108,9 +108,9 @@ def _provenance(record: dict, current_sha: str, origin: str) -> str:
 
 
 def footer(view: TipView, sets: list[dict], srcdir=None) -> str:
-    current = records.source_sha256(view.tip.path)
+    current = records.tip_version(view.tip.path)
     origins = {id(r): s["path"] for s in sets for r in s["records"]}
-    columns = [{"label": column_label(r), "stale": r["source_sha256"] != current,
+    columns = [{"label": column_label(r), "stale": not records.is_current(r, current),
                 "provenance": _provenance(r, current, "this build" if r is view.record else origins.get(id(r), "?"))}
                for r in view.columns]
     skipped: dict[str, list[str]] = {}

@@ -32,6 +32,33 @@ def gallery_dirs(app: Sphinx) -> tuple[Path, Path]:
     return (src / examples).resolve(), (src / out).resolve()
 
 
+def source_dir(app: Sphinx) -> Path:
+    """The gallery the tips are written in (``tips_gallery_source``); sphinx-gallery runs their
+    downloads, written from it into its ``examples_dirs`` (:func:`write_downloads`)."""
+    source = app.config.tips_gallery_source
+    if not source:
+        stop("tips_gallery_source is not set: name the gallery the tips are written in (conf.py)")
+    return (Path(app.srcdir) / source).resolve()
+
+
+def write_downloads(app: Sphinx) -> None:
+    """builder-inited, first: each tip's download (its helpers inlined) into sphinx-gallery's
+    examples folder, which sphinx-gallery then executes and publishes (tipsite/tipsource.py)."""
+    from tipsite import tipsource
+
+    examples, _ = gallery_dirs(app)
+    source = source_dir(app)
+    if examples == source:
+        stop(f"{source}: sphinx-gallery must run the downloads, not the gallery itself: give "
+             "examples_dirs a folder of its own")
+    try:
+        written = tipsource.write_gallery(source, examples)
+    except tipsource.TipSourceError as exc:
+        stop(str(exc))
+    if written:
+        logger.info(f"tipsite: {len(written)} download(s) written to {examples}")
+
+
 def tips(app: Sphinx) -> list[tipmeta.Tip]:
     return app.env.tips_metadata  # type: ignore[attr-defined]
 
@@ -47,7 +74,7 @@ def stop(message: str) -> None:
 
 def load_tips(app: Sphinx) -> None:
     """builder-inited, before sphinx-gallery: refuse to build a gallery that breaks the contract."""
-    examples_dir, _ = gallery_dirs(app)
+    examples_dir = source_dir(app)
     try:
         found = tipmeta.read_all(examples_dir)
     except ValueError as exc:

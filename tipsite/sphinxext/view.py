@@ -199,8 +199,7 @@ def build_views(tips: list[tipmeta.Tip], out_dir: Path, sets: list[dict],
     views = {}
     for tip in tips:
         this = records.read_record(out_dir / tip.topic / tip.path.name)
-        current = records.source_sha256(tip.path)
-        states = records.device_states(tip.name, tip.devices, current, this, sets)
+        states = records.device_states(tip.name, tip.devices, records.tip_version(tip.path), this, sets)
         devices = {d: DeviceView(d, **s) for d, s in states.items()}
         tip_claims = [{**claims[c], "source": sources[c.split("-")[0]]} for c in tip.claims]
         views[tip.name] = TipView(tip=tip, record=this, devices=devices,
