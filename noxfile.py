@@ -157,7 +157,7 @@ def docs(session: nox.Session) -> None:
     After a build, its results go to build/results/ as one result set (tipsite/records.py).
     """
     try:
-        shard, clean, args = build.docs_options(session.posargs)  # before anything is deleted
+        shard, clean, args = shards.docs_options(session.posargs)  # before anything is deleted
     except shards.ShardError as exc:
         session.error(str(exc))
     if clean:

@@ -21,6 +21,7 @@ from conftest import build_env
 
 from conf import settings
 from tipsite import bench, tipmeta
+from tipsite.sphinxext import benchpage
 
 
 def _decision(device, verdict="holds", value=2.0, low=None, high=None, rounds=8, comparisons=2,
@@ -400,7 +401,7 @@ def test_unknown_part_is_an_error(tmp_path):
 
 
 def test_readme_summary_says_what_the_tips_cost():
-    text = bench.render_markdown(_data())
+    text = benchpage.readme_text(_data())
     line = text.splitlines()[1]
     assert text.startswith("<!-- build-time -->")
     assert line.startswith("Clean build time on the 2-core development machine: 102 s (median of 3 clean builds")
@@ -415,12 +416,12 @@ def test_readme_summary_says_what_the_tips_cost():
 def test_render_prints_the_summary_or_refuses_old_data(tmp_path, capsys):
     path = tmp_path / "bench.json"
     path.write_text(json.dumps({"date": "2026-11-22 06:39 UTC", "key_ratios": []}), encoding="utf-8")
-    assert bench.main(["--render", "--out", str(path)]) == 1
+    assert benchpage.main([str(path)]) == 1
     assert "tips-bench/2" in capsys.readouterr().err
     path.write_text(json.dumps(_data()), encoding="utf-8")
-    assert bench.main(["--render", "--out", str(path)]) == 0
+    assert benchpage.main([str(path)]) == 0
     assert "Clean build time on the 2-core" in capsys.readouterr().out
-    assert json.loads(path.read_text(encoding="utf-8")) == _data()  # --render writes nothing
+    assert json.loads(path.read_text(encoding="utf-8")) == _data()  # rendering writes nothing
 
 
 def test_a_stopped_run_still_reports_what_it_measured(tmp_path):
@@ -429,7 +430,7 @@ def test_a_stopped_run_still_reports_what_it_measured(tmp_path):
                 incomplete="stopped after 1 clean run(s): KeyboardInterrupt signal 15")
     data["targets"] = bench.targets(data)
     assert [t["what"] for t in data["targets"]][0] == "clean build, every tip executed"
-    assert "Incomplete run" in bench.render_markdown(data)
+    assert "Incomplete run" in benchpage.readme_text(data)
     html = _sphinx(tmp_path, data, {"index.rst": PAGE})
     assert "This run is incomplete" in html
 

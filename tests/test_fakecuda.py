@@ -98,7 +98,7 @@ def test_cuda_calls_outside_is_available_fail_a_cpu_run(tmp_path):
 def test_cuda_verdicts_are_labelled_cuda_only_by_tips_that_measure_it():
     for tip in tipmeta.read_all():
         if "cuda" not in tip.devices:
-            assert records.required_devices(tip.devices, True) == {"cpu"}
+            assert records.required_devices(tip.devices, {"cpu", "cuda"}) == {"cpu"}
 
 
 def test_a_tip_importing_what_a_reader_lacks_fails(tmp_path):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tipsite import tipmeta
+from tipsite import records, tipmeta
 
 
 def write(tmp_path: Path, text: str, topic: str = "speed", name: str = "tip_tiny.py") -> Path:
@@ -85,7 +85,7 @@ def test_syntax_error_is_reported_with_the_file(tmp_path):
     ],
 )
 def test_result_validation(result, expected):
-    problems = tipmeta.validate_result(result)
+    problems = records.result_problems(result)
     assert any(expected in p for p in problems), problems
 
 

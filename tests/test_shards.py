@@ -397,7 +397,7 @@ def test_packs_record_their_commit_and_execution_layer(fixture_builds, tmp_path)
 
 def test_a_bad_shard_argument_deletes_nothing(tmp_path):
     with pytest.raises(shards.ShardError):
-        build.docs_options(["--clean", "--shard", "3/2"])
+        shards.docs_options(["--clean", "--shard", "3/2"])
 
 
 def test_record_timings_reads_the_builds_costs(fixture_builds, tmp_path):

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from conf import settings
-from tipsite import records, tipmeta
+from tipsite import devices, records, tipmeta
 
 VERDICTS = tipmeta.vocab()["verdicts"]
 
@@ -75,7 +75,7 @@ def test_records_record_this_build(site, tips):
         assert record is not None, tip.name
         assert record["torch"] == torch.__version__
         assert records.is_current(record, records.tip_version(tip.path)), f"{tip.name}: record of another version"
-        assert set(record["verdicts"]) == records.required_devices(tip.devices, torch.cuda.is_available())
+        assert set(record["verdicts"]) == records.required_devices(tip.devices, devices.available())
 
 
 def test_the_recorded_cuda_runs_are_shown_current_or_as_an_older_version(site, tips):

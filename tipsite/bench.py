@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from conf import settings
-from tipsite import build, records, tipmeta
+from tipsite import build, devices, records, tipmeta
 
 SCHEMA = "tips-bench/2"
 DATA_FILE = settings.DOCS_DIR / "_data" / "bench.json"
@@ -544,12 +544,14 @@ def machine() -> dict[str, Any]:
     import torch
 
     return {
-        "cpu": records.cpu_model(),
-        "cpu_flags": records.cpu_flags(),
+        "cpu": devices.cpu_model(),
+        "cpu_flags": devices.cpu_flags(),
         "cores": os.cpu_count(),
         "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "torch": torch.__version__,
-        "cuda": torch.cuda.is_available(),
+        "cuda": "cuda" in devices.available(),
+        # each device of the machine, as a build's records describe it (its machine class)
+        "hosts": devices.hosts(),
         "python": platform.python_version(),
         "tips_threads": settings.TIPS_THREADS,
     }
@@ -636,71 +638,8 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
-# --- the README summary -----------------------------------------------------------------------
-
 def is_current(data: Any) -> bool:
     return isinstance(data, dict) and data.get("schema") == SCHEMA
-
-
-def render_markdown(data: dict[str, Any]) -> str:
-    """The README's build-time line (after ``<!-- build-time -->``) and its benchmark summary.
-
-    Numbers are formatted by the page's own view (:func:`tipsite.sphinxext.benchpage.view`), so
-    the README and the page say the same thing.
-    """
-    from tipsite.sphinxext.benchpage import README_SLOWEST as slowest
-    from tipsite.sphinxext.benchpage import view
-
-    v = view(data)
-    s = data["summary"]
-    runs = data["clean_runs"]
-    slow = ", ".join(f"{r['tip']} {r['time']}" for r in v["tip_costs"][:3])
-    load = v["load_words"]
-    out = [
-        "<!-- build-time -->",
-        (f"Clean build time on the {data['machine']['cores']}-core development machine:"
-         f" {s['clean_build_s']['median']:.0f} s ("
-         + (f"median of {len(runs)} clean builds" if len(runs) > 1 else "one clean build")
-         + (f" of only {', '.join(data['subset'])}, a trial" if data.get("subset") else " with every tip executed")
-         + f", {load}, {data['date']}); the tips' own run time {s['tips_s_median']:.0f} s of it,"
-         f" slowest {slow}; see \"Build time and benchmark\" below."),
-        "",
-        "<!-- bench-summary -->",
-        f"Measured by `nox -s bench` on {v['summary']}",
-        "",
-        "| measure | target | measured | met |",
-        "| --- | --- | --- | --- |",
-    ]
-    out += [f"| {t['what']} | {t['target']} | {t['measured']} | {t['met_word']} |" for t in v["targets"]]
-    out += [
-        "",
-        (f"Clean build: median {s['clean_build_s']['median']} s over {len(runs)} runs"
-         f" ({s['clean_build_s']['min']}–{s['clean_build_s']['max']} s)," if len(runs) > 1 else
-         f"Clean build: {s['clean_build_s']['median']} s (one run),")
-        + f" of which the tips' own run time {s['tips_s_median']} s and overhead {s['overhead_s_median']} s.",
-        "",
-        f"The tips' own run time, slowest first ({len(v['tip_costs'])} tip{'s' if len(v['tip_costs']) != 1 else ''},"
-        " median of the clean runs):",
-        "",
-        "| tip | kind | run time | share | comparisons | rounds |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    out += [f"| `{r['tip']}` | {r['kind']} | {r['time']} | {r['share']} | {r['comparisons']} | {r['rounds']} |"
-            for r in v["tip_costs"][:slowest]]
-    if len(v["tip_costs"]) > slowest:
-        out.append(f"| {len(v['tip_costs']) - slowest} more | | {v['rest_time']} | {v['rest_share']} | | |")
-    if data.get("incomplete"):
-        out += ["", f"**Incomplete run**: {data['incomplete']}."]
-    flipped = [r for r in v["stability"] if r["changed"]]
-    if flipped:
-        out += ["", "Verdicts that changed between runs:", ""]
-        out += [f"- `{r['tip']}` on {r['device']}: {' / '.join(r['verdicts'])}" for r in flipped]
-    moved = [r for r in v["stability"] if r["moved"]]
-    if moved:
-        out += ["", f"Key figures that moved more than ±{TARGET_KEY_PCT:.0f}% across the runs:", ""]
-        out += [f"- `{r['tip']}` on {r['device']}: {r['key']} = {r['figures']} ({r['deviation']} from the"
-                f" median; inside every run's interval: {r['inside']})" for r in moved]
-    return "\n".join(out)
 
 
 def write_data(data: dict[str, Any], out: Path) -> None:
@@ -728,27 +667,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-rebuilds", action="store_true",
                         help="clean builds only: no no-change and one-tip rebuilds")
     parser.add_argument("--out", type=Path, default=DATA_FILE, help=f"data file (default {DATA_FILE})")
-    parser.add_argument("--render", action="store_true",
-                        help="only print the README summary from --out (the page renders itself)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary build trees")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
-    if args.render:
-        data = json.loads(args.out.read_text(encoding="utf-8")) if args.out.exists() else None
-        if not is_current(data):
-            print(f"bench: {args.out} holds no data in the {SCHEMA} format: run the benchmark",
-                  file=sys.stderr)
-            return 1
-        data["targets"] = targets(data)  # the rules may have changed since the run
-        print(render_markdown(data))
-        return 0
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     if not 0 <= args.load <= (os.cpu_count() or 1):
         parser.error(f"--load must be between 0 and the {os.cpu_count()} cores of this machine")
     data = run_bench(args)
     write_data(data, args.out)
-    print(render_markdown(data))
+    print("bench: the README's build-time line: python -m tipsite.sphinxext.benchpage " + str(args.out))
     missed = [t["what"] for t in data["targets"] if not t["met"]]
     if missed:
         print("bench: targets missed: " + "; ".join(missed))

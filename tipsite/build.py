@@ -53,30 +53,6 @@ def clean(root: Path = settings.ROOT, keep: tuple[str, ...] = ()) -> None:
             path.unlink()
 
 
-def docs_options(posargs: list[str]) -> tuple[tuple[int, int] | None, bool, list[str]]:
-    """``nox -s docs -- [--clean] [--shard K/N] [sphinx args]`` -> (shard, clean, the rest).
-
-    A bad ``--shard`` raises here, before anything is deleted."""
-    from tipsite import shards
-
-    args = list(posargs)
-    shard = None
-    for i, arg in enumerate(args):
-        if arg == "--shard" and i + 1 < len(args):
-            shard = args[i + 1]
-            del args[i:i + 2]
-            break
-        if arg.startswith("--shard="):
-            shard = arg.split("=", 1)[1]
-            del args[i]
-            break
-    parsed = shards.parse_shard(shard) if shard is not None else None
-    clean = "--clean" in args
-    if clean:
-        args.remove("--clean")
-    return parsed, clean, args
-
-
 def digest(paths) -> str:
     h = hashlib.sha256()
     for path in paths:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from conf import settings
-from tipsite import records, tipmeta
+from tipsite import devices, records, tipmeta
 
 DATA_DIR = settings.DOCS_DIR / "_data" / "compat"
 RUNNER = Path(__file__).with_name("tiprunner.py")
@@ -200,8 +200,10 @@ def run(release: str, only: list[str] | None = None) -> int:
         "torch": release,
         "torch_build": built,
         "python": platform.python_version(),
-        "device": "cuda" if torch.cuda.is_available() else "cpu",
-        "device_name": _device_name(torch),
+        "device": devices.primary(devices.available()),
+        "device_name": _device_name(),
+        # the machine, as a build's records describe it: its machine class (tipsite/devices.py)
+        "hosts": devices.hosts(),
         "cuda_in_build": torch.version.cuda,
         "threads": torch.get_num_threads(),
         "strict_deprecations": strict,
@@ -266,10 +268,8 @@ def _write(release: str, data: dict[str, Any], start: float, names: set[str]) ->
     tmp.replace(data_path(release))
 
 
-def _device_name(torch) -> str:
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name(0)
-    return records.cpu_model()
+def _device_name() -> str:
+    return devices.hosts()[devices.primary(devices.available())]["name"]
 
 
 def main(argv: list[str]) -> int:

@@ -5,8 +5,9 @@ picklable and Sphinx can cache it.
 
 * :func:`reset_torch` runs before each tip: seed, thread count, backend flags, autocast and
   grad mode back to a known state, so one tip cannot change another's figures.
-* :class:`PeakMemory` is sphinx-gallery's ``show_memory`` callable: the CUDA caching
-  allocator's peak on a CUDA build, the process's peak resident memory otherwise.
+* :class:`PeakMemory` is sphinx-gallery's ``show_memory`` callable: the peak memory of the
+  build's device (:mod:`tipsite.devices`: the CUDA caching allocator's on a CUDA build, the
+  process's peak resident memory otherwise).
 * :func:`collect_figures` and :func:`collect_result` are registered as "image scrapers":
   after every code block the first notes what each open matplotlib figure plots (before
   matplotlib's scraper saves it), the second reads the tip's ``RESULT`` from the tip's globals,
@@ -18,13 +19,12 @@ picklable and Sphinx can cache it.
 from __future__ import annotations
 
 import os
-import platform
 import signal
 from pathlib import Path
 from typing import Any
 
 from conf import settings
-from tipsite import tipmeta
+from tipsite import devices, tipmeta
 
 
 def gallery_conf(examples_dir: Path | str, gallery_dir: Path | str, *,
@@ -115,9 +115,8 @@ def reset_torch(gallery_conf: dict, fname: str | None, when: str) -> None:
     torch.backends.cudnn.allow_tf32 = True
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
-    if torch.cuda.is_available():
-        torch.cuda.set_sync_debug_mode(0)
-        torch.cuda.empty_cache()
+    for name in devices.available():
+        devices.get(name).reset()
     if fname is None:
         return
     from tipsite import records
@@ -133,23 +132,6 @@ def reset_torch(gallery_conf: dict, fname: str | None, when: str) -> None:
                           topic_dir / (Path(fname).name + ".md5")):
                 stale.unlink(missing_ok=True)
     _arm_timeout(fname)
-
-
-def _rss_peak_mib() -> float:
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("VmHWM not found in /proc/self/status")
-
-
-def _reset_rss_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
-            fh.write("5")  # resets VmHWM to the current resident size (Linux >= 4.0)
-        return True
-    except OSError:
-        return False
 
 
 class PeakMemory:
@@ -172,21 +154,13 @@ class PeakMemory:
 
 
 def _peak_memory(func):
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        out = func()
-        torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated() / 2**20, out
-    if platform.system() == "Linux" and _reset_rss_peak():
-        out = func()
-        return _rss_peak_mib(), out
-    import resource
-
+    """The peak memory (MiB) of the build's device (its accelerator, else the process on the CPU)."""
+    device = devices.get(devices.primary(devices.available()))
+    device.synchronize()
+    device.reset_peak()
     out = func()
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, out
+    device.synchronize()
+    return device.peak_bytes() / 2**20, out
 
 
 def _errorbar_roles(ax) -> dict[int, tuple[str, str]]:
@@ -256,7 +230,6 @@ def collect_result(block, block_vars: dict, gallery_conf: dict) -> str:
     every device that this run had to measure (:func:`tipsite.records.required_devices`);
     otherwise the tip fails here, named, and no record is written.
     """
-    import torch
 
     from tipsite import records
 
@@ -267,7 +240,7 @@ def collect_result(block, block_vars: dict, gallery_conf: dict) -> str:
     problems = records.result_problems(result)
     if not problems:
         tip = tipmeta.read_tip(src)
-        problems = records.coverage_problems(result, tip.devices, torch.cuda.is_available())
+        problems = records.coverage_problems(result, tip.devices, devices.available())
     if problems:
         # Raised inside sphinx-gallery's block execution: the tip fails and is named.
         raise ValueError(f"{src.name}: " + "; ".join(problems))

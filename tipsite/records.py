@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from conf import settings
+from tipsite import devices as devices_table
 from tipsite import tipkit
 
 RECORD_SCHEMA = "tips-record/3"
@@ -49,10 +50,6 @@ RECORD_SUFFIX = ".result.json"
 ENV_VAR = "TIPS_RESULT_SETS"
 # Result sets committed with the sources (e.g. a GPU runner's), shown by every build.
 DATA_DIR = settings.DOCS_DIR / "_data" / "results"
-DEVICE_WORDS = {"cpu": "CPU", "cuda": "CUDA"}
-# Instruction-set flags that decide what a CPU can do fast (bf16/fp16 hardware, AMX, VNNI).
-CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni",
-             "amx_tile", "amx_bf16", "amx_fp16", "amx_int8", "asimd", "bf16", "sve", "sve2")
 RESULT_KEYS = {"rule", "verdicts", "measurements", "skipped"}
 MEASUREMENT_KEYS = {"variant", "metric", "value", "unit", "device"}
 DECISION_KEYS = {"device", "verdict", "cases", "facts", "groups", "comparisons", "state", "key", "threads"}
@@ -70,7 +67,8 @@ class RecordError(ValueError):
 
 
 def device_word(device: str) -> str:
-    return DEVICE_WORDS.get(device, str(device).upper())
+    """``CUDA`` for ``cuda``: the word readers see (:mod:`tipsite.devices`)."""
+    return devices_table.word(device)
 
 
 def verdicts() -> list[str]:
@@ -239,26 +237,20 @@ def result_problems(result: Any) -> list[str]:
     return problems
 
 
-def required_devices(tip_devices: Iterable[str], cuda_available: bool) -> set[str]:
-    """The devices a run must decide: CUDA where the tip measures it and the machine has it;
-    the CPU where the tip measures only there, or measures both and the machine has no GPU."""
-    tip_devices = set(tip_devices)
-    need = set()
-    if "cuda" in tip_devices and cuda_available:
-        need.add("cuda")
-    if "cpu" in tip_devices and ("cuda" not in tip_devices or not cuda_available):
-        need.add("cpu")
-    return need
+def required_devices(tip_devices: Iterable[str], machine: Iterable[str]) -> set[str]:
+    """The devices a run on a machine with the devices ``machine`` must decide
+    (:func:`tipsite.devices.required`)."""
+    return devices_table.required(tip_devices, machine)
 
 
-def coverage_problems(result: dict, tip_devices: Iterable[str], cuda_available: bool) -> list[str]:
+def coverage_problems(result: dict, tip_devices: Iterable[str], machine: Iterable[str]) -> list[str]:
     """A run decides every device it must (:func:`required_devices`) and no other."""
-    tip_devices = list(tip_devices)
+    tip_devices, machine = list(tip_devices), set(machine)
     decided = set(result.get("verdicts") or {})
     problems = [f"RESULT['verdicts'] decides {d!r}, which sphinx_gallery_tips_devices does not list"
                 for d in sorted(decided - set(tip_devices))]
-    need = required_devices(tip_devices, cuda_available)
-    where = "a machine with CUDA" if cuda_available else "a machine without CUDA"
+    need = required_devices(tip_devices, machine)
+    where = "a machine with " + ", ".join(device_word(d) for d in sorted(machine))
     problems += [f"RESULT['verdicts'] has no decision for {d!r}, which this run on {where} must measure"
                  for d in sorted(need - decided)]
     return problems
@@ -285,52 +277,9 @@ def is_current(record: dict, version: dict[str, str]) -> bool:
     return all(record.get(k) == version[k] for k in VERSION_KEYS)
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith(("model name", "Model")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def cpu_flags() -> list[str]:
-    """The relevant instruction-set flags of this CPU (x86 ``flags``, Arm ``Features``)."""
-    found: set[str] = set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith(("flags", "Features")):
-                    found |= set(line.split(":", 1)[1].split())
-                    break
-    except OSError:
-        pass
-    return [f for f in CPU_FLAGS if f in found]
-
-
-def cuda_driver() -> str | None:
-    """The NVIDIA driver version, from the kernel module's report (no extra package needed)."""
-    try:
-        text = Path("/proc/driver/nvidia/version").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    m = re.search(r"Kernel Module(?: for \S+)?\s+([\d.]+)", text)
-    return m.group(1) if m else None
-
-
 def hosts() -> dict[str, dict]:
-    """Each device of this machine: the CPU always, the GPU where torch sees one."""
-    import torch
-
-    found = {"cpu": {"name": cpu_model(), "flags": cpu_flags(), "cores": os.cpu_count(),
-                     "capability": torch.backends.cpu.get_cpu_capability()}}
-    if torch.cuda.is_available():
-        major, minor = torch.cuda.get_device_capability(0)
-        found["cuda"] = {"name": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
-                         "driver": cuda_driver(), "capability": f"{major}.{minor}"}
-    return found
+    """Each device of this machine (:func:`tipsite.devices.hosts`)."""
+    return devices_table.hosts()
 
 
 def build_date() -> str:
@@ -451,7 +400,7 @@ def run_key(record: dict) -> tuple:
 def set_label(record: dict) -> str:
     """``cpu-amd-epyc-torch2.13.0+cpu`` (``-1threads`` when not the default thread setting)."""
     hosts_ = record["hosts"]
-    device = "cuda" if "cuda" in hosts_ else "cpu"
+    device = devices_table.primary(hosts_)
     slug = re.sub(r"[^a-z0-9]+", "-", hosts_[device]["name"].lower()).strip("-")[:40] or "unknown"
     label = f"{device}-{slug}-torch{record['torch']}"
     if record["build_threads"] != settings.TIPS_THREADS:

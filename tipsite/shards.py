@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from conf import settings
-from tipsite import build, records, tipmeta
+from tipsite import build, records, tipmeta, tipsource
 
 ENV_VAR = "TIPS_SHARD"
 MERGED = "merged"
@@ -56,6 +56,28 @@ def parse_shard(text: str) -> tuple[int, int]:
     if not 1 <= k <= n:
         raise ShardError(f"--shard {text}: K must be between 1 and N")
     return k, n
+
+
+def docs_options(posargs: list[str]) -> tuple[tuple[int, int] | None, bool, list[str]]:
+    """``nox -s docs -- [--clean] [--shard K/N] [sphinx args]`` -> (shard, clean, the rest).
+
+    A bad ``--shard`` raises here, before anything is deleted."""
+    args = list(posargs)
+    shard = None
+    for i, arg in enumerate(args):
+        if arg == "--shard" and i + 1 < len(args):
+            shard = args[i + 1]
+            del args[i:i + 2]
+            break
+        if arg.startswith("--shard="):
+            shard = arg.split("=", 1)[1]
+            del args[i]
+            break
+    parsed = parse_shard(shard) if shard is not None else None
+    clean = "--clean" in args
+    if clean:
+        args.remove("--clean")
+    return parsed, clean, args
 
 
 def clean_outputs() -> None:
@@ -141,8 +163,9 @@ def glob_escape(text: str) -> str:
 
 
 def source_md5(path: Path) -> str:
-    """The checksum sphinx-gallery keeps in ``<tip>.py.md5`` (text mode, see its get_md5sum)."""
-    text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
+    """The checksum sphinx-gallery keeps in ``<tip>.py.md5`` for the tip at ``path``: that of the
+    file it executes, the tip's download (text mode, see its get_md5sum)."""
+    text = tipsource.inline(Path(path).read_text(encoding="utf-8", errors="surrogateescape"), path)
     return hashlib.md5(text.encode("utf-8", errors="surrogateescape")).hexdigest()
 
 

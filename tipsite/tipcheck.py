@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tipsite import records, tipmeta, tipsource
+from tipsite import devices, records, tipmeta, tipsource
 
 RUNNER = Path(__file__).with_name("tiprunner.py")
 FAKE = Path(__file__).with_name("fakecuda.py")
@@ -71,16 +71,11 @@ def check(path: Path, *, fake_cuda: bool = False, run: bool = True) -> tuple[lis
     result = report.get("result")
     problems += records.result_problems(result)
     if not problems:
-        problems += records.coverage_problems(result, tip.devices, cuda_available=fake_cuda or _cuda())
+        machine = devices.available() | ({"cuda"} if fake_cuda else set())
+        problems += records.coverage_problems(result, tip.devices, machine)
     if result.get("verdicts") and "Verdict on " not in report["stdout"]:
         problems.append("the tip printed no 'Verdict on <DEVICE>:' line (use report())")
     return problems, report
-
-
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def summary(report: dict) -> str:

@@ -13,7 +13,7 @@ comment lines right below the docstring, one field a line, each value a Python l
 sphinx-gallery keeps these lines out of the rendered page and notebook
 (``remove_config_comments``), so readers see code, while the validator, the index and the tests
 read them straight from the file without running it. By the end of its run a tip defines a
-``RESULT`` dict (see :func:`validate_result`); the build collects it.
+``RESULT`` dict (checked by :func:`tipsite.records.result_problems`); the build collects it.
 
 Every problem is reported as ``<file>: <field>: <what is wrong>``.
 """
@@ -368,19 +368,3 @@ def read_all(gallery_dir: Path | None = None) -> list[Tip]:
     if errors:
         raise ValueError("tip metadata is invalid:\n" + "\n".join(errors))
     return tips
-
-
-# --- the RESULT a tip computes -------------------------------------------------------------
-
-def validate_result(result: Any) -> list[str]:
-    """Problems with a tip's ``RESULT``; an empty list means it is valid.
-
-    ``RESULT = {"rule": str, "verdicts": {device: decision}, "measurements": [..],
-    "skipped": [str, ..]}``: one decision per device the run measured, each made by the
-    ``decide()`` helper every tip copies (:mod:`tipsite.tipkit`), whose verdict must follow from
-    the evidence it records. A device the tip did not measure in this run has no decision: the
-    site shows it as "not measured". See :func:`tipsite.records.result_problems`.
-    """
-    from tipsite import records
-
-    return records.result_problems(result)

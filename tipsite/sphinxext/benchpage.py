@@ -29,7 +29,7 @@ from docutils.parsers.rst import directives
 from docutils.statemachine import StringList
 from sphinx.util.docutils import SphinxDirective
 
-from tipsite import records
+from tipsite import bench, records
 from tipsite.sphinxext.render import Rst, badge, finite, interval, number, quantity, render
 
 PARTS = ("summary", "targets", "builds", "tip-times", "stability")
@@ -84,8 +84,6 @@ def _old_view(data: Any) -> dict:
 
 def view(data: Any) -> dict[str, Any]:
     """Every figure the page (and the README summary) shows, formatted once."""
-    from tipsite import bench
-
     if not bench.is_current(data):
         return _old_view(data)
     m = data["machine"]
@@ -196,8 +194,6 @@ class BenchPage(SphinxDirective):
     option_spec = {"data": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
-        from tipsite import bench
-
         part = self.arguments[0]
         if part not in PARTS:
             raise self.error(f"tips-bench: unknown part {part!r} ({', '.join(PARTS)})")
@@ -217,3 +213,86 @@ class BenchPage(SphinxDirective):
         self.state.nested_parse(StringList(text.splitlines(), source=f"tips-bench {part}"),
                                 self.content_offset, container)
         return [container]
+
+
+# --- the README summary -----------------------------------------------------------------------
+
+def readme_text(data: dict[str, Any]) -> str:
+    """The README's build-time line (after ``<!-- build-time -->``) and its benchmark summary.
+
+    Numbers are formatted by the page's own view (:func:`tipsite.sphinxext.benchpage.view`), so
+    the README and the page say the same thing.
+    """
+    slowest = README_SLOWEST
+    v = view(data)
+    s = data["summary"]
+    runs = data["clean_runs"]
+    slow = ", ".join(f"{r['tip']} {r['time']}" for r in v["tip_costs"][:3])
+    load = v["load_words"]
+    out = [
+        "<!-- build-time -->",
+        (f"Clean build time on the {data['machine']['cores']}-core development machine:"
+         f" {s['clean_build_s']['median']:.0f} s ("
+         + (f"median of {len(runs)} clean builds" if len(runs) > 1 else "one clean build")
+         + (f" of only {', '.join(data['subset'])}, a trial" if data.get("subset") else " with every tip executed")
+         + f", {load}, {data['date']}); the tips' own run time {s['tips_s_median']:.0f} s of it,"
+         f" slowest {slow}; see \"Build time and benchmark\" below."),
+        "",
+        "<!-- bench-summary -->",
+        f"Measured by `nox -s bench` on {v['summary']}",
+        "",
+        "| measure | target | measured | met |",
+        "| --- | --- | --- | --- |",
+    ]
+    out += [f"| {t['what']} | {t['target']} | {t['measured']} | {t['met_word']} |" for t in v["targets"]]
+    out += [
+        "",
+        (f"Clean build: median {s['clean_build_s']['median']} s over {len(runs)} runs"
+         f" ({s['clean_build_s']['min']}–{s['clean_build_s']['max']} s)," if len(runs) > 1 else
+         f"Clean build: {s['clean_build_s']['median']} s (one run),")
+        + f" of which the tips' own run time {s['tips_s_median']} s and overhead {s['overhead_s_median']} s.",
+        "",
+        f"The tips' own run time, slowest first ({len(v['tip_costs'])} tip{'s' if len(v['tip_costs']) != 1 else ''},"
+        " median of the clean runs):",
+        "",
+        "| tip | kind | run time | share | comparisons | rounds |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    out += [f"| `{r['tip']}` | {r['kind']} | {r['time']} | {r['share']} | {r['comparisons']} | {r['rounds']} |"
+            for r in v["tip_costs"][:slowest]]
+    if len(v["tip_costs"]) > slowest:
+        out.append(f"| {len(v['tip_costs']) - slowest} more | | {v['rest_time']} | {v['rest_share']} | | |")
+    if data.get("incomplete"):
+        out += ["", f"**Incomplete run**: {data['incomplete']}."]
+    flipped = [r for r in v["stability"] if r["changed"]]
+    if flipped:
+        out += ["", "Verdicts that changed between runs:", ""]
+        out += [f"- `{r['tip']}` on {r['device']}: {' / '.join(r['verdicts'])}" for r in flipped]
+    moved = [r for r in v["stability"] if r["moved"]]
+    if moved:
+        out += ["", f"Key figures that moved more than ±{bench.TARGET_KEY_PCT:.0f}% across the runs:", ""]
+        out += [f"- `{r['tip']}` on {r['device']}: {r['key']} = {r['figures']} ({r['deviation']} from the"
+                f" median; inside every run's interval: {r['inside']})" for r in moved]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tipsite.sphinxext.benchpage [DATA]``: print the README's build-time line and
+    benchmark summary from a ``nox -s bench`` data file, formatted as the page formats it."""
+    import json
+    import sys
+
+    path = Path(argv[0] if argv else bench.DATA_FILE)
+    data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    if not bench.is_current(data):
+        print(f"bench: {path} holds no data in the {bench.SCHEMA} format: run the benchmark", file=sys.stderr)
+        return 1
+    data["targets"] = bench.targets(data)  # the rules may have changed since the run
+    print(readme_text(data))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

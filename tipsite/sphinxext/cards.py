@@ -35,32 +35,6 @@ TAGS_DIR = "tags"
 MANIFEST = "tips_manifest.json"
 
 
-def _same(tip: tipmeta.Tip, ref: str) -> bool:
-    ref = ref.strip().removesuffix(".py").strip("/")
-    return ref in (tip.name, f"{tip.topic}/{tip.name}", tip.docname)
-
-
-def related_tips(tip: tipmeta.Tip, tips: list[tipmeta.Tip], limit: int = 3) -> list[tipmeta.Tip]:
-    """The tip's ``related`` field first, then the tips sharing most claims and tags with it."""
-    others = [t for t in tips if t.name != tip.name]
-    chosen: list[tipmeta.Tip] = []
-    for ref in tip.related:
-        match = next((t for t in others if _same(t, ref)), None)
-        if match is None:
-            logger.warning("%s: sphinx_gallery_tips_related: no tip named %r", tip.path.name, ref)
-        elif match not in chosen:
-            chosen.append(match)
-
-    def score(other: tipmeta.Tip) -> int:
-        return (3 * len(set(tip.claims) & set(other.claims))
-                + 2 * len(set(tip.tags) & set(other.tags))
-                + (1 if other.topic == tip.topic else 0))
-
-    ranked = sorted((t for t in others if t not in chosen and score(t) >= 2),
-                    key=lambda t: (-score(t), t.title.lower()))
-    return chosen + ranked[:max(0, limit - len(chosen))]
-
-
 def _topic_order(tip: tipmeta.Tip) -> tuple:
     topics = list(tipmeta.vocab()["topics"])
     return (topics.index(tip.topic) if tip.topic in topics else len(topics), tip.name)

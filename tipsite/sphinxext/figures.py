@@ -30,7 +30,7 @@ from pathlib import Path
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from tipsite import records
+from tipsite import devices, records
 from tipsite.sphinxext import state
 from tipsite.sphinxext.freshness import page_layer_fingerprint
 from tipsite.sphinxext.render import number, quantity
@@ -460,7 +460,7 @@ def devices_figure(view, srcdir: Path) -> dict | None:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.8), layout="constrained")
     groups = {g for *_, g, _ in entries}
-    markers = {"cpu": "o", "cuda": "s"}
+    markers = {name: d.marker for name, d in devices.DEVICES.items()}
     labels = []
     for i, (record, device, group, comps) in enumerate(entries):
         pts = sorted((c["x"], c["median"], c["low"], c["high"]) for c in comps)
@@ -488,11 +488,11 @@ def devices_figure(view, srcdir: Path) -> dict | None:
     data = png_bytes(fig)
     path = Path(srcdir) / GENERATED_FIGURES / f"{view.name}_devices.png"
     write_if_changed(path, data)
-    devices = sorted({records.device_word(d) for _, d, _, _ in entries})
+    words = sorted({records.device_word(d) for _, d, _, _ in entries})
     alt = " ".join(
         f"{label}: ratio from {number(p[0][1])}x at {number(p[0][0])} to {number(p[-1][1])}x at "
         f"{number(p[-1][0])}." for label, p in labels)
-    caption = (f"The measured ratios of every build with a sweep ({', '.join(devices)}), each "
+    caption = (f"The measured ratios of every build with a sweep ({', '.join(words)}), each "
                f"labelled with its machine and date; dashed lines come from result sets of other "
                "machines.")
     return {"path": f"/{GENERATED_FIGURES}/{view.name}_devices.png", "alt": alt, "caption": caption}

@@ -23,7 +23,7 @@ from sphinx.application import Sphinx
 
 from conf import settings
 from tipsite import compat as matrix
-from tipsite import records
+from tipsite import devices, records
 from tipsite.sphinxext import apis, compat, figures, state
 from tipsite.sphinxext.render import Rst, anchor_name, render
 from tipsite.sphinxext.view import TipView, column_label
@@ -91,13 +91,7 @@ def _provenance(record: dict, current: dict, origin: str) -> str:
     hosts = record["hosts"]
     machine = []
     for device, host in hosts.items():
-        extra = []
-        if device == "cpu":
-            extra += [", ".join(f.upper().replace("_", "-") for f in host.get("flags") or [])]
-            extra += [f"{host['cores']} cores" if host.get("cores") else ""]
-        else:
-            extra += [f"CUDA {host['cuda']}" if host.get("cuda") else "",
-                      f"driver {host['driver']}" if host.get("driver") else ""]
+        extra = devices.get(device).describe(host) if device in devices.DEVICES else []
         machine.append(f"{records.device_word(device)} {host['name']}"
                        + (f" ({', '.join(e for e in extra if e)})" if any(extra) else ""))
     version = ("the tip's current source" if records.is_current(record, current)

@@ -24,9 +24,9 @@ from sphinx.application import Sphinx
 
 from conf import settings
 from tipsite import build, tipmeta
+from tipsite.sphinxext import view
 
 CONFIG = settings.CONF_DIR / "search.toml"
-_API_URL_RE = re.compile(r"/generated/((?:torch|numpy)[\w.]*?)(?:\.html|#|$)")
 
 
 @functools.cache
@@ -40,16 +40,6 @@ def config() -> dict:
     if problems:
         raise ValueError(f"{CONFIG}: " + "; ".join(problems))
     return data
-
-
-def api_names(tip: tipmeta.Tip) -> list[str]:
-    """Dotted API names the tip is about: its ``torch.*`` keywords and documentation pages."""
-    names = [k for k in tip.keywords if re.fullmatch(r"torch(\.\w+)+", k)]
-    for url in tip.docs:
-        m = _API_URL_RE.search(url)
-        if m:
-            names.append(m.group(1))
-    return list(dict.fromkeys(names))
 
 
 def _words(text: str) -> str:
@@ -71,7 +61,7 @@ def readers_words(tip: tipmeta.Tip, named: list[str]) -> list[str]:
 
 def search_keywords(tip: tipmeta.Tip) -> list[str]:
     """The tip's search words: its keywords, API names and readers' words, each once."""
-    own = [*tip.keywords, *api_names(tip)]
+    own = [*tip.keywords, *view.api_names(tip)]
     words: dict[str, str] = {}
     for word in (*own, *readers_words(tip, own)):
         clean = " ".join(word.split())

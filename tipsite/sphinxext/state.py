@@ -120,8 +120,7 @@ def check_records(app: Sphinx) -> None:
 
 def load_views(app: Sphinx) -> None:
     """builder-inited, after the records were checked: result sets and one view per tip."""
-    from tipsite.sphinxext import cards, search
-    from tipsite.sphinxext.view import build_views
+    from tipsite.sphinxext.view import api_names, build_views, related_tips
 
     try:
         paths = records.committed_paths() + records.paths_from_env()
@@ -133,8 +132,8 @@ def load_views(app: Sphinx) -> None:
         logger.info(f"tipsite: showing {len(paths)} result set(s): " + ", ".join(map(str, paths)))
     _, out_dir = gallery_dirs(app)
     all_tips = tips(app)
-    related = {t.name: cards.related_tips(t, all_tips) for t in all_tips}
-    apis = {t.name: search.api_names(t) for t in all_tips}
+    related = {t.name: related_tips(t, all_tips) for t in all_tips}
+    apis = {t.name: api_names(t) for t in all_tips}
     views = build_views([t for t in all_tips if executes(app, t) or _has_record(out_dir, t)],
                         out_dir, sets, related, apis)
     app.tips_views = views  # type: ignore[attr-defined]

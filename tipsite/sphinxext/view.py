@@ -9,15 +9,57 @@ an older version was measured there ("stale"), or "not measured".
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sphinx.util import logging
+
 from conf import settings
-from tipsite import records, tipmeta
+from tipsite import devices, records, tipmeta
 from tipsite.sphinxext.render import anchor_name, interval, number, quantity
 
 CLAIM_MAX = 180
+
+logger = logging.getLogger(__name__)
+_API_URL_RE = re.compile(r"/generated/((?:torch|numpy)[\w.]*?)(?:\.html|#|$)")
+
+
+def api_names(tip: tipmeta.Tip) -> list[str]:
+    """Dotted API names the tip is about: its ``torch.*`` keywords and documentation pages."""
+    names = [k for k in tip.keywords if re.fullmatch(r"torch(\.\w+)+", k)]
+    for url in tip.docs:
+        m = _API_URL_RE.search(url)
+        if m:
+            names.append(m.group(1))
+    return list(dict.fromkeys(names))
+
+
+def _same(tip: tipmeta.Tip, ref: str) -> bool:
+    ref = ref.strip().removesuffix(".py").strip("/")
+    return ref in (tip.name, f"{tip.topic}/{tip.name}", tip.docname)
+
+
+def related_tips(tip: tipmeta.Tip, tips: list[tipmeta.Tip], limit: int = 3) -> list[tipmeta.Tip]:
+    """The tip's ``related`` field first, then the tips sharing most claims and tags with it."""
+    others = [t for t in tips if t.name != tip.name]
+    chosen: list[tipmeta.Tip] = []
+    for ref in tip.related:
+        match = next((t for t in others if _same(t, ref)), None)
+        if match is None:
+            logger.warning("%s: sphinx_gallery_tips_related: no tip named %r", tip.path.name, ref)
+        elif match not in chosen:
+            chosen.append(match)
+
+    def score(other: tipmeta.Tip) -> int:
+        return (3 * len(set(tip.claims) & set(other.claims))
+                + 2 * len(set(tip.tags) & set(other.tags))
+                + (1 if other.topic == tip.topic else 0))
+
+    ranked = sorted((t for t in others if t not in chosen and score(t) >= 2),
+                    key=lambda t: (-score(t), t.title.lower()))
+    return chosen + ranked[:max(0, limit - len(chosen))]
 
 
 @dataclass
@@ -60,12 +102,8 @@ class DeviceView:
             return ""
         host = self.record["hosts"].get(self.device, {})
         parts = [host.get("name") or "unknown machine"]
-        if self.device == "cpu":
-            flags = [f.upper().replace("_", "-") for f in host.get("flags") or []]
-            parts += [", ".join(flags) or None]
-        else:
-            parts += [f"CUDA {host['cuda']}" if host.get("cuda") else None,
-                      f"driver {host['driver']}" if host.get("driver") else None]
+        if self.device in devices.DEVICES:
+            parts += devices.get(self.device).describe(host)
         threads = "/".join(str(t) for t in (self.decision or {}).get("threads") or [])
         if threads:
             parts.append(f"{threads} thread{'' if threads == '1' else 's'}")
