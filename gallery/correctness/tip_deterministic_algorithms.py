@@ -1,0 +1,284 @@
+"""
+Reproducible runs: seeds, deterministic algorithms, and what they cost
+======================================================================
+
+"Make my results reproducible" takes two steps, says PyTorch's *Reproducibility* notes: control
+the sources of randomness (seeds), and make PyTorch avoid nondeterministic algorithms with
+``torch.use_deterministic_algorithms(True)``. The same page warns about the price (claim S6-20):
+
+    "Deterministic operations are often slower than nondeterministic operations, so single-run
+    performance may decrease for your model."
+
+This tip runs both steps: two seeded runs against two unseeded ones, then the flag, what raises
+under it (an op with no deterministic implementation), and what it changes. Then it times the
+ops the flag switches, with the flag off and on, across sizes: the backward of ``x[idx]``
+(``index_put_`` with ``accumulate=True``), ``index_add_``, and a plain ``torch.zeros``, which
+the flag also changes (it fills uninitialized memory first). Everything it switches on, it
+switches back off: the flags, the seeds and the random states are global to your session.
+"""
+# sphinx_gallery_tips_claims = ["S6-20"]
+# sphinx_gallery_tips_tags = ["reproducibility", "training"]
+# sphinx_gallery_tips_devices = ["cpu", "cuda"]
+# sphinx_gallery_tips_kind = "speed"
+# sphinx_gallery_tips_min_torch = "2.1"
+# sphinx_gallery_tips_takeaway = "Seed every generator, then use_deterministic_algorithms(True): some ops raise or switch kernels; whether that is slower depends on the op (see figure)."
+# sphinx_gallery_tips_keywords = ["reproducibility", "reproducible results", "deterministic", "use_deterministic_algorithms", "manual_seed", "random seed", "seed", "cudnn.deterministic", "CUBLAS_WORKSPACE_CONFIG", "does not have a deterministic implementation", "fill_uninitialized_memory", "same results every run", "nondeterministic"]
+# sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/notes/randomness.html", "https://docs.pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html", "https://docs.pytorch.org/docs/stable/generated/torch.manual_seed.html"]
+# sphinx_gallery_tips_related = ["tip_checkpoint_resume", "tip_cudnn_benchmark"]
+
+# %%
+# How this tip measures and decides
+# ---------------------------------
+# The helpers every tip on this site shares (one module, written out in each download). The two
+# variants are timed in alternating rounds with ``torch.utils.benchmark``; each round gives one
+# ratio, here deterministic time / default time. The interval is a ~95% confidence interval for
+# the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
+# first case of the rule whose conditions the measurements meet.
+from tipsite.tipkit import compare_times, decide, plot_ratios, report
+
+
+# %%
+# Setup
+# -----
+# One CPU thread: the question is which algorithm runs, not parallelism, and one thread keeps
+# timings stable on a busy machine. ``kept_global_state`` saves what this tip changes (the
+# determinism flags, cuDNN's flags, every random generator's state) and puts it back after
+# each block, so running the tip leaves your session as it found it.
+import contextlib
+import random
+import warnings
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.set_num_threads(1)
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+print(f"device: {device}, threads: {torch.get_num_threads()}, "
+      f"torch {torch.__version__}")
+
+
+@contextlib.contextmanager
+def kept_global_state():
+    """Run a block, then restore the flags and random states it may have changed."""
+    flags = (torch.are_deterministic_algorithms_enabled(),
+             torch.is_deterministic_algorithms_warn_only_enabled(),
+             torch.utils.deterministic.fill_uninitialized_memory,
+             torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    py_state, np_state = random.getstate(), np.random.get_state()
+    cuda_devices = list(range(torch.cuda.device_count()))
+    try:
+        with torch.random.fork_rng(devices=cuda_devices):  # torch's CPU and CUDA states
+            yield
+    finally:
+        torch.use_deterministic_algorithms(flags[0], warn_only=flags[1])
+        torch.utils.deterministic.fill_uninitialized_memory = flags[2]
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = flags[3:]
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+
+
+# %%
+# Step 1, seeds: the anti-pattern and the recommended pattern
+# -----------------------------------------------------------
+# A short training run whose result depends on every random source: the weights' initial
+# values, dropout, and the ``DataLoader``'s shuffling. The anti-pattern seeds nothing; the
+# recommended pattern seeds Python's, NumPy's and torch's generators (``torch.manual_seed``
+# seeds the CPU and every CUDA device) and gives the ``DataLoader`` its own seeded generator,
+# as the notes show (with ``num_workers > 0`` add their ``worker_init_fn`` too).
+g_data = torch.Generator().manual_seed(1234)
+X = torch.randn(256, 16, generator=g_data)  # [N, features]
+Y = torch.randn(256, 1, generator=g_data)   # [N, 1]
+
+
+def seed_everything(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # CPU and all CUDA devices
+
+
+def train(seed=None, steps=8):
+    if seed is not None:
+        seed_everything(seed)
+    loader_gen = torch.Generator()
+    if seed is not None:
+        loader_gen.manual_seed(seed)
+    else:
+        loader_gen.seed()  # a fresh, nondeterministic seed, as an unseeded run gets
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Dropout(0.2),
+                          nn.Linear(64, 1)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    loader = DataLoader(TensorDataset(X, Y), batch_size=32, shuffle=True,
+                        generator=loader_gen)
+    losses = []
+    for (xb, yb), _ in zip(loader, range(steps)):
+        loss = nn.functional.mse_loss(model(xb.to(device)), yb.to(device))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return torch.stack(losses).cpu()
+
+
+with kept_global_state():
+    unseeded = [train(), train()]
+    seeded = [train(seed=0), train(seed=0)]
+
+# %%
+# Check: seeded runs repeat bit for bit, unseeded ones do not
+# -----------------------------------------------------------
+seeded_same = torch.equal(seeded[0], seeded[1])
+unseeded_same = torch.equal(unseeded[0], unseeded[1])
+print("two seeded runs, identical losses:  ", seeded_same)
+print("two unseeded runs, identical losses:", unseeded_same)
+assert seeded_same, "the seeded runs should repeat exactly"
+
+# %%
+# Step 2, ``torch.use_deterministic_algorithms(True)``: what raises, what changes
+# -------------------------------------------------------------------------------
+# Seeds fix the random numbers; they do not fix the order in which a parallel kernel adds up
+# values (GPU atomics), which changes a float sum's last bits from call to call. The flag makes
+# such ops use a deterministic algorithm, and makes an op that has none raise. ``put_`` without
+# ``accumulate`` has none, on any device; ``warn_only=True`` turns the error into a warning.
+with kept_global_state():
+    torch.use_deterministic_algorithms(True)
+    target = torch.zeros(4, device=device)
+    where = torch.tensor([0, 0, 1], device=device)  # index 0 written twice: who wins?
+    values = torch.tensor([1.0, 2.0, 3.0], device=device)
+    raised = None
+    try:
+        target.put_(where, values)
+    except RuntimeError as err:
+        raised = str(err).split(". ")[0]
+    print("RuntimeError:", raised)
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        target.put_(where, values)
+    warned = any("deterministic" in str(w.message) for w in caught)
+    print("with warn_only=True, a warning instead:", warned)
+    # The flag also fills the memory torch.empty leaves uninitialized (NaN for floats)
+    empty_filled = bool(torch.empty(3, device=device).isnan().all())
+    print("torch.empty under the flag is filled with NaN:", empty_filled)
+assert raised is not None and "deterministic" in raised
+print("flag off after the block:", not torch.are_deterministic_algorithms_enabled())
+
+# %%
+# Whether repeated calls give the same bits, for an op the flag switches: ``index_add_`` of
+# many rows into few, five times each way. On a GPU the default kernel adds with atomics.
+with kept_global_state():
+    rows = 64
+    idx = torch.randint(rows, (4096,), device=device)
+    src = torch.randn(4096, 64, device=device)  # [updates, features]
+    distinct = {}
+    for mode in (False, True):
+        torch.use_deterministic_algorithms(mode)
+        outs = [torch.zeros(rows, 64, device=device).index_add_(0, idx, src)
+                for _ in range(5)]
+        distinct[mode] = sum(not torch.equal(outs[0], o) for o in outs[1:]) + 1
+print(f"index_add_, distinct results in 5 calls: default {distinct[False]}, "
+      f"deterministic {distinct[True]}")
+torch.testing.assert_close(outs[0], torch.zeros(rows, 64, device=device)
+                           .index_add_(0, idx, src))
+
+# %%
+# Measurement: the same ops with the flag off and on
+# --------------------------------------------------
+# Each timed call first sets the flag (both variants pay that call), then runs one op:
+#
+# * ``index_put_(..., accumulate=True)``: what the backward of ``weight[idx]`` runs, which
+#   the flag's documentation lists for the CPU;
+# * ``index_add_``: listed for CUDA (its default kernel adds with atomics);
+# * ``torch.zeros``: allocation, which the flag fills before zeroing it; with
+#   ``torch.utils.deterministic.fill_uninitialized_memory = False`` once more at the largest
+#   size, the documented way to skip that fill.
+#
+# Sizes are elements of the updated tensor; a GPU gets sizes in proportion to its streaming
+# multiprocessors (SMs), so that every SM has work.
+
+
+def variants(mode_fn):
+    def timed(mode):
+        def run():
+            torch.use_deterministic_algorithms(mode)
+            return mode_fn()
+        return run
+    return {"deterministic": timed(True), "default": timed(False)}
+
+
+if device.type == "cuda":
+    sm = torch.cuda.get_device_properties(device).multi_processor_count
+    sizes = [sm * 2**k for k in (14, 16, 18, 20)]
+else:
+    sizes = [2**12, 2**14, 2**16, 2**18]
+names = ["x[idx] backward: index_put_ accumulate", "index_add_", "torch.zeros"]
+series = {name: [] for name in names}
+with kept_global_state():
+    for n in sizes:
+        updates = n // 64
+        target = torch.zeros(max(updates // 4, 1), 64, device=device)  # [rows, 64]
+        idx = torch.randint(target.shape[0], (updates,), device=device)
+        src = torch.randn(updates, 64, device=device)  # [updates, 64]
+        ops = [lambda: target.index_put_((idx,), src, accumulate=True),
+               lambda: target.index_add_(0, idx, src),
+               lambda: torch.zeros(n, device=device)]
+        for name, op in zip(names, ops):
+            series[name].append(compare_times(
+                f"{name}, {n:,} elements", variants(op), threshold=1.10,
+                device=device, x=n, budget_s=0.6))
+    torch.utils.deterministic.fill_uninitialized_memory = False
+    no_fill = compare_times(
+        f"torch.zeros, fill_uninitialized_memory=False, {sizes[-1]:,} elements",
+        variants(lambda: torch.zeros(sizes[-1], device=device)), threshold=1.10,
+        device=device, x=sizes[-1], budget_s=0.6)
+print("flag off after the timings:", not torch.are_deterministic_algorithms_enabled())
+
+# %%
+# Where it costs
+# --------------
+# Above 1.0 the deterministic run is slower, below it is faster.
+fig = plot_ratios({**series, "torch.zeros, fill off": [no_fill]},
+                  xlabel="elements", title="Each op with the flag on and off",
+                  ylabel="deterministic time / default time")
+
+# %%
+# Verdict
+# -------
+# The claim is that deterministic operations are often slower. Each op and size is *slower*
+# when the interval of its ratio lies above 1.10. If every measured op is slower at every size,
+# the claim holds; if none is at any size, it is wrong here; otherwise it depends on the op (and
+# the figure shows which). The ``fill_uninitialized_memory`` comparison shows the fix for one
+# cost and does not enter the rule.
+RULE = ("holds if use_deterministic_algorithms(True) makes every measured op >10% "
+        "slower at every size (interval above 1.10); wrong if no op at any size; "
+        "depends otherwise (on the op)")
+every = [c for name in names for c in series[name]]
+decision = decide(device, [("holds", {"slower": "all above"}),
+                           ("wrong", {"slower": "none above"}),
+                           ("depends", {})],
+                  groups={"slower": every, "fill off": [no_fill]},
+                  facts={"seeded runs repeat": seeded_same,
+                         "unseeded runs repeat": unseeded_same,
+                         "op without deterministic implementation raises": raised,
+                         "index_add_ distinct results, default": distinct[False],
+                         "index_add_ distinct results, deterministic": distinct[True]},
+                  key=series["torch.zeros"][-1])
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
+          "skipped": []}
+
+# %%
+# When not to use it
+# ------------------
+# Seed every run you may need to repeat: it costs nothing. Switch the flag on while you debug,
+# compare or test, and measure before leaving it on for long training runs: on a GPU the ops
+# that add with atomics (``index_add_``, ``scatter_add_``, embedding and pooling backwards)
+# switch to slower deterministic kernels, and some ops raise. If your code never reads memory
+# it did not write, ``torch.utils.deterministic.fill_uninitialized_memory = False`` removes the
+# fill that the flag adds to every ``torch.empty`` (and ``torch.zeros``, as measured here).
+# cuDNN has its own switches (``torch.backends.cudnn.deterministic = True``,
+# ``torch.backends.cudnn.benchmark = False``); older releases also raise on cuBLAS matmuls
+# under the flag unless ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` is set before CUDA starts. Runs are
+# only repeatable on the same hardware, software and torch release.
