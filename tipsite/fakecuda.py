@@ -12,7 +12,10 @@ where they matter for correctness:
   ``set_per_process_memory_fraction`` refuses ``torch.device("cuda")`` without an index), then
   act on a bookkeeping of the fake device's memory: the bytes of live CUDA tensors made through
   torch calls (autograd's internal buffers are not seen), with a peak, a reset, and an
-  out-of-memory error past ``set_per_process_memory_fraction``;
+  out-of-memory error past ``set_per_process_memory_fraction``; ``memory_reserved``,
+  ``max_memory_reserved``, ``memory_stats`` and ``empty_cache`` follow a sketch of the caching
+  allocator's segments (``_Segments``), with ``expandable_segments`` read from
+  ``PYTORCH_ALLOC_CONF`` or ``PYTORCH_CUDA_ALLOC_CONF`` as CUDA reads it when it initialises;
 * float32 convolutions on channels_last inputs round their inputs to TF32, as cuDNN's
   tensor-core kernels for that layout do by default (``torch.backends.cudnn.allow_tf32``), while
   contiguous ones compute in full float32, as the kernels cuDNN picked for NCHW did on an H100:
@@ -40,6 +43,7 @@ Standard library and torch only, so the tip runner can load it beside a lone tip
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 import warnings
 import weakref
@@ -57,6 +61,95 @@ CUDA = torch.device("cuda", 0)
 CPU = torch.device("cpu")
 
 
+MiB = 2**20
+
+
+def _up(n: int, step: int) -> int:
+    return -(-n // step) * step
+
+
+def _expandable_setting() -> bool:
+    """``expandable_segments:True`` in the allocator settings, read as CUDA reads them when it
+    initialises: ``PYTORCH_ALLOC_CONF``, else ``PYTORCH_CUDA_ALLOC_CONF``."""
+    conf = os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or ""
+    options = dict(item.split(":", 1) for item in conf.replace(" ", "").split(",") if ":" in item)
+    return options.get("expandable_segments") == "True"
+
+
+class _Segments:
+    """A sketch of the caching allocator's bookkeeping, for ``memory_reserved``, ``memory_stats``
+    and ``empty_cache`` on the fake device. Each storage takes its size, rounded as the allocator
+    rounds it, from a cached segment of its pool with room (free room counts as one piece: no
+    slivers); without room the fake "cudaMallocs" a new segment: 2 MiB for small requests, 20 MiB
+    for requests under 10 MiB, the rounded request above. With ``expandable_segments:True`` each
+    pool is one segment that grows. Past the memory fraction it frees the empty segments and
+    retries, as the allocator does. Its figures only exercise a tip's code paths."""
+
+    def __init__(self, expandable: bool = False):
+        self.expandable = expandable
+        self.segments: list[list] = []  # [size, used, pool]
+        self.blocks: dict[int, tuple[list, int]] = {}  # data_ptr -> (segment, rounded bytes)
+        self.reserved = self.peak = 0
+        self.counts = {"num_device_alloc": 0, "num_device_free": 0, "num_alloc_retries": 0}
+
+    @staticmethod
+    def _rounded(nbytes: int) -> tuple[int, str, int]:
+        """(rounded request, pool, size of a new segment for it)."""
+        if nbytes <= MiB:
+            return max(512, _up(nbytes, 512)), "small", 2 * MiB
+        rounded = _up(nbytes, 2 * MiB)
+        return rounded, "large", (20 * MiB if nbytes < 10 * MiB else rounded)
+
+    def malloc(self, ptr: int, nbytes: int, limit: float) -> None:
+        size, pool, new = self._rounded(nbytes)
+        mine = [s for s in self.segments if s[2] == pool]
+        if self.expandable and mine:
+            segment = mine[0]
+            grow = max(0, size - (segment[0] - segment[1]))
+            if grow:
+                grow = _up(grow, 2 * MiB)
+                segment[0] += grow
+                self.reserved += grow
+                self.counts["num_device_alloc"] += 1
+        else:
+            fits = [s for s in mine if s[0] - s[1] >= size]
+            if fits:
+                segment = min(fits, key=lambda s: s[0] - s[1])
+            else:
+                if self.reserved + new > limit:
+                    self.counts["num_alloc_retries"] += 1
+                    self.empty_cache()
+                segment = [new, 0, pool]
+                self.segments.append(segment)
+                self.reserved += new
+                self.counts["num_device_alloc"] += 1
+        segment[1] += size
+        self.blocks[ptr] = (segment, size)
+        self.peak = max(self.peak, self.reserved)
+
+    def free(self, ptr: int) -> None:
+        segment, size = self.blocks.pop(ptr, (None, 0))
+        if segment is not None:
+            segment[1] -= size
+
+    def empty_cache(self) -> None:
+        """Return unused cached memory: empty segments (an expandable one shrinks to its use)."""
+        for segment in list(self.segments):
+            spare = segment[0] - _up(segment[1], 2 * MiB) if self.expandable else 0
+            if spare > 0 or (not self.expandable and segment[1] == 0):
+                spare = spare or segment[0]
+                segment[0] -= spare
+                self.reserved -= spare
+                self.counts["num_device_free"] += 1
+        self.segments = [segment for segment in self.segments if segment[0] > 0]
+
+    def stats(self, allocated: int, peak: int) -> dict:
+        """What ``torch.cuda.memory_stats()`` reports, for the keys the fake keeps."""
+        return {"allocated_bytes.all.current": allocated, "allocated_bytes.all.peak": peak,
+                "reserved_bytes.all.current": self.reserved, "reserved_bytes.all.peak": self.peak,
+                "segment.all.current": len(self.segments), "num_ooms": 0, **self.counts}
+
+
 class _Memory:
     """The fake device's allocations: live CUDA tensors' storages, counted once each."""
 
@@ -65,6 +158,7 @@ class _Memory:
         self.allocated = 0
         self.peak = 0
         self.fraction = 1.0
+        self.segments = _Segments()
 
     def add(self, tensor: torch.Tensor) -> None:
         try:
@@ -80,6 +174,7 @@ class _Memory:
                     f"CUDA out of memory (fake device). Tried to allocate {nbytes} bytes; "
                     f"{self.allocated} bytes allocated, limit {int(limit)} bytes")
             entry = self.storages[ptr] = [nbytes, 0]
+            self.segments.malloc(ptr, nbytes, limit)
             self.allocated += nbytes
             self.peak = max(self.peak, self.allocated)
         entry[1] += 1
@@ -93,6 +188,7 @@ class _Memory:
         if entry[1] <= 0:
             _LOADED.discard(ptr)
             del self.storages[ptr]
+            self.segments.free(ptr)
             self.allocated -= entry[0]
 
 
@@ -429,9 +525,15 @@ def _timer_once():
     return blocked_autorange, timeit
 
 
+def _reset_peaks() -> None:
+    MEMORY.peak = MEMORY.allocated
+    MEMORY.segments.peak = MEMORY.segments.reserved
+
+
 def install() -> FakeCudaMode:
     """Patch torch so that it reports one CUDA device, backed by the CPU. Returns the mode."""
     cuda = torch.cuda
+    MEMORY.segments = _Segments(expandable=_expandable_setting())  # read as CUDA initialises
     patches = {
         "is_available": lambda: True,
         "device_count": lambda: 1,
@@ -443,12 +545,14 @@ def install() -> FakeCudaMode:
         "get_device_capability": lambda device=None: (_index(device), (9, 0))[1],
         "get_device_properties": lambda device=None: (_index(device), _Properties())[1],
         "synchronize": lambda device=None: (_index(device), None)[1],
-        "empty_cache": lambda: None,
+        "empty_cache": lambda: MEMORY.segments.empty_cache(),
         "memory_allocated": lambda device=None: (_index(device), MEMORY.allocated)[1],
         "max_memory_allocated": lambda device=None: (_index(device), MEMORY.peak)[1],
-        "memory_reserved": lambda device=None: (_index(device), MEMORY.allocated)[1],
-        "max_memory_reserved": lambda device=None: (_index(device), MEMORY.peak)[1],
-        "reset_peak_memory_stats": lambda device=None: (_index(device), setattr(MEMORY, "peak", MEMORY.allocated))[1],
+        "memory_reserved": lambda device=None: (_index(device), MEMORY.segments.reserved)[1],
+        "max_memory_reserved": lambda device=None: (_index(device), MEMORY.segments.peak)[1],
+        "memory_stats": lambda device=None: (_index(device), MEMORY.segments.stats(
+            MEMORY.allocated, MEMORY.peak))[1],
+        "reset_peak_memory_stats": lambda device=None: (_index(device), _reset_peaks())[1],
         "reset_max_memory_allocated": lambda device=None: (_index(device), setattr(MEMORY, "peak", MEMORY.allocated))[1],
         "mem_get_info": lambda device=None: (_index(device), (TOTAL_MEMORY - MEMORY.allocated, TOTAL_MEMORY))[1],
         "set_per_process_memory_fraction": _set_fraction,
