@@ -1,0 +1,218 @@
+"""
+``torch.cuda.empty_cache()`` every step: memory it frees, time it costs
+=======================================================================
+
+Training scripts often call ``torch.cuda.empty_cache()`` after every step, hoping to avoid
+"CUDA out of memory". The function's documentation (claim S6-3) says what it can and cannot do:
+
+    "empty_cache() doesn't increase the amount of GPU memory available for PyTorch. However,
+    it may help reduce fragmentation of GPU memory in certain cases."
+
+PyTorch's caching allocator keeps the memory of freed tensors (``memory_reserved()``) to hand it
+to the next tensors without asking the driver again; ``empty_cache()`` returns the unused part
+to the driver, where other programs (and ``nvidia-smi``) see it free. The next step then asks
+the driver for it again. This tip trains MLPs of four widths with and without a per-step
+``empty_cache()`` and measures three things: the step's peak of tensor memory (what the step
+needs, and what an out-of-memory error is about), the memory reserved between steps, and the
+time per step. The claim is about the CUDA caching allocator: a CPU has none, and a machine
+without CUDA measures nothing here.
+"""
+# sphinx_gallery_tips_claims = ["S6-3"]
+# sphinx_gallery_tips_tags = ["allocator", "cuda", "training"]
+# sphinx_gallery_tips_devices = ["cuda"]
+# sphinx_gallery_tips_kind = "memory"
+# sphinx_gallery_tips_min_torch = "1.10"
+# sphinx_gallery_tips_takeaway = "empty_cache() every step hands cached memory back to the driver and re-allocates it next step; the step's peak stays the same, so it prevents no OOM."
+# sphinx_gallery_tips_keywords = ["torch.cuda.empty_cache", "empty_cache", "caching allocator", "memory_reserved", "nvidia-smi", "free GPU memory", "CUDA out of memory", "release GPU memory", "clear CUDA cache"]
+# sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/generated/torch.cuda.memory.empty_cache.html", "https://docs.pytorch.org/docs/stable/notes/cuda.html#memory-management", "https://docs.pytorch.org/docs/stable/generated/torch.cuda.memory_reserved.html"]
+# sphinx_gallery_tips_related = ["tip_memory_allocated", "tip_oom_retry", "tip_expandable_segments"]
+
+# %%
+# How this tip measures and decides
+# ---------------------------------
+# The helpers every tip on this site shares (one module, written out in each download). Memory is
+# measured, not computed: the CUDA caching allocator's own counters. Each comparison pairs the
+# anti-pattern with the recommended pattern, one pair per round (here: one per model width),
+# as a ratio; speed comparisons time both in alternating rounds with ``torch.utils.benchmark``.
+# The interval is a ~95% confidence interval for the median (with 5 rounds or fewer, their
+# whole range). A verdict is the first case of the rule whose conditions the measurements meet.
+from tipsite.tipkit import (compare_times, compare_values, decide, plot_ratios,
+                            plot_series, report)
+
+
+# %%
+# Setup
+# -----
+# Four-layer MLPs trained with SGD. The batch and the widths grow with the GPU's streaming
+# multiprocessors (a batch of 1,056 and widths of 512 to 4,096 on a 132-SM H100), so that the
+# largest step is milliseconds of GPU work and its weights and gradients are hundreds of MiB.
+import torch
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+on_cuda = device.type == "cuda"
+print(f"device: {device}, torch {torch.__version__}")
+skipped = []
+if on_cuda:
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    batch = 8 * sms
+    base = max(64, 4 * sms // 64 * 64)
+    widths = [base, 2 * base, 4 * base, 8 * base]
+    print(f"batch {batch}, widths {widths} ({sms} SMs)")
+else:
+    skipped.append("all measurements: the CUDA caching allocator needs a CUDA device")
+    print("Skipped:", skipped[-1])
+
+
+def make_model(width):
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(4):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers).to(device)
+
+
+def train_step(model, optimizer, x):
+    optimizer.zero_grad(set_to_none=True)
+    loss = model(x).square().mean()
+    loss.backward()
+    optimizer.step()
+
+
+# %%
+# The anti-pattern and the recommended pattern
+# --------------------------------------------
+def step_then_empty_cache(model, optimizer, x):  # anti-pattern
+    train_step(model, optimizer, x)
+    torch.cuda.empty_cache()  # hands back cached blocks; the next step allocates again
+
+
+def step(model, optimizer, x):  # recommended: let the allocator keep its cache
+    train_step(model, optimizer, x)
+
+
+# %%
+# Check: the same training
+# ------------------------
+# ``empty_cache()`` changes where memory comes from, not what is computed: two identical
+# models, one step each, the same weights after it.
+if on_cuda:
+    x = torch.randn(batch, widths[0], device=device)  # [batch, features]
+    models = [make_model(widths[0]) for _ in range(2)]
+    for model, fn in zip(models, (step_then_empty_cache, step)):
+        fn(model, torch.optim.SGD(model.parameters(), lr=1e-3), x)
+    for p, q in zip(*(m.parameters() for m in models)):
+        torch.testing.assert_close(p, q, rtol=0, atol=0)
+    print("the same weights after a step with and without empty_cache()")
+    del models
+
+# %%
+# Measurement
+# -----------
+# Memory, per width: one warm-up step, then one step measured with
+# ``reset_peak_memory_stats()`` before it: the peak of tensor memory above what was allocated
+# before the step (``max_memory_allocated()``), and ``memory_reserved()`` after it, between
+# steps. Time: time per step with / without ``empty_cache()``, one ratio per round;
+# ``torch.utils.benchmark`` synchronises CUDA around the timed calls. The variants alternate,
+# so the first step of each round without ``empty_cache()`` finds the cache emptied by the
+# other variant and allocates too: if anything, the ratio understates the cost.
+peaks, reserved, lowered_peak, cost = {}, {}, [], []
+
+
+def measure(fn, model, optimizer, x):
+    fn(model, optimizer, x)  # warm-up: from here on gradients and workspaces exist
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    start = torch.cuda.memory_allocated()
+    fn(model, optimizer, x)
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - start, torch.cuda.memory_reserved()
+
+
+if on_cuda:
+    for width in widths:
+        model = make_model(width)
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+        x = torch.randn(batch, width, device=device)  # [batch, features]
+        for name, fn in (("empty_cache every step", step_then_empty_cache),
+                         ("no empty_cache", step)):
+            torch.cuda.empty_cache()  # both start from the same allocator state
+            peak, held = measure(fn, model, optimizer, x)
+            peaks.setdefault(name, []).append(peak / 2**20)
+            reserved.setdefault(name, []).append(held / 2**20)
+        lowered_peak.append(compare_values(
+            f"step peak without / with empty_cache, width {width}",
+            {"no empty_cache": [peaks["no empty_cache"][-1]],
+             "empty_cache every step": [peaks["empty_cache every step"][-1]]},
+            threshold=1.01, device=device, metric="memory", unit="MiB", x=width))
+        cost.append(compare_times(
+            f"time with / without empty_cache, width {width}",
+            {"empty_cache every step":
+                 lambda: step_then_empty_cache(model, optimizer, x),
+             "no empty_cache": lambda: step(model, optimizer, x)},
+            threshold=1.05, device=device, x=width, budget_s=1.0))
+        del model, optimizer, x
+    print(f"{'width':>6} {'peak, no e_c':>13} {'peak, e_c':>10} "
+          f"{'reserved, no e_c':>17} {'reserved, e_c':>14}  (MiB)")
+    for i, width in enumerate(widths):
+        print(f"{width:>6} {peaks['no empty_cache'][i]:>13.1f} "
+              f"{peaks['empty_cache every step'][i]:>10.1f} "
+              f"{reserved['no empty_cache'][i]:>17.1f} "
+              f"{reserved['empty_cache every step'][i]:>14.1f}")
+
+# %%
+# What it frees, what it costs
+# ----------------------------
+# First the memory: the step's peak of tensor memory, and the memory reserved between steps,
+# with and without ``empty_cache()``. Then the time per step with it over the time without:
+# above 1.0 it slows training.
+if on_cuda:
+    fig = plot_series(
+        {f"{kind}, {name}": (widths, values[name])
+         for kind, values in (("step peak", peaks),
+                              ("reserved between steps", reserved))
+         for name in ("no empty_cache", "empty_cache every step")},
+        xlabel="MLP width (log scale)", ylabel="memory (MiB)",
+        title=f"One training step, 4-layer MLP, batch {batch}", device=device,
+        logx=True)
+    fig = plot_ratios({"empty_cache() every step": cost},
+                      xlabel="MLP width (log scale)",
+                      ylabel="time with / time without",
+                      title=f"Training step time, 4-layer MLP, batch {batch}")
+
+# %%
+# Verdict
+# -------
+# Decided on CUDA only. The claim holds if ``empty_cache()`` every step leaves the step's peak
+# of tensor memory where it was (within 1%) at every width: the step needs as much memory as
+# before, so it gains no room against an out-of-memory error. It is wrong if the peak drops by
+# more than 1% at some width. The reserved memory and the time are reported beside it.
+RULE = ("CUDA only: holds if empty_cache() every step lowers the step's peak allocated "
+        "memory by no more than 1% at every width (ratio without/with not above 1.01); "
+        "wrong if by more at some width")
+verdicts = {}
+if on_cuda:
+    facts = {"reserved between steps is lower with empty_cache()": all(
+        a < b for a, b in zip(reserved["empty_cache every step"],
+                              reserved["no empty_cache"]))}
+    decision = decide(device, [("holds", {"peak lowered": "none above"}),
+                               ("wrong", {})],
+                      groups={"peak lowered": lowered_peak, "time cost": cost},
+                      facts=facts, key=cost[0])
+    report(decision, RULE)
+    verdicts[device.type] = decision
+else:
+    print("Verdict on CUDA: not measured (no CUDA device in this build); none on CPU")
+RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": [], "skipped": skipped}
+
+# %%
+# When not to use it
+# ------------------
+# Do not call it every step: the allocator reuses its cache, and when a request does not fit
+# it frees the unused cached blocks itself and retries before it reports out of memory
+# (``memory_stats()["num_alloc_retries"]`` counts those). Call it where another program needs
+# the memory back: before starting a second process on the same GPU, after deleting a large
+# model you will not reload, or between the phases of a job whose tensor sizes change
+# completely. To lower the step's peak itself, see the tips on activation checkpointing and
+# mixed precision; for fragmentation, the one on expandable segments.
