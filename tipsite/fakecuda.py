@@ -90,7 +90,8 @@ class _Segments:
         self.segments: list[list] = []  # [size, used, pool]
         self.blocks: dict[int, tuple[list, int]] = {}  # data_ptr -> (segment, rounded bytes)
         self.reserved = self.peak = 0
-        self.counts = {"num_device_alloc": 0, "num_device_free": 0, "num_alloc_retries": 0}
+        self.counts = {"num_device_alloc": 0, "num_device_free": 0, "num_alloc_retries": 0,
+                       "segment.all.allocated": 0, "segment.all.freed": 0}
 
     @staticmethod
     def _rounded(nbytes: int) -> tuple[int, str, int]:
@@ -123,6 +124,7 @@ class _Segments:
                 self.segments.append(segment)
                 self.reserved += new
                 self.counts["num_device_alloc"] += 1
+                self.counts["segment.all.allocated"] += 1
         segment[1] += size
         self.blocks[ptr] = (segment, size)
         self.peak = max(self.peak, self.reserved)
@@ -141,6 +143,7 @@ class _Segments:
                 segment[0] -= spare
                 self.reserved -= spare
                 self.counts["num_device_free"] += 1
+        self.counts["segment.all.freed"] += sum(1 for s in self.segments if s[0] == 0)
         self.segments = [segment for segment in self.segments if segment[0] > 0]
 
     def stats(self, allocated: int, peak: int) -> dict:
