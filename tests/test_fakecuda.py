@@ -17,11 +17,20 @@ from tipsite import records, tipcheck, tipmeta
 CUDA_TIPS = [t.path for t in tipmeta.read_all() if "cuda" in t.devices]
 
 
+@pytest.fixture(scope="module")
+def fake_cuda_reports() -> dict[str, dict]:
+    """Every CUDA branch, run once, one tip after another in one runner process (each tip's
+    download, as a reader would run it, on the fake device)."""
+    return tipcheck.run_tips(CUDA_TIPS, fake_cuda=True)
+
+
 @pytest.mark.parametrize("path", CUDA_TIPS, ids=lambda p: p.stem)
-def test_cuda_branch_runs_and_decides_cuda(path):
-    problems, report = tipcheck.check(path, fake_cuda=True)
+def test_cuda_branch_runs_and_decides_cuda(fake_cuda_reports, path):
+    report = fake_cuda_reports.get(path.stem)
+    assert report is not None, f"{path.name}: the runner reported nothing for it"
+    problems = tipcheck.static_problems(path) or tipcheck.report_problems(path, report, fake_cuda=True)
     assert not problems, f"{path.name} on the fake CUDA device:\n" + "\n".join(problems) + (
-        "\n" + report.get("stderr", "")[-3000:] if report else "")
+        "\n" + report.get("stderr", "")[-3000:])
     assert "cuda" in report["verdicts"], f"{path.name} decided no CUDA verdict on a CUDA machine"
 
 

@@ -1,7 +1,7 @@
 """Sharded builds: shards 1/2 and 2/2 merged give the same site as an unsharded build.
 
-To keep the suite fast, the builds use a fixture gallery: the ``FIXTURE_SIZE`` real tips from
-``gallery/`` with the shortest recorded run time (``conf/timings.json``), copied into a throwaway
+To keep the suite fast, the builds use a fixture gallery of three tiny tips of their own (one that
+times, with a CUDA path; one that measures bytes; one that decides from facts) in a throwaway
 Sphinx project that uses the real extension and the real shard code (as ``docs/conf.py`` does).
 The session fixture ``fixture_builds`` makes, once per test session:
 
@@ -24,38 +24,80 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import TINYSITE, build_env
+from conftest import GOOD_BODY, TINYSITE, build_in_process, make_tip
 
 from conf import settings
 from tipsite import build, records, shards, tipmeta
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURE_SIZE = 3
+# The fixture gallery's tips: written here, never the gallery's own (the site's build executes
+# those once per run; every test of the build machinery uses tips of its own): one that times
+# (with a CUDA path), one that measures bytes, one that decides from facts.
+SPEED_BODY = '''\
+import torch
 
-def fixture_tips() -> list[Path]:
-    """Real tips with the shortest recorded run time (tips never timed come last), chosen so the
-    fixture has a tip that measures (speed or memory), one with a CUDA path and one without."""
-    timings = shards.load_timings()
-    ranked = []
-    for path in sorted(tipmeta.tip_files(), key=lambda p: (timings.get(p.stem, float("inf")), p.stem)):
-        try:
-            tip = tipmeta.read_tip(path)
-        except tipmeta.TipError:
-            continue  # a tip being written; the site build reports it
-        if not tip.related:  # a related tip outside the fixture would be a dangling link
-            ranked.append(tip)
-    picks: list[tipmeta.Tip] = []
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+RULE = "holds if summing 64 times more elements takes >5% longer at every size"
+sizes = [256, 1024, 4096, 16384]
+ratios = []
+for n in sizes:
+    small, large = torch.ones(n, device=device), torch.ones(64 * n, device=device)
+    variants = {"64x more": lambda: large.sum(), "fewer": lambda: small.sum()}
+    ratios.append(compare_times(f"sum of {n} elements", variants, threshold=1.05,
+                                device=device, x=n, round_s=0.002, budget_s=0.2))
+fig = plot_ratios({"64x more elements": ratios}, xlabel="elements summed",
+                  title="A tiny timing sweep")
+decision = decide(device, [("holds", {"sizes": "all above"}), ("depends", {})],
+                  groups={"sizes": ratios}, key=ratios[-1])
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
+          "skipped": []}
+'''
 
-    def pick(want) -> None:
-        tip = next((t for t in ranked if t not in picks and want(t)), None)
-        if tip is not None and len(picks) < FIXTURE_SIZE:
-            picks.append(tip)
+MEMORY_BODY = '''\
+import torch
 
-    pick(lambda t: t.kind in ("speed", "memory") and "cpu" in t.devices)
-    pick(lambda t: ("cuda" in t.devices) != any("cuda" in p.devices for p in picks))
-    while len(picks) < min(FIXTURE_SIZE, len(ranked)):
-        pick(lambda t: True)
-    return [t.path for t in picks]
+RULE = "holds if float64 takes twice the bytes of float32 at every length"
+lengths = [16, 256, 4096]
+ratios = []
+for n in lengths:
+    sizes = {"float64": [torch.ones(n, dtype=torch.float64).nbytes] * 3,
+             "float32": [torch.ones(n, dtype=torch.float32).nbytes] * 3}
+    ratios.append(compare_values(f"bytes of {n} values", sizes, threshold=1.5,
+                                 device="cpu", metric="memory", unit="B", x=n))
+series = {"float64": (lengths, [c["base"][0] for c in ratios]),
+          "float32": (lengths, [c["cand"][0] for c in ratios])}
+fig = plot_series(series, xlabel="values", ylabel="bytes", title="Bytes per dtype",
+                  device="cpu")
+decision = decide("cpu", [("holds", {"bytes": "all above"}), ("wrong", {})],
+                  groups={"bytes": ratios}, key=ratios[-1])
+report(decision, RULE)
+RESULT = {"rule": RULE, "verdicts": {"cpu": decision}, "measurements": [],
+          "skipped": []}
+'''
+
+
+def fixture_sources() -> dict[str, str]:
+    return {
+        "speed/tip_fixture_sweep.py": make_tip(SPEED_BODY, title="A tiny sweep", kind="speed",
+                                               devices='["cpu", "cuda"]',
+                                               helpers=("compare_times", "decide", "plot_ratios", "report")),
+        "memory/tip_fixture_bytes.py": make_tip(MEMORY_BODY, title="Tiny bytes", kind="memory",
+                                                helpers=("compare_values", "decide", "plot_series", "report")),
+        "correctness/tip_fixture_facts.py": make_tip(GOOD_BODY, title="Tiny facts"),
+    }
+
+
+def fixture_tips(folder: Path) -> list[Path]:
+    """The fixture's tips, written to ``folder/<topic>/``."""
+    paths = []
+    for rel, text in fixture_sources().items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        (path.parent / "README.rst").write_text(f"{path.parent.name}\n{'-' * len(path.parent.name)}\n")
+        path.write_text(text, encoding="utf-8")
+        paths.append(path)
+    return paths
 
 
 @dataclass
@@ -95,11 +137,8 @@ class Project:
 
     def build(self, name: str, **env: str) -> Path:
         out = self.html(name)
-        cmd = build.sphinx_command(src=self.src, out=out, doctrees=self.root / name / "doctrees", quiet=True)
-        proc = subprocess.run(cmd, cwd=self.src, capture_output=True, text=True, check=False,
-                              env=build_env(**env))
-        self.logs[name] = proc.stdout + proc.stderr
-        assert proc.returncode == 0, f"{name} build failed:\n{self.logs[name][-6000:]}"
+        code, self.logs[name] = build_in_process(self.src, out, self.root / name / "doctrees", **env)
+        assert code == 0, f"{name} build failed:\n{self.logs[name][-6000:]}"
         return out
 
 
@@ -139,10 +178,8 @@ def build_fixture(tmp_path_factory) -> FixtureBuilds:
 
 
 def _make_builds(tmp_path_factory) -> FixtureBuilds:
-    tips = fixture_tips()
-    if len(tips) < 2:
-        pytest.skip("a sharded build needs at least two tips in gallery/")
     base = tmp_path_factory.mktemp("shards")
+    tips = fixture_tips(base / "fixture-gallery")
 
     unsharded = Project(base / "unsharded", tips)
     unsharded.build("html-1thread", TINYSITE_THREADS="1")

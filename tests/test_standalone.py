@@ -1,29 +1,44 @@
-"""Every tip runs as a reader runs the download: a lone file, plain python, no project code; and
-every notebook holds the same code, runs, and reads like the page."""
+"""Every tip's download runs as a reader runs it, and the suite runs no tip again to show it.
+
+The build executes each tip's download (its helpers inlined, tipsite/tipsource.py), the very file
+the page offers, under a reader's conditions (tipsite/tiprunner.py ``ReaderConditions``): a
+package a reader lacks cannot be imported, a ``torch.cuda`` call that answers silently without
+CUDA raises, and every warning the run raises is recorded with whose it is. The tests below read
+that run from the site's records; the tiny builds show each condition failing a build or a tip.
+"""
 
 from __future__ import annotations
 
 import ast
-import json
+import hashlib
 
 import pytest
+from conftest import GOOD_BODY, make_tip
 
 from conf import settings
-from tipsite import records, tipcheck, tipmeta
+from tipsite import records, tipmeta, tiprunner
 
 TIPS = tipmeta.tip_files()
 
 
+def _record(path):
+    return records.read_record(settings.TIPS_OUT_DIR / path.parent.name / path.name)
+
+
 @pytest.mark.parametrize("path", TIPS, ids=lambda p: p.stem)
-def test_script_runs_on_its_own(path):
-    """A lone copy of the tip, plain python, through tipsite/tiprunner.py with ``--strict``: a
-    deprecation warning raised by the tip's code fails it (the site never teaches a deprecated
-    API), so does a ``torch.cuda`` call that answers silently without CUDA, and an import of a
-    package a reader does not have. Its RESULT must be valid and decide the devices this
-    machine must."""
-    problems, report = tipcheck.check(path)
-    assert not problems, f"{path.name}:\n" + "\n".join(problems) + "\n" + (report or {}).get("stderr", "")[-3000:]
-    assert str(settings.ROOT) not in report["stdout"], "the project's own code was importable"
+def test_the_build_ran_the_download_as_a_reader_runs_it(site, path):
+    """The record of the build's run: the file that ran is the download the page offers, and the
+    tip's own code raised no deprecation warning (the site never teaches a deprecated API on the
+    torch it is built with; a tip demonstrating one catches it)."""
+    record = _record(path)
+    assert record is not None, f"{path.stem}: the build left no record"
+    assert "warnings" in record, f"{path.stem}: the build did not run it under a reader's conditions"
+    bad = tiprunner.offending(record["warnings"])
+    assert not bad, f"{path.name}: " + tiprunner.deprecation_error(record["warnings"], record["torch"])
+    downloads = list(site.glob(f"_downloads/*/{path.name}"))
+    assert downloads, f"{path.stem}: the page offers no .py download"
+    assert {hashlib.sha256(d.read_bytes()).hexdigest() for d in downloads} == {record["source_sha256"]}, (
+        f"{path.stem}: the download readers get is not the file the build ran")
 
 
 def _notebook(path):
@@ -32,42 +47,71 @@ def _notebook(path):
     return nbformat.read(settings.TIPS_OUT_DIR / path.parent.name / f"{path.stem}.ipynb", as_version=4)
 
 
-def _code_of_script(path) -> str:
-    """The tip's statements, comments and metadata dropped, as the notebook should hold them."""
-    return ast.unparse(ast.parse(path.read_text(encoding="utf-8")).body[1:])
+def _code_of_script(text: str) -> str:
+    """The script's statements, its docstring, comments and metadata dropped, as a notebook holds them."""
+    return ast.unparse(ast.parse(text).body[1:])
 
 
 @pytest.mark.parametrize("path", TIPS, ids=lambda p: p.stem)
-def test_notebook_holds_the_script_s_code_and_no_empty_cell(site, path):
+def test_notebook_holds_the_download_s_code_and_no_empty_cell(site, path):
+    """The notebook is the code the build ran, cell by cell (so it runs as the script did)."""
     nb = _notebook(path)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.source.strip() for c in code), f"{path.stem}.ipynb has an empty code cell"
     joined = "\n".join(c.source for c in code)
-    assert ast.unparse(ast.parse(joined)) == _code_of_script(path), f"{path.stem}.ipynb differs from the script"
+    ran = (settings.TIPS_OUT_DIR / path.parent.name / path.name).read_text(encoding="utf-8")
+    assert ast.unparse(ast.parse(joined)) == _code_of_script(ran), f"{path.stem}.ipynb differs from the download"
     markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     for line in markdown.splitlines():
         assert not (line.startswith("    ") and line.strip().startswith(('"', "\u201c"))), (
             f"{path.stem}.ipynb shows a quoted passage as code: {line!r}")
 
 
-# Executing every notebook would run every tip a third time; the notebooks hold the scripts'
-# code (above), so executing a sample shows the notebook form itself works: the fastest tip of
-# each kind.
-def _sample() -> list:
-    timings = json.loads((settings.CONF_DIR / "timings.json").read_text())["seconds"]
-    picks = {}
-    for path in TIPS:
-        kind = tipmeta.read_tip(path).kind
-        if kind not in picks or timings.get(path.stem, 99) < timings.get(picks[kind].stem, 99):
-            picks[kind] = path
-    return sorted(picks.values())
+# --- each reader's condition, shown failing a tiny build ------------------------------------------
+
+def test_a_tip_importing_what_a_reader_lacks_fails_the_build(tiny_build):
+    """The build's own environment has jinja2 (Sphinx needs it); a reader's download does not."""
+    result = tiny_build({"correctness/tip_tiny.py": make_tip("import jinja2\n" + GOOD_BODY)})
+    assert result.returncode != 0
+    assert "imports 'jinja2', which a reader who downloads it may not have" in result.output
 
 
-@pytest.mark.parametrize("path", _sample(), ids=lambda p: p.stem)
-def test_notebook_executes(site, path, tmp_path):
+def test_a_silent_cuda_call_fails_the_build_on_a_cpu_machine(tiny_build):
+    """Without CUDA, torch.cuda.memory_allocated() answers 0: a tip must ask is_available() first."""
+    body = GOOD_BODY.replace("import torch\n", "import torch\n\nprint(torch.cuda.memory_allocated())\n")
+    result = tiny_build({"correctness/tip_tiny.py": make_tip(body)})
+    assert result.returncode != 0
+    assert "torch.cuda.memory_allocated() called on a machine without CUDA" in result.output
+
+
+def test_a_deprecated_api_is_recorded_as_the_tip_s_and_the_page_shows_what_it_showed(tiny_site):
+    """A deprecation raised on the tip's behalf is recorded (the test above fails such a tip);
+    one raised inside another module that Python's filters hide stays off the page, as before."""
+    body = GOOD_BODY.replace("import torch\n", "import torch\nimport warnings\n\n"
+                             "storage = torch.ones(2).storage()\n"
+                             "exec(compile('warnings.warn(\"old\", DeprecationWarning)', 'lib.py', 'exec'),\n"
+                             "     {'warnings': warnings, '__name__': 'lib'})\n")
+    tiny_site.write({"correctness/tip_tiny.py": make_tip(body)})
+    result = tiny_site.build()
+    assert result.returncode == 0, result.output[-3000:]
+    record = records.read_record(tiny_site.src / "tips" / "correctness" / "tip_tiny.py")
+    bad = tiprunner.offending(record["warnings"])
+    assert [w["message"][:30] for w in bad] == ["TypedStorage is deprecated. It"]
+    assert any(w["message"] == "old" and w["origin"] == "other" for w in record["warnings"])
+    page = result.page("correctness", "tip_tiny")
+    assert "TypedStorage is deprecated" in page and "DeprecationWarning: old" not in page
+
+
+def test_a_tiny_tip_s_notebook_runs(tiny_site, tmp_path):
+    """The notebook form itself works: the build's notebook of a tiny tip runs in a kernel (the
+    site's notebooks hold the very code their builds ran, above)."""
     from nbclient import NotebookClient
 
-    nb = _notebook(path)
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    tiny_site.write({"correctness/tip_tiny.py": make_tip(GOOD_BODY)})
+    assert tiny_site.build().returncode == 0
+    import nbformat
+
+    nb = nbformat.read(tiny_site.src / "tips" / "correctness" / "tip_tiny.ipynb", as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    assert "Verdict on " in outputs or not records.required_devices(tipmeta.read_tip(path).devices, {"cpu"})
+    assert "Verdict on CPU: holds" in outputs

@@ -95,9 +95,13 @@ def _arm_timeout(fname: str) -> None:
 
 def reset_torch(gallery_conf: dict, fname: str | None, when: str) -> None:
     """Before a tip: torch's global state back to the build's defaults, the tip's cache entry
-    and record removed, its time limit armed. After it: the time limit disarmed."""
+    and record removed, its time limit armed, a reader's conditions set (:func:`_run_as_reader`).
+    After it: the time limit disarmed, the conditions lifted, the warnings the run raised added
+    to its record."""
     if when == "after":
         signal.setitimer(signal.ITIMER_REAL, 0)
+        if fname is not None:
+            _end_reader_run(gallery_conf, fname)
         return
     import torch
 
@@ -132,6 +136,47 @@ def reset_torch(gallery_conf: dict, fname: str | None, when: str) -> None:
                           topic_dir / (Path(fname).name + ".md5")):
                 stale.unlink(missing_ok=True)
     _arm_timeout(fname)
+    _run_as_reader(gallery_conf, fname)
+
+
+# The reader's conditions of the tip running now (tipsite/tiprunner.py), by file name.
+_READER_RUNS: dict[str, Any] = {}
+
+
+def _examples_dirs(gallery_conf: dict) -> list[Path]:
+    dirs = gallery_conf["examples_dirs"]
+    return [Path(gallery_conf["src_dir"]) / d for d in (dirs if isinstance(dirs, (list, tuple)) else [dirs])]
+
+
+def _run_as_reader(gallery_conf: dict, fname: str) -> None:
+    """The build runs each tip's download as a reader who downloaded it would: a package a reader
+    lacks cannot be imported, a ``torch.cuda`` call that answers silently without CUDA raises, and
+    every warning the run raises is recorded with whose it is (the record's ``warnings``). The
+    suite reads that run; it does not run the tip again (tests/test_standalone.py)."""
+    from tipsite.tiprunner import ReaderConditions
+
+    name = Path(fname).name
+    found = [p for d in _examples_dirs(gallery_conf) for p in sorted(d.glob(f"*/{name}"))]
+    if not found:
+        return
+    run = ReaderConditions(str(found[0]))
+    run.start()
+    _READER_RUNS[name] = run
+
+
+def _end_reader_run(gallery_conf: dict, fname: str) -> None:
+    from tipsite import records
+
+    run = _READER_RUNS.pop(Path(fname).name, None)
+    if run is None:
+        return
+    entries = run.stop()
+    dirs = gallery_conf["gallery_dirs"]
+    for d in dirs if isinstance(dirs, (list, tuple)) else [dirs]:
+        for path in (Path(gallery_conf["src_dir"]) / d).glob(f"*/{Path(fname).stem}{records.RECORD_SUFFIX}"):
+            record = records.read_record(path.with_name(Path(fname).name))
+            if record is not None:
+                records.write_record(path, {**record, "warnings": entries})
 
 
 class PeakMemory:

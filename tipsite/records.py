@@ -326,6 +326,22 @@ def _host_problems(hosts_: Any) -> list[str]:
     return problems
 
 
+WARNING_ORIGINS = ("tip", "torch-internal", "other")
+
+
+def warnings_problems(entries: Any) -> list[str]:
+    """The record's ``warnings``: what the run raised (tipsite/tiprunner.py), as plain text."""
+    if not isinstance(entries, list):
+        return ["warnings must be a list"]
+    for w in entries:
+        if (not isinstance(w, dict) or not all(_text(w.get(k), 600) for k in ("category", "message", "where"))
+                or w.get("origin") not in WARNING_ORIGINS or not isinstance(w.get("deprecation"), bool)
+                or not isinstance(w.get("count"), int) or isinstance(w.get("count"), bool) or w["count"] < 1):
+            return ["each warning needs text category, message and where, an origin "
+                    f"({', '.join(WARNING_ORIGINS)}), deprecation true or false and a count"]
+    return []
+
+
 def record_problems(record: Any) -> list[str]:
     """Problems with a record (the tip's RESULT plus provenance); empty when it is valid."""
     if not isinstance(record, dict):
@@ -348,6 +364,8 @@ def record_problems(record: Any) -> list[str]:
     if not isinstance(record["build_threads"], int) or record["build_threads"] < 1:
         problems.append("build_threads must be a positive integer")
     problems += _host_problems(record["hosts"])
+    if "warnings" in record:
+        problems += warnings_problems(record["warnings"])
     result = {k: record[k] for k in RESULT_KEYS if k in record}
     if record.get("upgraded_from") == OLD_SET_SCHEMA:
         problems += _legacy_problems(record)

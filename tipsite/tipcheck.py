@@ -51,23 +51,61 @@ def run_tip(path: Path, *, fake_cuda: bool = False, timeout: float = 900) -> dic
         return report
 
 
+def run_tips(paths: list[Path], *, fake_cuda: bool = False, timeout: float = 1800) -> dict[str, dict]:
+    """Run the downloads of several tips one after another in one runner process (Python and
+    torch start once); returns each tip's report by name, with its own printed output."""
+    from tipsite import compat, tipsource
+
+    with tempfile.TemporaryDirectory(prefix="tips-") as tmp:
+        work = Path(tmp)
+        for path in paths:
+            tipsource.write_download(path, work)
+        shutil.copy(RUNNER, work / RUNNER.name)
+        shutil.copy(FAKE, work / FAKE.name)
+        cmd = [sys.executable, RUNNER.name, "--strict", *(["--fake-cuda"] if fake_cuda else []),
+               "--json", "reports.json", *(p.name for p in paths)]
+        proc = subprocess.run(cmd, cwd=work, env=compat.reader_env(), capture_output=True,
+                              text=True, timeout=timeout)
+        out = work / "reports.json"
+        if not out.exists():
+            error = f"no report (exit {proc.returncode}): {proc.stderr[-3000:]}"
+            return {p.stem: {"status": "failed", "error": error, "stdout": "", "stderr": proc.stderr}
+                    for p in paths}
+        data = json.loads(out.read_text(encoding="utf-8"))
+        reports = data["reports"] if "reports" in data else [data]
+        found = {r["tip"]: r for r in reports}
+        for r in found.values():
+            r.setdefault("stdout", proc.stdout)
+            r["stderr"] = proc.stderr
+        return found
+
+
 def check(path: Path, *, fake_cuda: bool = False, run: bool = True) -> tuple[list[str], dict | None]:
     """Every problem with one tip, and the runner's report (None when not run)."""
-    try:
-        tip = tipmeta.read_tip(path)
-    except tipmeta.TipError as exc:
-        return [str(exc)], None
-    try:
-        tipsource.parse(path.read_text(encoding="utf-8"), path)
-        problems = []
-    except tipsource.TipSourceError as exc:
-        return [str(exc)], None
-    if not run:
+    problems = static_problems(path)
+    if problems or not run:
         return problems, None
     report = run_tip(path, fake_cuda=fake_cuda)
+    return report_problems(path, report, fake_cuda=fake_cuda), report
+
+
+def static_problems(path: Path) -> list[str]:
+    """The tip's metadata and helper import, read without running it."""
+    try:
+        tipmeta.read_tip(path)
+        tipsource.parse(path.read_text(encoding="utf-8"), path)
+    except (tipmeta.TipError, tipsource.TipSourceError) as exc:
+        return [str(exc)]
+    return []
+
+
+def report_problems(path: Path, report: dict, *, fake_cuda: bool = False) -> list[str]:
+    """What is wrong with one run of the tip, from the runner's report."""
+    tip = tipmeta.read_tip(path)
+    problems: list[str] = []
     if report.get("status") != "passed":
         problems.append(f"the tip failed: {report.get('error')}")
-        return problems, report
+        return problems
     result = report.get("result")
     problems += records.result_problems(result)
     if not problems:
@@ -75,7 +113,7 @@ def check(path: Path, *, fake_cuda: bool = False, run: bool = True) -> tuple[lis
         problems += records.coverage_problems(result, tip.devices, machine)
     if result.get("verdicts") and "Verdict on " not in report["stdout"]:
         problems.append("the tip printed no 'Verdict on <DEVICE>:' line (use report())")
-    return problems, report
+    return problems
 
 
 def summary(report: dict) -> str:

@@ -2,7 +2,10 @@
 
 Usage (standard library only; copied next to the tip and run with the venv's plain python)::
 
-    python tiprunner.py tip_x.py [--json out.json] [--strict] [--fake-cuda]
+    python tiprunner.py tip_x.py [tip_y.py ...] [--json out.json] [--strict] [--fake-cuda]
+
+Several tips run one after another in the one process (torch's global state put back between
+them), which saves starting Python and torch for each; the JSON is then ``{"reports": [...]}``.
 
 The tip runs as ``__main__`` (``runpy.run_path``) with ``sys.argv`` and ``sys.path[0]`` as
 ``python tip_x.py`` would set them, inside ``warnings.catch_warnings(record=True)``: every
@@ -134,12 +137,13 @@ SILENT_WITHOUT_CUDA = ("memory_allocated", "max_memory_allocated", "memory_reser
                        "set_sync_debug_mode", "get_sync_debug_mode", "memory_summary")
 
 
-def guard_cuda_calls() -> None:
-    """Make the torch.cuda functions that answer silently without CUDA raise instead."""
+def guard_cuda_calls():
+    """Make the torch.cuda functions that answer silently without CUDA raise instead; returns a
+    function that puts them back."""
     import torch
 
     if torch.cuda.is_available():
-        return
+        return lambda: None
 
     def refuse(name):
         def call(*args, **kwargs):
@@ -147,9 +151,14 @@ def guard_cuda_calls() -> None:
                                "under torch.cuda.is_available() (without CUDA it answers 0 or nothing)")
         return call
 
-    for name in SILENT_WITHOUT_CUDA:
-        if hasattr(torch.cuda, name):
-            setattr(torch.cuda, name, refuse(name))
+    saved = {name: getattr(torch.cuda, name) for name in SILENT_WITHOUT_CUDA if hasattr(torch.cuda, name)}
+    for name in saved:
+        setattr(torch.cuda, name, refuse(name))
+
+    def restore():
+        for name, fn in saved.items():
+            setattr(torch.cuda, name, fn)
+    return restore
 
 
 # What a reader who downloads a tip has installed: torch, numpy and matplotlib (and what they
@@ -184,20 +193,157 @@ class ReaderImports:
         return None
 
 
+def warning_entries(caught: list[tuple], tip_path: str) -> list[dict]:
+    """One entry per warning and place: category, message, where, origin, deprecation, count."""
+    seen: dict[tuple, dict] = {}
+    for category, message, filename, lineno, who in caught:
+        key = (category.__name__, message, filename, lineno)
+        if key in seen:
+            seen[key]["count"] += 1
+            continue
+        seen[key] = {
+            "category": category.__name__,
+            "message": message[:500],
+            "where": f"{_short_path(filename, tip_path)}:{lineno}",
+            "origin": who,
+            "deprecation": is_deprecation(category, message),
+            "count": 1,
+        }
+    return list(seen.values())
+
+
+def offending(entries: list[dict]) -> list[dict]:
+    """The deprecation warnings the tip's own code raised (the ones ``--strict`` fails)."""
+    return [w for w in entries if w["deprecation"] and w["origin"] == "tip"]
+
+
+def deprecation_error(entries: list[dict], torch_version: str) -> str:
+    return ("the tip's code raised a deprecation warning from torch "
+            f"{torch_version} (the tip must not teach a deprecated API, or must "
+            "catch the warning it demonstrates): "
+            + "; ".join(f"{w['category']}: {w['message']} [{w['where']}]" for w in offending(entries)))
+
+
+class ReaderConditions:
+    """A reader's conditions around a tip that runs inside another program (the site's build):
+    imports a reader lacks refused, ``torch.cuda`` calls that answer silently without CUDA
+    refused, and every warning the tip's run raises recorded with its origin, as :func:`run`
+    does. :meth:`stop` puts everything back and returns the warnings.
+
+    The host program may show warnings its own way (sphinx-gallery writes them into the page
+    through ``warnings.formatwarning``): warnings are recorded there, and a warning the host's
+    filters would have ignored is recorded but not shown, so the page shows what it showed."""
+
+    def __init__(self, tip_path: str, strict: bool = True):
+        self.tip_path = os.path.realpath(tip_path)
+        self.strict = strict
+        self.caught: list[tuple] = []
+
+    def start(self) -> None:
+        import builtins
+
+        self._filters = list(warnings.filters)
+        self._format = warnings.formatwarning
+        self._torch_dirs = _torch_dirs()
+        self._restore_cuda = guard_cuda_calls() if self.strict else (lambda: None)
+        # The host has imported much a reader lacks (a finder would not even be asked): check
+        # every import statement the tip's own code runs.
+        self._import = builtins.__import__
+        builtins.__import__ = self._reader_import
+        warnings.simplefilter("default")  # once per place, as Python shows warnings by default
+        warnings.formatwarning = self._format_and_record
+
+    def stop(self) -> list[dict]:
+        import builtins
+
+        warnings.formatwarning = self._format
+        warnings.filters[:] = self._filters
+        getattr(warnings, "_filters_mutated", lambda: None)()  # the C side caches the filters
+        builtins.__import__ = self._import
+        self._restore_cuda()
+        return warning_entries(self.caught, self.tip_path)
+
+    def _reader_import(self, name, globals=None, locals=None, fromlist=(), level=0):
+        caller = sys._getframe(1).f_code.co_filename
+        top = name.split(".")[0]
+        if (level == 0 and os.path.realpath(caller) == self.tip_path and top not in READER_PACKAGES
+                and top not in sys.stdlib_module_names):
+            module = sys.modules.get(top)
+            where = getattr(module, "__file__", None) or ""
+            if not module:
+                import importlib.util
+
+                spec = importlib.util.find_spec(top)
+                where = (spec.origin or "") if spec else ""
+            if "site-packages" in where or "dist-packages" in where:
+                raise ImportError(f"the tip imports {name!r}, which a reader who downloads it may not "
+                                  "have: a tip imports only torch, numpy, matplotlib and the standard library")
+        return self._import(name, globals, locals, fromlist, level)
+
+    def _format_and_record(self, message, category, filename, lineno, line=None):
+        stack = [f.filename for f in traceback.extract_stack()[:-1]]
+        self.caught.append((category, str(message), filename, lineno,
+                            origin(stack, self.tip_path, self._torch_dirs)))
+        if _action(self._filters, category, str(message), _module_of(filename, lineno), lineno) == "ignore":
+            return ""
+        return self._format(message, category, filename, lineno, line)
+
+
+def _module_of(filename: str, lineno: int) -> str:
+    """The module whose code at ``filename:lineno`` is on the stack (the name filters match)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename == filename and frame.f_lineno == lineno:
+            return str(frame.f_globals.get("__name__", ""))
+        frame = frame.f_back
+    return os.path.splitext(os.path.basename(filename))[0]
+
+
+def _action(filters: list, category: type, message: str, module: str, lineno: int) -> str:
+    """What ``filters`` (``warnings.filters``) do with a warning: Python's own matching."""
+    for action, msg, cat, mod, ln in filters:
+        if ((msg is None or msg.match(message)) and issubclass(category, cat)
+                and (mod is None or mod.match(module)) and (ln == 0 or lineno == ln)):
+            return action
+    return "default"
+
+
+def reset_between_tips() -> None:
+    """Put back what one tip may change for the next, when several run in one process."""
+    import torch
+
+    torch.manual_seed(0)
+    torch.set_grad_enabled(True)
+    torch.set_default_dtype(torch.float32)
+    torch.autograd.set_detect_anomaly(False)
+    if hasattr(torch, "set_default_device"):
+        torch.set_default_device(None)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = False
+    if torch.are_deterministic_algorithms_enabled():
+        torch.use_deterministic_algorithms(False)
+    torch.set_float32_matmul_precision("highest")
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
+
+
 def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
     tip_path = os.path.realpath(tip_path)
     report: dict = {"tip": os.path.splitext(os.path.basename(tip_path))[0], "status": "passed",
                     "error": None, "verdicts": None, "result": None, "warnings": [],
                     "python": platform.python_version(), "fake_cuda": fake_cuda}
-    if fake_cuda:
+    restore_cuda = lambda: None  # noqa: E731
+    if fake_cuda and "fakecuda" not in sys.modules:  # once per process: it patches torch
         sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
         import fakecuda
 
         fakecuda.install()
-    elif strict:
-        guard_cuda_calls()
-    if strict:
-        sys.meta_path.insert(0, ReaderImports(tip_path))
+    elif strict and not fake_cuda:
+        restore_cuda = guard_cuda_calls()
+    finder = ReaderImports(tip_path) if strict else None
+    if finder:
+        sys.meta_path.insert(0, finder)
+    saved_argv, saved_path0 = sys.argv, sys.path[0]
     sys.argv = [tip_path]
     sys.path[0] = os.path.dirname(tip_path)
     torch_dirs = _torch_dirs()
@@ -222,6 +368,10 @@ def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
             report["error"] = "".join(tb)[-3000:]
             print("".join(tb), file=sys.stderr)
     report["seconds"] = round(time.perf_counter() - start, 2)
+    sys.argv, sys.path[0] = saved_argv, saved_path0
+    if finder in sys.meta_path:
+        sys.meta_path.remove(finder)
+    restore_cuda()
 
     import torch
 
@@ -241,31 +391,13 @@ def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
     if "matplotlib.pyplot" in sys.modules:
         report["figures"] = len(sys.modules["matplotlib.pyplot"].get_fignums())
 
-    seen: dict[tuple, dict] = {}
-    for category, message, filename, lineno, who in caught:
-        key = (category.__name__, message, filename, lineno)
-        if key in seen:
-            seen[key]["count"] += 1
-            continue
-        seen[key] = {
-            "category": category.__name__,
-            "message": message[:500],
-            "where": f"{_short_path(filename, tip_path)}:{lineno}",
-            "origin": who,
-            "deprecation": is_deprecation(category, message),
-            "count": 1,
-        }
-    report["warnings"] = list(seen.values())
+    report["warnings"] = warning_entries(caught, tip_path)
     for w in report["warnings"]:
         print(f"warning ({w['origin']}): {w['category']}: {w['message']} [{w['where']}]", file=sys.stderr)
 
-    offending = [w for w in report["warnings"] if w["deprecation"] and w["origin"] == "tip"]
-    if strict and offending and report["status"] == "passed":
+    if strict and offending(report["warnings"]) and report["status"] == "passed":
         report["status"] = "failed"
-        report["error"] = ("the tip's code raised a deprecation warning from torch "
-                           f"{report['torch']} (the tip must not teach a deprecated API, or must "
-                           "catch the warning it demonstrates): "
-                           + "; ".join(f"{w['category']}: {w['message']} [{w['where']}]" for w in offending))
+        report["error"] = deprecation_error(report["warnings"], report["torch"])
         print(report["error"], file=sys.stderr)
     return report
 
@@ -283,17 +415,33 @@ def main(argv: list[str]) -> int:
         i = args.index("--json")
         out = args[i + 1]
         del args[i:i + 2]
-    if len(args) != 1:
+    if not args:
         print(__doc__, file=sys.stderr)
         return 2
-    report = run(args[0], strict=strict, fake_cuda=fake_cuda)
+    reports = []
+    for i, tip in enumerate(args):
+        if len(args) == 1:
+            reports.append(run(tip, strict=strict, fake_cuda=fake_cuda))
+            continue
+        if i:
+            reset_between_tips()
+        print(f"--- {os.path.basename(tip)}", file=sys.stderr, flush=True)
+        import contextlib
+        import io
+
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            report = run(tip, strict=strict, fake_cuda=fake_cuda)
+        report["stdout"] = printed.getvalue()[-20000:]
+        reports.append(report)
     if out:
         with open(out, "w", encoding="utf-8") as fh:
-            json.dump(report, fh, indent=1, sort_keys=True)
+            json.dump(reports[0] if len(reports) == 1 else {"reports": reports}, fh, indent=1, sort_keys=True)
             fh.write("\n")
-    if report["status"] == "passed":
+    failed = [r for r in reports if r["status"] != "passed"]
+    if not failed:
         return 0
-    return 3 if report["error"] and "deprecation warning" in report["error"] else 1
+    return 3 if all(r["error"] and "deprecation warning" in r["error"] for r in failed) else 1
 
 
 if __name__ == "__main__":
