@@ -33,6 +33,9 @@ where they matter for correctness:
   so work sized by the SM count stays small;
 * ``torch.utils.benchmark`` runs each timed statement once: the timings mean nothing, the run
   only proves the CUDA branch works;
+* a Python child process started with ``PYTORCH_CUDA_ALLOC_CONF`` (or ``PYTORCH_ALLOC_CONF``)
+  set runs on the fake device too (a ``sitecustomize`` on ``PYTHONPATH``): a tip comparing
+  allocator settings needs a process per setting; other children start as before;
 * ``torch.compile`` traces with Dynamo and runs the captured graph eagerly (``backend="eager"``):
   Inductor would generate kernels for a GPU that is not there.
 
@@ -533,6 +536,46 @@ def _reset_peaks() -> None:
     MEMORY.segments.peak = MEMORY.segments.reserved
 
 
+SITE_VAR = "TIPS_FAKECUDA_SITE"  # the folder of the sitecustomize below, once written
+_SITECUSTOMIZE = """\
+# Written by fakecuda.py: a Python child that sets the allocator's variables runs on the fake
+# CUDA device too; other children start as they would.
+import os
+import sys
+
+if os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF"):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fakecuda", {path!r})
+    fakecuda = importlib.util.module_from_spec(spec)
+    sys.modules["fakecuda"] = fakecuda
+    spec.loader.exec_module(fakecuda)
+    fakecuda.install()
+"""
+
+
+def _children_inherit_the_fake() -> None:
+    """A Python child process started with ``PYTORCH_CUDA_ALLOC_CONF`` (or
+    ``PYTORCH_ALLOC_CONF``) in its environment runs on the fake device too, its allocator
+    settings read from that variable: a tip comparing allocator settings starts one process per
+    setting, since CUDA reads them when it initialises. A ``sitecustomize`` module put first on
+    ``PYTHONPATH`` installs this fake in such a child; other children start as before."""
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = os.environ.get(SITE_VAR)
+    if folder and os.path.isfile(os.path.join(folder, "sitecustomize.py")):
+        return
+    folder = tempfile.mkdtemp(prefix="fakecuda-site-")
+    atexit.register(shutil.rmtree, folder, True)
+    with open(os.path.join(folder, "sitecustomize.py"), "w", encoding="utf-8") as fh:
+        fh.write(_SITECUSTOMIZE.format(path=os.path.abspath(__file__)))
+    os.environ[SITE_VAR] = folder
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (folder, os.environ.get("PYTHONPATH")) if p)
+
+
 def install() -> FakeCudaMode:
     """Patch torch so that it reports one CUDA device, backed by the CPU. Returns the mode."""
     cuda = torch.cuda
@@ -634,6 +677,7 @@ def install() -> FakeCudaMode:
     from torch.utils import benchmark
 
     benchmark.Timer.blocked_autorange, benchmark.Timer.timeit = _timer_once()
+    _children_inherit_the_fake()
     mode = FakeCudaMode()
     mode.__enter__()
     return mode
