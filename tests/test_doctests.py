@@ -1,10 +1,11 @@
 """Every code example outside the gallery scripts is a doctest, and every doctest passes.
 
-The README and the hand-written pages under ``docs/`` (and the gallery's topic READMEs) show
-Python examples as ``>>>`` sessions; this module runs them with the standard library's doctest
-machinery, one test per file. It is plain pytest, so ``nox -s tests`` runs it with the default
-torch and ``nox -s matrix`` runs it with every release of the matrix (no Sphinx needed there:
-``sphinx.ext.doctest`` would need a full site build, every tip included, per release).
+The README, CONTRIBUTING.md and the hand-written pages under ``docs/`` (and the gallery's topic
+READMEs) show Python examples as ``>>>`` sessions; this module runs them with the standard
+library's doctest machinery, one test per file. It is plain pytest, so ``nox -s tests`` runs it
+with the default torch and ``nox -s matrix`` runs it with every release of the matrix (no Sphinx
+needed there: ``sphinx.ext.doctest`` would need a full site build, every tip included, per
+release).
 
 A Python code block without ``>>>`` is allowed only when the line right above it says it is not
 executed (``<!-- not a doctest: why -->`` in Markdown, ``.. not a doctest: why`` in reST), so
@@ -24,11 +25,12 @@ from conf import settings
 from tipsite import tipmeta
 
 README = settings.ROOT / "README.md"
+CONTRIBUTING = settings.ROOT / "CONTRIBUTING.md"
 QUICK = settings.DOCS_DIR / "reference" / "quick.rst"
 # Folders under docs/ that the build generates (git-ignored): not hand-written examples.
 GENERATED = (settings.TIPS_OUT_DIR, settings.DOCS_DIR / "generated", settings.DOCS_DIR / "_build")
 # Files that exist to show examples: each must yield doctests.
-MUST_HAVE_DOCTESTS = (README, QUICK)
+MUST_HAVE_DOCTESTS = (CONTRIBUTING, QUICK)
 
 OPTIONS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 NOT_A_DOCTEST = re.compile(r"^\s*(<!--\s*not a doctest:.+-->|\.\.\s+not a doctest:.+)$", re.IGNORECASE)
@@ -36,10 +38,10 @@ PY_LANGS = {"python", "py", "python3", "pycon"}
 
 
 def doc_sources() -> list[Path]:
-    """README.md, the hand-written reST under docs/ and the gallery's topic READMEs."""
+    """README.md, CONTRIBUTING.md, the hand-written reST under docs/ and the gallery's topic READMEs."""
     rst = [p for p in settings.DOCS_DIR.rglob("*.rst")
            if not any(p.is_relative_to(g) for g in GENERATED) and p.name != "sg_execution_times.rst"]
-    return [README, *sorted(rst), *sorted(settings.GALLERY_DIR.rglob("README.rst"))]
+    return [README, CONTRIBUTING, *sorted(rst), *sorted(settings.GALLERY_DIR.rglob("README.rst"))]
 
 
 def python_blocks(path: Path) -> list[tuple[int, str, str]]:
