@@ -77,7 +77,7 @@ def test_a_change_to_how_results_print_leaves_every_version_alone(monkeypatch, t
 def test_a_change_to_how_tips_measure_or_decide_makes_their_records_older_versions(monkeypatch, tmp_path):
     timing = {p.stem for p in TIPS if "compare_times" in tipsource.parse(p.read_text(), p).used}
     before = {p.stem: tipsource.file_version(p) for p in TIPS}
-    _tipkit_with(monkeypatch, tmp_path, "round_s=0.02):", "round_s=0.05):")
+    _tipkit_with(monkeypatch, tmp_path, "round_s=0.02, margin", "round_s=0.05, margin")
     changed = {p.stem for p in TIPS if tipsource.file_version(p) != before[p.stem]}
     assert changed == timing and len(timing) > 10
     _tipkit_with(monkeypatch, tmp_path, "k = max(k, 1)", "k = max(k, 2)")  # median_interval
@@ -192,3 +192,73 @@ def test_compare_times_measures_a_real_difference():
                              threshold=1.5, device="cpu", round_s=0.005, budget_s=2.0)
     assert c["outcome"] == "above" and len(c["ratios"]) >= 6
     assert c["median"] == statistics.median(c["ratios"])
+
+
+# --- GPU timings: busy time, the host-bound points, calibration (issue "GPU timings") -------------
+
+def _gpu_point(name, ratios, busy=(0.9, 0.9), threshold=1.1):
+    """A comparison as compare_times makes it on a GPU, with the GPU busy these shares."""
+    c = tipkit.compare_values(name, {"slow": [r * 1e-3 for r in ratios], "fast": [1e-3] * len(ratios)},
+                              threshold=threshold, device="cuda", metric="time", unit="s")
+    c["window"] = {"base": 1e-3, "cand": 1e-3}
+    c["device_time"] = {"base": busy[0] * 1e-3, "cand": busy[1] * 1e-3}
+    c["bound"] = "device" if min(busy) >= tipkit.BUSY_MIN else "host"
+    c["margin"] = "clear"
+    return c
+
+
+def _gpu_decision(points, about="device"):
+    from unittest import mock
+
+    with mock.patch.object(tipkit, "calibrate", return_value={"matmul_float16": 1e15}):
+        return tipkit.decide("cuda", CASES, groups={"speed-up": points}, key=points[0], about=about)
+
+
+def test_a_host_bound_point_never_decides_a_claim_about_gpu_work():
+    fast_host_bound = _gpu_point("small", [2.0] * 8, busy=(0.1, 0.3))
+    slow_gpu_bound = _gpu_point("large", [1.0] * 8, busy=(0.95, 0.97))
+    d = _gpu_decision([fast_host_bound, slow_gpu_bound])
+    assert d["verdict"] == "wrong" and d["state"]["speed-up"] == ["below"]  # only the GPU-bound point
+    assert tipkit.rederive(copy.deepcopy(d)) == ("wrong", [])
+    only_host = _gpu_decision([fast_host_bound])
+    assert only_host["verdict"] == "inconclusive" and "busiest: 10%" in only_host["why"]
+    assert tipkit.rederive(copy.deepcopy(only_host)) == ("inconclusive", [])
+    assert _gpu_decision([fast_host_bound], about="host")["verdict"] == "holds"  # a claim about overhead
+    forged = copy.deepcopy(only_host)
+    forged["comparisons"][0]["bound"] = "device"
+    assert any("bound 'device' is not what its busy shares give" in p for p in tipkit.rederive(forged)[1])
+    forged = copy.deepcopy(only_host)
+    forged["verdict"] = "holds"
+    assert any("gives 'inconclusive'" in p for p in tipkit.rederive(forged)[1])
+
+
+def test_gpu_time_never_exceeds_wall_time():
+    from tipsite import records
+
+    point = _gpu_point("x", [1.2] * 8, busy=(1.4, 0.9))
+    assert any("GPU time exceeds its wall time" in p for p in tipkit.rederive(
+        {**_gpu_decision([_gpu_point("y", [1.2] * 8)]), "comparisons": [point]})[1])
+    import json
+
+    d = json.loads(json.dumps(_gpu_decision([_gpu_point("y", [1.2] * 8)])))  # as recorded
+    assert records.decision_problems(copy.deepcopy(d), "cuda") == []
+    bare = copy.deepcopy(d)
+    del bare["calibration"]
+    assert "GPU timings without the GPU's calibration (tipkit.calibrate)" in records.decision_problems(bare, "cuda")
+
+
+def test_the_busy_threshold_is_the_one_compare_times_applies():
+    assert f"min(shares) >= {tipkit.BUSY_MIN}" in tipsource.helper_sources()["compare_times"]
+
+
+def test_compare_times_keeps_measuring_while_the_interval_ends_near_the_threshold():
+    """A ratio of about 1.06 against 1.05: more rounds than the minimum, then a 'thin' margin."""
+    import torch
+
+    torch.set_num_threads(1)
+    x = torch.randn(64, 64)
+    c = tipkit.compare_times("same work", {"a": lambda: x @ x, "b": lambda: x @ x}, threshold=1.0,
+                             device="cpu", round_s=0.002, budget_s=0.5, min_rounds=6, max_rounds=12)
+    assert c["margin"] in ("clear", "thin") and "device_time" not in c
+    if c["outcome"] == "noise" or min(abs(c["low"] - 1), abs(c["high"] - 1)) < 0.03:
+        assert c["margin"] == "thin" and len(c["ratios"]) > 6

@@ -36,6 +36,8 @@ where they matter for correctness:
 * a Python child process started with ``PYTORCH_CUDA_ALLOC_CONF`` (or ``PYTORCH_ALLOC_CONF``)
   set runs on the fake device too (a ``sitecustomize`` on ``PYTHONPATH``): a tip comparing
   allocator settings needs a process per setting; other children start as before;
+* ``torch.profiler.profile`` reports every top-level aten operator as a CUDA "kernel" of the
+  same span, so GPU busy time can be read (it means nothing);
 * ``torch.compile`` traces with Dynamo and runs the captured graph eagerly (``backend="eager"``):
   Inductor would generate kernels for a GPU that is not there.
 
@@ -516,6 +518,32 @@ def _patch_serialization() -> None:
     torch._utils._rebuild_tensor = _rebuild_tensor
 
 
+def _profiler_with_fake_kernels():
+    """``torch.profiler.profile`` whose events include the fake device's "kernels": every
+    top-level aten operator the CPU ran, reported as a CUDA interval of the same span, so the
+    code that reads GPU busy time (tipsite/tipkit.py ``device_busy``) runs; its figures mean
+    nothing."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    class _Kernel:
+        def __init__(self, event):
+            self.name, self.time_range, self.device_type = event.name, event.time_range, DeviceType.CUDA
+
+    class FakeProfile(profile):
+        def __init__(self, *args, activities=None, **kwargs):
+            activities = [a for a in (activities or [ProfilerActivity.CPU]) if a != ProfilerActivity.CUDA]
+            super().__init__(*args, activities=activities or [ProfilerActivity.CPU], **kwargs)
+
+        def events(self):
+            found = super().events()
+            kernels = [_Kernel(e) for e in found
+                       if e.name.startswith("aten::") and getattr(e, "cpu_parent", None) is None]
+            return [*found, *kernels]
+
+    return FakeProfile
+
+
 def _timer_once():
     from torch.utils import benchmark
 
@@ -678,6 +706,9 @@ def install() -> FakeCudaMode:
 
     benchmark.Timer.blocked_autorange, benchmark.Timer.timeit = _timer_once()
     _children_inherit_the_fake()
+    torch.profiler.profile = _profiler_with_fake_kernels()
+    torch.profiler.supported_activities = lambda: {torch.profiler.ProfilerActivity.CPU,
+                                                   torch.profiler.ProfilerActivity.CUDA}
     mode = FakeCudaMode()
     mode.__enter__()
     return mode

@@ -125,7 +125,46 @@ def comparison_problems(c: Any, device: str) -> list[str]:
         problems.append(f"{where}: base, cand and ratios differ in length")
     elif c["measure"] == "ratio" and any(v == 0 for v in c["cand"]):
         problems.append(f"{where}: a ratio with a candidate sample of 0")
+    return problems + _timing_problems(c, where)
+
+
+def _pair_ok(value: Any) -> bool:
+    return (isinstance(value, dict) and set(value) == {"base", "cand"}
+            and all(_finite(v) and v >= 0 for v in value.values()))
+
+
+def _timing_problems(c: dict, where: str) -> list[str]:
+    """The optional parts of a timing: its margin, and on a GPU its busy time and bound."""
+    problems = []
+    if c.get("margin", "clear") not in ("clear", "thin"):
+        problems.append(f"{where}: margin must be 'clear' or 'thin'")
+    timed = [k for k in ("device_time", "window", "bound") if k in c]
+    if timed and len(timed) != 3:
+        problems.append(f"{where}: device_time, window and bound come together")
+    elif timed:
+        if not (_pair_ok(c["device_time"]) and _pair_ok(c["window"])):
+            problems.append(f"{where}: device_time and window need base and cand, finite and >= 0")
+        elif any(c["window"][k] <= 0 for k in ("base", "cand")):
+            problems.append(f"{where}: a window of 0 seconds")
+        if c["bound"] not in ("device", "host"):
+            problems.append(f"{where}: bound must be 'device' or 'host'")
+    if "work" in c:
+        work = c["work"]
+        amounts = [k for k in ("flops", "bytes") if k in (work if isinstance(work, dict) else {})]
+        if (not isinstance(work, dict) or len(amounts) != 1 or not _finite(work[amounts[0]])
+                or work[amounts[0]] <= 0 or not _text(work.get("limit", ""), 60)
+                or set(work) - {"flops", "bytes", "limit"}):
+            problems.append(f"{where}: work is {{'flops' or 'bytes': a positive number, 'limit': name}}")
     return problems
+
+
+def calibration_problems(calibration: Any) -> list[str]:
+    """A GPU's calibration (tipkit.calibrate): names to positive finite rates and times."""
+    if not isinstance(calibration, dict) or not all(
+            _text(k, 60) and re.fullmatch(r"[a-z0-9_]+", k) and _finite(v) and v > 0
+            for k, v in calibration.items()):
+        return ["calibration must map plain names to positive finite numbers"]
+    return []
 
 
 def _fact_ok(value: Any) -> bool:
@@ -166,6 +205,16 @@ def decision_problems(decision: Any, device: str) -> list[str]:
             and all(isinstance(t, int) and t > 0 for t in decision["threads"])):
         problems.append("threads must be a non-empty list of thread counts")
     problems += key_problems(decision["key"])
+    if decision.get("about") not in (None, "device", "host"):
+        problems.append("about must be 'device', 'host' or null")
+    if decision.get("why") is not None and not _text(decision["why"], 500):
+        problems.append("why must be a short text or null")
+    if decision["verdict"] == "inconclusive" and not decision.get("why"):
+        problems.append("an inconclusive verdict says why")
+    if "calibration" in decision:
+        problems += calibration_problems(decision["calibration"])
+    elif any("device_time" in c for c in decision["comparisons"] if isinstance(c, dict)):
+        problems.append("GPU timings without the GPU's calibration (tipkit.calibrate)")
     if problems:
         return problems
     _, rederived = tipkit.rederive(decision)
@@ -790,6 +839,9 @@ def expect_device(device: str, paths: list[str]) -> int:
                 problems.append(f"{record['tip']}: claims a {device} result but does not measure {device}")
             if device in tip.devices and device not in decided:
                 problems.append(f"{record['tip']}: measures {device} but its record has no {device} decision")
+            decision = (record.get("verdicts") or {}).get(device) or {}
+            if device != "cpu" and decision and not decision.get("legacy") and "calibration" not in decision:
+                problems.append(f"{record['tip']}: its {device} decision carries no calibration of the GPU")
     if problems:
         print(f"error: expected {device} results:\n" + "\n".join(problems), file=sys.stderr)
         return 1

@@ -34,11 +34,12 @@ sideways.
 from __future__ import annotations
 
 # The helpers a tip may copy, in the order they appear below; tests/test_tipkit.py reads this.
-HELPERS = ("median_interval", "outcome", "compare_times", "compare_values", "decide",
-           "report", "plot_ratios", "plot_series")
+HELPERS = ("median_interval", "outcome", "device_busy", "compare_times", "compare_values",
+           "calibrate", "decide", "report", "plot_ratios", "plot_series")
 # What decides a verdict (a change here makes every record of a tip using it an older version's)
 # and what only presents it (a change here leaves recorded verdicts current): tipsite/tipsource.py.
-DECIDES = ("median_interval", "outcome", "compare_times", "compare_values", "decide")
+DECIDES = ("median_interval", "outcome", "device_busy", "compare_times", "compare_values",
+           "calibrate", "decide")
 PRESENTS = ("report", "plot_ratios", "plot_series")
 
 
@@ -62,15 +63,55 @@ def outcome(low, high, threshold):
     return "above" if low > threshold else "below" if high < threshold else "noise"
 
 
-def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
-                  max_rounds=40, budget_s=2.0, round_s=0.02):
+def device_busy(fn, calls, device):
+    """GPU time per call and the wall time per call it was busy in, on ``device``.
+
+    One pass of ``calls`` calls under ``torch.profiler``: the GPU's busy time is the
+    union of its kernel and copy intervals; the pass's wall time is the host's,
+    synchronised.
+    Returns ``(busy seconds per call, wall seconds per call)``; busy never exceeds wall.
+    ``(None, None)`` on the CPU, which has no separate device to wait for.
+    """
+    import time
+
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    device = torch.device(device)
+    if device.type == "cpu":
+        return None, None
+    getattr(torch, device.type).synchronize()
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    with profile(activities=activities) as prof:
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        getattr(torch, device.type).synchronize()
+        wall = time.perf_counter() - start
+    spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+                   if e.device_type == DeviceType.CUDA)
+    busy, end = 0.0, float("-inf")
+    for lo, hi in spans:  # the union of the intervals, in microseconds
+        busy += max(0.0, hi - max(lo, end))
+        end = max(end, hi)
+    return min(busy * 1e-6, wall) / calls, wall / calls
+
+
+def compare_times(name, variants, *, threshold, device, x=None, work=None,
+                  min_rounds=6, max_rounds=40, budget_s=2.0, round_s=0.02, margin=0.03):
     """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
 
     Each variant gets a ``torch.utils.benchmark`` timer (which synchronises CUDA around
     the timed calls) and as many calls per round as fit in about ``round_s`` seconds. In
     each round both run, each first in every other round; the ratio per round is
     anti-pattern time / recommended time. Rounds are added while the interval straddles
-    ``threshold``, up to ``max_rounds`` or ``budget_s`` seconds.
+    ``threshold``, or ends within ``margin`` (3%) of it, up to ``max_rounds`` or
+    ``budget_s`` seconds. On a GPU, a profiled pass then measures each variant's GPU
+    time and busy share (:func:`device_busy`): a point is ``"device"``-bound when the
+    GPU was busy at least half the time for both, else ``"host"``-bound. ``work`` is
+    what one call does, ``{"flops": n}`` or ``{"bytes": n}``, with the calibrated limit
+    to compare it with (``"limit": "matmul_float16"``, see :func:`calibrate`).
     """
     import time
 
@@ -90,6 +131,13 @@ def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
                 break
             n *= 2
         calls[label] = max(1, round(n * round_s / max(total, 1e-9)))
+
+    def settled(ratios):
+        _, low, high = median_interval(ratios)
+        side = outcome(low, high, threshold)
+        near = min(abs(low - threshold), abs(high - threshold)) < margin * threshold
+        return side != "noise" and not near
+
     base, cand, ratios = [], [], []
     start = time.perf_counter()
     while len(ratios) < max_rounds:
@@ -101,17 +149,25 @@ def compare_times(name, variants, *, threshold, device, x=None, min_rounds=6,
         cand.append(seconds[cand_name])
         ratios.append(base[-1] / cand[-1])
         if len(ratios) >= min_rounds:
-            _, low, high = median_interval(ratios)
-            spent = time.perf_counter() - start
-            if outcome(low, high, threshold) != "noise" or spent > budget_s:
+            if settled(ratios) or time.perf_counter() - start > budget_s:
                 break
     mid, low, high = median_interval(ratios)
-    return {"name": name, "device": torch.device(device).type,
-            "threads": torch.get_num_threads(), "x": x, "metric": "time", "unit": "s",
-            "measure": "ratio", "baseline": base_name, "candidate": cand_name,
-            "base": base, "cand": cand, "ratios": ratios, "median": mid, "low": low,
-            "high": high, "threshold": threshold,
-            "outcome": outcome(low, high, threshold)}
+    found = {"name": name, "device": torch.device(device).type,
+             "threads": torch.get_num_threads(), "x": x, "metric": "time", "unit": "s",
+             "measure": "ratio", "baseline": base_name, "candidate": cand_name,
+             "base": base, "cand": cand, "ratios": ratios, "median": mid, "low": low,
+             "high": high, "threshold": threshold,
+             "outcome": outcome(low, high, threshold),
+             "margin": "clear" if settled(ratios) else "thin"}
+    if torch.device(device).type != "cpu":
+        busy = {k: device_busy(fn, calls[k], device) for k, fn in variants.items()}
+        found["device_time"] = {"base": busy[base_name][0], "cand": busy[cand_name][0]}
+        found["window"] = {"base": busy[base_name][1], "cand": busy[cand_name][1]}
+        shares = [b / w for b, w in busy.values()]
+        found["bound"] = "device" if min(shares) >= 0.5 else "host"
+    if work is not None:
+        found["work"] = dict(work)
+    return found
 
 
 def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
@@ -139,7 +195,73 @@ def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
             "outcome": outcome(low, high, threshold)}
 
 
-def decide(device, cases, *, groups=None, facts=None, key=None):
+def calibrate(device):
+    """What this GPU reaches, measured once per process: the limits for a tip's work.
+
+    A large matmul per dtype (FLOP/s; TF32 off for float32), a device-to-device copy
+    and a pinned and a pageable host-to-device copy (bytes/s, each byte counted once per
+    pass over memory or the link: a device copy reads and writes), each timed with CUDA
+    events, best of 3; and the host's time to launch one tiny kernel (seconds). ``{}``
+    on the CPU.
+    """
+    import time
+
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cpu":
+        return {}
+    cache = torch.__dict__.setdefault("_tipkit_calibration", {})
+    if device.type not in cache:
+        backend = getattr(torch, device.type)
+
+        def best(fn, *args):
+            fn(*args)  # warm up
+            times = []
+            for _ in range(3):
+                start = backend.Event(enable_timing=True)
+                end = backend.Event(enable_timing=True)
+                start.record()
+                fn(*args)
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end) / 1e3)
+            return max(min(times), 1e-9)
+
+        found = {}
+        # a data-centre GPU (an H100 has 132 SMs) needs large work to reach its limits
+        big = backend.get_device_properties(device).multi_processor_count >= 32
+        side = 8192 if big else 1024
+        tf32 = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            for dtype in (torch.float32, torch.float16, torch.bfloat16):
+                n = side // 2 if dtype is torch.float32 else side
+                m = torch.randn(n, n, device=device, dtype=dtype)
+                name = str(dtype).split(".")[-1]
+                found[f"matmul_{name}"] = 2 * n**3 / best(torch.matmul, m, m)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+        nbytes = 2**28 if big else 2**22
+        src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        dst = torch.empty_like(src)
+        found["copy_device"] = 2 * nbytes / best(dst.copy_, src)
+        pinned = torch.empty(nbytes, dtype=torch.uint8).pin_memory()
+        pageable = torch.empty(nbytes, dtype=torch.uint8)
+        found["copy_h2d_pinned"] = nbytes / best(dst.copy_, pinned, True)
+        found["copy_h2d_pageable"] = nbytes / best(dst.copy_, pageable, True)
+        tiny = torch.zeros(1, device=device)
+        backend.synchronize()
+        start = time.perf_counter()
+        for _ in range(1000):
+            tiny.add_(1)
+        found["launch_s"] = (time.perf_counter() - start) / 1000
+        backend.synchronize()
+        cache[device.type] = found
+    return dict(cache[device.type])
+
+
+def decide(device, cases, *, groups=None, facts=None, key=None, about=None):
     """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
 
     ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
@@ -148,7 +270,10 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
     accepted values; a group's is ``"all above"``, ``"any above"``, ``"none above"``
     (or ``below``, ``noise``), or a list of them. The last case has no conditions.
     ``key`` is the comparison, or a ``{"name", "value", "unit"}`` dict, shown as the
-    key figure.
+    key figure. ``about="device"`` says the claim is about work on a GPU: there a
+    comparison the host bound (:func:`compare_times`) never decides, and a group left
+    with none makes the verdict ``"inconclusive"``. ``about="host"`` says the claim is
+    about the host's overhead, so every point counts.
     """
     import torch
 
@@ -160,13 +285,31 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
             return quantified[quantifier]
         return state == condition
 
+    device_type = torch.device(device).type
     groups, facts = dict(groups or {}), dict(facts or {})
-    state = {**facts, **{n: [c["outcome"] for c in cs] for n, cs in groups.items()}}
+    gpu = device_type != "cpu" and about == "device"
+
+    def deciding(cs):
+        return [c for c in cs if not gpu or c.get("bound", "device") == "device"]
+
+    state = {**facts,
+             **{n: [c["outcome"] for c in deciding(cs)] for n, cs in groups.items()}}
+    tested = {n for _, conditions in cases for n in conditions}
+    empty = sorted(n for n in tested if n in groups and not deciding(groups[n]))
     def matches(conditions):
         return all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
                    for n, c in conditions.items())
 
-    verdict = next((case for case, conditions in cases if matches(conditions)), None)
+    why = None
+    if empty:
+        verdict = "inconclusive"
+        shares = [min(c["device_time"][k] / c["window"][k] for k in ("base", "cand"))
+                  for n in empty for c in groups[n] if "window" in c]
+        why = (f"no point of {', '.join(empty)} kept the GPU busy half the time "
+               f"(busiest: {max(shares, default=0):.0%}): the host bound them, not "
+               "the GPU work the claim is about")
+    else:
+        verdict = next((v for v, conditions in cases if matches(conditions)), None)
     if verdict is None:
         raise ValueError("no case matched: end with a case that has no conditions")
     if key is not None and "ratios" in key:
@@ -176,21 +319,55 @@ def decide(device, cases, *, groups=None, facts=None, key=None):
     comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
     threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
     members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
-    return {"device": torch.device(device).type, "verdict": verdict, "cases": cases,
-            "facts": facts, "groups": members, "comparisons": comparisons,
-            "state": state, "key": key, "threads": sorted(threads)}
+    found = {"device": device_type, "verdict": verdict, "cases": cases,
+             "facts": facts, "groups": members, "comparisons": comparisons,
+             "state": state, "key": key, "threads": sorted(threads), "about": about,
+             "why": why}
+    if device_type != "cpu":
+        found["calibration"] = calibrate(device)
+    return found
 
 
 def report(decision, rule):
-    """Print each comparison and fact, then the verdict and its rule."""
+    """Print each comparison and fact, then the verdict and its rule.
+
+    On a GPU each timing also shows the share of its wall time the GPU was busy, and the
+    rate its work reached against this GPU's calibrated limit (:func:`calibrate`).
+    """
+    import statistics
+
+    limits = decision.get("calibration") or {}
     for c in decision["comparisons"]:
         unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
-        print(f"{c['name']}: {c['median']:.3g}{unit} "
-              f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
-              f"{c['outcome']} {c['threshold']:.3g}")
+        line = (f"{c['name']}: {c['median']:.3g}{unit} "
+                f"[{c['low']:.3g} .. {c['high']:.3g}], {len(c['ratios'])} rounds, "
+                f"{c['outcome']} {c['threshold']:.3g}")
+        if c.get("margin") == "thin" and c["outcome"] != "noise":
+            line += " (thin margin: the interval ends within 3% of the threshold)"
+        print(line)
+        for side, label in (("base", c["baseline"]), ("cand", c["candidate"])):
+            if "device_time" not in c:
+                continue
+            wall = statistics.median(c[side])
+            busy = c["device_time"][side] / c["window"][side]
+            text = (f"    {label}: wall {wall * 1e3:.3g} ms, GPU busy "
+                    f"{c['device_time'][side] * 1e3:.3g} ms ({busy:.0%})")
+            work = c.get("work") or {}
+            limit = limits.get(work.get("limit"))
+            amount = work.get("flops", work.get("bytes"))
+            if amount and limit:
+                per = "FLOP/s" if "flops" in work else "B/s"
+                text += (f", {amount / wall:.3g} {per} = {amount / wall / limit:.0%}"
+                         f" of this GPU's {work['limit']}")
+            print(text)
+        if "bound" in c and c["bound"] == "host":
+            print("    host-bound: the GPU idled; this point does not decide a claim "
+                  "about GPU work")
     for name, value in decision["facts"].items():
         print(f"{name}: {value}")
     print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
+    if decision.get("why"):
+        print(f"Why: {decision['why']}")
     print(f"Rule: {rule}")
 
 
@@ -254,6 +431,7 @@ def plot_series(series, *, xlabel, ylabel, title, device, logx=False):
 
 # --- used by the build only (never copied into a tip) ------------------------------------------
 
+BUSY_MIN = 0.5  # compare_times: a point is device-bound when the GPU was busy this share of it
 GROUP_CONDITIONS = tuple(f"{q} {side}" for q in ("all", "any", "none")
                          for side in ("above", "below", "noise"))
 
@@ -283,7 +461,18 @@ def rederive(decision):
         if outcomes[c["name"]] != c["outcome"]:
             problems.append(f"comparison {c['name']!r}: outcome {c['outcome']!r} is not what its "
                             f"interval gives ({outcomes[c['name']]!r})")
+        if "device_time" in c or "bound" in c:
+            shares = [c["device_time"][k] / c["window"][k] for k in ("base", "cand")]
+            if any(not 0 <= share <= 1 + 1e-9 for share in shares):
+                problems.append(f"comparison {c['name']!r}: GPU time exceeds its wall time")
+            bound = "device" if min(shares) >= BUSY_MIN else "host"
+            if c.get("bound") != bound:
+                problems.append(f"comparison {c['name']!r}: bound {c.get('bound')!r} is not what its "
+                                f"busy shares give ({bound!r})")
+    gpu_claim = decision["device"] != "cpu" and decision.get("about") == "device"
+    bound_by = {c["name"]: c.get("bound", "device") for c in decision["comparisons"]}
     state = dict(decision["facts"])
+    empty = []
     for name, members in decision["groups"].items():
         if name in state:
             problems.append(f"{name!r} is both a fact and a group")
@@ -291,7 +480,17 @@ def rederive(decision):
         if missing or not members:
             problems.append(f"group {name!r} names no comparison, or unknown ones: {missing}")
             continue
-        state[name] = [outcomes[m] for m in members]
+        deciding = [m for m in members if not gpu_claim or bound_by[m] == "device"]
+        if not deciding:
+            empty.append(name)
+        state[name] = [outcomes[m] for m in deciding]
+    tested = {n for _, conditions in decision["cases"] for n in conditions}
+    if any(n in tested for n in empty):
+        verdict = "inconclusive"
+        if decision["verdict"] != verdict:
+            problems.append(f"the verdict is {decision['verdict']!r} but no GPU-bound point decides "
+                            f"{', '.join(n for n in empty if n in tested)}: the evidence gives 'inconclusive'")
+        return verdict, problems
     verdict = None
     for case_verdict, conditions in decision["cases"]:
         matched = True

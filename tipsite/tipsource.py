@@ -124,7 +124,9 @@ def parse(source: str, path: Path | str = "<tip>") -> Parsed:
     first = module.body[0] if module.body else None
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         doc = (first.lineno, first.end_lineno)
-    return Parsed(tuple(imports), tuple(copies), doc, tuple(closure(called)))
+    # what the download carries: the imported helpers and what they call
+    used = closure(imported) if imports else closure(called)
+    return Parsed(tuple(imports), tuple(copies), doc, tuple(used))
 
 
 def inline(source: str, path: Path | str = "<tip>") -> str:
@@ -175,7 +177,9 @@ def helpers_digest(names, sources: dict[str, str] | None = None) -> str:
     """
     reference = helper_sources()
     lines = []
-    for name in closure(names):
+    # a file carrying its helpers (a download, an older tip) is digested as it is
+    chosen = [h for h in tipkit.HELPERS if h in sources] if sources else closure(names)
+    for name in chosen:
         if name not in tipkit.DECIDES:
             continue
         text = (sources or {}).get(name, reference[name])
