@@ -62,10 +62,26 @@ def related_tips(tip: tipmeta.Tip, tips: list[tipmeta.Tip], limit: int = 3) -> l
     return chosen + ranked[:max(0, limit - len(chosen))]
 
 
+# One word per state of a device on a tip, defined here and used by the header, the cards, the
+# filter chips, the search results and the thumbnails: "measured" shows the verdict itself.
+STATE_WORDS = {"measured": "measured", "stale": "older version", "not measured": "not measured"}
+# The same states as tokens for CSS classes and search metadata.
+STATE_TOKENS = {"measured": "measured", "stale": "older-version", "not measured": "not-measured"}
+
+
+def state_word(state: str) -> str:
+    return STATE_WORDS[state]
+
+
+def state_token(state: str, verdict: str | None = None) -> str:
+    """``holds`` for a measured verdict, ``older-version`` or ``not-measured`` otherwise."""
+    return verdict if state == "measured" and verdict else STATE_TOKENS[state]
+
+
 @dataclass
 class DeviceView:
     device: str
-    state: str  # "measured" | "stale" | "not measured"
+    state: str  # "measured" | "stale" | "not measured" (STATE_WORDS says how readers see each)
     decision: dict | None = None
     record: dict | None = None
     origin: str | None = None
@@ -77,6 +93,21 @@ class DeviceView:
     @property
     def verdict(self) -> str | None:
         return self.decision["verdict"] if self.decision else None
+
+    @property
+    def token(self) -> str:
+        """The verdict when measured, else the state's token (``older-version``, ``not-measured``)."""
+        return state_token(self.state, self.verdict)
+
+    @property
+    def label(self) -> str:
+        """What every place shows for this device: ``holds``, ``holds, older version`` or
+        ``not measured``."""
+        if self.state == "measured":
+            return str(self.verdict)
+        if self.state == "stale":
+            return f"{self.verdict}, {STATE_WORDS['stale']}"
+        return STATE_WORDS["not measured"]
 
     @property
     def legacy(self) -> bool:
@@ -176,8 +207,7 @@ class TipView:
         classes = ["tip-card", f"tc-topic-{self.tip.topic}"]
         classes += [f"tc-tag-{t}" for t in self.tip.tags] + [f"tc-device-{d}" for d in self.tip.devices]
         for d in self.devices.values():
-            verdict = d.verdict if d.state == "measured" else "not-measured"
-            classes += [f"tc-v-{d.device}-{verdict}", f"tc-verdict-{verdict}"]
+            classes += [f"tc-v-{d.device}-{d.token}", f"tc-verdict-{d.token}"]
         return list(dict.fromkeys(classes))
 
     def comparison_rows(self) -> list[dict[str, Any]]:
