@@ -12,8 +12,10 @@ with its example, a GELU written as five pointwise ops under ``@torch.jit.script
 runs such a chain as one kernel, one pass over memory instead of one per op. The guide has
 since replaced ``torch.jit.script`` with ``torch.compile`` in that very sentence, and the
 TorchScript pages of the PyTorch documentation now open with "TorchScript is deprecated,
-please use torch.export instead". This tip runs the guide's ``fused_gelu`` and a longer
-chain of 15 pointwise ops three ways: eagerly (one kernel per op), scripted, and compiled.
+please use torch.export instead", and ``torch.jit.script`` itself warns on torch 2.13 and
+2.14: "`torch.jit.script` is deprecated. Please switch to `torch.compile` or
+`torch.export`." This tip runs the guide's ``fused_gelu`` and a longer chain of 15
+pointwise ops three ways: eagerly (one kernel per op), scripted, and compiled.
 It records the warning ``torch.jit.script`` gives on this torch, whether TorchScript fused
 anything (a fusion group in the graph it executed), and how fast each variant is against
 eager mode across tensor sizes.
