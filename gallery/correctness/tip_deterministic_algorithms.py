@@ -50,6 +50,7 @@ import warnings
 
 import numpy as np
 import torch
+import torch.utils.deterministic  # the fill_uninitialized_memory switch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -274,8 +275,8 @@ RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
 # ------------------
 # Seed every run you may need to repeat: it costs nothing. Switch the flag on while you debug,
 # compare or test, and measure before leaving it on for long training runs: on a GPU the ops
-# that add with atomics (``index_add_``, ``scatter_add_``, embedding and pooling backwards)
-# switch to slower deterministic kernels, and some ops raise. If your code never reads memory
+# that add with atomics (``index_add_``, ``scatter_add_``) switch to deterministic kernels,
+# and some ops raise (several pooling and padding backwards, among others). If your code never reads memory
 # it did not write, ``torch.utils.deterministic.fill_uninitialized_memory = False`` removes the
 # fill that the flag adds to every ``torch.empty`` (and ``torch.zeros``, as measured here).
 # cuDNN has its own switches (``torch.backends.cudnn.deterministic = True``,
