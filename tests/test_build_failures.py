@@ -163,12 +163,14 @@ def test_a_deleted_tip_leaves_nothing_behind(tiny_site, good_tip):
     assert "tip_other" not in (result.html / "index.html").read_text()
 
 
+# These three test what Sphinx keeps between builds, so each build runs in a process of its own:
+# in one process Sphinx rewrites every page on each build, which would hide what they look for.
 def test_a_new_tip_appears_in_every_page_s_navigation(tiny_site, good_tip):
     tiny_site.write({"correctness/tip_tiny.py": good_tip})
-    assert tiny_site.build().returncode == 0
+    assert tiny_site.build(in_process=False).returncode == 0
     other = good_tip.replace("A tiny tip\n==========", "Another tip\n===========")
     tiny_site.write({"correctness/tip_other.py": other})
-    result = tiny_site.build()
+    result = tiny_site.build(in_process=False)
     assert result.returncode == 0, result.output
     assert "tip_other.html" in result.page("correctness", "tip_tiny")
 
@@ -177,11 +179,11 @@ def test_an_unfinished_build_makes_the_next_one_write_every_page(tiny_site, good
     """Sphinx saves what it read before it writes: a build stopped while writing left pages that
     the next build would call current. The marker it leaves makes the next build rewrite them."""
     tiny_site.write({"correctness/tip_tiny.py": good_tip})
-    assert tiny_site.build().returncode == 0
+    assert tiny_site.build(in_process=False).returncode == 0
     page = tiny_site.html / "tips" / "correctness" / "tip_tiny.html"
     page.write_text("half-written")
     (tiny_site.html / ".tipsite-build-incomplete").write_text("interrupted\n")
-    result = tiny_site.build()
+    result = tiny_site.build(in_process=False)
     assert result.returncode == 0, result.output
     assert "half-written" not in page.read_text()
     assert not (tiny_site.html / ".tipsite-build-incomplete").exists()
@@ -227,3 +229,19 @@ def test_a_cuda_only_tip_on_a_cpu_build_shows_no_cpu_verdict(tiny_build):
     assert "tip-verdict-" not in header
     assert re.search(r"CUDA:.*not measured yet", re.sub(r"<[^>]+>", "", header), re.S)
     assert "CPU:" not in re.sub(r"<[^>]+>", "", header)
+
+
+def test_a_failed_build_keeps_failing_until_its_cause_is_fixed(tiny_site, good_tip):
+    """A page that warns fails the build (-W); Sphinx has saved what it read, so an unchanged
+    rebuild would skip that page, warn nothing and pass. It must fail again, then pass once fixed.
+    (The page is one nothing else refers to: such a page is neither read nor written again.)"""
+    tiny_site.write({"correctness/tip_tiny.py": good_tip})
+    notes = tiny_site.src / "notes.rst"
+    notes.write_text(":orphan:\n\nNotes\n=====\n\nSee :doc:`/nowhere`.\n", encoding="utf-8")
+    first = tiny_site.build(in_process=False)
+    assert first.returncode != 0 and "nowhere" in first.output
+    again = tiny_site.build(in_process=False)
+    assert again.returncode != 0 and "nowhere" in again.output, "a rebuild forgot the failure"
+    notes.write_text(":orphan:\n\nNotes\n=====\n\nNothing to see.\n", encoding="utf-8")
+    fixed = tiny_site.build(in_process=False)
+    assert fixed.returncode == 0, fixed.output[-3000:]

@@ -84,7 +84,11 @@ def mark_build_started(app: Sphinx) -> None:
 
 
 def mark_build_finished(app: Sphinx, exception: BaseException | None) -> None:
-    if exception is None:
+    """build-finished: a build that raised, or warned (warnings fail the site's builds), keeps its
+    marker. Sphinx saved what it read before the warning, so a rebuild would call those pages
+    current and succeed with the same fault; the marker makes it read every page again, and
+    warn again, until the cause is fixed."""
+    if exception is None and not getattr(app, "_warncount", 0):
         (Path(app.outdir) / INCOMPLETE).unlink(missing_ok=True)
 
 
@@ -92,7 +96,7 @@ def outdate_all_after_interruption(app: Sphinx, env, added, changed, removed) ->
     """env-get-outdated: every page, after an unfinished build or when pages come or go (every
     page's navigation lists them)."""
     if getattr(app, "tips_previous_build_incomplete", False):
-        logger.info("tipsite: the previous build did not finish: every page is read again")
+        logger.info("tipsite: the previous build did not finish, or failed: every page is read again")
         return sorted(set(env.found_docs) - set(added))
     if added or removed:
         return sorted(set(env.found_docs) - set(added))
