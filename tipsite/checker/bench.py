@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from tipsite import tipmeta
+from tipsite.checker import runner
 
 LINES = 200
 
@@ -46,24 +47,22 @@ def corpus(n: int, gallery_dir: Path | None = None) -> list[str]:
 
 
 def run(n: int = 200, jobs: int = 1) -> dict:
-    from tipsite.checker import cli
-
     texts = corpus(n)
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="checker-bench-") as tmp:
         for i, text in enumerate(texts):
             (Path(tmp) / f"f{i:04d}.py").write_text(text, encoding="utf-8")
-        cli._init()  # imports and visitors are built once per run, not per file: not timed
+        runner.init()  # imports and visitors are built once per run, not per file: not timed
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         start, cpu = time.perf_counter(), time.process_time()
-        files, _ = cli.collect([tmp])
-        findings, errors = cli.check_files(files, jobs)
+        files, _ = runner.collect([tmp])
+        findings, errors = runner.check_files(files, jobs)
         seconds = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu_seconds = (time.process_time() - cpu + (after.ru_utime - children.ru_utime)
                        + (after.ru_stime - children.ru_stime))
     lines = sum(t.count("\n") for t in texts)
-    return {"files": len(texts), "lines": lines, "jobs": cli.processes(len(files), jobs),
+    return {"files": len(texts), "lines": lines, "jobs": runner.processes(len(files), jobs),
             "seconds": seconds,
             "files_per_s": len(texts) / seconds, "lines_per_file": lines / len(texts),
             "findings": len(findings), "errors": len(errors), "cpu_seconds": cpu_seconds,

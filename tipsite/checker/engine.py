@@ -15,8 +15,9 @@ shared cores). So each file is read twice, cheaply first:
    traversal. An indented piece is parsed under an ``if 1:`` line so that its lines, and so its
    columns, stay exactly as in the file.
 
-Positions are resolved (libcst's ``PositionProvider``) only for pieces with a finding. A line
-ending in ``# noqa`` or ``# noqa: PTT012`` silences findings on it.
+Positions are resolved (libcst's ``PositionProvider``) only for pieces with a finding. A
+``# noqa`` or ``# noqa: PTT012`` comment on any line of a statement silences its findings (for a
+compound statement, on the lines of its header: ``for ...:``, ``with ...:``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from __future__ import annotations
 import ast
 import bisect
 import dataclasses
+import io
 import re
+import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -45,12 +48,16 @@ from tipsite.checker import visitors as V
 
 MARKER = "torch"  # like TorchFix: a file that never says "torch" has nothing to find
 DEFAULT_ALIASES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional", "np": "numpy"}
-STMT_CALLS = {"load", "save", "zero_grad", "Variable", "ModuleList", "tensor",
+STMT_CALLS = {"save", "zero_grad", "Variable", "ModuleList", "tensor",
               "DataLoader", "register_parameter",
-              "Linear", "set_detect_anomaly", "detect_anomaly", "no_grad", "autocast", "GradScaler",
+              "Linear", "set_detect_anomaly", "detect_anomaly", "autocast", "GradScaler",
               *(n.rsplit(".", 1)[1] for n in V.OPTIMIZERS)}
+SCOPE_CALLS = {"load", "no_grad", "load_state_dict", "eval"}  # judged with the rest of the function
 LOOP_CALLS = V.HOST_READS
-CLASS_CALLS = {"cuda", "cpu", "no_grad", "eval", "train", *(n.rsplit(".", 1)[1] for n in V.FACTORIES)}
+CLASS_CALLS = {"cuda", "cpu", "to", "no_grad", "eval", "train", *(n.rsplit(".", 1)[1] for n in V.FACTORIES)}
+_CPU_PATH = re.compile(r"""^[^#\n]*["']cpu["']""", re.MULTILINE)
+_ACCELERATOR = re.compile(r"^[^#\n]*(cuda|accelerator)", re.MULTILINE)  # in code, not in a comment
+_IMAGE_DATASETS = ("ImageFolder", "DatasetFolder")
 _NOQA = re.compile(r"#\s*noqa(?::\s*([\w, ]+))?", re.IGNORECASE)
 _CLAUSE = re.compile(r"\s*(else|elif|except|finally|case)\b")
 
@@ -97,6 +104,10 @@ class _Scan:
 
     def __init__(self) -> None:
         self.facts = V.Facts()
+        self.whole = False  # a top-level finding needs the whole file (libcst parses it all)
+        self.pin_dict = False  # a dict literal sets 'pin_memory': True (passed on as **kwargs)
+        self.cpu_roots: set[str] = set()  # names .cpu() is called on (x.cpu(), model.eval().cpu())
+        self.saved_roots: set[str] = set()  # names torch.save saves (or saves a part of)
         self.pieces: dict[int, ast.AST] = {}
         self.binds: list[tuple[str, ast.expr]] = []
         self.maybe: list[tuple[str, ast.expr, ast.AST]] = []  # pieces that depend on whole-file facts
@@ -131,6 +142,14 @@ class _Scan:
     def _function(stack: list[ast.AST]) -> ast.AST | None:
         return next((n for n in reversed(stack) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
 
+    def _scope(self, stack: list[ast.AST]) -> None:
+        """The enclosing function, or the whole file for top-level code."""
+        func = self._function(stack)
+        if func is None:
+            self.whole = True
+        else:
+            self._add(func)
+
     @staticmethod
     def _method_class(stack: list[ast.AST], names=("forward", "__init__")) -> ast.AST | None:
         for i in range(len(stack) - 1, 0, -1):
@@ -152,7 +171,16 @@ class _Scan:
         elif isinstance(node, ast.AugAssign):
             loop = self._loop(stack)
             if loop is not None and isinstance(node.op, ast.Add):
-                self.maybe.append(("lossy", node.value, loop))
+                self.maybe.append(("lossy", node.value, stack[:]))
+            if _writes_grad(node.target):
+                self.facts.manual_grad = True
+        elif isinstance(node, ast.ClassDef):
+            if any((_dotted(b) or "").endswith("Module") for b in node.bases):
+                self.facts.module_classes.add(node.name)
+        elif isinstance(node, ast.Dict):
+            if any(isinstance(k, ast.Constant) and k.value == "pin_memory" and isinstance(v, ast.Constant)
+                   and v.value for k, v in zip(node.keys, node.values)):
+                self.pin_dict = True
         elif isinstance(node, ast.ExceptHandler):
             if node.type is not None and "RuntimeError" in ast.dump(node.type):
                 self._add(self._loop(stack))
@@ -189,6 +217,10 @@ class _Scan:
         elif node.module and not node.level:
             for a in node.names:
                 aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        module = getattr(node, "module", None) or ""
+        if any(n.startswith("torch.distributed.rpc") for n in [module, *(a.name for a in node.names)]) or (
+                module == "torch.distributed" and any(a.name == "rpc" for a in node.names)):
+            self.facts.uses_rpc = True
 
     def call(self, node: ast.Call, stack: list[ast.AST]) -> None:
         name = _last_name(node.func)
@@ -196,6 +228,21 @@ class _Scan:
             return
         if name in STMT_CALLS:
             self._add(self._stmt(stack))
+        if name in SCOPE_CALLS:
+            self._scope(stack)
+        if (name.endswith("_") and isinstance(node.func, ast.Attribute)
+                and _writes_grad(node.func.value)):  # p.grad.add_(g)
+            self.facts.manual_grad = True
+        if name == "cpu" and isinstance(node.func, ast.Attribute):
+            root = _root(node.func.value)
+            if root:
+                self.cpu_roots.add(root)
+        elif name == "save" and node.args and self.qualify(node.func) == "torch.save":
+            first = node.args[0]
+            if any(isinstance(n, ast.Call) and _last_name(n.func) == "cpu" for n in ast.walk(first)):
+                self.facts.saves_from_cpu = True
+            elif _root(first):
+                self.saved_roots.add(_root(first))
         if name in LOOP_CALLS:
             self._add(self._loop(stack))
         elif name in ("to", "cuda"):
@@ -205,7 +252,7 @@ class _Scan:
         elif name == "append" and node.args:
             loop = self._loop(stack)
             if loop is not None:
-                self.maybe.append(("lossy", node.args[0], loop))
+                self.maybe.append(("lossy", node.args[0], stack[:]))
         elif name == "step" and any(isinstance(n, ast.If) and any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mod)
                                                                 for b in ast.walk(n.test)) for n in stack):
             self._add(self._loop(stack))
@@ -218,8 +265,6 @@ class _Scan:
                 self.facts.module_backward = True
             elif self._loop(stack) is not None:
                 self._add(func)
-        if name in ("eval", "load_state_dict"):  # judged with the rest of the function
-            self._add(self._function(stack) or self._stmt(stack))
         if name in ("memory_allocated", "max_memory_allocated"):  # judged with the ifs around it
             self._add(self._function(stack) or next((n for n in stack if isinstance(n, ast.stmt)), None))
         if name in CLASS_CALLS:
@@ -238,6 +283,10 @@ class _Scan:
             elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                 if isinstance(value, (ast.List, ast.ListComp, ast.Call)):
                     self._add(self._method_class(stack, ("__init__",)))
+                if isinstance(value, ast.Call) and _last_name(value.func) == "DataLoader":
+                    self.binds.append((t.attr, value))
+            if _writes_grad(t):  # p.grad = p.grad + g, p.grad[...] = g
+                self.facts.manual_grad = True
         if isinstance(value, ast.Call) and _last_name(value.func) == "detach":
             self._add(self._function(stack) or self._stmt(stack))
 
@@ -255,6 +304,8 @@ class _Scan:
             lossy |= grew
         for alias, target in DEFAULT_ALIASES.items():
             self.facts.aliases.setdefault(alias, target)
+        if self.cpu_roots & self.saved_roots:
+            self.facts.saves_from_cpu = True
         f = self.facts
         for name, value in self.binds:
             if isinstance(value, ast.Call):
@@ -264,26 +315,53 @@ class _Scan:
                     f.numpy_names.add(name)
                 elif q.endswith("DataLoader"):
                     f.loader_names.add(name)
+                    pin = next((k.value for k in value.keywords if k.arg == "pin_memory"), None)
+                    star = any(k.arg is None for k in value.keywords)
+                    if (pin is not None and not (isinstance(pin, ast.Constant) and not pin.value)) or (
+                            pin is None and star and self.pin_dict):
+                        f.pinned_loaders.add(name)
                 elif q == "torch.load":
                     mmap = next((k.value for k in value.keywords if k.arg == "mmap"), None)
                     if not (isinstance(mmap, ast.Constant) and mmap.value):
                         f.load_names.add(name)
-                elif last[:1].isupper() and last not in ("Tensor", "Path", "Generator", "DataLoader"):
+                elif last in f.module_classes or (q.startswith("torch.nn.") and last[:1].isupper()):
                     f.module_names.add(name)
+                if (q.startswith("torchvision.datasets.") or last.endswith(_IMAGE_DATASETS)
+                        or any(k.arg == "transform" for k in value.keywords)):
+                    f.decoding_datasets.add(name)
             elif isinstance(value, (ast.List, ast.ListComp)):
                 elts = value.elts if isinstance(value, ast.List) else [value.elt]
                 if elts and all(isinstance(e, ast.Call) and _last_name(e.func) == "Parameter" for e in elts):
                     f.param_list_names.add(name)
-        for why, expr, loop in self.maybe:
+        for why, expr, where in self.maybe:
             if why == "lossy" and (_mentions_any(expr, lossy) or _calls_loss(expr)):
-                self._add(loop)
-            elif why == "loader":
-                it = expr
+                self._scope(where)
+                continue
+            if why == "loader":
+                loop, it = where, expr
                 while isinstance(it, ast.Call) and it.args and _dotted(it.func) in V.LOADER_WRAPPERS:
                     it = it.args[0]
                 name = _dotted(it) or ""
                 if name in f.loader_names or "loader" in name.rsplit(".", 1)[-1].lower():
                     self._add(loop)
+
+
+def _root(node: ast.AST) -> str | None:
+    """``model`` for ``model.eval().cpu()``, ``model.state_dict()``, ``model.layers[0]``."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _writes_grad(target: ast.AST) -> bool:
+    """``p.grad``, ``p.grad.data``, ``p.grad[i]``: a write into a gradient by hand."""
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    while isinstance(target, ast.Attribute):
+        if target.attr == "grad":
+            return True
+        target = target.value
+    return False
 
 
 def _mentions_any(expr: ast.AST, names: set[str]) -> bool:
@@ -421,15 +499,21 @@ class _Walk:
 
 
 class Checker:
-    """Reusable: builds the visitors once; :meth:`check_source` per file."""
+    """Reusable: builds the visitors once; :meth:`check_source` per file.
 
-    def __init__(self) -> None:
+    ``torch_release`` (``(2, 13)``; None: unknown) and ``device`` are the reader's: a few rules
+    follow a default or an argument that changed between releases (see :mod:`tipsite.checker.visitors`).
+    """
+
+    def __init__(self, torch_release: tuple[int, ...] | None = None, device: str = "cpu") -> None:
         self.tracker = V.Tracker()
         self.own = [cls() for cls in V.OWN_VISITORS]
-        for v in self.own:
-            v.where = self.tracker
         self.torchfix = {cls(): codes for cls, codes in V.TORCHFIX_RULES.items()}
         self.visitors = [*self.own, *self.torchfix]
+        for v in self.visitors:
+            v.where = self.tracker
+            v.torch = torch_release
+            v.device = device
         self.walk = _Walk(self.visitors, self.tracker.push, self.tracker.pop)
 
     def check_source(self, text: str, path: str = "<string>") -> list[Finding]:
@@ -438,6 +522,8 @@ class Checker:
         if MARKER not in text:
             return []
         scan = _Scan()
+        scan.facts.mentions_cuda = bool(_ACCELERATOR.search(text))
+        scan.facts.cpu_path = bool(_CPU_PATH.search(text))
         scan.walk(tree, [])
         scan.finish()
         qn = self.qn = _QualifiedNames(scan.facts.aliases)
@@ -446,12 +532,19 @@ class Checker:
             v.facts = scan.facts
             v.violations = []
         lines = text.splitlines(keepends=True)
-        found: dict[tuple[int, int, str], Finding] = {}
-        for piece in _outermost(scan.pieces.values()):
-            for f in self._check_piece(piece, scan, lines, path):
-                found.setdefault((f.line, f.col, f.code), f)
-        return sorted((f for f in found.values() if not _silenced(lines, f)),
-                      key=lambda f: (f.line, f.col, f.code))
+        found: dict[tuple[int, str], Finding] = {}
+        if scan.whole:
+            results = self._whole(scan, lines, path)
+        else:
+            results = [f for piece in _outermost(scan.pieces.values())
+                       for f in self._check_piece(piece, scan, lines, path)]
+        for f in sorted(results, key=lambda f: (f.line, f.col, f.code)):
+            found.setdefault((f.line, f.code), f)  # one finding per rule and line
+        out = sorted(found.values(), key=lambda f: (f.line, f.col, f.code))
+        if out and "noqa" in text:
+            comments = _comments(text)
+            out = [f for f in out if not _silenced(tree, comments, f)]
+        return out
 
     def _check_piece(self, piece: ast.AST, scan: _Scan, lines: list[str], path: str) -> list[Finding]:
         start = min([piece.lineno] + [d.lineno for d in getattr(piece, "decorator_list", [])])
@@ -536,6 +629,38 @@ def _outermost(pieces: Iterable[ast.AST]) -> list[ast.AST]:
     return [s[2] for s in kept]
 
 
-def _silenced(lines: list[str], f: Finding) -> bool:
-    m = _NOQA.search(lines[f.line - 1]) if f.line - 1 < len(lines) else None
-    return bool(m) and (m.group(1) is None or f.code in re.split(r"[,\s]+", m.group(1).upper()))
+def _comments(text: str) -> dict[int, str]:
+    found: dict[int, str] = {}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                found[tok.start[0]] = tok.string
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return found
+
+
+def statement_lines(tree: ast.AST, line: int) -> tuple[int, int]:
+    """The lines of the innermost statement holding ``line``: all of a simple statement, the
+    header of a compound one (``for ...:`` up to its body; decorators included)."""
+    best = (line, line)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt):
+            continue
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        body = getattr(node, "body", None)
+        last = (body[0].lineno - 1 if body and isinstance(body, list) and body[0].lineno > node.lineno
+                else node.end_lineno if not body else node.lineno)
+        if first <= line <= last and (best == (line, line) or last - first <= best[1] - best[0]):
+            best = (first, max(last, first))
+    return best
+
+
+def _silenced(tree: ast.AST, comments: dict[int, str], f: Finding) -> bool:
+    """A ``# noqa`` (all rules) or ``# noqa: PTT012, PTT013`` on any line of the finding's statement."""
+    first, last = statement_lines(tree, f.line)
+    for line in range(first, last + 1):
+        m = _NOQA.search(comments.get(line, ""))
+        if m and (m.group(1) is None or f.code in re.split(r"[,\s]+", m.group(1).upper())):
+            return True
+    return False

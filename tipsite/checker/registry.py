@@ -4,13 +4,16 @@ Pure data, importable without libcst or torch (the tip validator, :mod:`tipsite.
 a tip's ``sphinx_gallery_tips_rules`` against :data:`RULES` in the docs build's environment).
 The visitors that find each pattern live in :mod:`tipsite.checker.visitors`.
 
-A rule's message has two halves. ``finding`` says what the code does, whatever any tip found.
-``advice`` says what to do instead; it is printed only where the tip's verdict for the reader's
-device is "holds". Where the verdict is "depends", "wrong" or "outdated", or nothing was
-measured there, the checker says that in its place (:mod:`tipsite.checker.evidence`).
+A rule's message has two halves. ``short`` (one line) and ``finding`` (the long form) say what
+the code does, whatever any tip found. ``fix`` and ``advice`` say what to do instead; they are
+printed only where the tip's verdict for the reader's device and torch is "holds". Elsewhere the
+finding is a note that says what the evidence is instead (:mod:`tipsite.checker.evidence`).
+``scope`` says what the rule leaves alone, so that it flags only code where its advice applies.
+A rule with ``default=False`` runs only when selected (``--select PTT019``): its static signal is
+too weak for a default run (see its ``scope``).
 
 ``example`` is a small snippet the rule flags (exactly once, at ``example_at``: line, column);
-``clean`` is the recommended form of the same code, which it must not flag. The tests run both.
+``clean`` is the recommended form of the same code, which no rule may flag. The tests run both.
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ class Rule:
     example: str
     example_at: tuple[int, int]  # (line, column), 1-based, of the finding in ``example``
     clean: str
+    short: str = ""  # ``finding`` in a few words, for the one-line report
+    fix: str = ""  # ``advice`` in a few words
+    scope: str = ""  # what the rule does not flag, and why
+    default: bool = True  # runs without --select
+    unlike_tip: str = ""  # why the rule does not flag its tip's own anti-pattern (it is narrower)
     torchfix: str | None = None  # the TorchFix error code this rule reports, where TorchFix has it
 
 
@@ -38,7 +46,8 @@ def _snippet(text: str) -> str:
 _RULES = [
     Rule(
         "PTT001", "tip_weights_only_load", "torch.load can run code",
-        "torch.load without weights_only=True unpickles arbitrary objects: a checkpoint can run code",
+        "torch.load that unpickles arbitrary objects (weights_only=False, or no weights_only before "
+        "torch 2.6, when False was the default): a checkpoint can run code",
         "pass weights_only=True (allow your own classes with torch.serialization.add_safe_globals)",
         _snippet("""
 import torch
@@ -48,22 +57,32 @@ state = torch.load("ckpt.pt", weights_only=False)
 import torch
 state = torch.load("ckpt.pt", weights_only=True)
 """),
+        short="torch.load may unpickle arbitrary objects: a checkpoint can run code",
+        fix="pass weights_only=True",
+        scope="A torch.load without weights_only only for a torch older than 2.6 (weights_only=True is "
+              "the default since 2.6), and not inside torch.serialization.safe_globals(...).",
         torchfix="TOR102",
     ),
     Rule(
         "PTT002", "tip_map_location", "torch.load without map_location",
         "torch.load without map_location restores every storage to the device it was saved from "
-        "(e.g. cuda:0) before any .to() can move it",
+        "(e.g. cuda:0) before the .to() that follows can move it",
         "pass map_location=device to load straight onto the device you want",
         _snippet("""
 import torch
 state = torch.load("ckpt.pt", weights_only=True)
 model.load_state_dict(state)
+model.to("cuda")
 """), (2, 9),
         _snippet("""
 import torch
-state = torch.load("ckpt.pt", map_location="cpu", weights_only=True)
+state = torch.load("ckpt.pt", map_location="cuda", weights_only=True)
 """),
+        short="torch.load without map_location, then moved: it first lands on the device it was saved from",
+        fix="pass map_location=device",
+        scope="Only a load whose result (or the module it is loaded into) is moved later in the same "
+              "function (.to(), .cuda(), to_device(x, ...)): a load used where it lands needs no "
+              "map_location; and not in a file that saves from the CPU (torch.save(x.cpu(), ...)).",
     ),
     Rule(
         "PTT003", "tip_mmap_meta_load", "two copies of the weights while loading",
@@ -83,11 +102,16 @@ with torch.device("meta"):
     model = Net()
 model.load_state_dict(sd, assign=True)
 """),
+        short="load_state_dict(torch.load(...)) holds two copies of the weights",
+        fix="torch.load(..., mmap=True), build under torch.device('meta'), load_state_dict(sd, assign=True)",
+        scope="Off by default: it pays only for models whose weights are a large share of memory, "
+              "which the code does not show; select it where they are.",
+        default=False,
     ),
     Rule(
         "PTT004", "tip_state_dict", "torch.save of a whole module",
         "torch.save(model) pickles the module object: loading it needs the same classes, importable "
-        "under the same names",
+        "under the same names (and weights_only=False)",
         "save model.state_dict() and load it into a freshly built model",
         _snippet("""
 import torch
@@ -99,6 +123,10 @@ import torch
 model = Net()
 torch.save(model.state_dict(), "model.pt")
 """),
+        short="torch.save(model) pickles the module object, not just its weights",
+        fix="save model.state_dict()",
+        scope="Only a first argument named like a model (model, net, module, network) or bound to an "
+              "nn.Module built in the same file.",
     ),
     Rule(
         "PTT005", "tip_mixed_precision", "torch.cuda.amp",
@@ -115,6 +143,9 @@ import torch
 with torch.amp.autocast("cuda"):
     loss = model(x).sum()
 """),
+        short="torch.cuda.amp is deprecated (FutureWarning since torch 2.4)",
+        fix="use torch.amp.autocast('cuda') / torch.amp.GradScaler('cuda')",
+        scope="Not for a torch older than 2.4, where it is not deprecated.",
     ),
     Rule(
         "PTT006", "tip_zero_grad_set_to_none", "zero_grad(set_to_none=False)",
@@ -128,6 +159,10 @@ optimizer.zero_grad(set_to_none=False)
 import torch
 optimizer.zero_grad()
 """),
+        short="zero_grad(set_to_none=False) writes zeros into every .grad",
+        fix="call zero_grad()",
+        scope="Not in a file that adds into .grad by hand (p.grad += g, p.grad.add_(g)): that needs "
+              "the zero tensors.",
     ),
     Rule(
         "PTT007", "tip_variable_wrapping", "Variable(...)",
@@ -142,6 +177,8 @@ x = Variable(torch.ones(3), requires_grad=True)
 import torch
 x = torch.ones(3, requires_grad=True)
 """),
+        short="Variable() is deprecated and detaches an intermediate result",
+        fix="use the tensor itself",
     ),
     Rule(
         "PTT008", "tip_module_list", "layers or parameters in a plain list",
@@ -162,6 +199,8 @@ class Net(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
 """),
+        short="layers or Parameters in a plain list are invisible to the module",
+        fix="use nn.ModuleList / nn.ParameterList",
     ),
     Rule(
         "PTT009", "tip_module_list", "nn.ModuleList of Parameters",
@@ -177,6 +216,8 @@ from torch import nn
 params = [nn.Parameter(torch.ones(8)) for _ in range(3)]
 scales = nn.ParameterList(params)
 """),
+        short="nn.ModuleList of Parameters raises TypeError",
+        fix="use nn.ParameterList",
     ),
     Rule(
         "PTT010", "tip_arange_indexing", "H[torch.arange(B), idx]",
@@ -192,32 +233,45 @@ rows = H[torch.arange(H.shape[0]), idx]
 import torch
 rows = H[:, idx]
 """),
+        short="H[torch.arange(B), idx] pairs row b with idx[b]: H[:, idx] is not the same",
+        fix="keep the pairing (or torch.gather) unless idx is shared by every row",
     ),
     Rule(
-        "PTT011", "tip_sync_points", ".item() / .cpu() in a loop",
-        "a .item() / .cpu() / .tolist() / .numpy() call inside a loop makes the host wait for the "
-        "GPU on every iteration",
-        "accumulate on the device and read the value once, after the loop",
+        "PTT011", "tip_sync_points", ".item() on every training step",
+        "a .item() / .tolist() / .numpy() on every step of a training loop makes the host "
+        "wait for the GPU's queue to drain before it can queue the next step",
+        "accumulate on the device (loss.detach()) and read the value every N steps or after the loop",
         _snippet("""
 import torch
 total = 0.0
 for batch in loader:
     loss = step(batch)
+    loss.backward()
     total += loss.item()
-"""), (5, 14),
+"""), (6, 14),
         _snippet("""
 total = torch.zeros(())
 for batch in loader:
     loss = step(batch)
+    loss.backward()
     total += loss.detach()
 print(total.item())
 """),
+        short=".item() on every training step makes the host wait for the GPU",
+        fix="accumulate with .detach() on the device, read it every N steps",
+        scope="Only in a loop whose own body calls backward() (one iteration is one step), not under an "
+              "if inside it (logging every N steps), and not in a loop that already reads a value every "
+              "step to decide something (if not math.isfinite(loss.item())) or calls torch.cuda.synchronize(), "
+              "where one more read costs nothing. Reads are .item(), .tolist() and .numpy(): a bare .cpu() "
+              "also moves modules (for RPC, for saving).",
+        unlike_tip="The tip sweeps the log spacing (a read under `if step % every == 0`); the rule flags "
+                   "only reads on every step, where the tip measured the cost.",
     ),
     Rule(
         "PTT012", "tip_mean_loss_leak", "mean_loss += loss",
         "adding a loss tensor to a running total (x += loss) records the addition in autograd: the "
         "total keeps every step's graph alive",
-        "add loss.item() (a Python float) or loss.detach()",
+        "add loss.detach() (it stays on the device: read the total once, after the loop)",
         _snippet("""
 import torch
 mean_loss = 0
@@ -234,12 +288,17 @@ for inputs, target in loader:
     loss.backward()
     mean_loss += loss.detach()
 """),
+        short="a loss tensor added to a running total keeps every step's graph alive",
+        fix="add loss.detach()",
+        scope="Not a total that is itself differentiated later (style_loss += ...; (content + "
+              "style_loss).backward()), nor one returned by a forward() or a function named after a loss: "
+              "those build the loss.",
     ),
     Rule(
         "PTT013", "tip_detach_logged_values", "logging tensors that carry a graph",
         "appending a loss (or a value computed from it) to a list keeps its autograd graph alive "
         "as long as the list",
-        "append loss.item() for a number or loss.detach() for a tensor",
+        "append loss.detach() (read the values once, after the loop)",
         _snippet("""
 import torch
 history = []
@@ -252,8 +311,12 @@ import torch
 history = []
 for inputs, target in loader:
     loss = loss_fn(model(inputs), target)
-    history.append(loss.item())
+    history.append(loss.detach())
 """),
+        short="a loss tensor appended to a list keeps its graph alive",
+        fix="append loss.detach()",
+        scope="Not a list that is differentiated later (torch.stack(losses).sum().backward()), nor one "
+              "returned by a forward() or a function named after a loss.",
     ),
     Rule(
         "PTT014", "tip_from_numpy", "torch.tensor(ndarray)",
@@ -271,6 +334,8 @@ import torch
 array = np.zeros(1000, dtype=np.float32)
 t = torch.from_numpy(array)
 """),
+        short="torch.tensor(ndarray) copies the array",
+        fix="use torch.from_numpy(array)",
     ),
     Rule(
         "PTT015", "tip_module_conventions", ".cuda() / .cpu() in forward",
@@ -290,6 +355,11 @@ class Net(torch.nn.Module):
     def forward(self, x):
         return self.lin(x)
 """),
+        short=".cuda()/.cpu() inside forward hard-codes a device",
+        fix="use the input's device (device=x.device)",
+        scope="Only in a model's forward (not a loss, matcher or post-processor); not a .cpu() turned "
+              "into numbers at once (.cpu().numpy(), .tolist()), nor in a file that uses RPC, which sends "
+              "CPU tensors.",
     ),
     Rule(
         "PTT016", "tip_module_conventions", "tensor created in forward without device=",
@@ -310,6 +380,11 @@ class Net(torch.nn.Module):
         mask = torch.ones(16, device=x.device)
         return self.lin(x) * mask
 """),
+        short="tensor created in forward without device= lands on the CPU",
+        fix="pass device=x.device",
+        scope="Only in a model's forward; not a factory moved at once (torch.zeros(n).to(x.device); a "
+              "hard-coded .cuda() is PTT015's), nor "
+              "torch.tensor of shapes or lengths (index metadata meant for the CPU).",
     ),
     Rule(
         "PTT017", "tip_module_conventions", "torch.no_grad() in forward",
@@ -330,6 +405,10 @@ class Net(torch.nn.Module):
     def forward(self, x):
         return self.head(self.encoder(x))
 """),
+        short="torch.no_grad() in forward stops gradients for every caller",
+        fix="leave gradient mode to the caller",
+        scope="Only in a model's forward: a loss (a distillation teacher's outputs), matcher or "
+              "post-processor computes without gradients on purpose.",
     ),
     Rule(
         "PTT018", "tip_module_conventions", "self.eval() / self.train() in forward",
@@ -349,6 +428,8 @@ class Net(torch.nn.Module):
     def forward(self, x):
         return self.drop(self.lin(x))
 """),
+        short="self.eval()/self.train() in forward overrides the caller's mode",
+        fix="let the caller set the mode",
     ),
     Rule(
         "PTT019", "tip_inference_mode", "torch.no_grad() for inference",
@@ -357,28 +438,49 @@ class Net(torch.nn.Module):
         "use torch.inference_mode() when the outputs never meet autograd later",
         _snippet("""
 import torch
-with torch.no_grad():
-    out = model(x)
-"""), (2, 6),
+def evaluate(model, x):
+    with torch.no_grad():
+        return model(x)
+"""), (3, 10),
         _snippet("""
 import torch
-with torch.inference_mode():
-    out = model(x)
+def evaluate(model, x):
+    with torch.inference_mode():
+        return model(x)
 """),
+        short="torch.no_grad() for pure inference",
+        fix="use torch.inference_mode()",
+        scope="Off by default: a tensor created under inference_mode() breaks autograd wherever it "
+              "meets it later (a cached buffer, an index used in a loss), which the code rarely shows. "
+              "Selected, only in evaluation functions (named eval/valid/test/infer/predict), not in a "
+              "class's methods, not around updates that outlive the block.",
+        unlike_tip="The tip times a generic run_no_grad(fn, x); the rule looks only in functions named "
+                   "for evaluation.",
+        default=False,
     ),
     Rule(
         "PTT020", "tip_dataloader_workers", "DataLoader without workers",
-        "DataLoader without num_workers (or num_workers=0) loads every batch in the training "
+        "DataLoader without num_workers (or num_workers=0) decodes every sample in the training "
         "process, between steps",
         "set num_workers > 0 (and persistent_workers=True) so loading overlaps training",
         _snippet("""
 from torch.utils.data import DataLoader
+from torchvision import datasets
+dataset = datasets.ImageFolder("data/train", transform=transform)
 loader = DataLoader(dataset, batch_size=32)
-"""), (2, 10),
+"""), (4, 10),
         _snippet("""
 from torch.utils.data import DataLoader
+from torchvision import datasets
+dataset = datasets.ImageFolder("data/train", transform=transform)
 loader = DataLoader(dataset, batch_size=32, num_workers=2, persistent_workers=True)
 """),
+        short="DataLoader decodes every sample in the training process",
+        fix="set num_workers > 0",
+        scope="Only a dataset that decodes or transforms each sample as it is read (an image folder, a "
+              "torchvision dataset, anything built with transform=): an in-memory dataset gains nothing "
+              "from workers and an iterable one is read once per worker.",
+        unlike_tip="The tip's loader takes its dataset as a parameter, whose kind the code does not show.",
         torchfix="TOR401",
     ),
     Rule(
@@ -389,33 +491,46 @@ loader = DataLoader(dataset, batch_size=32, num_workers=2, persistent_workers=Tr
         _snippet("""
 from torch.utils.data import DataLoader
 loader = DataLoader(dataset, batch_size=32, num_workers=2)
+for x, y in loader:
+    x = x.to("cuda")
 """), (2, 10),
         _snippet("""
 from torch.utils.data import DataLoader
 loader = DataLoader(dataset, batch_size=32, num_workers=2, pin_memory=True)
+for x, y in loader:
+    x = x.to("cuda", non_blocking=True)
 """),
+        short="DataLoader without pin_memory=True: every copy to the GPU is staged",
+        fix="set pin_memory=True",
+        scope="Only in a file that names CUDA or an accelerator.",
     ),
     Rule(
-        "PTT022", "tip_non_blocking", "blocking copies in the data loop",
-        "a blocking .to(device) / .cuda() of each batch makes the host wait for the copy before it "
-        "can queue the next kernel",
-        "pin the batches (pin_memory=True) and copy with .to(device, non_blocking=True)",
+        "PTT022", "tip_non_blocking", "blocking copies of pinned batches",
+        "a blocking .to(device) / .cuda() of each pinned batch makes the host wait for the copy "
+        "before it can queue the next kernel",
+        "copy with .to(device, non_blocking=True)",
         _snippet("""
 import torch
+loader = torch.utils.data.DataLoader(dataset, batch_size=32, num_workers=2, pin_memory=True)
 for inputs, target in loader:
     inputs = inputs.to(device)
-"""), (3, 14),
+"""), (4, 14),
         _snippet("""
 import torch
+loader = torch.utils.data.DataLoader(dataset, batch_size=32, num_workers=2, pin_memory=True)
 for inputs, target in loader:
     inputs = inputs.to(device, non_blocking=True)
 """),
+        short="blocking .to(device) of a pinned batch makes the host wait for the copy",
+        fix="copy with non_blocking=True",
+        scope="Only the batch variables of a loop over a DataLoader built with pin_memory in the same "
+              "file (from pageable memory the copy is staged either way); one finding per statement.",
     ),
     Rule(
         "PTT023", "tip_eval_and_no_grad", "eval() without no_grad()",
         "model.eval() alone still records the autograd graph of every forward pass: it only "
         "changes what dropout and batch norm compute",
-        "evaluate under torch.no_grad() (or torch.inference_mode()) as well as model.eval()",
+        "evaluate under torch.inference_mode() (or torch.no_grad()) as well as model.eval()",
         _snippet("""
 import torch
 def evaluate(model, x):
@@ -426,9 +541,13 @@ def evaluate(model, x):
 import torch
 def evaluate(model, x):
     model.eval()
-    with torch.no_grad():
+    with torch.inference_mode():
         return model(x)
 """),
+        short="model.eval() without no_grad() still records the autograd graph",
+        fix="evaluate under torch.inference_mode() or torch.no_grad()",
+        scope="Only a call of the module after its .eval() in the same function, outside any grad-free "
+              "block; not in unit tests (test_* functions).",
     ),
     Rule(
         "PTT024", "tip_gradient_accumulation", "accumulation without scaling the loss",
@@ -453,6 +572,8 @@ for i, (x, y) in enumerate(loader):
         optimizer.step()
         optimizer.zero_grad()
 """),
+        short="gradients summed over k backward() calls are k times too large",
+        fix="divide each micro-batch loss by k",
     ),
     Rule(
         "PTT025", "tip_unneeded_detach", "x = x.detach() before more layers",
@@ -472,11 +593,13 @@ hidden = layer_1(data)
 output = layer_2(hidden)
 output.sum().backward()
 """),
+        short="x = x.detach() cuts the graph: the layers before it get no gradient",
+        fix="drop the .detach()",
     ),
     Rule(
         "PTT026", "tip_closure_scope", "loop tensors outlive the training loop",
         "names bound in a training loop keep the last batch's tensors (inputs, outputs, loss) "
-        "alive after the loop, until the function returns",
+        "alive after the loop, through the evaluation that follows it in the same function",
         "put the step in its own function (or del the names) so its tensors are freed when it "
         "returns",
         _snippet("""
@@ -497,6 +620,13 @@ def train(model, loader):
         step(x, y)
     validate(model)
 """),
+        short="the training loop's last batch stays alive through the evaluation after it",
+        fix="move the step into a function, or del its tensors",
+        scope="Only where code after the loop needs memory of its own: an evaluation call (eval/valid/"
+              "test in its name; not the .eval() mode switch) or another loop; not when the function ends or "
+              "deletes the names.",
+        unlike_tip="The tip's loop is followed by probe(), a measurement standing where validation "
+                   "would start; the rule waits for an evaluation call or another loop.",
     ),
     Rule(
         "PTT027", "tip_memory_allocated", "torch.cuda.memory_allocated()",
@@ -505,13 +635,19 @@ def train(model, loader):
         "on CPU measure with torch.profiler (profile_memory=True) or the process's resident memory",
         _snippet("""
 import torch
+device = "cuda" if torch.cuda.is_available() else "cpu"
 print(torch.cuda.memory_allocated(device))
-"""), (2, 7),
+"""), (3, 7),
         _snippet("""
 import torch
-if device.type == "cuda":
+device = "cuda" if torch.cuda.is_available() else "cpu"
+if device == "cuda":
     print(torch.cuda.max_memory_allocated(device))
 """),
+        short="torch.cuda.memory_allocated() reads 0 on the CPU path",
+        fix="read it only under a CUDA check",
+        scope="Only in a file that can run on the CPU (it names the \"cpu\" device), outside an if that "
+              "checks for CUDA.",
     ),
     Rule(
         "PTT028", "tip_oom_retry", "retry on any RuntimeError",
@@ -536,6 +672,9 @@ while batch_size > 0:
     except torch.OutOfMemoryError:
         batch_size //= 2
 """),
+        short="except RuntimeError in a retry loop retries on every error, not only OOM",
+        fix="catch torch.OutOfMemoryError",
+        scope="Not a handler that checks the message for memory or re-raises.",
     ),
     Rule(
         "PTT029", "tip_register_buffer_parameter", "register_parameter(name) without a value",
@@ -555,6 +694,8 @@ class Net(nn.Module):
         super().__init__()
         self.register_parameter("name_0", nn.Parameter(torch.zeros(4)))
 """),
+        short="register_parameter(name) without a value raises TypeError",
+        fix="pass nn.Parameter(tensor) or None",
     ),
     Rule(
         "PTT030", "tip_register_buffer_parameter", "plain tensor attribute in a module",
@@ -575,12 +716,14 @@ class Net(torch.nn.Module):
         super().__init__()
         self.register_buffer("mask", torch.ones(16))
 """),
+        short="a tensor attribute set in __init__ is not a buffer: .to() leaves it behind",
+        fix="self.register_buffer(name, tensor)",
     ),
     Rule(
-        "PTT031", "tip_foreach_fused_optimizers", "optimizer without fused=True",
-        "an optimizer built without fused=True runs its update as a loop (or foreach ops) over "
-        "the parameters",
-        "pass fused=True where the optimizer and device support it",
+        "PTT031", "tip_foreach_fused_optimizers", "Adam/AdamW without fused=True",
+        "Adam / AdamW built without fused=True runs its update as several kernels per group of "
+        "parameters (foreach) or per parameter (for-loop) instead of one fused kernel",
+        "pass fused=True (fused=device.type == 'cuda' where the script also runs elsewhere)",
         _snippet("""
 import torch
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -589,6 +732,13 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 import torch
 opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
 """),
+        short="Adam/AdamW without fused=True runs the unfused update",
+        fix="pass fused=True",
+        scope="Only Adam and AdamW (the optimizers the tip measures; RMSprop, Adamax, NAdam, RAdam and "
+              "Adadelta have no fused implementation), only where the reader's torch accepts fused=True "
+              "on their device (CUDA: Adam 1.13+, AdamW 2.0+; CPU: 2.4+), and not where the code already "
+              "chose a fast implementation (foreach=True, fused=) or passes **kwargs. For CUDA, only in a file that "
+              "names CUDA or an accelerator: one that never does trains on the CPU.",
     ),
     Rule(
         "PTT032", "tip_tensor_core_multiples", "layer size not a multiple of 8",
@@ -603,6 +753,9 @@ head = nn.Linear(4095, 1000)
 from torch import nn
 head = nn.Linear(4096, 1000)
 """),
+        short="nn.Linear size not a multiple of 8 misses the fastest Tensor Core kernels",
+        fix="pad the sizes to multiples of 8",
+        scope="Only literal sizes of 64 and more.",
     ),
     Rule(
         "PTT033", "tip_vectorize_loops", "Python loop over tensor rows",
@@ -617,6 +770,8 @@ for i in range(x.size(0)):
         _snippet("""
 max_x = torch.max(x, dim=1).values
 """),
+        short="a Python loop writes a tensor one row at a time",
+        fix="use one vectorised call",
     ),
     Rule(
         "PTT034", "tip_anomaly_detection_off", "anomaly detection left on",
@@ -631,6 +786,8 @@ torch.autograd.set_detect_anomaly(True)
 import torch
 torch.autograd.set_detect_anomaly(False)
 """),
+        short="autograd anomaly detection is on: a stack trace for every op",
+        fix="switch it on only while hunting a NaN",
     ),
 ]
 
@@ -641,6 +798,10 @@ if len(RULES) != len(_RULES):  # pragma: no cover - a typo in the table above
 
 def codes() -> list[str]:
     return sorted(RULES)
+
+
+def default_codes() -> list[str]:
+    return sorted(c for c, r in RULES.items() if r.default)
 
 
 def rules_for_tip(tip_name: str) -> list[Rule]:

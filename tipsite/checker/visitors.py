@@ -3,8 +3,8 @@
 Every visitor here subclasses TorchFix's :class:`torchfix.common.TorchVisitor` (a libcst
 ``BatchableCSTVisitor``) and uses its helpers (``get_qualified_name_for_call``,
 ``get_specific_arg``, ``add_violation``), exactly as TorchFix's own visitors do. The rules TorchFix
-already has are TorchFix's visitors themselves (:data:`TORCHFIX_RULES`); their error codes are
-reported under this project's codes.
+already has are TorchFix's visitors themselves, narrowed where they would flag code that is
+fine (:data:`TORCHFIX_RULES`); their error codes are reported under this project's codes.
 
 The engine (:mod:`tipsite.checker.engine`) runs all visitors in one batched traversal of each
 piece of source that can hold a finding, and gives them:
@@ -12,11 +12,19 @@ piece of source that can hold a finding, and gives them:
 * ``self.facts``: what Python's ``ast`` saw in the whole file (imports, what a name was bound to);
 * ``self.where``: a :class:`Tracker` of the enclosing loops, functions, classes and ``with``
   blocks of the node being visited;
-* ``self.at_module_level``: whether the piece is top-level code of the file.
+* ``self.at_module_level``: whether the piece is top-level code of the file;
+* ``self.torch`` and ``self.device``: the reader's torch release (a tuple, None when unknown) and
+  device, for the rules whose advice depends on them (a default that changed, an argument that
+  a release does not have).
+
+Precision comes first: a rule follows the value (a sum of losses that is backpropagated later is
+not a leak) and stays quiet where the static signal is weak. Each rule's ``scope`` in
+:mod:`tipsite.checker.registry` says what it leaves alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -28,39 +36,89 @@ from torchfix.visitors import TorchSynchronizedDataLoaderVisitor, TorchUnsafeLoa
 
 from tipsite.checker.registry import RULES
 
-# TorchFix visitor -> {TorchFix code: our code}
-TORCHFIX_RULES = {
-    TorchUnsafeLoadVisitor: {"TOR102": "PTT001"},
-    TorchSynchronizedDataLoaderVisitor: {"TOR401": "PTT020"},
-}
-
 FACTORIES = {f"torch.{n}" for n in ("ones", "zeros", "empty", "full", "rand", "randn", "randint",
                                      "randperm", "arange", "eye", "linspace", "logspace", "tensor")}
 GRAD_FREE = {"torch.no_grad", "torch.inference_mode", "torch.autograd.grad_mode.no_grad",
-             "torch.autograd.grad_mode.inference_mode"}
-OPTIMIZERS = {f"torch.optim.{n}" for n in ("Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax",
-                                           "NAdam", "RAdam", "Adadelta")}
-HOST_READS = {"item", "cpu", "tolist", "numpy"}
+             "torch.autograd.grad_mode.inference_mode", "torch.autograd.no_grad"}
+# The optimizers whose fused implementation the tip measures (Adam) or shares its kernels (AdamW),
+# and the first release that accepts fused=True on each device.
+FUSED_SINCE = {"torch.optim.Adam": {"cuda": (1, 13), "cpu": (2, 4)},
+               "torch.optim.AdamW": {"cuda": (2, 0), "cpu": (2, 4)}}
+OPTIMIZERS = set(FUSED_SINCE)
+HOST_READS = {"item", "tolist", "numpy"}  # reads of a value: .cpu() alone also moves modules, for RPC
 UNTRACKED = {"item", "detach", "tolist", "numpy"}  # calls that leave no graph behind
 LOADER_WRAPPERS = {"enumerate", "tqdm", "iter", "zip", "tqdm.tqdm"}
+SAFE_GLOBALS = {"torch.serialization.safe_globals"}
+# Classes whose forward is not a model's: losses, matchers, post-processing. Their no_grad,
+# .cpu() and CPU tensors are part of what they compute for the model, not a model's choice.
+NOT_A_MODEL = re.compile(r"loss|criterion|matcher|postprocess|metric|evaluat", re.IGNORECASE)
+EVALUATION = re.compile(r"eval|valid|test|infer|predict", re.IGNORECASE)
 
 
 @dataclass
 class Facts:
-    """Whole-file facts from ``ast`` (see :func:`tipsite.checker.engine.file_facts`)."""
+    """Whole-file facts from ``ast`` (gathered by :class:`tipsite.checker.engine._Scan`)."""
 
     aliases: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
     numpy_names: set[str] = field(default_factory=set)
     loader_names: set[str] = field(default_factory=set)
+    pinned_loaders: set[str] = field(default_factory=set)  # DataLoader(..., pin_memory=<not False>)
+    decoding_datasets: set[str] = field(default_factory=set)  # bound to an image dataset / transform=
     load_names: set[str] = field(default_factory=set)  # bound to torch.load(...) without mmap=True
     param_list_names: set[str] = field(default_factory=set)
-    module_names: set[str] = field(default_factory=set)  # bound to SomeClass(...)
+    module_names: set[str] = field(default_factory=set)  # bound to an nn.Module built in this file
+    module_classes: set[str] = field(default_factory=set)  # classes of this file deriving from ...Module
     backward_receivers: set[str] = field(default_factory=set)
     module_backward: bool = False  # top-level code calls .backward()
+    manual_grad: bool = False  # the file writes into .grad by hand (p.grad += g, p.grad.add_(g))
+    uses_rpc: bool = False  # imports torch.distributed.rpc
+    saves_from_cpu: bool = False  # torch.save of something moved to the CPU first (x.cpu(), model.cpu())
+    mentions_cuda: bool = False  # the file says "cuda" or "accelerator" (torch.accelerator)
+    cpu_path: bool = False  # the file names the CPU as a device ("cpu")
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
     return any((get_full_name_for_node(b.value) or "").endswith("Module") for b in node.bases)
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_SKIP = frozenset({"lpar", "rpar", "lbracket", "rbracket", "leading_lines", "lines_after_decorators",
+                   "trailing_whitespace", "header", "footer", "indent", "comma", "semicolon", "equal",
+                   "dot", "star", "asynchronous", "encoding", "default_indent", "default_newline",
+                   "has_trailing_newline", "operator", "colon", "keyword", "newline", "whitespace"})
+
+
+def children(node: cst.CSTNode):
+    """The child nodes of ``node``, without libcst's costly ``children`` (a codegen pass)."""
+    names = _FIELDS.get(type(node))
+    if names is None:
+        names = _FIELDS[type(node)] = tuple(f.name for f in dataclasses.fields(type(node))
+                                            if f.name not in _SKIP and not f.name.startswith("whitespace"))
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, (tuple, list)):
+            for item in value:
+                if isinstance(item, cst.CSTNode):
+                    yield item
+        elif isinstance(value, cst.CSTNode):
+            yield value
+
+
+SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+def walk(node: cst.CSTNode, *, into_scopes: bool = False, into_loops: bool = True):
+    """Every node under ``node`` (not ``node`` itself), not entering nested functions and classes
+    (unless ``into_scopes``) or nested loops (when ``into_loops`` is false)."""
+    stack = list(children(node))
+    while stack:
+        n = stack.pop()
+        yield n
+        if not into_scopes and isinstance(n, SCOPES):
+            continue
+        if not into_loops and isinstance(n, (cst.For, cst.While)):
+            continue
+        stack.extend(children(n))
 
 
 class Tracker:
@@ -94,13 +152,30 @@ class Tracker:
     def function(self) -> cst.FunctionDef | None:
         return self._inner(cst.FunctionDef, stop=(cst.ClassDef,))
 
-    def method_of_module(self, name: str) -> bool:
-        """Inside method ``name`` (at any depth) of a class deriving from a ``...Module``."""
+    def gated_in(self, loop: cst.CSTNode) -> bool:
+        """Whether an ``if`` between ``loop`` and the node runs it on some iterations only."""
+        for node in reversed(self.stack):
+            if node is loop:
+                return False
+            if isinstance(node, cst.If):
+                return True
+        return False
+
+    def module_class(self, name: str) -> cst.ClassDef | None:
+        """The class deriving from a ``...Module`` whose method ``name`` holds the node (any depth)."""
         for i in range(len(self.stack) - 1, 0, -1):
             node, parent = self.stack[i], self.stack[i - 1]
             if isinstance(node, cst.FunctionDef) and isinstance(parent, cst.ClassDef):
-                return node.name.value == name and is_module_class(parent)
-        return False
+                return parent if node.name.value == name and is_module_class(parent) else None
+        return None
+
+    def method_of_module(self, name: str) -> bool:
+        return self.module_class(name) is not None
+
+    def method_of_model(self, name: str) -> bool:
+        """In method ``name`` of a module that is a model (not a loss, matcher or post-processor)."""
+        cls = self.module_class(name)
+        return cls is not None and not NOT_A_MODEL.search(cls.name.value)
 
     def under(self, names: set[str], visitor: TorchVisitor) -> bool:
         """Inside a ``with`` whose items call one of ``names``, within the same function."""
@@ -127,13 +202,12 @@ def _decorated(func: cst.FunctionDef, names: set[str], visitor: TorchVisitor) ->
 
 
 def _mentions(node: cst.CSTNode, word: str) -> bool:
-    if isinstance(node, cst.Name):
-        return word in node.value
-    if isinstance(node, cst.SimpleString):
-        return word in node.value
-    if isinstance(node, cst.Attribute):
-        return word in node.attr.value or _mentions(node.value, word)
-    return any(_mentions(c, word) for c in node.children)
+    for n in [node, *walk(node)]:
+        if isinstance(n, cst.Name) and word in n.value:
+            return True
+        if isinstance(n, cst.SimpleString) and word in n.value:
+            return True
+    return False
 
 
 def _method(call: cst.Call) -> str | None:
@@ -166,6 +240,31 @@ def _positional(call: cst.Call) -> list[cst.Arg]:
     return [a for a in call.args if a.keyword is None and not a.star]
 
 
+def names_in(node: cst.CSTNode) -> set[str]:
+    """The names an expression reads: plain names and dotted ones (``self.total``), roots too."""
+    out: set[str] = set()
+    for n in [node, *walk(node)]:
+        if isinstance(n, cst.Name):
+            out.add(n.value)
+        elif isinstance(n, cst.Attribute):
+            full = get_full_name_for_node(n)
+            if full:
+                out.add(full)
+    return out
+
+
+def target_names(node: cst.CSTNode) -> set[str]:
+    """The names an assignment target binds (``a``, ``a, b``, ``self.total``)."""
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        full = get_full_name_for_node(node)
+        return {full} if full else set()
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return {n for e in node.elements for n in target_names(e.value)}
+    if isinstance(node, cst.StarredElement):
+        return target_names(node.value)
+    return set()
+
+
 class RuleVisitor(TorchVisitor):
     """A rule of this project: TorchFix's visitor base, with the engine's facts and tracker."""
 
@@ -173,10 +272,13 @@ class RuleVisitor(TorchVisitor):
 
     def __init__(self) -> None:
         super().__init__()
-        self.ERRORS = [TorchError(self.CODE, RULES[self.CODE].finding)]
+        if self.CODE:
+            self.ERRORS = [TorchError(self.CODE, RULES[self.CODE].finding)]
         self.facts = Facts()
         self.where = Tracker()
         self.at_module_level = False
+        self.torch: tuple[int, ...] | None = None
+        self.device = "cpu"
 
     def flag(self, node: cst.CSTNode) -> None:
         self.add_violation(node, error_code=self.CODE, message=RULES[self.CODE].finding)
@@ -198,11 +300,64 @@ class RuleVisitor(TorchVisitor):
         names = self.metadata[QualifiedNameProvider][call]
         return next(iter(names)).name if names else None
 
+    def torch_before(self, release: tuple[int, ...]) -> bool:
+        """The reader's torch is known to be older than ``release``."""
+        return self.torch is not None and self.torch < release
+
     def visit_Module(self, node: cst.Module) -> None:
         self.reset()
 
     def reset(self) -> None:
         """Per-piece state; rules with memory override it."""
+
+
+# --- TorchFix's visitors, narrowed ------------------------------------------------------------------
+
+class UnsafeLoad(TorchUnsafeLoadVisitor, RuleVisitor):
+    """PTT001 through TorchFix's TOR102 (``torch.load`` without ``weights_only``): a risk only
+    before torch 2.6, where ``weights_only`` defaults to False, and not where the code already
+    loads under ``torch.serialization.safe_globals`` (written for the weights-only loader)."""
+
+    def add_violation(self, node, error_code, message, replacement=None) -> None:
+        if self.torch is None or not self.torch_before((2, 6)) or self.where.under(SAFE_GLOBALS, self):
+            return
+        RuleVisitor.add_violation(self, node, error_code, message, replacement)
+
+
+def _dataset_arg(call: cst.Call, visitor: RuleVisitor) -> cst.BaseExpression | None:
+    arg = visitor.get_specific_arg(call, "dataset", 0)
+    return arg.value if arg is not None else None
+
+
+def decodes_per_sample(value: cst.BaseExpression | None, visitor: RuleVisitor) -> bool:
+    """A dataset that decodes or transforms each sample when it is read: an image folder, a
+    torchvision dataset, anything built with ``transform=``, or a name bound to one."""
+    if value is None:
+        return False
+    if isinstance(value, cst.Name):
+        return value.value in visitor.facts.decoding_datasets
+    if isinstance(value, cst.Call):
+        name = visitor.qname(value) or ""
+        return (name.startswith("torchvision.datasets.") or name.endswith(("ImageFolder", "DatasetFolder"))
+                or visitor.get_specific_arg(value, "transform", -1) is not None)
+    return False
+
+
+class SynchronizedDataLoader(TorchSynchronizedDataLoaderVisitor, RuleVisitor):
+    """PTT020 through TorchFix's TOR401 (``DataLoader`` without ``num_workers``), only where the
+    dataset decodes or transforms each sample: an in-memory or iterable dataset gains nothing
+    from workers, or is read twice by them."""
+
+    def add_violation(self, node, error_code, message, replacement=None) -> None:
+        if decodes_per_sample(_dataset_arg(node, self), self):
+            RuleVisitor.add_violation(self, node, error_code, message, replacement)
+
+
+# TorchFix visitor -> {TorchFix code: our code}
+TORCHFIX_RULES = {
+    UnsafeLoad: {"TOR102": "PTT001"},
+    SynchronizedDataLoader: {"TOR401": "PTT020"},
+}
 
 
 # --- saving and loading ------------------------------------------------------------------------
@@ -219,13 +374,90 @@ class LoadWeightsOnlyFalse(RuleVisitor):
                 self.flag(node)
 
 
+def _plain_load(visitor: RuleVisitor, value: cst.BaseExpression) -> cst.Call | None:
+    """``torch.load(...)`` (or one subscripted: ``torch.load(p)["model"]``), else None."""
+    while isinstance(value, cst.Subscript):
+        value = value.value
+    if isinstance(value, cst.Call) and visitor.qname(value) == "torch.load":
+        return value
+    return None
+
+
+_MOVER = re.compile(r"^(to_(device|cuda|gpu)|move_to(_device)?|send_to_device|recursive_to)$")
+
+
 class LoadWithoutMapLocation(RuleVisitor):
+    """A load without ``map_location`` whose result (or the module it is loaded into) is moved
+    to a device afterwards, in the same function (``.to()``, ``.cuda()``, ``to_device(x, ...)``):
+    the tip's case, where the tensors first land
+    on the device they were saved from. Not in a file that saves its tensors from the CPU
+    (``torch.save(x.cpu(), ...)``): what it loads lands on the CPU anyway."""
+
     CODE = "PTT002"
 
+    def reset(self) -> None:
+        self.pending: dict[int, list[tuple[int, cst.Call, set[str]]]] = {}  # scope -> (order, load, names)
+        self.moved: dict[int, list[tuple[int, str]]] = {}  # scope -> (order, name .to()/.cuda() is called on)
+        self.order = 0
+
+    def _scope(self) -> int:
+        func = self.where.function()
+        return id(func) if func else 0
+
+    def _load(self, value: cst.BaseExpression) -> cst.Call | None:
+        call = _plain_load(self, value)
+        if (call is None or _star_kwargs(call) or self.facts.saves_from_cpu
+                or self.get_specific_arg(call, "map_location", 1) is not None):
+            return None
+        return call
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        call = self._load(node.value)
+        if call is not None:
+            self.order += 1
+            names = {n for t in node.targets for n in target_names(t.target)}
+            self.pending.setdefault(self._scope(), []).append((self.order, call, names))
+
     def visit_Call(self, node: cst.Call) -> None:
-        if (self.qname(node) == "torch.load" and not _star_kwargs(node)
-                and self.get_specific_arg(node, "map_location", 1) is None):
-            self.flag(node)
+        method = _method(node)
+        self.order += 1
+        if method == "load_state_dict" and node.args:
+            value = node.args[0].value
+            call = self._load(value)
+            receiver = get_full_name_for_node(node.func.value)
+            if call is not None and receiver:
+                self.pending.setdefault(self._scope(), []).append((self.order, call, {receiver}))
+            elif receiver:  # sd = torch.load(p); model.load_state_dict(sd["model"])
+                while isinstance(value, cst.Subscript):
+                    value = value.value
+                loaded = get_full_name_for_node(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+                for _, _, names in self.pending.get(self._scope(), []):
+                    if loaded in names:
+                        names.add(receiver)
+        elif method in ("to", "cuda"):
+            receiver = node.func.value
+            while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute):
+                receiver = receiver.func.value  # model.eval().cuda()
+            name = get_full_name_for_node(receiver) if isinstance(receiver, (cst.Name, cst.Attribute)) else None
+            if name:
+                self.moved.setdefault(self._scope(), []).append((self.order, name))
+        elif node.args and _MOVER.search((get_full_name_for_node(node.func) or "").rsplit(".", 1)[-1]):
+            first = node.args[0].value  # to_device(checkpoint, device)
+            name = get_full_name_for_node(first) if isinstance(first, (cst.Name, cst.Attribute)) else None
+            if name:
+                self.moved.setdefault(self._scope(), []).append((self.order, name))
+
+    def _finish(self, scope: int) -> None:
+        moved = self.moved.pop(scope, [])
+        for order, call, names in self.pending.pop(scope, []):
+            if any(when > order and name in names for when, name in moved):
+                self.flag(call)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._finish(id(node))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self._finish(0)
 
 
 class LoadStateDictWithoutMmap(RuleVisitor):
@@ -234,16 +466,17 @@ class LoadStateDictWithoutMmap(RuleVisitor):
     def reset(self) -> None:
         self.loaded: dict[str, bool] = {}  # name -> bound to torch.load(...) without mmap=True
 
-    def _plain_load(self, value: cst.BaseExpression) -> bool | None:
-        if isinstance(value, cst.Call) and self.qname(value) == "torch.load":
-            mmap = self.get_specific_arg(value, "mmap", -1)
-            return mmap is None or not _is_true(mmap.value)
-        return None
+    def _plain(self, value: cst.BaseExpression) -> bool:
+        call = _plain_load(self, value)
+        if call is None:
+            return False
+        mmap = self.get_specific_arg(call, "mmap", -1)
+        return mmap is None or not _is_true(mmap.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
             if isinstance(t.target, cst.Name):
-                self.loaded[t.target.value] = bool(self._plain_load(node.value))
+                self.loaded[t.target.value] = self._plain(node.value)
 
     def visit_Call(self, node: cst.Call) -> None:
         if _method(node) != "load_state_dict" or not node.args:
@@ -252,10 +485,12 @@ class LoadStateDictWithoutMmap(RuleVisitor):
         if assign is not None and _is_true(assign.value):
             return  # the meta-device recipe
         value = node.args[0].value
+        while isinstance(value, cst.Subscript):  # checkpoint["model"]
+            value = value.value
         if isinstance(value, cst.Name):
             plain = self.loaded.get(value.value, value.value in self.facts.load_names)
         else:
-            plain = bool(self._plain_load(value))
+            plain = self._plain(node.args[0].value)
         if plain:
             self.flag(node)
 
@@ -284,19 +519,23 @@ class SaveWholeModule(RuleVisitor):
 # --- APIs that changed -------------------------------------------------------------------------
 
 class CudaAmp(RuleVisitor):
+    """``torch.cuda.amp.*``: deprecated since torch 2.4 (not flagged for an older torch)."""
+
     CODE = "PTT005"
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.qname(node)
-        if name and name.startswith("torch.cuda.amp."):
+        if name and name.startswith("torch.cuda.amp.") and not self.torch_before((2, 4)):
             self.flag(node)
 
 
 class ZeroGradKeepsZeros(RuleVisitor):
+    """Not where the file adds into ``.grad`` by hand (``p.grad += g``), which needs the zeros."""
+
     CODE = "PTT006"
 
     def visit_Call(self, node: cst.Call) -> None:
-        if _method(node) == "zero_grad":
+        if _method(node) == "zero_grad" and not self.facts.manual_grad:
             arg = self.get_specific_arg(node, "set_to_none", 0)
             if arg is not None and _is_false(arg.value):
                 self.flag(node)
@@ -377,20 +616,58 @@ class TensorAttributeNotBuffer(RuleVisitor):
 
 
 class DeviceInForward(RuleVisitor):
+    """``.cuda()`` (or ``.to("cuda")``) in a model's forward; ``.cpu()`` too, unless its result is
+    turned into numbers or NumPy at once, or the file uses RPC (which sends CPU tensors)."""
+
     CODE = "PTT015"
 
     def visit_Call(self, node: cst.Call) -> None:
-        if _method(node) in ("cuda", "cpu") and self.where.method_of_module("forward"):
+        method = _method(node)
+        if method not in ("cuda", "cpu", "to") or not self.where.method_of_model("forward"):
+            return
+        if method == "to":
+            args = _positional(node)
+            if args and isinstance(args[0].value, cst.SimpleString) and "cuda" in args[0].value.value:
+                self.flag(node)
+        elif method == "cuda":
             self.flag(node)
+        elif id(node) not in self.leaving and not self.facts.uses_rpc:
+            self.flag(node)
+
+    def reset(self) -> None:
+        self.leaving: set[int] = set()  # .cpu() calls whose result leaves tensor land
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        # x.cpu().numpy(), x.cpu().tolist(), x.cpu().item(): the result leaves the model
+        if node.attr.value in ("numpy", "tolist", "item") and isinstance(node.value, cst.Call) \
+                and _method(node.value) == "cpu":
+            self.leaving.add(id(node.value))
 
 
 class FactoryWithoutDevice(RuleVisitor):
+    """Not a factory moved at once (``torch.zeros(n).to(x.device)``), nor ``torch.tensor`` of
+    shapes or lengths (CPU metadata, used for indexing)."""
+
     CODE = "PTT016"
 
+    def reset(self) -> None:
+        self.moved: set[int] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value in ("to", "type_as") and isinstance(node.value, cst.Call):
+            self.moved.add(id(node.value))  # .cuda() is PTT015's
+
     def visit_Call(self, node: cst.Call) -> None:
-        if (self.qname(node) in FACTORIES and self.get_specific_arg(node, "device", -1) is None
-                and not _star_kwargs(node) and self.where.method_of_module("forward")):
-            self.flag(node)
+        name = self.qname(node)
+        if (name not in FACTORIES or self.get_specific_arg(node, "device", -1) is not None
+                or _star_kwargs(node) or id(node) in self.moved or not self.where.method_of_model("forward")):
+            return
+        if name == "torch.tensor" and node.args and (
+                names_in(node.args[0].value) & {"shape", "size", "len"}
+                or any(isinstance(n, cst.Attribute) and n.attr.value in ("shape", "size")
+                       for n in walk(node.args[0].value))):
+            return
+        self.flag(node)
 
 
 class NoGradInForward(RuleVisitor):
@@ -398,7 +675,7 @@ class NoGradInForward(RuleVisitor):
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if (isinstance(node.item, cst.Call) and self.qname(node.item) == "torch.no_grad"
-                and self.where.method_of_module("forward")):
+                and self.where.method_of_model("forward")):
             self.flag(node.item)
 
 
@@ -407,7 +684,7 @@ class ModeSwitchInForward(RuleVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         if (_method(node) in ("eval", "train") and isinstance(node.func.value, cst.Name)
-                and node.func.value.value == "self" and self.where.method_of_module("forward")):
+                and node.func.value.value == "self" and self.where.method_of_model("forward")):
             self.flag(node)
 
 
@@ -425,37 +702,55 @@ class LinearNotMultipleOf8(RuleVisitor):
 
 # --- autograd and evaluation ------------------------------------------------------------------------
 
-def _inplace(node: cst.CSTNode) -> bool:
-    """Parameter-style updates: ``p -= ...``, ``p.add_(...)``, ``w[i] = ...``."""
-    if isinstance(node, cst.AugAssign):
-        return True
-    if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Subscript) for t in node.targets):
-        return True
-    if isinstance(node, cst.Call):
-        m = _method(node)
-        if m and m.endswith("_") and not m.startswith("_"):
+def _writes_state(node: cst.CSTNode) -> bool:
+    """Updates that outlive the block: ``p -= ...``, ``p.add_(...)``, ``w[i] = ...``,
+    ``self.x = ...`` (a buffer or cache later used with autograd)."""
+    for n in [node, *walk(node)]:
+        if isinstance(n, cst.AugAssign):
             return True
-    return any(_inplace(c) for c in node.children)
+        if isinstance(n, cst.Assign) and any(isinstance(t.target, (cst.Subscript, cst.Attribute))
+                                             for t in n.targets):
+            return True
+        if isinstance(n, cst.Call):
+            m = _method(n)
+            if m and m.endswith("_") and not m.startswith("_"):
+                return True
+    return False
 
 
 class NoGradForInference(RuleVisitor):
+    """Only in evaluation functions (named eval/valid/test/infer/predict), not in a module's
+    methods, and not around updates that outlive the block (an inference tensor stored in a
+    buffer or a cache breaks autograd later)."""
+
     CODE = "PTT019"
+
+    def _evaluation(self) -> bool:
+        func = self.where.function()
+        if func is None or not EVALUATION.search(func.name.value) or func.name.value.startswith("test_"):
+            return False
+        return not any(isinstance(n, cst.ClassDef) for n in self.where.stack)
 
     def visit_With(self, node: cst.With) -> None:
         for item in node.items:
-            if isinstance(item.item, cst.Call) and self.qname(item.item) == "torch.no_grad":
-                if not self.where.method_of_module("forward") and not _inplace(node.body):
-                    self.flag(item.item)
+            if (isinstance(item.item, cst.Call) and self.qname(item.item) == "torch.no_grad"
+                    and self._evaluation() and not _writes_state(node.body)):
+                self.flag(item.item)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if not EVALUATION.search(node.name.value) or any(isinstance(n, cst.ClassDef) for n in self.where.stack):
+            return
         for d in node.decorators:
             dec = d.decorator
             name = self.qname(dec) if isinstance(dec, cst.Call) else self.qualify(dec)
-            if name == "torch.no_grad" and not _inplace(node.body):
+            if name == "torch.no_grad" and not _writes_state(node.body):
                 self.flag(dec)
 
 
 class EvalWithoutNoGrad(RuleVisitor):
+    """A forward call of a module after its ``.eval()``, in the same function, outside any
+    grad-free block; not in unit tests (``test_*``), where the graph of a test input costs nothing."""
+
     CODE = "PTT023"
 
     def reset(self) -> None:
@@ -464,13 +759,16 @@ class EvalWithoutNoGrad(RuleVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = self.where.function()
-        if func is None:
+        if func is None or func.name.value.startswith("test_"):
             return
         seen = self.evaluated.setdefault(id(func), set())
         if _method(node) == "eval" and not node.args:
-            receiver = get_full_name_for_node(node.func.value)
+            target = node.func.value
+            receiver = get_full_name_for_node(target) if isinstance(target, (cst.Name, cst.Attribute)) else None
             if receiver and receiver != "self":
                 seen.add(receiver)
+            return
+        if not isinstance(node.func, (cst.Name, cst.Attribute)):
             return
         callee = get_full_name_for_node(node.func)
         if callee in seen and (id(func), callee) not in self.done and not self.where.under(GRAD_FREE, self):
@@ -505,15 +803,70 @@ def _loss_like(node: cst.BaseExpression, names: set[str], clean: frozenset[str] 
     return False
 
 
+def _backward_receiver(call: cst.Call, visitor: RuleVisitor) -> cst.BaseExpression | None:
+    """What ``.backward()`` / ``torch.autograd.backward(x)`` / ``torch.autograd.grad(x, ...)``
+    differentiates."""
+    if _method(call) == "backward" and isinstance(call.func, cst.Attribute):
+        return call.func.value
+    name = visitor.qname(call) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+    if name in ("torch.autograd.backward", "torch.autograd.grad") and call.args:
+        return call.args[0].value
+    return None
+
+
+class _Flow:
+    """Where values go within one function (or a file's top level): which names an assignment
+    reads, which names reach ``backward()`` and which are returned."""
+
+    def __init__(self) -> None:
+        self.edges: dict[str, set[str]] = {}  # name -> names its assignments read
+        self.seeds: set[str] = set()  # names in what is differentiated
+        self.returned: set[str] = set()
+
+    def reaching(self, returns: bool) -> set[str]:
+        """The names whose value flows into ``backward()`` (and into ``return`` when ``returns``)."""
+        todo = list(self.seeds | (self.returned if returns else set()))
+        seen = set(todo)
+        while todo:
+            name = todo.pop()
+            for other in self.edges.get(name, ()):
+                if other not in seen:
+                    seen.add(other)
+                    todo.append(other)
+            root = name.split(".", 1)[0]
+            if root not in seen and root != "self":
+                seen.add(root)
+                todo.append(root)
+        return seen
+
+
 class _LossTracking(RuleVisitor):
-    """Names that hold a loss tensor: ``.backward()`` receivers, and names assigned from one."""
+    """Names that hold a loss tensor, and where each function's values flow.
+
+    A running total or a list of losses is the tip's leak only when nothing differentiates it
+    later: ``style_loss += mse_loss(...)`` then ``(content + style_loss).backward()`` builds the
+    loss, and a loss module's ``forward`` (or a function whose name says loss) returns it.
+    """
 
     def reset(self) -> None:
         self.loss_names = set(self.facts.backward_receivers)
         self.clean: set[str] = set()
+        self.flows: dict[int, _Flow] = {}
+        self.candidates: dict[int, list[tuple[cst.CSTNode, str]]] = {}
+
+    def _key(self) -> tuple[int, cst.FunctionDef | None]:
+        func = self.where.function()
+        return (id(func) if func else 0), func
+
+    def flow(self) -> _Flow:
+        return self.flows.setdefault(self._key()[0], _Flow())
 
     def carries_loss(self, node: cst.BaseExpression) -> bool:
         return _loss_like(node, self.loss_names, self.clean)
+
+    def candidate(self, node: cst.CSTNode, name: str | None) -> None:
+        if name:
+            self.candidates.setdefault(self._key()[0], []).append((node, name))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
@@ -521,7 +874,11 @@ class _LossTracking(RuleVisitor):
         untracked = isinstance(value, cst.Call) and (
             _method(value) in UNTRACKED
             or (isinstance(value.func, cst.Name) and value.func.value in ("float", "int")))
+        read = names_in(value)
+        flow = self.flow()
         for t in node.targets:
+            for name in target_names(t.target):
+                flow.edges.setdefault(name, set()).update(read)
             if isinstance(t.target, cst.Name):
                 if lossy:
                     self.loss_names.add(t.target.value)
@@ -530,25 +887,62 @@ class _LossTracking(RuleVisitor):
                     self.clean.add(t.target.value)
                     self.loss_names.discard(t.target.value)
 
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        for name in target_names(node.target):
+            self.flow().edges.setdefault(name, set()).update(names_in(node.value))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            for name in target_names(node.target):
+                self.flow().edges.setdefault(name, set()).update(names_in(node.value))
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self.flow().returned |= names_in(node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        receiver = _backward_receiver(node, self)
+        if receiver is not None:
+            self.flow().seeds |= names_in(receiver)
+            if isinstance(receiver, cst.Call):  # scaler.scale(loss).backward()
+                for a in receiver.args:
+                    self.flow().seeds |= names_in(a.value)
+
+    def _finish(self, key: int, func: cst.FunctionDef | None) -> None:
+        flow = self.flows.pop(key, _Flow())
+        builds = func is not None and (func.name.value == "forward" or "loss" in func.name.value.lower())
+        reach = flow.reaching(returns=builds)
+        for node, name in self.candidates.pop(key, []):
+            if name not in reach and name.split(".", 1)[0] not in reach - {"self"}:
+                self.flag(node)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._finish(id(node), node)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self._finish(0, None)
+
 
 class RunningLossTensor(_LossTracking):
     CODE = "PTT012"
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        super().visit_AugAssign(node)
         if (isinstance(node.operator, cst.AddAssign) and self.where.loop() is not None
                 and self.carries_loss(node.value)
                 and not (isinstance(node.target, cst.Name)
                          and node.target.value in self.facts.backward_receivers)):
-            self.flag(node)
+            self.candidate(node, get_full_name_for_node(node.target))
 
 
 class LoggedLossTensor(_LossTracking):
     CODE = "PTT013"
 
     def visit_Call(self, node: cst.Call) -> None:
+        super().visit_Call(node)
         if (_method(node) == "append" and len(node.args) == 1 and self.where.loop() is not None
                 and self.carries_loss(node.args[0].value)):
-            self.flag(node)
+            self.candidate(node, get_full_name_for_node(node.func.value))
 
 
 class DetachBeforeLayers(RuleVisitor):
@@ -586,43 +980,114 @@ class DetachBeforeLayers(RuleVisitor):
 
 # --- loops ------------------------------------------------------------------------------------------
 
+def _training_step(loop: cst.CSTNode) -> bool:
+    """The loop's own body (not a nested loop or function) calls ``.backward()``: one
+    iteration is one training step."""
+    return any(isinstance(n, cst.Call) and _method(n) == "backward"
+               for n in walk(loop.body, into_loops=False))
+
+
 class HostReadInLoop(RuleVisitor):
+    """A read of a tensor's value on every step of a training loop: not one gated by an ``if``
+    (logging every N steps), and not in a loop that already waits for the GPU every step, for a
+    decision (``if not math.isfinite(loss.item())``) or with ``torch.cuda.synchronize()``, where
+    one more read costs nothing."""
+
     CODE = "PTT011"
 
+    def reset(self) -> None:
+        self.loops: dict[int, tuple[bool, set[str]]] = {}  # id(loop) -> (training step, names tested)
+        self.exempt: set[int] = set()
+
+    def _loop(self, loop: cst.CSTNode) -> tuple[bool, set[str]]:
+        known = self.loops.get(id(loop))
+        if known is None:
+            tested: set[str] = set()
+            decides = False
+            for n in walk(loop.body, into_loops=False):
+                if isinstance(n, (cst.If, cst.While)):
+                    tested |= names_in(n.test)
+                    decides = decides or any(isinstance(c, cst.Call) and _method(c) in HOST_READS
+                                             for c in [n.test, *walk(n.test)])
+                elif isinstance(n, cst.Assert):
+                    tested |= names_in(n.test)
+            for n in walk(loop.body, into_loops=False):
+                if (isinstance(n, cst.Call) and isinstance(n.func, (cst.Name, cst.Attribute))
+                        and (self.qualify(n.func) or "").endswith(".synchronize")):
+                    decides = True  # the loop already waits for the device (gated or not: conservative)
+            for n in walk(loop.body, into_loops=False):  # value = loss.item(); if not isfinite(value)
+                if isinstance(n, cst.Assign) and any(target_names(t.target) & tested for t in n.targets) \
+                        and any(isinstance(c, cst.Call) and _method(c) in HOST_READS
+                                for c in [n.value, *walk(n.value)]):
+                    decides = True
+            known = self.loops[id(loop)] = (_training_step(loop) and not decides, tested)
+        return known
+
     def visit_Call(self, node: cst.Call) -> None:
-        if _method(node) in HOST_READS and not node.args and self.where.loop() is not None:
+        if _method(node) not in HOST_READS or node.args:
+            return
+        loop = self.where.loop()
+        if loop is None or self.where.gated_in(loop):
+            return
+        training, _ = self._loop(loop)
+        if training:
             self.flag(node)
 
 
-def _loader_iter(node: cst.BaseExpression, facts: Facts) -> bool:
+def _loader_iter(node: cst.BaseExpression, facts: Facts) -> str | None:
+    """The name of the DataLoader a ``for`` iterates (through enumerate/tqdm/zip), or None."""
     while isinstance(node, cst.Call) and get_full_name_for_node(node.func) in LOADER_WRAPPERS and node.args:
         node = node.args[0].value
     name = get_full_name_for_node(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-    return bool(name) and (name in facts.loader_names or "loader" in name.rsplit(".", 1)[-1].lower())
+    if name and (name in facts.loader_names or "loader" in name.rsplit(".", 1)[-1].lower()):
+        return name
+    return None
 
 
 class BlockingCopyInLoader(RuleVisitor):
+    """A batch from a pinned DataLoader (``pin_memory=True`` in the same file) copied to the
+    device without ``non_blocking=True``: the half of the tip's recipe that is missing. One
+    finding per statement; only the loop's own batch variables, not models or outputs."""
+
     CODE = "PTT022"
 
+    def reset(self) -> None:
+        self.done: set[int] = set()
+        self.statement: cst.CSTNode | None = None
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.statement = node
+
     def visit_Call(self, node: cst.Call) -> None:
-        if _method(node) not in ("to", "cuda"):
+        method = _method(node)
+        if method not in ("to", "cuda"):
             return
         loop = self.where.loop()
-        if not isinstance(loop, cst.For) or not _loader_iter(loop.iter, self.facts):
+        if not isinstance(loop, cst.For):
             return
-        if self.get_specific_arg(node, "non_blocking", 1 if _method(node) == "cuda" else 2) is not None:
+        loader = _loader_iter(loop.iter, self.facts)
+        if loader is None or loader.rsplit(".", 1)[-1] not in self.facts.pinned_loaders:
+            return
+        receiver = node.func.value
+        while isinstance(receiver, cst.Subscript):
+            receiver = receiver.value
+        if not (isinstance(receiver, cst.Name) and receiver.value in target_names(loop.target)):
+            return
+        if self.get_specific_arg(node, "non_blocking", 1 if method == "cuda" else 2) is not None:
             return
         args = _positional(node)
-        if _method(node) == "to" and (not args or (isinstance(args[0].value, cst.SimpleString)
-                                                   and "cpu" in args[0].value.value)):
+        if method == "to" and (not args or (isinstance(args[0].value, cst.SimpleString)
+                                            and "cpu" in args[0].value.value)):
             return
-        self.flag(node)
+        key = id(self.statement) if self.statement is not None else id(node)
+        if key not in self.done:
+            self.done.add(key)
+            self.flag(node)
 
 
 def _has_mod(node: cst.CSTNode) -> bool:
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
-        return True
-    return any(_has_mod(c) for c in node.children)
+    return any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
+               for n in [node, *walk(node)])
 
 
 def _divided(node: cst.BaseExpression) -> bool:
@@ -672,22 +1137,31 @@ class AccumulationWithoutScaling(RuleVisitor):
 
 
 def _binds(node: cst.CSTNode) -> bool:
-    if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-        return True
-    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-        return False
-    return any(_binds(c) for c in node.children)
+    return any(isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign)) for n in walk(node))
 
 
 def _calls_backward(node: cst.CSTNode) -> bool:
-    if isinstance(node, cst.Call) and _method(node) == "backward":
-        return True
-    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-        return False
-    return any(_calls_backward(c) for c in node.children)
+    return any(isinstance(n, cst.Call) and _method(n) == "backward" for n in walk(node))
+
+
+def _uses_memory_after(stmts: list[cst.CSTNode]) -> bool:
+    """Code after a training loop that needs memory of its own: an evaluation call
+    (eval/valid/test in its name), or another loop."""
+    for s in stmts:
+        for n in [s, *walk(s)]:
+            if isinstance(n, (cst.For, cst.While)):
+                return True
+            if isinstance(n, cst.Call):
+                last = (get_full_name_for_node(n.func) or "").rsplit(".", 1)[-1]
+                if last not in ("eval", "train") and EVALUATION.search(last):  # not the mode switches
+                    return True
+    return False
 
 
 class LoopTensorsOutliveLoop(RuleVisitor):
+    """A training loop followed, in the same function, by an evaluation or another loop, with
+    the loop's tensors still bound (no ``del``)."""
+
     CODE = "PTT026"
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -701,10 +1175,7 @@ class LoopTensorsOutliveLoop(RuleVisitor):
             small = [x for s in after if isinstance(s, cst.SimpleStatementLine) for x in s.body]
             if any(isinstance(x, cst.Del) for x in small):
                 continue  # the loop's names are deleted after it
-            only_return = all(isinstance(s, cst.SimpleStatementLine)
-                              and all(isinstance(x, (cst.Return, cst.Pass)) for x in s.body)
-                              for s in after)
-            if not only_return:
+            if _uses_memory_after(after):
                 self.flag(stmt)
 
 
@@ -728,15 +1199,14 @@ class RowLoop(RuleVisitor):
 
 
 def _writes_element(node: cst.CSTNode, var: str) -> bool:
-    if isinstance(node, cst.Assign):
-        for t in node.targets:
-            if isinstance(t.target, cst.Subscript) and any(
-                    isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name)
-                    and e.slice.value.value == var for e in t.target.slice):
-                return True
-    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-        return False
-    return any(_writes_element(c, var) for c in node.children)
+    for n in walk(node):
+        if isinstance(n, cst.Assign):
+            for t in n.targets:
+                if isinstance(t.target, cst.Subscript) and any(
+                        isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name)
+                        and e.slice.value.value == var for e in t.target.slice):
+                    return True
+    return False
 
 
 class RetryOnAnyRuntimeError(RuleVisitor):
@@ -748,15 +1218,9 @@ class RetryOnAnyRuntimeError(RuleVisitor):
         types = [e.value for e in node.type.elements] if isinstance(node.type, cst.Tuple) else [node.type]
         if not any(get_full_name_for_node(t) == "RuntimeError" for t in types):
             return
-        if _mentions(node.body, "memory") or _has_raise(node.body):
+        if _mentions(node.body, "memory") or any(isinstance(n, cst.Raise) for n in walk(node.body)):
             return
         self.flag(node)
-
-
-def _has_raise(node: cst.CSTNode) -> bool:
-    if isinstance(node, cst.Raise):
-        return True
-    return any(_has_raise(c) for c in node.children)
 
 
 # --- calls judged on their own ------------------------------------------------------------------
@@ -789,10 +1253,13 @@ class TensorFromNdarray(RuleVisitor):
 
 
 class DataLoaderWithoutPinMemory(RuleVisitor):
+    """Only in a file that names CUDA or an accelerator (pinned memory is about copies to a GPU)."""
+
     CODE = "PTT021"
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.qname(node) != "torch.utils.data.DataLoader" or _star_kwargs(node):
+        if (self.qname(node) != "torch.utils.data.DataLoader" or _star_kwargs(node)
+                or not self.facts.mentions_cuda):
             return
         arg = self.get_specific_arg(node, "pin_memory", 7)
         if arg is None or _is_false(arg.value):
@@ -800,23 +1267,35 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
 
 
 class MemoryAllocated(RuleVisitor):
+    """Only in a file with a CPU path (it names the device "cpu"), outside a CUDA check."""
+
     CODE = "PTT027"
 
     def visit_Call(self, node: cst.Call) -> None:
         if (self.qname(node) in ("torch.cuda.memory_allocated", "torch.cuda.max_memory_allocated")
-                and not self.where.under_cuda_check()):
+                and self.facts.cpu_path and not self.where.under_cuda_check()):
             self.flag(node)
 
 
 class OptimizerNotFused(RuleVisitor):
+    """Adam and AdamW (the optimizers the tip measures) built without choosing an implementation
+    (no ``fused=``, no ``foreach=``), where the reader's torch accepts ``fused=True`` on the device;
+    for CUDA, only in a file that names an accelerator (one that never does trains on the CPU)."""
+
     CODE = "PTT031"
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.qname(node) not in OPTIMIZERS or _star_kwargs(node):
+        name = self.qname(node)
+        if name not in OPTIMIZERS or _star_kwargs(node):
             return
-        fused = self.get_specific_arg(node, "fused", -1)
-        if fused is None or _is_false(fused.value):
-            self.flag(node)
+        for a in node.args:
+            if a.keyword is not None and a.keyword.value in ("fused", "foreach", "differentiable"):
+                if not (a.keyword.value == "foreach" and _is_false(a.value)):
+                    return  # an implementation chosen (foreach=False, the for-loop, is still flagged)
+        since = FUSED_SINCE[name].get(self.device)
+        if since is None or self.torch_before(since) or (self.device == "cuda" and not self.facts.mentions_cuda):
+            return  # a file that never names an accelerator trains on the CPU
+        self.flag(node)
 
 
 class AnomalyDetection(RuleVisitor):

@@ -1,0 +1,96 @@
+"""Find the files, check them, in worker processes where that pays: the checker's own work.
+
+Both the command line (:mod:`tipsite.checker.cli`) and the benchmark
+(:mod:`tipsite.checker.bench`) use this module, and it imports neither of them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "build", "dist", "venv", ".venv"}
+
+_checker = None
+_options: dict = {}
+
+
+def collect(paths: list[str], skip: Callable[[Path], bool] | None = None) -> tuple[list[Path], list[str]]:
+    """The Python files named, or found under the folders named (hidden folders, virtualenvs and
+    build output skipped, and the files ``skip`` refuses), and an error for each missing path."""
+    files, errors = [], []
+    for p in paths:
+        path = Path(p)
+        if path.is_file():
+            if skip is None or not skip(path):
+                files.append(path)
+        elif path.is_dir():
+            for found in sorted(path.rglob("*.py")):
+                rel = found.relative_to(path).parts[:-1]
+                if any(part.startswith(".") or part in SKIP_DIRS for part in rel):
+                    continue
+                if skip is None or not skip(found):
+                    files.append(found)
+        else:
+            errors.append(f"{p}: no such file or folder")
+    return files, errors
+
+
+def init(torch_release: tuple[int, ...] | None = None, device: str = "cpu") -> None:
+    """Build the checker once per process (imports libcst and TorchFix: not timed per file)."""
+    global _checker, _options
+    from tipsite.checker.engine import Checker
+
+    _options = {"torch_release": torch_release, "device": device}
+    _checker = Checker(torch_release=torch_release, device=device)
+
+
+def check_file(path: Path) -> tuple[list, str | None]:
+    """(findings, error) for one file; runs in a worker process or in this one."""
+    if _checker is None:
+        init()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [], f"{path}: cannot be read: {exc}"
+    try:
+        return _checker.check_source(text, str(path)), None
+    except SyntaxError as exc:
+        return [], f"{path}:{exc.lineno or 0}: cannot be parsed: {exc.msg}"
+
+
+def can_fork() -> bool:
+    """Worker processes are forked only from a process with one thread. A fork copies the
+    memory but not the other threads, so a lock one of them held stays locked in the child
+    for good: inside a pytest-xdist worker (whose execnet thread reads the controller's pipe)
+    such a pool of workers once hung the test suite until CI killed it after 90 minutes."""
+    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+
+
+def processes(n_files: int, jobs: int) -> int:
+    """How many processes check ``n_files`` files when ``jobs`` are asked for."""
+    return jobs if jobs > 1 and n_files >= 2 * jobs and can_fork() else 1
+
+
+def check_files(files: list[Path], jobs: int, torch_release: tuple[int, ...] | None = None,
+                device: str = "cpu") -> tuple[list, list[str]]:
+    if _checker is None or _options != {"torch_release": torch_release, "device": device}:
+        init(torch_release, device)  # once, here: forked workers inherit the imports and the visitors
+    if processes(len(files), jobs) > 1:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            results = pool.map(check_file, files, chunksize=max(1, len(files) // (jobs * 4)))
+    else:
+        results = [check_file(f) for f in files]
+    findings = [f for found, _ in results for f in found]
+    errors = [e for _, e in results if e]
+    return findings, errors
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
