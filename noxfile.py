@@ -238,8 +238,10 @@ def new_tip(session: nox.Session) -> None:
 def check(session: nox.Session) -> None:
     """Check your code against the tips' evidence: `nox -s check -- PATH...` (files or folders).
 
-    One line per finding with the verdict of the tip that measured it; exit 1 when it found
-    something. `-- --format json`, `--torch X.Y`, `--device cpu|cuda`, `--bench` (README).
+    One line per finding; exit 1 when a finding's tip holds for your torch and device (the others
+    are notes). `-- --select/--ignore CODES`, `--fail-on`, `--format json|github`, `--explain CODE`,
+    `--torch X.Y`, `--device cpu|cuda`, `--bench` (docs/reference/checker.rst). The same command
+    installs on its own: `pip install .` gives `torch-tips`.
     """
     session.install("-r", str(REQ / "check.txt"))
     session.run("python", "-m", "tipsite.checker", *session.posargs)

@@ -1,140 +1,140 @@
-"""``python -m tipsite.checker PATH...`` (``nox -s check -- PATH...``): the command line.
+"""``torch-tips PATH...`` (``python -m tipsite.checker``, ``nox -s check -- PATH...``): the command line.
 
-One line per finding, ``path:line:col: CODE message -> verdict on DEVICE (torch), key figure,
-link``, or ``--format json``; a summary on stderr. Exit status 1 when it found something, 2 when
-a path could not be read or parsed and nothing was found, 0 otherwise.
+One short line per finding, ``path:line:col: CODE message link``. A finding whose tip **holds**
+for your device and torch fails the run (exit 1); the others are notes (``--fail-on`` changes
+that). ``--explain CODE`` prints a rule and its evidence; ``--verbose`` adds the evidence under
+each finding; ``--format json`` or ``github`` (workflow annotations). Exit status 2 when a path
+could not be read or parsed and nothing failed, 0 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
-import os
 import sys
-import threading
 import time
 from pathlib import Path
 
-from tipsite.checker import evidence
+from tipsite.checker import config as configuration
+from tipsite.checker import evidence, runner
 from tipsite.checker.registry import RULES
 
-SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "build", "dist", "venv", ".venv"}
 
-_checker = None
-
-
-def collect(paths: list[str]) -> tuple[list[Path], list[str]]:
-    """The Python files named or found under the folders named (hidden folders skipped)."""
-    files, errors = [], []
-    for p in paths:
-        path = Path(p)
-        if path.is_file():
-            files.append(path)
-        elif path.is_dir():
-            for found in sorted(path.rglob("*.py")):
-                rel = found.relative_to(path).parts[:-1]
-                if not any(part.startswith(".") or part in SKIP_DIRS for part in rel):
-                    files.append(found)
-        else:
-            errors.append(f"{p}: no such file or folder")
-    return files, errors
-
-
-def _init() -> None:
-    global _checker
-    from tipsite.checker.engine import Checker
-
-    _checker = Checker()
-
-
-def check_file(path: Path) -> tuple[list, str | None]:
-    """(findings, error) for one file; runs in a worker process or in this one."""
-    if _checker is None:
-        _init()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return [], f"{path}: cannot be read: {exc}"
-    try:
-        return _checker.check_source(text, str(path)), None
-    except SyntaxError as exc:
-        return [], f"{path}:{exc.lineno or 0}: cannot be parsed: {exc.msg}"
-
-
-def can_fork() -> bool:
-    """Worker processes are forked only from a process with one thread. A fork copies the
-    memory but not the other threads, so a lock one of them held stays locked in the child
-    for good: inside a pytest-xdist worker (whose execnet thread reads the controller's pipe)
-    such a pool of workers once hung the test suite until CI killed it after 90 minutes."""
-    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
-
-
-def processes(n_files: int, jobs: int) -> int:
-    """How many processes check ``n_files`` files when ``jobs`` are asked for."""
-    return jobs if jobs > 1 and n_files >= 2 * jobs and can_fork() else 1
-
-
-def check_files(files: list[Path], jobs: int) -> tuple[list, list[str]]:
-    if processes(len(files), jobs) > 1:
-        if _checker is None:
-            _init()  # import libcst and TorchFix once, here: the forked workers inherit them
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            results = pool.map(check_file, files, chunksize=max(1, len(files) // (jobs * 4)))
-    else:
-        results = [check_file(f) for f in files]
-    findings = [f for found, _ in results for f in found]
-    errors = [e for _, e in results if e]
-    return findings, errors
-
-
-def default_jobs() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def report(findings: list, ev: evidence.Evidence) -> list[dict]:
+def report(findings: list, ev: evidence.Evidence, fail_on: str) -> list[dict]:
     rows = []
     for f in findings:
         rule = RULES[f.code]
         v = ev.verdict(rule.tip)
+        fails = evidence.fails(v, fail_on)
         rows.append({"path": f.path, "line": f.line, "col": f.col, "code": f.code, "torchfix": f.torchfix,
-                     "finding": rule.finding, "message": evidence.message(rule, v, ev.target),
+                     "severity": "error" if fails else "note",
+                     "message": evidence.short(rule, v, ev.word), "long": evidence.message(rule, v, ev.word),
                      "tip": rule.tip, "tip_title": v.title, "device": v.device, "state": v.state,
                      "verdict": v.verdict, "key": v.key, "key_text": evidence.key_text(v.key),
                      "measured_torch": v.torch, "measured_on": v.host, "date": v.date,
-                     "elsewhere": v.elsewhere, "link": v.link, "tail": evidence.tail(v)})
+                     "elsewhere": v.elsewhere, "link": v.link, "evidence": evidence.tail(v, ev.word)})
     return rows
 
 
 def text_line(row: dict) -> str:
-    code = row["code"] + (f" [TorchFix {row['torchfix']}]" if row["torchfix"] else "")
-    return f"{row['path']}:{row['line']}:{row['col']}: {code} {row['message']} -> {row['tail']}"
+    link = f" {row['link']}" if row["link"] else ""
+    note = "" if row["severity"] == "error" else "note: "
+    return f"{row['path']}:{row['line']}:{row['col']}: {row['code']} {note}{row['message']}{link}"
+
+
+def _escape(text: str, prop: bool = False) -> str:
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def github_line(row: dict) -> str:
+    """A GitHub Actions workflow command: an annotation on the file's line."""
+    level = "error" if row["severity"] == "error" else "notice"
+    props = ",".join(f"{k}={_escape(str(v), prop=True)}" for k, v in
+                     (("file", row["path"]), ("line", row["line"]), ("col", row["col"]),
+                      ("title", f"{row['code']} ({row['tip']})")))
+    link = f" {row['link']}" if row["link"] else ""
+    return f"::{level} {props}::{_escape(row['message'] + link)}"
+
+
+def explain(code: str, ev: evidence.Evidence) -> str:
+    rule = RULES[code]
+    tip = ev.data["tips"].get(rule.tip)
+    lines = [f"{rule.code}: {rule.title}" + ("" if rule.default else " (off by default: --select it)"), "",
+             f"What the code does: {rule.finding}.", f"The tip's advice: {rule.advice}."]
+    if rule.scope:
+        lines.append(f"Not flagged: {rule.scope}")
+    if rule.torchfix:
+        lines.append(f"Found by TorchFix's {rule.torchfix}, narrowed as above.")
+    lines += ["", f"Evidence: {rule.tip}" + (f', "{tip["title"]}"' if tip else " (not in the shipped evidence)")]
+    if tip:
+        for device, states in sorted(tip["states"].items()):
+            for rel, state in sorted(states.items()):
+                if rel == evidence.ANY:
+                    continue
+                v = evidence.Verdict(rule.tip, tip["title"], device, state["state"], state["verdict"],
+                                     state.get("key"), state["torch"], state.get("host"), state.get("date"))
+                lines.append(f"  {ev.word(device)}, torch {rel}: {evidence.tail(v, ev.word)}")
+        if not tip["states"]:
+            lines.append("  not measured on any device yet")
+        v = ev.verdict(rule.tip)
+        lines.append(f"For {ev.target.describe(ev.words)}: {evidence.tail(v, ev.word)}"
+                     + (" -> findings fail the run" if v.holds else " -> findings are notes"))
+    link = ev.link(rule.tip)
+    if link:
+        lines.append(f"Page: {link}")
+    lines += ["", "Flagged:", *("    " + x for x in rule.example.rstrip().splitlines()),
+              "Recommended:", *("    " + x for x in rule.clean.rstrip().splitlines())]
+    return "\n".join(lines)
+
+
+def _codes(value: str | None, parser: argparse.ArgumentParser, flag: str) -> list[str] | None:
+    if value is None:
+        return None
+    try:
+        return configuration.check_prefixes(value.split(","), flag)
+    except configuration.ConfigError as exc:
+        parser.error(str(exc))
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="torch-tips", description=__doc__.split("\n\n")[0])
+    p.add_argument("paths", nargs="*", help="Python files or folders to check")
+    p.add_argument("--format", choices=("text", "json", "github"), default="text")
+    p.add_argument("--select", help="comma-separated code prefixes to run (replaces the default rules)")
+    p.add_argument("--extend-select", help="comma-separated codes added to the selection")
+    p.add_argument("--ignore", help="comma-separated code prefixes never reported")
+    p.add_argument("--fail-on", choices=evidence.FAIL_ON,
+                   help="which findings fail the run: those whose tip holds for your device and torch "
+                        "(default), any finding, or none")
+    p.add_argument("--torch", help="judge with the verdicts measured with this torch release (X.Y, or 'any'); "
+                                   "default: the installed torch")
+    p.add_argument("--device", choices=("cpu", "cuda"), help="judge for this device; default: the best present")
+    p.add_argument("--config", type=Path, help="a pyproject.toml with a [tool.torch-tips] section "
+                                               "(default: the closest one with that section)")
+    p.add_argument("--site-url", help="base URL of the published site, for the links")
+    p.add_argument("--explain", metavar="CODE", help="print a rule, what it leaves alone and its evidence")
+    p.add_argument("-v", "--verbose", action="store_true", help="the evidence under each finding")
+    p.add_argument("--hide-notes", action="store_true", help="print only the findings that fail the run")
+    p.add_argument("--list-rules", action="store_true", help="print every rule and its tip, then exit")
+    p.add_argument("--records", action="store_true",
+                   help="in the project's repository: read the result records (this build, committed sets, "
+                        "$TIPS_RESULT_SETS) instead of the evidence shipped with the checker")
+    p.add_argument("--jobs", type=int, default=runner.default_jobs(), help="worker processes (default: cores)")
+    p.add_argument("--bench", type=int, nargs="?", const=200, metavar="N",
+                   help="in the project's repository: check N files of 200 lines cut from the tips, report speed")
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tipsite.checker", description=__doc__.split("\n\n")[0])
-    parser.add_argument("paths", nargs="*", help="Python files or folders to check")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--torch", help="show the verdicts measured with this torch release (X.Y); "
-                                        "default: the installed torch")
-    parser.add_argument("--device", choices=("cpu", "cuda"), help="show the verdicts for this device; "
-                                                                   "default: the best device present")
-    parser.add_argument("--site-url", help="base URL of the published site for the links "
-                                           "(default: $TIPS_SITE_URL, else the local build)")
-    parser.add_argument("--jobs", type=int, default=default_jobs(), help="worker processes (default: cores)")
-    parser.add_argument("--verbose", action="store_true", help="list the result data that was ignored")
-    parser.add_argument("--list-rules", action="store_true", help="print every rule and its tip, then exit")
-    parser.add_argument("--bench", type=int, nargs="?", const=200, metavar="N",
-                        help="benchmark: check N generated files of 200 lines (default 200), report files/s")
-    args = parser.parse_args(argv)
+    ap = parser()
+    args = ap.parse_args(argv)
 
     if args.list_rules:
         for rule in RULES.values():
             via = f" (TorchFix {rule.torchfix})" if rule.torchfix else ""
-            print(f"{rule.code}{via} {rule.title} -> {rule.tip}")
+            off = "" if rule.default else " [off by default]"
+            print(f"{rule.code}{via} {rule.title}{off} -> {rule.tip}")
         return 0
     if args.bench:
         from tipsite.checker import bench
@@ -142,32 +142,78 @@ def main(argv: list[str] | None = None) -> int:
         result = bench.run(args.bench, jobs=args.jobs)
         print(json.dumps(result) if args.format == "json" else bench.describe(result))
         return 0
+    try:
+        cfg = configuration.load(args.config)
+    except configuration.ConfigError as exc:
+        ap.error(str(exc))
+    for flag, attr in (("--select", "select"), ("--extend-select", "extend_select"), ("--ignore", "ignore")):
+        codes = _codes(getattr(args, attr), ap, flag)
+        if codes is not None:
+            setattr(cfg, attr, codes if attr != "extend_select" else cfg.extend_select + codes)
+    fail_on = args.fail_on or cfg.fail_on or "holds"
+    target = evidence.detect_target(args.torch or cfg.torch, args.device or cfg.device,
+                                    torch_from="--torch" if args.torch else f"{cfg.path}",
+                                    device_from="--device" if args.device else f"{cfg.path}")
+    if args.records:
+        from tipsite.checker import shipdata
+
+        data = shipdata.live()
+    else:
+        data = None
+    ev = evidence.Evidence(target, data, site_url=args.site_url or cfg.site_url)
+    if args.explain:
+        code = args.explain.strip().upper()
+        if code not in RULES:
+            ap.error(f"--explain: no rule {code!r} (see --list-rules)")
+        print(explain(code, ev))
+        return 0
     if not args.paths:
-        parser.error("name at least one file or folder")
+        ap.error("name at least one file or folder")
 
     start = time.perf_counter()
-    files, errors = collect(args.paths)
-    findings, parse_errors = check_files(files, args.jobs)
+    files, errors = runner.collect(args.paths, skip=cfg.excluded if cfg.exclude else None)
+    findings, parse_errors = runner.check_files(files, args.jobs, target.release, target.device)
     errors += parse_errors
-    findings.sort(key=lambda f: (f.path, f.line, f.col, f.code))
-    target = evidence.detect_target(args.torch, args.device)
-    ev = evidence.Evidence(target, site_url=args.site_url)
-    rows = report(findings, ev)
+    selected = cfg.codes()
+    ignored: dict[str, set[str]] = {}
+    kept = []
+    for f in findings:
+        if f.code not in selected:
+            continue
+        if cfg.per_file_ignores:
+            prefixes = ignored.setdefault(f.path, cfg.ignored_in(Path(f.path)))
+            if any(f.code.startswith(p) for p in prefixes):
+                continue
+        kept.append(f)
+    kept.sort(key=lambda f: (f.path, f.line, f.col, f.code))
+    rows = report(kept, ev, fail_on)
     seconds = time.perf_counter() - start
+    failing = [r for r in rows if r["severity"] == "error"]
+    shown = failing if args.hide_notes else rows
 
     if args.format == "json":
         json.dump({"target": {"torch": target.torch, "device": target.device, "torch_from": target.torch_from,
                               "device_from": target.device_from},
-                   "files": len(files), "findings": rows, "errors": errors}, sys.stdout, indent=1)
+                   "fail_on": fail_on, "config": str(cfg.path) if cfg.path else None,
+                   "files": len(files), "findings": shown, "errors": errors}, sys.stdout, indent=1)
         print()
     else:
-        for row in rows:
-            print(text_line(row))
+        for row in shown:
+            print(github_line(row) if args.format == "github" else text_line(row))
+            if args.verbose and args.format == "text":
+                print(f"    {row['long']}")
+                print(f"    evidence: {row['evidence']}")
     for e in errors:
         print(f"error: {e}", file=sys.stderr)
     flagged = len({r["path"] for r in rows})
-    print(f"{len(rows)} finding(s) in {flagged} of {len(files)} file(s), {seconds:.2f} s; "
-          f"verdicts for {target.describe()}", file=sys.stderr)
+    notes = len(rows) - len(failing)
+    print(f"{len(failing)} failing finding(s) and {notes} note(s) in {flagged} of {len(files)} file(s), "
+          f"{seconds:.2f} s; verdicts for {target.describe(ev.words)}; failing: "
+          + {"holds": "findings whose tip holds there", "any": "every finding",
+             "never": "none"}[fail_on] + " (--fail-on)", file=sys.stderr)
+    if rows and not ev.site_url:
+        print("note: no site URL for the links: --site-url, TIPS_SITE_URL or site-url in the configuration; "
+              "--explain CODE prints the evidence", file=sys.stderr)
     if ev.warnings:
         if args.verbose:
             for w in dict.fromkeys(ev.warnings):
@@ -175,6 +221,6 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"note: {len(set(ev.warnings))} result record(s) or set(s) could not be used "
                   "(--verbose lists them)", file=sys.stderr)
-    if rows:
+    if failing:
         return 1
     return 2 if errors else 0

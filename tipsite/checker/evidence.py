@@ -1,32 +1,49 @@
 """What each tip measured, for the reader's torch and device: the verdict a finding quotes.
 
-Nothing here is typed in: the verdicts come from result records through :mod:`tipsite.records`,
-exactly as the site picks them (:func:`tipsite.records.device_states`): the newest record of the
-tip's current source, from this checkout's build (``docs/tips/<topic>/<tip>.result.json``, when
-the site was built), from the committed result sets (``docs/_data/results/*.json``) and from the
-sets named by ``TIPS_RESULT_SETS``. A record from an older version of the tip is "stale"; a
-device nothing measured is "not measured".
+Nothing here is typed in. The verdicts ship with the checker as data, ``evidence.json`` beside
+this module, which :mod:`tipsite.checker.shipdata` generates from the result records through
+:mod:`tipsite.records`, exactly as the site picks them (the newest record of the tip's current
+source; an older version's record is "stale"; a device nothing measured is "not measured"); a
+test keeps the file equal to what the records give. So the installed checker needs neither
+this repository nor a built site. In the repository, ``--records`` reads the records
+themselves instead (this checkout's build, the committed result sets, ``TIPS_RESULT_SETS``).
 
-``--torch X.Y`` keeps only records of that release; by default the installed torch's release is
-used. When nothing was measured with that release, the finding says so, and names what was
-measured with another release, if anything.
+This module imports nothing of the site (no ``conf``, no :mod:`tipsite.records`): it is what an
+installed checker runs.
+
+``--torch X.Y`` keeps only records of that release (``--torch any``: whichever release measured
+it); by default the installed torch's release. A finding whose tip **holds** for that device and
+release is an error (it fails the run); every other finding is a note.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
-from conf import settings
-from tipsite import records, tipmeta
 from tipsite.checker.registry import Rule
 
-NOT_MEASURED = records.NOT_MEASURED
+DATA_FILE = "evidence.json"
+SCHEMA = "tips-checker-evidence/1"
+NOT_MEASURED = "not measured"
+# The published site the links point to; ``--site-url``, ``TIPS_SITE_URL`` or the configuration's
+# ``site-url`` override it. Empty: no link is printed (``--explain CODE`` gives the evidence).
+SITE_URL = ""
+ANY = "any"
+
+
+def release(version: str) -> tuple[int, ...] | None:
+    """``2.13.0+cpu`` -> ``(2, 13)``; None when it does not read as a release."""
+    m = re.match(r"\s*(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 @dataclass(frozen=True)
@@ -39,16 +56,17 @@ class Target:
     device_from: str
 
     @property
-    def device_word(self) -> str:
-        return records.device_word(self.device)
+    def release(self) -> tuple[int, ...] | None:
+        return release(self.torch) if self.torch else None
 
-    def describe(self) -> str:
+    def describe(self, words: dict[str, str] | None = None) -> str:
         torch = f"torch {self.torch}" if self.torch else "any torch release"
-        return f"{torch} ({self.torch_from}), {self.device_word} ({self.device_from})"
+        word = (words or {}).get(self.device, self.device.upper())
+        return f"{torch} ({self.torch_from}), {word} ({self.device_from})"
 
 
 def _torch_outside_venv() -> tuple[str | None, str]:
-    """The torch of the ``python3`` on PATH outside this (nox) virtualenv, without importing it."""
+    """The torch of the ``python3`` on PATH outside this virtualenv, without importing it."""
     venv = os.environ.get("VIRTUAL_ENV")
     path = os.environ.get("PATH", "")
     if venv:
@@ -66,43 +84,36 @@ def _torch_outside_venv() -> tuple[str | None, str]:
     return (version or None), python
 
 
-def detect_target(torch: str | None = None, device: str | None = None) -> Target:
-    """``--torch`` and ``--device``, or the installed torch and the best device present.
+def detect_target(torch: str | None = None, device: str | None = None, *, torch_from: str = "--torch",
+                  device_from: str = "--device") -> Target:
+    """``torch`` and ``device`` as given, or the installed torch and the best device present.
 
     The installed torch is the one importable here, else the one of the ``python3`` on PATH
     outside the checker's own virtualenv (``nox -s check`` runs in one without torch). The best
     device is CUDA when that torch is a CUDA build (not ``+cpu``) and an NVIDIA driver is loaded.
+    ``torch="any"`` takes whichever release measured a tip.
     """
-    found, source = None, ""
-    if torch:
-        torch_from = "--torch"
-    else:
+    found = None
+    if torch and torch.lower() == ANY:
+        torch = None
+        torch_from = f"{torch_from} any"
+    elif not torch:
         try:
             found, source = importlib.metadata.version("torch"), sys.executable
         except importlib.metadata.PackageNotFoundError:
             found, source = _torch_outside_venv()
         torch = found
         torch_from = f"installed: {source}" if found else "no torch found here: pass --torch X.Y"
-    if device:
-        device_from = "--device"
-    else:
+    if not device:
         driver = Path("/proc/driver/nvidia/version").exists()
         cuda_build = bool(found) and "+cpu" not in found
         device = "cuda" if (driver and cuda_build) else "cpu"
         device_from = ("NVIDIA driver and a CUDA build of torch" if device == "cuda"
                        else "no GPU driver found" if not driver else "torch is not a CUDA build")
     if torch:
-        torch = ".".join(torch.split("+", 1)[0].split(".")[:2])  # the release: 2.13
+        rel = release(torch)
+        torch = ".".join(map(str, rel)) if rel else torch
     return Target(torch=torch, device=device, torch_from=torch_from, device_from=device_from)
-
-
-def same_release(record_torch: str, wanted: str) -> bool:
-    try:
-        have = tipmeta.parse_version(record_torch)
-        want = tipmeta.parse_version(wanted)
-    except ValueError:
-        return False
-    return have[: len(want)] == want
 
 
 @dataclass(frozen=True)
@@ -111,8 +122,8 @@ class Verdict:
 
     tip: str
     title: str
-    device: str
-    state: str  # "measured" | "stale" | "not measured" | "unknown tip"
+    device: str  # the device whose verdict this is (the host CPU's for a tip about the CPU only)
+    state: str  # "measured" | "stale" | "not measured" | "unknown tip" | "not about this device"
     verdict: str | None = None
     key: dict | None = None
     torch: str | None = None  # of the record quoted
@@ -120,8 +131,12 @@ class Verdict:
     date: str | None = None
     origin: str | None = None
     legacy: bool = False
-    elsewhere: str | None = None  # "measured with torch 2.11.0+cu130: depends" when the release differs
+    elsewhere: str | None = None  # "depends with torch 2.11.0+cu130" when only another release measured it
     link: str = ""
+
+    @property
+    def holds(self) -> bool:
+        return self.state == "measured" and self.verdict == "holds"
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -141,7 +156,7 @@ def key_text(key: dict | None) -> str:
         return ""
     unit = key.get("unit") or ""
     value = _fmt(key["value"])
-    text = f"{value}{unit} {key['name']}" if unit == "x" else f"{value} {unit} {key['name']}"
+    text = f"{value}{unit} {key['name']}" if unit == "x" else f"{value} {unit} {key['name']}".replace("  ", " ")
     low, high = key.get("low"), key.get("high")
     if low is not None and high is not None and low != high:
         sep = "" if unit == "x" else " "
@@ -149,126 +164,132 @@ def key_text(key: dict | None) -> str:
     return text
 
 
-class Evidence:
-    """Loads the tips' metadata and the result data once; :meth:`verdict` per (tip, target)."""
+def load_data() -> dict:
+    """The evidence shipped with the checker."""
+    text = resources.files("tipsite.checker").joinpath(DATA_FILE).read_text(encoding="utf-8")
+    data = json.loads(text)
+    if data.get("schema") != SCHEMA:
+        raise ValueError(f"{DATA_FILE}: schema {SCHEMA!r} expected")
+    return data
 
-    def __init__(self, target: Target, *, gallery_dir: Path | None = None, tips_out_dir: Path | None = None,
-                 result_paths: list[Path] | None = None, site_url: str | None = None) -> None:
+
+class Evidence:
+    """The tips' verdicts (shipped data, or ``data`` built from the records); :meth:`verdict`."""
+
+    def __init__(self, target: Target, data: dict | None = None, *, site_url: str | None = None) -> None:
         self.target = target
-        self.warnings: list[str] = []
-        self.site_url = (site_url if site_url is not None else os.environ.get("TIPS_SITE_URL", "")).rstrip("/")
-        self.tips: dict[str, tipmeta.Tip] = {}
-        for path in tipmeta.tip_files(gallery_dir):
-            try:
-                tip = tipmeta.read_tip(path)
-            except tipmeta.TipError as exc:
-                self.warnings.append(f"tip metadata unreadable, its findings show no verdict: {exc}")
-                continue
-            self.tips[tip.name] = tip
-        self.tips_out_dir = Path(tips_out_dir or settings.TIPS_OUT_DIR)
-        if result_paths is None:
-            try:
-                result_paths = records.committed_paths() + records.paths_from_env()
-            except records.RecordError as exc:
-                self.warnings.append(str(exc))
-                result_paths = records.committed_paths()
-        self.sets = []
-        for path in result_paths:
-            try:
-                self.sets.append(records.load_set(path))
-            except records.RecordError as exc:
-                self.warnings.append(f"result set ignored: {exc}")
-        self._built: dict[str, dict | None] = {}
+        self.data = data if data is not None else load_data()
+        self.warnings: list[str] = list(self.data.get("warnings", []))
+        url = site_url if site_url is not None else os.environ.get("TIPS_SITE_URL") or SITE_URL
+        self.site_url = (url or "").rstrip("/")
+        self.words: dict[str, str] = self.data.get("devices", {})
         self._cache: dict[str, Verdict] = {}
 
-    def built_record(self, tip: tipmeta.Tip) -> dict | None:
-        """This checkout's build of the tip, when the site was built and the record is valid."""
-        if tip.name not in self._built:
-            try:
-                self._built[tip.name] = records.read_record(self.tips_out_dir / tip.topic / tip.path.name)
-            except records.RecordError as exc:
-                self.warnings.append(f"built record ignored: {exc}")
-                self._built[tip.name] = None
-        return self._built[tip.name]
+    def word(self, device: str) -> str:
+        return self.words.get(device, device.upper())
 
-    def link(self, tip_name: str, topic: str) -> str:
-        page = f"{settings.TIPS_OUT_DIR.name}/{topic}/{tip_name}.html"
-        if self.site_url:
-            return f"{self.site_url}/{page}"
-        return str(settings.HTML_DIR / page)
+    def link(self, tip_name: str) -> str:
+        tip = self.data["tips"].get(tip_name)
+        if not self.site_url or tip is None:
+            return ""
+        return f"{self.site_url}/tips/{tip['topic']}/{tip_name}.html"
 
-    def _states(self, tip: tipmeta.Tip, torch: str | None) -> dict:
-        this = self.built_record(tip)
-        sets = self.sets
-        if torch:
-            if this is not None and not same_release(this["torch"], torch):
-                this = None
-            sets = [{**s, "records": [r for r in s["records"] if same_release(r["torch"], torch)]}
-                    for s in self.sets]
-        version = records.tip_version(tip.path)
-        return records.device_states(tip.name, [self.target.device], version, this, sets)[self.target.device]
+    def device_for(self, tip: dict) -> str | None:
+        """The device whose verdict judges a finding on the target device: that device when the
+        tip measures it; the CPU when the tip is about the CPU alone (the host side of any machine,
+        a GPU's included); None when the tip is about other devices only (CUDA's pinned memory
+        on a CPU-only machine)."""
+        device = self.target.device
+        if device in tip["devices"]:
+            return device
+        if tip["devices"] == ["cpu"]:
+            return "cpu"
+        return None
 
     def verdict(self, tip_name: str) -> Verdict:
         if tip_name in self._cache:
             return self._cache[tip_name]
-        tip = self.tips.get(tip_name)
-        device = self.target.device
+        tip = self.data["tips"].get(tip_name)
         if tip is None:
-            v = Verdict(tip_name, tip_name, device, "unknown tip")
+            v = Verdict(tip_name, tip_name, self.target.device, "unknown tip")
         else:
-            link = self.link(tip.name, tip.topic)
-            state = self._states(tip, self.target.torch)
-            elsewhere = None
-            if state["state"] == NOT_MEASURED and self.target.torch:
-                other = self._states(tip, None)
-                if other["state"] != NOT_MEASURED:
-                    r = other["record"]
-                    stale = " (an older version of the tip)" if other["state"] == "stale" else ""
-                    elsewhere = f"measured with torch {r['torch']}{stale}: {other['decision']['verdict']}"
-            if state["state"] == NOT_MEASURED:
-                v = Verdict(tip.name, tip.title, device, NOT_MEASURED, elsewhere=elsewhere, link=link)
-            else:
-                d, r = state["decision"], state["record"]
-                v = Verdict(tip.name, tip.title, device, state["state"], verdict=d["verdict"], key=d.get("key"),
-                            torch=r["torch"], host=(r["hosts"].get(device) or {}).get("name"), date=r["date"],
-                            origin=state["origin"], legacy=bool(d.get("legacy")), link=link)
+            v = self._verdict(tip_name, tip)
         self._cache[tip_name] = v
         return v
 
+    def _verdict(self, name: str, tip: dict) -> Verdict:
+        link = self.link(name)
+        device = self.device_for(tip)
+        if device is None:
+            return Verdict(name, tip["title"], self.target.device, "not about this device", link=link)
+        states = tip["states"].get(device, {})
+        wanted = self.target.torch or ANY
+        state = states.get(wanted)
+        if state is None:
+            other = states.get(ANY)
+            elsewhere = None
+            if other is not None:
+                stale = ", an older version of the tip" if other["state"] == "stale" else ""
+                elsewhere = f"{other['verdict']} with torch {other['torch']}{stale}"
+            return Verdict(name, tip["title"], device, NOT_MEASURED, elsewhere=elsewhere, link=link)
+        return Verdict(name, tip["title"], device, state["state"], verdict=state["verdict"], key=state.get("key"),
+                       torch=state["torch"], host=state.get("host"), date=state.get("date"),
+                       origin=state.get("set"), legacy=bool(state.get("legacy")), link=link)
 
-def message(rule: Rule, v: Verdict, target: Target) -> str:
-    """The finding, then the advice where the tip's verdict holds, or what the evidence says."""
-    dev = records.device_word(v.device)
-    release = f" with torch {target.torch}" if target.torch else ""
+
+# --- what a finding says --------------------------------------------------------------------------
+
+def note(v: Verdict, word) -> str:
+    """Why a finding is a note (no advice): what the evidence for the target says, in a few words."""
+    dev = word(v.device)
     if v.state == "unknown tip":
-        return f"{rule.finding}; {rule.tip} is not in this gallery: no evidence either way"
+        return "no tip measured it"
+    if v.state == "not about this device":
+        return f"its tip is about other devices than {dev}"
     if v.state == NOT_MEASURED:
-        also = f" ({v.elsewhere})" if v.elsewhere else ""
-        return f"{rule.finding}; not measured on {dev}{release}: no evidence either way{also}"
+        return f"not measured on {dev} with this torch" + (f"; {v.elsewhere}" if v.elsewhere else "")
     if v.state == "stale":
-        return (f"{rule.finding}; only an older version of the tip was measured on {dev} "
-                f"({v.verdict} then): no current evidence")
+        return f"only an older version of its tip was measured on {dev} ({v.verdict} then)"
     if v.verdict == "holds":
+        return ""
+    if v.verdict in ("depends", "wrong", "outdated"):
+        return f"{v.verdict} on {dev}"
+    return f"{v.verdict} on {dev}: no advice"  # a verdict word this checker does not know
+
+
+def short(rule: Rule, v: Verdict, word) -> str:
+    """The finding's one-line message: what the code does, and the fix where its tip holds."""
+    if v.holds:
+        return f"{rule.short}; {rule.fix}"
+    return f"{rule.short} ({note(v, word)})"
+
+
+def message(rule: Rule, v: Verdict, word) -> str:
+    """The long form (``--explain``, ``--verbose``, JSON): finding, then advice or evidence."""
+    if v.holds:
         return f"{rule.finding}; {rule.advice}"
-    if v.verdict == "depends":
-        return (f"{rule.finding}; whether to change it depends: the tip's measurements on {dev} "
-                "hold in some cases and not in others, see its page")
-    if v.verdict == "wrong":
-        return f"{rule.finding}; the tip measured the usual fix and found it does not hold on {dev}"
-    if v.verdict == "outdated":
-        return (f"{rule.finding}; the tip finds the usual advice outdated on {dev} with torch "
-                f"{v.torch}: see its page for what changed")
-    return f"{rule.finding}; the tip's verdict on {dev}: {v.verdict}"
+    return f"{rule.finding}; no advice: {note(v, word)}"
 
 
-def tail(v: Verdict) -> str:
-    """``depends on CUDA (torch 2.11.0+cu130), 1.02x speed-up at width 8, <link>``."""
-    dev = records.device_word(v.device)
-    if v.state in (NOT_MEASURED, "unknown tip"):
-        head = f"{v.state} on {dev}"
-    else:
-        stale = ", an older version of the tip" if v.state == "stale" else ""
-        legacy = ", legacy record" if v.legacy else ""
-        head = f"{v.verdict} on {dev} (torch {v.torch}{stale}{legacy})"
-    parts = [head, key_text(v.key) if v.state not in (NOT_MEASURED, "unknown tip") else "", v.link]
-    return ", ".join(p for p in parts if p)
+def tail(v: Verdict, word) -> str:
+    """``holds on CUDA (torch 2.11.0+cu130, H200, 2026-11-26), 1.19x ...``: the evidence line."""
+    dev = word(v.device)
+    if v.state in (NOT_MEASURED, "unknown tip", "not about this device"):
+        return f"{v.state} on {dev}" + (f" ({v.elsewhere})" if v.elsewhere else "")
+    where = ", ".join(p for p in (f"torch {v.torch}", v.host, (v.date or "")[:10]) if p)
+    stale = ", an older version of the tip" if v.state == "stale" else ""
+    legacy = ", legacy record" if v.legacy else ""
+    head = f"{v.verdict} on {dev} ({where}{stale}{legacy})"
+    return ", ".join(p for p in (head, key_text(v.key)) if p)
+
+
+FAIL_ON = ("holds", "any", "never")
+
+
+def fails(v: Verdict, fail_on: str) -> bool:
+    """Whether a finding with this evidence fails the run (``--fail-on``)."""
+    if fail_on == "any":
+        return True
+    if fail_on == "never":
+        return False
+    return v.holds
