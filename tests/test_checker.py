@@ -1,8 +1,11 @@
-"""The code checker (tipsite/checker/): rules on snippets and on the tips, verdicts, CLI, speed."""
+"""The code checker (tipsite/checker/): rules on snippets, on the tips and on labelled real code;
+evidence; the command line's habits; speed; packaging."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -15,7 +18,7 @@ pytest.importorskip("libcst", reason="the checker's requirements (conf/requireme
 from conftest import ROOT, build_env  # noqa: E402
 
 from tipsite import records, tipmeta  # noqa: E402
-from tipsite.checker import bench, cli, engine, evidence, tipcells  # noqa: E402
+from tipsite.checker import bench, cli, config, engine, evidence, labels, runner, shipdata, tipcells  # noqa: E402
 from tipsite.checker.registry import RULES  # noqa: E402
 
 
@@ -28,32 +31,49 @@ def codes_at(checker, source: str) -> list[tuple[int, int, str]]:
     return [(f.line, f.col, f.code) for f in checker.check_source(textwrap.dedent(source))]
 
 
+def codes(source: str, torch: tuple[int, ...] | None = None, device: str = "cpu") -> list[str]:
+    return [f.code for f in engine.Checker(torch, device).check_source(textwrap.dedent(source))]
+
+
 # --- each rule on its own examples -------------------------------------------------------------
 
 @pytest.mark.parametrize("code", sorted(RULES))
-def test_rule_flags_its_example_and_not_the_clean_form(checker, code):
+def test_rule_flags_its_example_once(checker, code):
     rule = RULES[code]
     found = [(line, col) for line, col, c in codes_at(checker, rule.example) if c == code]
     assert found == [rule.example_at], f"{code} on its example:\n{rule.example}"
-    assert not [c for *_, c in codes_at(checker, rule.clean) if c == code], f"{code} on its clean form"
+
+
+@pytest.mark.parametrize("code", sorted(RULES))
+def test_a_rules_recommended_fix_passes_every_rule(checker, code):
+    """No rule recommends what another flags (the .item() PTT012 advised was PTT011's finding,
+    the no_grad() PTT023 advised was PTT019's); the target torch and device change nothing."""
+    for torch, device in ((None, "cpu"), ((2, 13), "cuda"), ((2, 5), "cuda")):
+        found = engine.Checker(torch, device).check_source(RULES[code].clean)
+        assert not found, f"{code}'s clean form is flagged by {[(f.code, f.line) for f in found]}"
 
 
 POSITIVE = {
-    "PTT001": "import torch as t\nx = t.load(p)\n",  # TorchFix's half: no weights_only at all
-    "PTT002": "from torch import load\nx = load(p, weights_only=True)\n",
-    "PTT003": "import torch\nsd = torch.load(p, weights_only=True)\nmodel.load_state_dict(sd)\n",
+    "PTT001": "import torch\nx = torch.load(p, weights_only=False)\n",
+    "PTT002": "import torch\nsd = torch.load(p)\nmodel.load_state_dict(sd['model'])\nmodel.cuda()\n",
+    "PTT003": "import torch\nsd = torch.load(p, weights_only=True)\nmodel.load_state_dict(sd['model'])\n",
     "PTT005": "from torch.cuda.amp import GradScaler\nscaler = GradScaler()\n",
-    "PTT011": "import torch\nwhile True:\n    if x.cpu() > 0:\n        break\n",
+    "PTT011": "import torch\nwhile True:\n    loss = f()\n    loss.backward()\n    log(loss.item())\n",
     "PTT012": "import torch\nfor b in loader:\n    out = criterion(model(b), y)\n    out.backward()\n    total += out\n",
     "PTT013": "import torch\nfor b in loader:\n    loss = f(b)\n    value = loss if c else loss * 2\n    h.append(value)\n",
-    "PTT020": "import torch\nloader = torch.utils.data.DataLoader(ds, num_workers=0)\n",
-    "PTT022": "import torch\nfor i, (x, y) in enumerate(train_loader):\n    x = x.cuda()\n",
-    "PTT026": "import torch\ndef fit():\n    for x in data:\n        loss = f(x)\n        loss.backward()\n    log('done')\n",
+    "PTT015": "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x.to('cuda')\n",
+    "PTT020": "import torch\nfrom torchvision.datasets import ImageFolder\n"
+              "loader = torch.utils.data.DataLoader(ImageFolder(root), num_workers=0)\n",
+    "PTT022": "import torch\nfrom torch.utils.data import DataLoader\nkw = {'pin_memory': True}\n"
+              "train_loader = DataLoader(ds, **kw)\nfor i, (x, y) in enumerate(train_loader):\n    x = x.cuda()\n",
+    "PTT026": "import torch\ndef fit():\n    for x in data:\n        loss = f(x)\n        loss.backward()\n"
+              "    validate(model)\n",
+    "PTT031": "import torch\nmodel.cuda()\nopt = torch.optim.AdamW(model.parameters(), foreach=False)\n",
     "PTT034": "import torch\nwith torch.autograd.detect_anomaly():\n    loss.backward()\n",
 }
 NEGATIVE = {
     "PTT001": "import torch\nx = torch.load(p, **options)\n",  # unknown keywords: no claim
-    "PTT002": "import torch\nx = torch.load(p, 'cpu', weights_only=True)\n",  # positional map_location
+    "PTT002": "import torch\nmodel.cuda()\nsd = torch.load(p)\nmodel.load_state_dict(sd)\n",  # moved before
     "PTT003": "import torch\nsd = torch.load(p, weights_only=True, mmap=True)\nmodel.load_state_dict(sd)\n",
     "PTT004": "import torch\ntorch.save({'model': model.state_dict()}, p)\n",
     "PTT011": "import torch\nfor b in loader:\n    total += loss.detach()\nprint(total.item())\n",
@@ -73,23 +93,194 @@ NEGATIVE = {
 
 
 @pytest.mark.parametrize("code", sorted(POSITIVE))
-def test_more_positive_snippets(checker, code):
-    assert code in [c for *_, c in codes_at(checker, POSITIVE[code])], POSITIVE[code]
+def test_more_positive_snippets(code):
+    assert code in codes(POSITIVE[code], (2, 13), "cuda"), POSITIVE[code]
 
 
 @pytest.mark.parametrize("code", sorted(NEGATIVE))
-def test_more_negative_snippets(checker, code):
-    assert code not in [c for *_, c in codes_at(checker, NEGATIVE[code])], NEGATIVE[code]
+def test_more_negative_snippets(code):
+    assert code not in codes(NEGATIVE[code], (2, 13), "cuda"), NEGATIVE[code]
 
 
-def test_torchfix_reports_under_our_code(checker):
-    found = checker.check_source("import torch\nx = torch.load(p)\n")
+# --- no advice that breaks code (the cases of issue 26) ---------------------------------------------
+
+def test_a_sum_or_list_that_reaches_backward_is_not_a_leak():
+    style = """\
+        import torch
+        def train(model, loader):
+            for x in loader:
+                style_loss = 0.
+                for ft_y, gm_s in zip(features(x), grams):
+                    style_loss += mse_loss(gram(ft_y), gm_s)
+                total_loss = content_loss + style_loss
+                total_loss.backward()
+        """
+    assert "PTT012" not in codes(style)
+    stacked = """\
+        import torch
+        def finish_episode():
+            value_losses = []
+            for (log_prob, value), R in zip(saved, returns):
+                value_losses.append(F.smooth_l1_loss(value, torch.tensor([R])))
+            loss = torch.stack(value_losses).sum()
+            loss.backward()
+        """
+    assert "PTT013" not in codes(stacked)
+    built = """\
+        import torch
+        class DINOLoss(torch.nn.Module):
+            def forward(self, student, teacher):
+                total_loss = 0
+                for q in teacher:
+                    loss = torch.sum(-q * student, dim=-1)
+                    total_loss += loss.mean()
+                return total_loss
+        """
+    assert "PTT012" not in codes(built)
+    leak = """\
+        import torch
+        def train(model, loader):
+            running = 0
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                running += loss
+            return running / len(loader)
+        """
+    assert "PTT012" in codes(leak)
+
+
+def test_manual_gradient_accumulation_keeps_set_to_none_false():
+    src = """\
+        import torch
+        def update(self, grads):
+            for p, g in zip(self.model.parameters(), grads):
+                p.grad += g
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=False)
+        """
+    assert "PTT006" not in codes(src)
+    assert "PTT006" in codes("import torch\noptimizer.zero_grad(set_to_none=False)\n")
+
+
+@pytest.mark.parametrize("call, flagged", [
+    ("optim.Adadelta(model.parameters(), lr=1.0)", False),
+    ("optim.RMSprop(model.parameters())", False),
+    ("optim.NAdam(model.parameters())", False),
+    ("optim.AdamW(model.parameters(), lr=lr, foreach=True)", False),
+    ("optim.AdamW(model.parameters(), lr=lr, fused=use_fused)", False),
+    ("optim.Adam(model.parameters(), lr=lr)", True),
+])
+def test_fused_only_where_the_optimizer_and_release_take_it(call, flagged):
+    src = f"import torch\nfrom torch import optim\ndevice = 'cuda'\nopt = {call}\n"
+    assert ("PTT031" in codes(src, (2, 13), "cuda")) is flagged
+
+
+def test_fused_follows_the_release_and_device():
+    src = "import torch\ndevice = 'cuda'\nopt = torch.optim.AdamW(params)\n"
+    assert "PTT031" in codes(src, (2, 0), "cuda") and "PTT031" not in codes(src, (1, 13), "cuda")
+    assert "PTT031" in codes(src, (2, 4), "cpu") and "PTT031" not in codes(src, (2, 3), "cpu")
+    cpu_only = "import torch\nopt = torch.optim.AdamW(params)\n"  # never names an accelerator
+    assert "PTT031" not in codes(cpu_only, (2, 13), "cuda")
+
+
+def test_torch_load_follows_the_releases_default_and_safe_globals():
+    implicit = "import torch\nsd = torch.load(path)\n"
+    assert "PTT001" not in codes(implicit, (2, 13)) and "PTT001" not in codes(implicit, None)
+    assert "PTT001" in codes(implicit, (2, 5))
+    guarded = "import torch\nwith torch.serialization.safe_globals([Net]):\n    model = torch.load(f)\n"
+    assert "PTT001" not in codes(guarded, (2, 5))
+    assert "PTT001" in codes("import torch\nsd = torch.load(path, weights_only=False)\n", (2, 13))
+    found = engine.Checker((2, 5)).check_source(implicit)
     assert [(f.code, f.torchfix) for f in found if f.code == "PTT001"] == [("PTT001", "TOR102")]
 
 
-def test_noqa_silences_a_line(checker):
-    src = "import torch\nx = torch.load(p)  # noqa: PTT001\ny = torch.load(q)  # noqa\n"
-    assert [c for *_, c in codes_at(checker, src)] == ["PTT002"]
+def test_cuda_amp_is_deprecated_from_24():
+    src = "import torch\nwith torch.cuda.amp.autocast():\n    y = model(x)\n"
+    assert "PTT005" in codes(src, (2, 4)) and "PTT005" not in codes(src, (2, 3))
+
+
+def test_host_reads_only_on_every_training_step():
+    gated = """\
+        import torch
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            if i % 10 == 0:
+                print(loss.item())
+        """
+    assert "PTT011" not in codes(gated)
+    decides = """\
+        import math
+        import torch
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss_value = loss.item()
+            if not math.isfinite(loss_value):
+                raise SystemExit(1)
+            loss.backward()
+            logger.update(acc=acc.item())
+        """
+    assert "PTT011" not in codes(decides)
+    rpc = """\
+        import torch
+        for inputs, labels in batches():
+            loss_fn(m(inputs), labels).backward()
+            m = send([p.grad for p in m.cpu().parameters()])
+        """
+    assert "PTT011" not in codes(rpc)
+
+
+def test_forward_rules_skip_losses_matchers_and_moved_factories():
+    src = """\
+        import torch
+        class DistillationLoss(torch.nn.Module):
+            def forward(self, inputs, outputs):
+                with torch.no_grad():
+                    teacher = self.teacher(inputs)
+                return self.kl(outputs, teacher)
+        class HungarianMatcher(torch.nn.Module):
+            def forward(self, outputs, targets):
+                return linear_sum_assignment(cost.cpu())
+        class Wrapper(torch.nn.Module):
+            def forward(self, x):
+                idx = torch.cumsum(torch.tensor([inp.shape[-1] for inp in x]), 0)
+                out = torch.empty(0).to(x[0].device)
+                return out, idx
+        """
+    assert not {"PTT015", "PTT016", "PTT017"} & set(codes(src))
+
+
+def test_noqa_anywhere_in_a_statement(checker):
+    src = textwrap.dedent("""\
+        import torch
+        from torch.utils.data import DataLoader
+        device = "cuda"
+        loader = DataLoader(
+            dataset,
+            batch_size=8,  # noqa: PTT021
+        )
+        other = DataLoader(
+            dataset,
+        )  # noqa: PTT020
+        for x, y in DataLoader(ds, pin_memory=False):  # noqa
+            pass
+        x = torch.load(p, weights_only=False)  # noqa: PTT002, PTT001
+        """)
+    found = [(f.line, f.code) for f in checker.check_source(src)]
+    assert (8, "PTT021") in found  # the noqa named another rule
+    assert not [line for line, _ in found if line in (4, 11, 13)], found
+    assert engine.statement_lines(__import__("ast").parse(src), 5) == (4, 7)
+
+
+def test_positions_from_ast_equal_libcst_positions(checker, monkeypatch):
+    """The engine reads positions from the ast; libcst's PositionProvider must agree."""
+    sources = {p: p.read_text(encoding="utf-8") for p in tipmeta.tip_files()}
+    fast = {p: [(f.line, f.col, f.code) for f in checker.check_source(s, str(p))] for p, s in sources.items()}
+    monkeypatch.setattr(engine.Checker, "_from_ast", lambda *args: None)
+    slow = {p: [(f.line, f.col, f.code) for f in checker.check_source(s, str(p))] for p, s in sources.items()}
+    assert sum(map(len, fast.values())) > 20
+    assert fast == slow
 
 
 def test_indented_pieces_keep_their_positions(checker):
@@ -101,16 +292,6 @@ def test_a_file_without_torch_is_skipped_and_bad_syntax_raises(checker):
     assert checker.check_source("x = load(p)\n") == []
     with pytest.raises(SyntaxError):
         checker.check_source("import torch\ndef (:\n")
-
-
-def test_positions_from_ast_equal_libcst_positions(checker, monkeypatch):
-    """The engine reads positions from the ast; libcst's PositionProvider must agree."""
-    sources = {p: p.read_text(encoding="utf-8") for p in tipmeta.tip_files()}
-    fast = {p: [(f.line, f.col, f.code) for f in checker.check_source(s, str(p))] for p, s in sources.items()}
-    monkeypatch.setattr(engine.Checker, "_from_ast", lambda *args: None)
-    slow = {p: [(f.line, f.col, f.code) for f in checker.check_source(s, str(p))] for p, s in sources.items()}
-    assert sum(map(len, fast.values())) > 20
-    assert fast == slow
 
 
 # --- rules and tips, both ways ----------------------------------------------------------------------
@@ -125,7 +306,7 @@ def test_every_rule_links_to_a_tip_that_names_it(gallery, code):
     rule = RULES[code]
     assert rule.tip in gallery, f"{code} quotes {rule.tip}, which is not in the gallery"
     assert code in gallery[rule.tip].rules, (
-        f"{rule.tip} does not name {code} in sphinx_gallery_tips_rules (see RULES_FOR_TIPS.md)")
+        f"{rule.tip} does not name {code} in sphinx_gallery_tips_rules")
 
 
 def test_every_tip_naming_a_rule_has_it(gallery):
@@ -143,6 +324,8 @@ def tips_with_rules() -> list[str]:
 
 @pytest.mark.parametrize("tip_name", tips_with_rules())
 def test_a_tips_rules_flag_its_anti_pattern_not_its_fix(checker, gallery, tip_name):
+    """Each rule flags its tip's anti-pattern, unless the rule says why it is narrower than the
+    tip's demonstration (``unlike_tip``); no rule flags the tip's recommended pattern."""
     tip = gallery[tip_name]
     source = tip.path.read_text(encoding="utf-8")
     spans = tipcells.patterns(source)
@@ -151,8 +334,9 @@ def test_a_tips_rules_flag_its_anti_pattern_not_its_fix(checker, gallery, tip_na
     findings = checker.check_source(source, str(tip.path))
     for code in tip.rules:
         hits = [f.line for f in findings if f.code == code]
-        assert any(spans.in_anti(line) for line in hits), (
-            f"{tip_name}: {code} does not flag its anti-pattern (lines {spans.anti}); found at {hits}")
+        if not RULES[code].unlike_tip:
+            assert any(spans.in_anti(line) for line in hits), (
+                f"{tip_name}: {code} does not flag its anti-pattern (lines {spans.anti}); found at {hits}")
         wrong = [line for line in hits if spans.in_fix(line)]
         assert not wrong, f"{tip_name}: {code} flags its recommended pattern at lines {wrong}"
 
@@ -206,7 +390,48 @@ def test_tipmeta_checks_the_rules_field(tmp_path, good_tip):
     assert "PTT019 quotes tip_inference_mode's verdict" in str(err.value)
 
 
+# --- labelled findings on real code -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def label_data() -> labels.Labels:
+    return labels.load()
+
+
+def test_labelled_excerpts_give_exactly_the_labelled_findings(label_data):
+    """Every excerpt of the pinned codebases gives, in each labelled configuration, exactly the
+    findings labelled for it: a rule change that adds or loses one fails here (relabel it)."""
+    problems = labels.check_excerpts(label_data)
+    assert not problems, "\n".join(problems)
+
+
+def test_findings_labelled_wrong_stay_gone(label_data):
+    """What an earlier checker reported wrongly on the same code (issue 26) is not reported."""
+    assert label_data.regressions, "the regression cases are part of the label data"
+    problems = labels.check_regressions(label_data)
+    assert not problems, "\n".join(problems)
+
+
+def test_precision_targets(label_data):
+    table = labels.table(label_data)
+    total = table["total"]
+    assert total["files"] >= 150 and len(label_data.corpora) >= 3
+    assert total["wrong"] == 0
+    assert total["useful"] >= 0.9 * total["findings"], total
+
+
+def test_the_docs_publish_the_current_table(label_data):
+    page = (ROOT / "docs" / "reference" / "checker.rst").read_text(encoding="utf-8")
+    assert labels.render_rst(label_data) in page, "run python -m tipsite.checker.labels table --write"
+    assert labels.render_rules_rst() in page, "run python -m tipsite.checker.labels table --write"
+
+
 # --- verdicts, honestly -----------------------------------------------------------------------------
+
+def test_shipped_evidence_is_what_the_records_give():
+    """``evidence.json`` equals what the committed result sets and the tips' sources give now."""
+    assert shipdata.dumps(shipdata.build()) == shipdata.DATA_PATH.read_text(encoding="utf-8"), (
+        "run python -m tipsite.checker.shipdata")
+
 
 def fake_record(tip: tipmeta.Tip, verdict: str, device: str = "cpu", torch: str = "2.13.0+cpu",
                 sha: str | None = None, date: str = "2026-11-22 06:00 UTC") -> dict:
@@ -218,91 +443,228 @@ def fake_record(tip: tipmeta.Tip, verdict: str, device: str = "cpu", torch: str 
                                           "high": 2.0, "unit": "x"}}}}
 
 
-def evidence_with(recs: list[dict], torch: str | None = "2.13", device: str = "cpu") -> evidence.Evidence:
+def evidence_with(recs: list[dict], gallery: dict, torch: str | None = "2.13", device: str = "cpu") -> evidence.Evidence:
     target = evidence.Target(torch=torch, device=device, torch_from="test", device_from="test")
-    ev = evidence.Evidence(target, result_paths=[], tips_out_dir=Path("/nonexistent"), site_url="https://x.test")
-    ev.sets = [{"path": "fake.json", "records": recs}]
-    return ev
+    sets = [{"path": "fake.json", "records": recs}]
+    tips = {}
+    for name in {r.tip for r in RULES.values()} & set(gallery):
+        tips[name] = shipdata.tip_entry(gallery[name], None, sets, ["cpu", "cuda"])
+    data = {"schema": evidence.SCHEMA, "devices": {"cpu": "CPU", "cuda": "CUDA"}, "tips": tips}
+    return evidence.Evidence(target, data, site_url="https://x.test")
 
 
-@pytest.mark.parametrize("verdict, says", [
-    ("holds", "use torch.inference_mode()"),
-    ("depends", "whether to change it depends"),
-    ("wrong", "found it does not hold on CPU"),
-    ("outdated", "outdated on CPU"),
+@pytest.mark.parametrize("verdict, says, fails", [
+    ("holds", "use torch.inference_mode()", True),
+    ("depends", "depends on CPU", False),
+    ("wrong", "wrong on CPU", False),
+    ("outdated", "outdated on CPU", False),
+    ("inconclusive", "inconclusive on CPU: no advice", False),  # a verdict word this checker does not know
 ])
-def test_message_follows_the_verdict(gallery, verdict, says):
+def test_message_and_severity_follow_the_verdict(gallery, verdict, says, fails):
     tip = gallery["tip_inference_mode"]
-    ev = evidence_with([fake_record(tip, verdict)])
+    ev = evidence_with([fake_record(tip, verdict)], gallery)
     rule = RULES["PTT019"]
     v = ev.verdict(tip.name)
-    text = evidence.message(rule, v, ev.target)
-    assert says in text and text.startswith(rule.finding)
+    text = evidence.short(rule, v, ev.word)
+    assert text.startswith(rule.short) and evidence.fails(v, "holds") is fails
+    assert (says in text) or (says in evidence.message(rule, v, ev.word))
     if verdict != "holds":
-        assert rule.advice not in text  # never repeats advice the evidence does not back
-    assert evidence.tail(v) == (f"{verdict} on CPU (torch 2.13.0+cpu), 1.8x speed-up at width 4 "
-                                "(interval 1.6-2x), https://x.test/tips/speed/tip_inference_mode.html")
+        assert rule.fix not in text and rule.advice not in evidence.message(rule, v, ev.word)
+    assert evidence.tail(v, ev.word).startswith(f"{verdict} on CPU (torch 2.13.0+cpu, test machine, 2026-11-22)")
+    assert ev.link(tip.name) == "https://x.test/tips/speed/tip_inference_mode.html"
+    assert evidence.fails(v, "any") and not evidence.fails(v, "never")
 
 
 def test_not_measured_stale_and_other_release(gallery):
     tip = gallery["tip_inference_mode"]
     rule = RULES["PTT019"]
-    ev = evidence_with([fake_record(tip, "holds", device="cuda", torch="2.11.0+cu130")])
+    ev = evidence_with([fake_record(tip, "holds", device="cuda", torch="2.11.0+cu130")], gallery)
     v = ev.verdict(tip.name)
-    assert v.state == "not measured"
-    assert "not measured on CPU with torch 2.13: no evidence either way" in evidence.message(rule, v, ev.target)
-    ev = evidence_with([fake_record(tip, "depends", torch="2.11.0+cpu")])
+    assert v.state == "not measured" and not evidence.fails(v, "holds")
+    assert "not measured on CPU with this torch" in evidence.short(rule, v, ev.word)
+    ev = evidence_with([fake_record(tip, "depends", torch="2.11.0+cpu")], gallery)
     v = ev.verdict(tip.name)
-    assert v.state == "not measured" and v.elsewhere == "measured with torch 2.11.0+cpu: depends"
-    ev = evidence_with([fake_record(tip, "holds", sha="0" * 64)])
+    assert v.state == "not measured" and v.elsewhere == "depends with torch 2.11.0+cpu"
+    ev = evidence_with([fake_record(tip, "holds", sha="0" * 64)], gallery)
     v = ev.verdict(tip.name)
-    assert v.state == "stale" and "only an older version of the tip" in evidence.message(rule, v, ev.target)
-    assert rule.advice not in evidence.message(rule, v, ev.target)
+    assert v.state == "stale" and "older version" in evidence.short(rule, v, ev.word)
+    assert not evidence.fails(v, "holds")
+    ev = evidence_with([fake_record(tip, "holds", torch="2.11.0+cpu")], gallery, torch=None)
+    assert ev.verdict(tip.name).holds  # --torch any
 
 
 def test_newest_current_record_wins(gallery):
     tip = gallery["tip_inference_mode"]
     ev = evidence_with([fake_record(tip, "holds", date="2026-11-01 00:00 UTC"),
-                        fake_record(tip, "wrong", date="2026-11-20 00:00 UTC")], torch=None)
+                        fake_record(tip, "wrong", date="2026-11-20 00:00 UTC")], gallery, torch=None)
     assert ev.verdict(tip.name).verdict == "wrong"
 
 
-def test_committed_result_sets_load(gallery):
-    ev = evidence.Evidence(evidence.Target("2.11", "cuda", "test", "test"), tips_out_dir=Path("/nonexistent"))
-    assert ev.sets, "docs/_data/results/ holds at least the recorded H100 run"
-    assert ev.verdict("tip_inference_mode").state in ("measured", "stale")
+def test_a_tip_about_the_cpu_alone_judges_a_gpu_users_host_code(gallery):
+    tip = gallery["tip_from_numpy"]
+    assert tip.devices == ("cpu",)
+    ev = evidence_with([fake_record(tip, "holds")], gallery, device="cuda")
+    v = ev.verdict(tip.name)
+    assert v.device == "cpu" and v.holds
+    cuda_only = gallery["tip_pin_memory"]
+    ev = evidence_with([fake_record(cuda_only, "holds", device="cuda")], gallery, device="cpu")
+    assert ev.verdict(cuda_only.name).state == "not about this device"
 
 
 def test_target_detection():
     t = evidence.detect_target("2.13.0+cpu", "cuda")
-    assert (t.torch, t.device) == ("2.13", "cuda")
-    assert evidence.same_release("2.13.0+cpu", "2.13") and not evidence.same_release("2.1.0", "2.13")
+    assert (t.torch, t.device, t.release) == ("2.13", "cuda", (2, 13))
+    assert evidence.detect_target("any", "cpu").torch is None
 
 
 # --- the command line ------------------------------------------------------------------------------
 
-def test_cli_text_json_and_exit_codes(tmp_path, capsys):
-    bad = tmp_path / "pkg" / "train.py"
-    bad.parent.mkdir()
-    bad.write_text("import torch\nstate = torch.load('x.pt')\n")
-    (tmp_path / "pkg" / "clean.py").write_text("import torch\nx = torch.ones(3)\n")
-    (tmp_path / "pkg" / ".hidden").mkdir()
-    (tmp_path / "pkg" / ".hidden" / "skip.py").write_text("import torch\ntorch.load('x')\n")
-    args = ["--torch", "2.13", "--device", "cpu", "--jobs", "1", "--site-url", "https://x.test"]
-    assert cli.main([str(tmp_path / "pkg"), *args]) == 1
+ARGS = ["--torch", "2.13", "--device", "cuda", "--jobs", "1", "--site-url", "https://x.test"]
+
+
+def holding_evidence(monkeypatch, tips: set[str]) -> None:
+    """The shipped evidence with the given tips holding on CUDA for torch 2.13."""
+    data = evidence.load_data()
+    for name in tips:
+        state = {"state": "measured", "verdict": "holds", "key": None, "torch": "2.13.0+cu130",
+                 "host": "test GPU", "date": "2026-11-26 00:00 UTC", "legacy": False, "set": "test"}
+        for device in data["tips"][name]["devices"]:
+            data["tips"][name]["states"][device] = {"2.13": state, "any": state}
+    monkeypatch.setattr(evidence, "load_data", lambda: data)
+
+
+def test_cli_lines_severity_and_exit_codes(tmp_path, capsys, monkeypatch):
+    holding_evidence(monkeypatch, {"tip_weights_only_load"})
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    bad = pkg / "train.py"
+    bad.write_text("import torch\nstate = torch.load('x.pt', weights_only=False)\n"
+                   "opt = torch.optim.Adam(model.parameters())\nmodel.cuda()\n")
+    (pkg / "clean.py").write_text("import torch\nx = torch.ones(3)\n")
+    (pkg / ".hidden").mkdir()
+    (pkg / ".hidden" / "skip.py").write_text("import torch\ntorch.load('x', weights_only=False)\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([str(pkg), *ARGS]) == 1
     out, err = capsys.readouterr()
     lines = out.splitlines()
-    assert lines[0].startswith(f"{bad}:2:9: PTT001 [TorchFix TOR102] torch.load without weights_only=True")
-    assert all(" -> " in line and "https://x.test/tips/" in line for line in lines)
-    assert "2 finding(s) in 1 of 2 file(s)" in err
-    assert cli.main([str(bad), "--format", "json", *args]) == 1
+    assert lines[0] == (f"{bad}:2:9: PTT001 torch.load may unpickle arbitrary objects: a checkpoint can run "
+                        "code; pass weights_only=True https://x.test/tips/saving_loading/tip_weights_only_load.html")
+    assert lines[1].startswith(f"{bad}:3:7: PTT031 note: Adam/AdamW without fused=True")
+    assert all(len(line.split(" ", 2)[2].rsplit(" https://", 1)[0]) < 160 for line in lines), lines  # messages
+    assert "1 failing finding(s) and 1 note(s) in 1 of 2 file(s)" in err
+    assert cli.main([str(pkg), *ARGS, "--ignore", "PTT001"]) == 0  # a note alone does not fail
+    assert cli.main([str(pkg), *ARGS, "--ignore", "PTT001", "--fail-on", "any"]) == 1
+    assert cli.main([str(pkg), *ARGS, "--fail-on", "never"]) == 0
+    capsys.readouterr()
+    assert cli.main([str(pkg), *ARGS, "--select", "PTT031", "--hide-notes"]) == 0
+    assert capsys.readouterr()[0] == ""
+    assert cli.main([str(bad), "--format", "json", *ARGS]) == 1
     data = json.loads(capsys.readouterr()[0])
-    assert {r["code"] for r in data["findings"]} == {"PTT001", "PTT002"}
-    assert data["target"]["torch"] == "2.13" and data["target"]["device"] == "cpu"
-    assert cli.main([str(tmp_path / "pkg" / "clean.py"), *args]) == 0
+    assert [(r["code"], r["severity"]) for r in data["findings"]] == [("PTT001", "error"), ("PTT031", "note")]
+    assert data["target"] == {"torch": "2.13", "device": "cuda", "torch_from": "--torch", "device_from": "--device"}
+    assert cli.main([str(bad), "--format", "github", *ARGS]) == 1
+    gh = capsys.readouterr()[0].splitlines()
+    assert gh[0].startswith(f"::error file={bad},line=2,col=9,title=PTT001 (tip_weights_only_load)::torch.load")
+    assert gh[1].startswith("::notice file=")
     (tmp_path / "broken.py").write_text("def (:\n")
-    assert cli.main([str(tmp_path / "broken.py"), *args]) == 2
+    assert cli.main([str(tmp_path / "broken.py"), *ARGS]) == 2
     assert "cannot be parsed" in capsys.readouterr()[1]
+
+
+def test_cli_verbose_and_explain(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.py").write_text("import torch\nopt = torch.optim.Adam(p)\nmodel.cuda()\n")
+    cli.main([str(tmp_path / "t.py"), *ARGS, "-v"])
+    out = capsys.readouterr()[0].splitlines()
+    assert out[1].startswith("    Adam / AdamW built without fused=True") and out[2].startswith("    evidence: ")
+    assert cli.main(["--explain", "PTT031", *ARGS]) == 0
+    text = capsys.readouterr()[0]
+    for part in ("PTT031: Adam/AdamW without fused=True", "Not flagged: Only Adam and AdamW",
+                 "Evidence: tip_foreach_fused_optimizers", "Recommended:", "fused=True"):
+        assert part in text
+    with pytest.raises(SystemExit):
+        cli.main(["--explain", "PTT999"])
+    assert cli.main(["--list-rules"]) == 0
+    listed = capsys.readouterr()[0]
+    assert "PTT019 torch.no_grad() for inference [off by default]" in listed
+
+
+def test_configuration_in_pyproject(tmp_path, capsys, monkeypatch):
+    holding_evidence(monkeypatch, {"tip_weights_only_load", "tip_foreach_fused_optimizers"})
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""\
+        [project]
+        name = "user-project"
+
+        [tool.torch-tips]
+        ignore = ["PTT031"]
+        extend-select = ["PTT003"]
+        exclude = ["legacy"]
+        per-file-ignores = {"tests/*" = ["PTT001"]}
+        torch = "2.13"
+        device = "cuda"
+        site-url = "https://tips.example"
+        """))
+    for rel in ("src/train.py", "tests/test_io.py", "legacy/old.py"):
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("import torch\nsd = torch.load('x', weights_only=False)\nmodel.load_state_dict(sd)\n"
+                        "opt = torch.optim.Adam(p)\ndevice = 'cuda'\n")
+    monkeypatch.chdir(tmp_path / "src")
+    assert cli.main([str(tmp_path), "--jobs", "1"]) == 1
+    out, err = capsys.readouterr()
+    found = [(Path(line.split(":")[0]).relative_to(tmp_path).as_posix(), line.split()[1]) for line in out.splitlines()]
+    assert found == [("src/train.py", "PTT001"), ("src/train.py", "PTT003"), ("tests/test_io.py", "PTT003")]
+    assert "https://tips.example/tips/" in out and "torch 2.13" in err
+    assert cli.main([str(tmp_path), "--jobs", "1", "--select", "PTT031", "--ignore", "PTT034"]) == 1  # it wins
+    (tmp_path / "pyproject.toml").write_text("[tool.torch-tips]\nselect = ['PTX']\n")
+    with pytest.raises(SystemExit):
+        cli.main([str(tmp_path)])
+    assert "matches no rule" in capsys.readouterr()[1]
+    with pytest.raises(config.ConfigError):
+        (tmp_path / "pyproject.toml").write_text("[tool.torch-tips]\nfail_on = 'any'\n")
+        config.load()
+
+
+def test_selection_prefixes():
+    cfg = config.Config(select=["PTT0"])
+    assert "PTT019" not in cfg.codes() and "PTT011" in cfg.codes()  # a prefix: default rules only
+    assert "PTT019" in config.Config(select=["PTT019"]).codes()
+    assert config.Config(ignore=["PTT01"]).codes().isdisjoint({"PTT011", "PTT012"})
+
+
+# --- packaging: the checker on its own -----------------------------------------------------------------
+
+def test_the_checker_runs_installed_without_the_repository(tmp_path):
+    """What ``pip install`` ships (tipsite/checker/ with its evidence) runs on its own: no conf/,
+    no gallery, no records; the console command is cli.main."""
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'torch-tips = "tipsite.checker.cli:main"' in pyproject
+    assert 'only-include = ["tipsite/checker"]' in pyproject  # hatchling ships evidence.json with it
+    site = tmp_path / "site-packages"
+    shutil.copytree(ROOT / "tipsite" / "checker", site / "tipsite" / "checker",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "train.py").write_text("import torch\nsd = torch.load('x.pt', weights_only=False)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIPS_")}
+    env["PYTHONPATH"] = str(site)
+    proc = subprocess.run([sys.executable, "-c", "import sys\nfrom tipsite.checker.cli import main\n"
+                           "sys.exit(main())", "train.py", "--torch", "2.11", "--device", "cuda", "--jobs", "1",
+                           "--site-url", "https://tips.example"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "train.py:2:6: PTT001" in proc.stdout and "https://tips.example/tips/" in proc.stdout
+    probe = subprocess.run([sys.executable, "-c", "import sys, tipsite.checker.cli\n"
+                            "print(' '.join(m for m in sys.modules if m.split('.')[0] in ('conf', 'tipsite')))"],
+                           cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    loaded = set(probe.stdout.split())
+    assert "tipsite.checker.cli" in loaded and not {m for m in loaded if m.split(".")[0] == "conf"}, loaded
+    assert not loaded & {"tipsite.records", "tipsite.tipmeta", "tipsite.checker.shipdata"}, loaded
+
+
+def test_pre_commit_hook():
+    hooks = (ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8")
+    assert "id: torch-tips" in hooks and "entry: torch-tips" in hooks and "types: [python]" in hooks
 
 
 # --- speed ------------------------------------------------------------------------------------------
@@ -323,7 +685,7 @@ def test_speed_at_least_50_files_of_200_lines_per_second():
         print(bench.describe(r))
     result = min(runs, key=lambda r: r["ms_cpu_per_file"])
     assert result["jobs"] == 2, "the checker did not use its worker processes"
-    assert result["files"] == 60 and result["lines_per_file"] >= 200 and result["findings"] > 60
+    assert result["files"] == 60 and result["lines_per_file"] >= 200 and result["findings"] > 30
     assert result["ms_cpu_per_file"] <= 2 * 1000 / 50, bench.describe(result)
 
 
@@ -340,15 +702,15 @@ def test_workers_are_forked_only_from_a_process_with_one_thread(tmp_path):
     import threading
 
     for i in range(8):
-        (tmp_path / f"f{i}.py").write_text("import torch\nstate = torch.load('x.pt')\n")
-    files, _ = cli.collect([str(tmp_path)])
+        (tmp_path / f"f{i}.py").write_text("import torch\nstate = torch.load('x.pt', weights_only=False)\n")
+    files, _ = runner.collect([str(tmp_path)])
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert not cli.can_fork() and cli.processes(len(files), 2) == 1
-        findings, errors = cli.check_files(files, 2)
+        assert not runner.can_fork() and runner.processes(len(files), 2) == 1
+        findings, errors = runner.check_files(files, 2)
     finally:
         stop.set()
         other.join()
-    assert len(findings) == 8 * 2 and not errors
+    assert len(findings) == 8 and not errors

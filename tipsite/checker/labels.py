@@ -1,0 +1,383 @@
+"""The checker's precision on real code: hand labels of its findings on pinned public codebases.
+
+The data lives in ``tests/checker_data/``:
+
+* ``labels.json``: the codebases (repository, commit, files, lines, licence), the configurations
+  the checker ran with (``--torch 2.13 --device cuda``, ...), every finding of those runs with its
+  label (``useful``: a maintainer would want to change the code after reading the finding and
+  its evidence; ``not applicable``: the pattern is there but the advice does not apply to this
+  code; ``wrong``: the finding misreads the code, or its advice would break it) and why; and the
+  ``regressions``: findings an earlier checker reported on the same code, labelled wrong or not
+  applicable, which must stay gone.
+* ``excerpts/<owner>+<name>/<path>.txt``: for each file with a labelled finding, the lines the
+  findings need (and the lines that keep the regressions away), at their line numbers in the
+  file, with the repository, commit and path. Not whole files: :func:`minimize` keeps only the
+  statements without which the checker's findings on the file change.
+
+The tests run the checker on every excerpt in every configuration: it must give exactly the
+labelled findings and none of the regressions, and the labels must meet the targets (at least
+90% useful, none wrong). ``docs/reference/checker.rst`` publishes :func:`render_rst`.
+
+Commands (in the repository; ``CORPUS`` holds one folder per codebase, ``owner+name``, checked
+out at the commit ``labels.json`` pins)::
+
+    python -m tipsite.checker.labels run CORPUS        # findings not labelled, labels not found
+    python -m tipsite.checker.labels excerpts CORPUS   # rewrite the excerpts from the checkouts
+    python -m tipsite.checker.labels table [--write]   # the table (--write: into the docs page)
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tipsite.checker.registry import RULES
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA_DIR = ROOT / "tests" / "checker_data"
+LABELS = DATA_DIR / "labels.json"
+EXCERPTS = DATA_DIR / "excerpts"
+DOCS_PAGE = ROOT / "docs" / "reference" / "checker.rst"
+KINDS = ("useful", "not applicable", "wrong")
+BEGIN, END = ".. precision-table-begin", ".. precision-table-end"
+RULES_BEGIN, RULES_END = ".. rules-table-begin", ".. rules-table-end"
+
+
+@dataclass
+class Labels:
+    corpora: list[dict] = field(default_factory=list)
+    configurations: list[dict] = field(default_factory=list)
+    findings: list[dict] = field(default_factory=list)
+    regressions: list[dict] = field(default_factory=list)
+
+    def config(self, name: str) -> dict:
+        return next(c for c in self.configurations if c["name"] == name)
+
+
+def load(path: Path = LABELS) -> Labels:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    out = Labels(**{k: data.get(k, []) for k in ("corpora", "configurations", "findings", "regressions")})
+    for f in out.findings + out.regressions:
+        if f["label"] not in KINDS:
+            raise ValueError(f"{f['repo']} {f['path']}:{f['line']} {f['code']}: unknown label {f['label']!r}")
+    return out
+
+
+def dump(labels: Labels, path: Path = LABELS) -> None:
+    key = lambda f: (f["repo"], f["path"], f["line"], f["code"])  # noqa: E731
+    data = {"corpora": labels.corpora, "configurations": labels.configurations,
+            "findings": sorted(labels.findings, key=key), "regressions": sorted(labels.regressions, key=key)}
+    Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+# --- excerpts ----------------------------------------------------------------------------------------
+
+def excerpt_path(repo: str, path: str) -> Path:
+    return EXCERPTS / repo.replace("/", "+") / (path + ".txt")
+
+
+def write_excerpt(repo: str, commit: str, path: str, licence: str, text: str, keep: set[int]) -> Path:
+    lines = text.splitlines()
+    width = len(str(len(lines)))
+    out = [f"# {repo}@{commit} {path} ({licence}): the lines the labelled findings need, at their "
+           "line numbers"]
+    out += [f"{n:>{width}}|{lines[n - 1]}" for n in sorted(keep) if lines[n - 1].strip()]
+    target = excerpt_path(repo, path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return target
+
+
+def read_excerpt(repo: str, path: str) -> str:
+    """The excerpt as source: each kept line at its line number, blank lines elsewhere."""
+    kept: dict[int, str] = {}
+    for line in excerpt_path(repo, path).read_text(encoding="utf-8").splitlines():
+        m = re.match(r"\s*(\d+)\|(.*)$", line)
+        if m:
+            kept[int(m.group(1))] = m.group(2)
+    last = max(kept) if kept else 0
+    return "\n".join(kept.get(n, "") for n in range(1, last + 1)) + "\n"
+
+
+def _checker(config: dict):
+    from tipsite.checker.engine import Checker
+
+    release = tuple(int(x) for x in config["torch"].split(".")) if config.get("torch") else None
+    return Checker(release, config["device"])
+
+
+def findings_of(text: str, config: dict, path: str = "<excerpt>", checker=None) -> set[tuple[int, str]]:
+    checker = checker or _checker(config)
+    return {(f.line, f.code) for f in checker.check_source(text, path) if RULES[f.code].default}
+
+
+def _by_file(items: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    out: dict[tuple[str, str], list[dict]] = {}
+    for f in items:
+        out.setdefault((f["repo"], f["path"]), []).append(f)
+    return out
+
+
+def expected(items: list[dict], config: str) -> set[tuple[int, str]]:
+    return {(f["line"], f["code"]) for f in items if config in f["configs"]}
+
+
+def check_excerpts(labels: Labels) -> list[str]:
+    """Problems: an excerpt whose findings in a configuration differ from its labels."""
+    problems = []
+    checkers = {c["name"]: _checker(c) for c in labels.configurations}
+    for (repo, path), items in _by_file(labels.findings).items():
+        text = read_excerpt(repo, path)
+        for name, checker in checkers.items():
+            got = findings_of(text, {}, path, checker)
+            want = expected(items, name)
+            for line, code in sorted(got - want):
+                problems.append(f"{repo} {path}:{line} {code} [{name}]: found, not labelled")
+            for line, code in sorted(want - got):
+                problems.append(f"{repo} {path}:{line} {code} [{name}]: labelled, not found")
+    return problems
+
+
+def check_regressions(labels: Labels) -> list[str]:
+    problems = []
+    checkers = {c["name"]: _checker(c) for c in labels.configurations}
+    for (repo, path), items in _by_file(labels.regressions).items():
+        text = read_excerpt(repo, path)
+        for name, checker in checkers.items():
+            got = findings_of(text, {}, path, checker)
+            for f in items:
+                if name in f.get("configs", [name]) and (f["line"], f["code"]) in got:
+                    problems.append(f"{repo} {path}:{f['line']} {f['code']} [{name}]: reported again "
+                                    f"({f['label']}: {f['why']})")
+    return problems
+
+
+def statements(tree: ast.AST) -> list[tuple[int, int]]:
+    """Every statement's lines (decorators included), largest first."""
+    spans = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt):
+            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            spans.add((first, node.end_lineno))
+    return sorted(spans, key=lambda s: (s[0] - s[1], s[0]))
+
+
+def minimize(text: str, ok, required: set[int] = frozenset()) -> set[int]:
+    """The lines to keep: drop each statement (largest first) whose removal leaves ``ok(text)``
+    true, except those holding a ``required`` line; ``ok`` must hold for ``text`` itself."""
+    lines = text.splitlines()
+    keep = set(range(1, len(lines) + 1))
+
+    def render(kept: set[int]) -> str:
+        return "\n".join(line if i + 1 in kept else "" for i, line in enumerate(lines)) + "\n"
+
+    assert ok(render(keep)), "the full file does not give the labelled findings"
+    for first, last in statements(ast.parse(text)):
+        span = set(range(first, last + 1))
+        if not span & keep or span & required:
+            continue
+        trial = keep - span
+        candidate = render(trial)
+        try:
+            ast.parse(candidate)
+        except SyntaxError:
+            continue
+        if ok(candidate):
+            keep = trial
+    # lines outside every statement, and comment lines that hold no noqa, are not needed
+    inside = set()
+    for first, last in statements(ast.parse(render(keep))):
+        inside |= set(range(first, last + 1))
+    comments = {i + 1 for i, line in enumerate(lines)
+                if line.strip().startswith("#") and "noqa" not in line}
+    return (keep & inside) - comments
+
+
+# --- the table ---------------------------------------------------------------------------------------
+
+def table(labels: Labels) -> dict:
+    rows: dict[str, Counter] = {}
+    for f in labels.findings:
+        rows.setdefault(f["code"], Counter())[f["label"]] += 1
+    total = Counter()
+    for c in rows.values():
+        total.update(c)
+    files = sum(c["files"] for c in labels.corpora)
+    lines = sum(c["lines"] for c in labels.corpora)
+    out = {code: {"findings": sum(c.values()), **{k: c[k] for k in KINDS}} for code, c in sorted(rows.items())}
+    out["total"] = {"findings": sum(total.values()), **{k: total[k] for k in KINDS}, "files": files,
+                    "lines": lines}
+    return out
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{100 * n / d:.0f}%" if d else "-"
+
+
+def render_rst(labels: Labels) -> str:
+    t = table(labels)
+    configs = "; ".join(f"``{c['args']}``" for c in labels.configurations)
+    head = ["Measured on " + ", ".join(f"`{c['repo']} <https://github.com/{c['repo']}/tree/{c['commit']}>`__ "
+                                       f"({c['files']} files)" for c in labels.corpora)
+            + f": {t['total']['files']} files, {t['total']['lines']:,} lines of Python, checked with {configs}.",
+            "", ".. list-table::", "   :header-rows: 1", "",
+            "   * - rule", "     - findings", "     - useful", "     - not applicable", "     - wrong",
+            "     - precision"]
+    body = []
+    for code, row in t.items():
+        if code == "total":
+            continue
+        body += [f"   * - {code} {RULES[code].title}", f"     - {row['findings']}", f"     - {row['useful']}",
+                 f"     - {row['not applicable']}", f"     - {row['wrong']}",
+                 f"     - {_pct(row['useful'], row['findings'])}"]
+    tot = t["total"]
+    body += ["   * - all rules", f"     - {tot['findings']}", f"     - {tot['useful']}",
+             f"     - {tot['not applicable']}", f"     - {tot['wrong']}", f"     - {_pct(tot['useful'], tot['findings'])}"]
+    silent = sorted(c for c, r in RULES.items() if c not in t and r.default)
+    off = sorted(c for c, r in RULES.items() if not r.default)
+    tail = ["", f"Rules on by default with no finding on these codebases (precision not measured): "
+            f"{', '.join(silent)}."] if silent else []
+    if off:
+        tail += ["", f"Off by default, so not in these runs: {', '.join(off)}."]
+    regress = Counter(f["label"] for f in labels.regressions)
+    if labels.regressions:
+        tail += ["", f"The earlier checker's findings on the same code that the rules now leave alone, kept as "
+                 f"regression tests: {regress['wrong']} wrong, {regress['not applicable']} not applicable."]
+    return "\n".join(head + body + tail) + "\n"
+
+
+def render_rules_rst() -> str:
+    """Every rule: its code, what it flags, whether it runs by default, the tip that judges it,
+    and what it leaves alone."""
+    out = [".. list-table::", "   :header-rows: 1", "   :widths: 10 30 10 20 30", "",
+           "   * - code", "     - flags", "     - default", "     - judged by", "     - leaves alone"]
+    for code, rule in RULES.items():
+        via = f" (TorchFix {rule.torchfix})" if rule.torchfix else ""
+        out += [f"   * - {code}{via}", f"     - {_escape(rule.short)}", f"     - {'on' if rule.default else 'off'}",
+                f"     - :doc:`{rule.tip} </tips/{_topic(rule.tip)}/{rule.tip}>`",
+                f"     - {_escape(rule.scope) or '-'}"]
+    return "\n".join(out) + "\n"
+
+
+def _escape(text: str) -> str:
+    """Plain text for reStructuredText: no emphasis, references or literals by accident."""
+    return re.sub(r"([*_`|\\])", r"\\\1", text)
+
+
+def _topic(tip: str) -> str:
+    found = sorted((ROOT / "gallery").glob(f"*/{tip}.py"))
+    return found[0].parent.name if found else "unknown"
+
+
+def _replace(text: str, begin: str, end: str, body: str) -> str:
+    start, stop = text.index(begin) + len(begin), text.index(end)
+    return text[:start] + "\n\n" + body + "\n" + text[stop:]
+
+
+def write_docs(labels: Labels, page: Path = DOCS_PAGE) -> None:
+    text = page.read_text(encoding="utf-8")
+    text = _replace(text, BEGIN, END, render_rst(labels))
+    text = _replace(text, RULES_BEGIN, RULES_END, render_rules_rst())
+    page.write_text(text, encoding="utf-8")
+
+
+# --- the commands ------------------------------------------------------------------------------------
+
+def corpus_files(corpus: Path, repo: str) -> list[Path]:
+    from tipsite.checker.runner import collect
+
+    files, _ = collect([str(corpus / repo.replace("/", "+"))])
+    return files
+
+
+def run(labels: Labels, corpus: Path) -> int:
+    """Compare the checker on the checkouts with the labels."""
+    known = {(f["repo"], f["path"], f["line"], f["code"], c) for f in labels.findings for c in f["configs"]}
+    seen = set()
+    missing = 0
+    for config in labels.configurations:
+        checker = _checker(config)
+        for c in labels.corpora:
+            base = corpus / c["repo"].replace("/", "+")
+            for file in corpus_files(corpus, c["repo"]):
+                rel = file.relative_to(base).as_posix()
+                for f in checker.check_source(file.read_text(encoding="utf-8"), str(file)):
+                    if not RULES[f.code].default:
+                        continue
+                    key = (c["repo"], rel, f.line, f.code, config["name"])
+                    seen.add(key)
+                    if key not in known:
+                        missing += 1
+                        print(f"unlabelled: {c['repo']} {rel}:{f.line}:{f.col} {f.code} [{config['name']}]")
+    for key in sorted(known - seen):
+        print(f"labelled, not found: {key[0]} {key[1]}:{key[2]} {key[3]} [{key[4]}]")
+    return 1 if missing or known - seen else 0
+
+
+def write_all_excerpts(labels: Labels, corpus: Path, baseline=None) -> None:
+    """Rewrite every excerpt: the smallest set of statements that keeps, in every configuration,
+    the file's labelled findings exactly, and (with ``baseline``, an earlier checker) the
+    regressions it reported."""
+    checkers = {c["name"]: _checker(c) for c in labels.configurations}
+    files = _by_file(labels.findings)
+    regress = _by_file(labels.regressions)
+    commits = {c["repo"]: c for c in labels.corpora}
+    for key in sorted(set(files) | set(regress)):
+        repo, path = key
+        text = (corpus / repo.replace("/", "+") / path).read_text(encoding="utf-8")
+        items, olds = files.get(key, []), regress.get(key, [])
+
+        def ok(candidate: str, path=path, items=items, olds=olds) -> bool:
+            for name, checker in checkers.items():
+                try:
+                    got = findings_of(candidate, {}, path, checker)
+                except SyntaxError:
+                    return False
+                if got != expected(items, name):
+                    return False
+            if olds and baseline is not None:
+                old = {(f.line, f.code) for f in baseline.check_source(candidate, path)}
+                if not {(f["line"], f["code"]) for f in olds} <= old:
+                    return False
+            return True
+
+        required = {f["line"] for f in olds}  # the regressions' own lines (their context: by ok())
+        if olds and baseline is None:  # without the earlier checker: keep what qualifies the names
+            required |= {n.lineno for n in ast.walk(ast.parse(text)) if isinstance(n, (ast.Import, ast.ImportFrom))}
+        keep = minimize(text, ok, required)
+        write_excerpt(repo, commits[repo]["commit"], path, commits[repo]["licence"], text, keep)
+        print(f"{repo} {path}: {len(keep)} of {len(text.splitlines())} lines")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tipsite.checker.labels", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run", help="compare the checker on the checkouts with the labels")
+    p.add_argument("corpus", type=Path)
+    p = sub.add_parser("excerpts", help="rewrite the excerpts from the checkouts")
+    p.add_argument("corpus", type=Path)
+    p = sub.add_parser("table", help="print the precision table (reStructuredText)")
+    p.add_argument("--write", action="store_true",
+                   help=f"write it and the rules table into {DOCS_PAGE.relative_to(ROOT)}")
+    args = parser.parse_args(argv)
+    labels = load()
+    if args.command == "run":
+        return run(labels, args.corpus)
+    if args.command == "excerpts":
+        write_all_excerpts(labels, args.corpus)
+        return 0
+    if args.write:
+        write_docs(labels)
+    else:
+        print(render_rst(labels))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
