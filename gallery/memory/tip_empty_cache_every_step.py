@@ -199,7 +199,7 @@ if on_cuda:
     decision = decide(device, [("holds", {"peak lowered": "none above"}),
                                ("wrong", {})],
                       groups={"peak lowered": lowered_peak, "time cost": cost},
-                      facts=facts, key=cost[0])
+                      facts=facts, key=cost[0], about="host")
     report(decision, RULE)
     verdicts[device.type] = decision
 else:

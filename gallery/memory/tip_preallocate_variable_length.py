@@ -260,7 +260,7 @@ if on_cuda:
         ("wrong", {}),
     ], groups={"more reserved": reserved_gain[1:], "slower": time_gain,
                "more segments": segment_gain},
-        facts=facts, key=reserved_gain[-1])
+        facts=facts, key=reserved_gain[-1], about="host")
     report(decision, RULE)
     verdicts[device.type] = decision
 else:
