@@ -94,9 +94,10 @@ deprecated = any(issubclass(w.category, (DeprecationWarning, FutureWarning))
 print("torch.jit.script reported deprecated:", deprecated)
 
 # %%
-# Did TorchScript fuse anything? Its profiling executor runs a function twice to record
-# shapes, then optimises; a fused region shows in the executed graph as a fusion group
-# (``prim::TensorExprGroup`` or ``prim::FusionGroup``).
+# Did TorchScript fuse anything? Its profiling executor first runs a function as it is,
+# recording the shapes it sees, then optimises it; three calls get past that. A fused region
+# shows in the executed graph as a fusion group (``prim::TensorExprGroup`` or
+# ``prim::FusionGroup``).
 
 
 def fusion_groups(fn, x):

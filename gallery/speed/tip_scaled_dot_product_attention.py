@@ -23,7 +23,7 @@ kernel SDPA ran, on the CPU too, where the note says only the plain implementati
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "SDPA matches hand-written attention and runs a fused kernel, on the CPU too (despite its docs): far less memory as sequences grow; see where it is faster."
-# sphinx_gallery_tips_keywords = ["scaled_dot_product_attention", "SDPA", "flash attention", "attention", "softmax", "sequence length", "memory-efficient attention", "transformer", "out of memory"]
+# sphinx_gallery_tips_keywords = ["scaled_dot_product_attention", "SDPA", "flash attention", "manual attention", "naive attention", "softmax", "sequence length", "memory-efficient attention", "transformer", "out of memory"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html", "https://docs.pytorch.org/docs/stable/generated/torch.nn.attention.sdpa_kernel.html"]
 
 # %%
