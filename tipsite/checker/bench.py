@@ -46,8 +46,8 @@ def corpus(n: int, gallery_dir: Path | None = None) -> list[str]:
     return files
 
 
-def run(n: int = 200, jobs: int = 1) -> dict:
-    texts = corpus(n)
+def run(n: int = 200, jobs: int = 1, texts: list[str] | None = None) -> dict:
+    texts = corpus(n) if texts is None else texts
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="checker-bench-") as tmp:
         for i, text in enumerate(texts):

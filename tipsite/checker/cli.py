@@ -137,9 +137,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{rule.code}{via} {rule.title}{off} -> {rule.tip}")
         return 0
     if args.bench:
-        from tipsite.checker import bench
+        try:
+            from tipsite.checker import bench
 
-        result = bench.run(args.bench, jobs=args.jobs)
+            texts = bench.corpus(args.bench)
+        except ImportError:
+            ap.error("--bench runs in a clone of the project's repository (it cuts its files from the tips)")
+        result = bench.run(args.bench, jobs=args.jobs, texts=texts)
         print(json.dumps(result) if args.format == "json" else bench.describe(result))
         return 0
     try:
@@ -154,12 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     target = evidence.detect_target(args.torch or cfg.torch, args.device or cfg.device,
                                     torch_from="--torch" if args.torch else f"{cfg.path}",
                                     device_from="--device" if args.device else f"{cfg.path}")
+    data = None
     if args.records:
-        from tipsite.checker import shipdata
-
+        try:
+            from tipsite.checker import shipdata
+        except ImportError:
+            ap.error("--records runs in a clone of the project's repository (it reads its result records)")
         data = shipdata.live()
-    else:
-        data = None
     ev = evidence.Evidence(target, data, site_url=args.site_url or cfg.site_url)
     if args.explain:
         code = args.explain.strip().upper()

@@ -128,34 +128,30 @@ def expected(items: list[dict], config: str) -> set[tuple[int, str]]:
     return {(f["line"], f["code"]) for f in items if config in f["configs"]}
 
 
+def _runs(labels: Labels, items: list[dict]):
+    """(repo, path, configuration, the file's items, the findings) for each excerpt and configuration."""
+    checkers = {c["name"]: _checker(c) for c in labels.configurations}
+    for (repo, path), mine in _by_file(items).items():
+        text = read_excerpt(repo, path)
+        for name, checker in checkers.items():
+            yield repo, path, name, mine, findings_of(text, {}, path, checker)
+
+
 def check_excerpts(labels: Labels) -> list[str]:
     """Problems: an excerpt whose findings in a configuration differ from its labels."""
     problems = []
-    checkers = {c["name"]: _checker(c) for c in labels.configurations}
-    for (repo, path), items in _by_file(labels.findings).items():
-        text = read_excerpt(repo, path)
-        for name, checker in checkers.items():
-            got = findings_of(text, {}, path, checker)
-            want = expected(items, name)
-            for line, code in sorted(got - want):
-                problems.append(f"{repo} {path}:{line} {code} [{name}]: found, not labelled")
-            for line, code in sorted(want - got):
-                problems.append(f"{repo} {path}:{line} {code} [{name}]: labelled, not found")
+    for repo, path, name, items, got in _runs(labels, labels.findings):
+        want = expected(items, name)
+        problems += [f"{repo} {path}:{line} {code} [{name}]: found, not labelled" for line, code in sorted(got - want)]
+        problems += [f"{repo} {path}:{line} {code} [{name}]: labelled, not found" for line, code in sorted(want - got)]
     return problems
 
 
 def check_regressions(labels: Labels) -> list[str]:
-    problems = []
-    checkers = {c["name"]: _checker(c) for c in labels.configurations}
-    for (repo, path), items in _by_file(labels.regressions).items():
-        text = read_excerpt(repo, path)
-        for name, checker in checkers.items():
-            got = findings_of(text, {}, path, checker)
-            for f in items:
-                if name in f.get("configs", [name]) and (f["line"], f["code"]) in got:
-                    problems.append(f"{repo} {path}:{f['line']} {f['code']} [{name}]: reported again "
-                                    f"({f['label']}: {f['why']})")
-    return problems
+    """Problems: a regression (an earlier checker's wrong finding) reported again."""
+    return [f"{repo} {path}:{f['line']} {f['code']} [{name}]: reported again ({f['label']}: {f['why']})"
+            for repo, path, name, items, got in _runs(labels, labels.regressions)
+            for f in items if name in f.get("configs", [name]) and (f["line"], f["code"]) in got]
 
 
 def statements(tree: ast.AST) -> list[tuple[int, int]]:
