@@ -198,7 +198,7 @@ def layer(t, weight, bias):
 
 
 gradcheck_cost = []
-for n in [2, 4, 8, 16]:
+for n in [1, 2, 4, 8]:
     inputs = tuple(torch.randn(*shape, dtype=torch.float64, device=device,
                                requires_grad=True) for shape in ((8, n), (n, n), (n,)))
 
@@ -257,7 +257,7 @@ decision = decide(device, [
     facts={"profiler events per step (width 64)": round(events_per_step),
            "record_function labels shown in the table": labels_found,
            "gradcheck catches the wrong backward": caught is not None},
-    key=profiler_cost[0])
+    key=profiler_cost[0], about="host")
 report(decision, RULE)
 RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
           "skipped": skipped}

@@ -254,7 +254,7 @@ decision = decide(device, [
     ("wrong", {singled_out: True, "speed-up, smallest model": "all below"}),
     ("depends", {}),
 ], groups={"speed-up, smallest model": speedups[:1], "speed-up": speedups},
-    facts=facts, key=speedups[0])
+    facts=facts, key=speedups[0], about="host")
 report(decision, RULE)
 RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
           "skipped": []}
