@@ -27,7 +27,7 @@ def report(findings: list, ev: evidence.Evidence, fail_on: str) -> list[dict]:
         v = ev.verdict(rule.tip)
         fails = evidence.fails(v, fail_on)
         rows.append({"path": f.path, "line": f.line, "col": f.col, "code": f.code, "torchfix": f.torchfix,
-                     "severity": "error" if fails else "note",
+                     "severity": "error" if fails else "note", "advice": v.holds,
                      "message": evidence.short(rule, v, ev.word), "long": evidence.message(rule, v, ev.word),
                      "tip": rule.tip, "tip_title": v.title, "device": v.device, "state": v.state,
                      "verdict": v.verdict, "key": v.key, "key_text": evidence.key_text(v.key),
@@ -38,7 +38,7 @@ def report(findings: list, ev: evidence.Evidence, fail_on: str) -> list[dict]:
 
 def text_line(row: dict) -> str:
     link = f" {row['link']}" if row["link"] else ""
-    note = "" if row["severity"] == "error" else "note: "
+    note = "" if row["advice"] else "note: "  # the evidence gives no advice (whatever --fail-on says)
     return f"{row['path']}:{row['line']}:{row['col']}: {row['code']} {note}{row['message']}{link}"
 
 

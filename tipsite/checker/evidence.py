@@ -249,7 +249,7 @@ def note(v: Verdict, word) -> str:
     if v.state == NOT_MEASURED:
         return f"not measured on {dev} with this torch" + (f"; {v.elsewhere}" if v.elsewhere else "")
     if v.state == "stale":
-        return f"only an older version of its tip was measured on {dev} ({v.verdict} then)"
+        return f"only an older version of its tip was measured on {dev}: {v.verdict} then"
     if v.verdict == "holds":
         return ""
     if v.verdict in ("depends", "wrong", "outdated"):

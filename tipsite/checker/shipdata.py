@@ -129,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     if data.get("warnings"):
         for w in data["warnings"]:
             print(f"warning: {w}", file=sys.stderr)
+        if not args.check:
+            print(f"{DATA_PATH} not written: fix the problems above first", file=sys.stderr)
+            return 1
     text = dumps(data)
     if args.check:
         current = DATA_PATH.read_text(encoding="utf-8") if DATA_PATH.exists() else ""
