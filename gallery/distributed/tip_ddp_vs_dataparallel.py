@@ -1,0 +1,396 @@
+"""
+``DistributedDataParallel`` or ``DataParallel``: what runs without several GPUs
+===============================================================================
+
+PyTorch's *Performance Tuning Guide* ("Use efficient data-parallel backend", claim S5-7):
+
+    "``DistributedDataParallel`` offers much better performance and scaling to multiple-GPUs."
+
+``nn.DataParallel`` is one process: in every forward it copies the model to each GPU, splits
+the batch, runs the copies in threads and gathers the outputs on the first GPU.
+``DistributedDataParallel`` (DDP) runs one process per GPU, each with its own copy for the
+whole run, and only all-reduces the gradients; its documentation says it "is proven to be
+significantly faster than torch.nn.DataParallel for single-node multi-GPU data parallel
+training". The claim is about several GPUs, which no machine that builds this site has: that
+part is **not measured** here. What runs anywhere is
+the case of a machine without a GPU, where ``DataParallel`` finds no device and simply runs
+the module in one process, while DDP (the ``gloo`` backend) still splits the batch between
+processes. This tip checks that behaviour, then times one training step both ways on the same
+cores as the batch grows. This page's process is DDP's rank 0; a child process is rank 1 and
+runs ``DataParallel``.
+"""
+# sphinx_gallery_tips_claims = ["S5-7"]
+# sphinx_gallery_tips_tags = ["distributed", "training"]
+# sphinx_gallery_tips_devices = ["cpu"]
+# sphinx_gallery_tips_kind = "speed"
+# sphinx_gallery_tips_min_torch = "2.0"
+# sphinx_gallery_tips_takeaway = "Without a GPU, DataParallel is the model itself in one process: DDP wins only where several processes beat one. Several GPUs: not measured."
+# sphinx_gallery_tips_keywords = ["DataParallel", "DistributedDataParallel", "nn.DataParallel", "DDP vs DataParallel", "multi-GPU", "data parallel", "device_ids", "gloo"]
+# sphinx_gallery_tips_related = ["tip_cpu_ddp_gloo", "tip_ddp_no_sync_accumulation"]
+# sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/generated/torch.nn.DataParallel.html", "https://docs.pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html", "https://docs.pytorch.org/docs/stable/notes/cuda.html#use-nn-parallel-distributeddataparallel-instead-of-multiprocessing-or-nn-dataparallel", "https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html"]
+
+# %%
+# How this tip measures and decides
+# ---------------------------------
+# The helpers every tip on this site shares (one module, written out in each download). The two
+# variants are timed in alternating rounds with ``torch.utils.benchmark``; each round gives one
+# ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
+# the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
+# first case of the rule whose conditions the measurements meet.
+from tipsite.tipkit import compare_times, decide, plot_ratios, report
+
+
+# %%
+# Setup
+# -----
+# The same cores either way: ``DataParallel`` in one process with one intra-op thread per
+# core, or two DDP ranks with half of them each. ``Peer`` starts the other rank as a fresh
+# ``python`` process and passes calls to it; a peer that fails, or does not answer within
+# 120 s, fails this page with its error output. Rank 1 sees no GPU
+# (``CUDA_VISIBLE_DEVICES=""``), so its ``DataParallel`` is the CPU one on any machine.
+import json
+import os
+import runpy
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+import torch
+
+world_size = 2
+cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+         else os.cpu_count())
+threads = max(1, cores // world_size)
+device = torch.device("cpu")
+gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+print(f"cores: {cores}, GPUs: {gpus}, torch {torch.__version__}")
+print(f"DataParallel: 1 process, {cores} threads; DDP: {world_size} ranks of "
+      f"{threads} threads")
+
+
+def cpu_ticks():
+    """CPU clock ticks: the machine's busy and total; this process's and its children's.
+
+    Linux only (``/proc``); None elsewhere.
+    """
+    try:
+        with open("/proc/stat") as fh:
+            fields = [int(v) for v in fh.readline().split()[1:9]]
+        own = 0
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    stat = fh.read().rsplit(")", 1)[1].split()  # after the name
+            except OSError:
+                continue  # ended meanwhile
+            if int(pid) == os.getpid() or int(stat[1]) == os.getpid():
+                own += int(stat[11]) + int(stat[12])  # utime + stime
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields), own
+
+
+def others_cores(spans):
+    """Cores' worth of CPU that other processes used in ``[(before, after), ...]``."""
+    if not spans or any(t is None for span in spans for t in span):
+        return None
+    busy = total = own = 0
+    for before, after in spans:
+        busy += after[0] - before[0]
+        total += after[1] - before[1]
+        own += after[2] - before[2]
+    return round(max(busy - own, 0) / max(total / os.cpu_count(), 1), 2)
+
+
+class Peer:
+    """Another rank: ``script`` in a fresh Python process, answering what it is sent."""
+
+    def __init__(self, script, env, timeout_s=120):
+        self.err = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen([sys.executable, script],
+                                     env={**os.environ, **env}, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.err)
+        self.watchdog = threading.Timer(timeout_s, self.proc.kill)
+        self.watchdog.daemon = True
+        self.watchdog.start()
+
+    def send(self, name, *args):
+        try:
+            self.proc.stdin.write(json.dumps([name, args]) + "\n")
+            self.proc.stdin.flush()
+        except OSError:
+            self.fail()
+
+    def receive(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            self.fail()
+        return json.loads(line)
+
+    def fail(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.err.seek(0)
+        raise RuntimeError(f"rank 1 stopped (exit {self.proc.returncode}):\n"
+                           + self.err.read()[-3000:])
+
+    def close(self):
+        self.watchdog.cancel()
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+        self.err.close()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# %%
+# The anti-pattern and the recommended pattern
+# --------------------------------------------
+# One training step of a model of two 128-wide linear layers on a global batch:
+# ``DataParallel`` takes the whole batch; each of the two DDP ranks takes half, and DDP
+# averages their gradients with an all-reduce. The code lives in one small module that every
+# rank runs: this page's process imports it as rank 0, and a fresh Python process runs it as
+# rank 1 (a fresh interpreter, not a fork: a page run by sphinx-gallery or a notebook has no
+# importable module of its own, and forking a process whose OpenMP threads are running can
+# hang). Rank 1 does what rank 0 asks it, one JSON line per call. Both ranks draw the same
+# global batch and each takes its half.
+RANK_CODE = '''
+import json
+import os
+import sys
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+WIDTH, DEPTH = 128, 2
+
+
+def make_model():
+    torch.manual_seed(0)  # the same start in every process
+    layers = []
+    for _ in range(DEPTH):
+        layers += [torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers)
+
+
+def train_step(model, optimizer, x, y):
+    F.mse_loss(model(x), y).backward()  # under DDP: all-reduce of the gradients
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+class Rank:
+    """One rank: a DDP model per batch size; on rank 1 also a DataParallel one."""
+
+    def __init__(self, rank, world_size, port, threads, all_threads):
+        self.rank, self.world_size = rank, world_size
+        self.threads, self.all_threads = threads, all_threads
+        torch.set_num_threads(threads)
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                                rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=60))
+        self.runs = {}
+
+    def prepare(self, batch):
+        """This rank's DDP model and its shard of the global batch; on rank 1 (which
+        sees no GPU) also DataParallel with the whole batch."""
+        gen = torch.Generator().manual_seed(batch)
+        x, y = (torch.randn(batch, WIDTH, generator=gen),
+                torch.randn(batch, WIDTH, generator=gen))  # [batch, WIDTH]
+        per_rank = batch // self.world_size
+        shard = slice(self.rank * per_rank, (self.rank + 1) * per_rank)
+        ddp = DDP(make_model())
+        self.runs[batch] = {"ddp": (ddp, torch.optim.SGD(ddp.parameters(), lr=0.01),
+                                    x[shard], y[shard])}
+        if self.rank == 1:
+            dp = torch.nn.DataParallel(make_model())
+            self.runs[batch]["dp"] = (dp, torch.optim.SGD(dp.parameters(), lr=0.01),
+                                      x, y)
+
+    def dataparallel_behaviour(self, batch):
+        """The devices DataParallel uses here; whether it gives the module's output."""
+        dp, _, x, _ = self.runs[batch]["dp"]
+        with torch.no_grad():
+            same = torch.equal(dp(x), dp.module(x))
+        return {"devices": len(dp.device_ids), "same output as the module": same}
+
+    def ddp_steps(self, batch, steps):
+        torch.set_num_threads(self.threads)
+        for _ in range(steps):
+            train_step(*self.runs[batch]["ddp"])
+
+    def dataparallel_steps(self, batch, steps):
+        torch.set_num_threads(self.all_threads)
+        for _ in range(steps):
+            train_step(*self.runs[batch]["dp"])
+
+    def fingerprint(self, batch, kind):
+        """Sum and sum of squares of the model's weights, in float64."""
+        weights = torch.cat([p.detach().double().flatten()
+                             for p in self.runs[batch][kind][0].parameters()])
+        return [weights.sum().item(), weights.square().sum().item()]
+
+    def close(self):
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":  # ranks 1..N-1: run what rank 0 sends, one JSON line each
+    answer, sys.stdout = sys.stdout, sys.stderr  # only answers go to the real stdout
+    me = Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
+              int(os.environ["MASTER_PORT"]), int(os.environ["OMP_NUM_THREADS"]),
+              int(os.environ["ALL_THREADS"]))
+    print(json.dumps("ready"), file=answer, flush=True)
+    for line in sys.stdin:
+        name, args = json.loads(line)
+        print(json.dumps(getattr(me, name)(*args)), file=answer, flush=True)
+        if name == "close":
+            break
+'''
+
+# %%
+# Check: what DataParallel does here, and that both train the same model
+# ----------------------------------------------------------------------
+# First the two ranks start: the module above is written to a file, imported here as rank 0
+# and run by a fresh Python process as rank 1, which sees no GPU. Without a GPU,
+# ``DataParallel`` keeps no device ids and calls the module itself. One DDP step
+# on two halves of a batch and one ``DataParallel`` step on the whole batch must leave the
+# same weights (compared through their sum and sum of squares, to float32 rounding).
+workdir = tempfile.TemporaryDirectory()
+script = os.path.join(workdir.name, "ddp_rank.py")
+with open(script, "w", encoding="utf-8") as fh:
+    fh.write(RANK_CODE)
+ranks = runpy.run_path(script)  # the same code, imported here for rank 0
+port = free_port()
+peer = Peer(script, {"RANK": "1", "WORLD_SIZE": str(world_size),
+                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                     "OMP_NUM_THREADS": str(threads), "ALL_THREADS": str(cores),
+                     "CUDA_VISIBLE_DEVICES": ""})
+me = ranks["Rank"](0, world_size, port, threads, cores)  # waits for rank 1 to join
+assert peer.receive() == "ready"
+
+
+def both(name, *args):
+    """Run ``name(*args)`` on both ranks at once; rank 0's answer, then rank 1's."""
+    peer.send(name, *args)
+    mine = getattr(me, name)(*args)
+    return mine, peer.receive()
+
+
+def on_rank_1(name, *args):
+    """Run ``name(*args)`` on rank 1 alone (rank 0 waits); its answer."""
+    peer.send(name, *args)
+    return peer.receive()
+
+
+batches = [16, 64, 256, 1024]
+for batch in batches:
+    both("prepare", batch)
+behaviour = on_rank_1("dataparallel_behaviour", batches[1])
+print("DataParallel without a GPU:", behaviour)
+both("ddp_steps", batches[1], 1)
+on_rank_1("dataparallel_steps", batches[1], 1)
+ddp_print, dp_print = me.fingerprint(batches[1], "ddp"), on_rank_1("fingerprint",
+                                                                  batches[1], "dp")
+for a, b in zip(ddp_print, dp_print):
+    assert abs(a - b) <= 1e-5 * max(1.0, abs(a)), (ddp_print, dp_print)
+print("one DDP step = one DataParallel step on the whole batch")
+runs_module_itself = (behaviour["devices"] == 0
+                      and behaviour["same output as the module"])
+
+# %%
+# Measurement
+# -----------
+# One timed call is one training step, several in a row for the smallest batches (8 steps of
+# 16 samples, 2 of 64), so that each process runs its steps back to back as in a real run and
+# waking it up for a call costs little next to them. For DDP, rank 0 times the call; every
+# all-reduce waits for both ranks, so its time is the steps'. ``DataParallel`` runs in rank 1
+# while rank 0 waits. The global batch grows from 16 to 1,024 samples: the computation grows
+# with it, the all-reduce (the same 129 KiB of gradients) does not. Speed-up =
+# ``DataParallel`` time / DDP time.
+speedups, spans = [], []
+try:
+    for batch in batches:
+        steps = max(1, 128 // batch)
+        before = cpu_ticks()
+        speedups.append(compare_times(
+            f"DDP speed-up, global batch {batch}",
+            {f"DataParallel, {cores} threads": lambda: on_rank_1("dataparallel_steps",
+                                                                 batch, steps),
+             f"DDP, {world_size} x {threads} threads": lambda: both("ddp_steps", batch,
+                                                                   steps)},
+            threshold=1.05, device=device, x=batch, budget_s=0.5))
+        spans.append((before, cpu_ticks()))
+finally:
+    both("close")
+    peer.close()
+    workdir.cleanup()
+
+# Both ways need every core; the cores count as free only if no batch's timing saw
+# other processes use a quarter of a core (rank 1, a child, is not counted).
+loads = [others_cores([span]) for span in spans]
+others = None if None in loads else max(loads)
+free = None if others is None or cores < 2 else others < 0.25
+print("other processes' CPU use while timing, cores (busiest batch):", others)
+
+# %%
+# Where it pays
+# -------------
+# Above 1.0 the two DDP processes train faster than ``DataParallel`` on the same cores.
+fig = plot_ratios({f"DDP {world_size} ranks vs DataParallel (CPU)": speedups},
+                  xlabel="global batch (log scale)",
+                  ylabel="DataParallel time / DDP time",
+                  title=f"No GPU: {cores} cores, 2 linear layers of 128")
+
+# %%
+# Verdict
+# -------
+# Only the CPU is decided here, and only where ``DataParallel`` really ran the module itself.
+# A batch *gains* when the interval of its speed-up lies above 1.05. Both ways need the cores
+# free: with other processes on them, the threads of ``DataParallel``'s one process stall at
+# every parallel region whenever one of them is descheduled, while single-threaded ranks do
+# not, so a busy machine favours DDP for a reason that is not the claim's. DDP performs
+# better on this machine if, with the cores free, it gains at every batch. Anything else
+# makes the advice depend on the setting: the claim is about several GPUs, which this page
+# cannot run, so a CPU that does not favour DDP cannot make it wrong.
+RULE = ("on a machine without GPUs, where DataParallel runs the module itself: "
+        "holds if, with the cores free (other processes below 0.25 cores), two DDP "
+        "ranks make a step >1.05x faster than DataParallel on the same cores (interval "
+        "above 1.05) at every batch; depends otherwise (on the batch, on other "
+        "processes and on the machine: the claim's several GPUs are not measured)")
+decision = decide(device, [("holds", {"DataParallel runs the module itself": True,
+                                      "cores free": True, "speed-up": "all above"}),
+                           ("depends", {})],
+                  groups={"speed-up": speedups},
+                  facts={"DataParallel runs the module itself": runs_module_itself,
+                         "DataParallel devices": behaviour["devices"],
+                         "cores": cores, "ranks": world_size,
+                         "threads per rank": threads,
+                         "other processes (cores)": others, "cores free": free},
+                  key=speedups[-1])
+report(decision, RULE)
+skipped = [f"DataParallel against DDP on several GPUs (the claim's setting): not "
+           f"measured on this machine: needs 2 or more GPUs ({gpus} here)"]
+RESULT = {"rule": RULE, "verdicts": {"cpu": decision}, "measurements": [],
+          "skipped": skipped}
+
+# %%
+# When not to use it
+# ------------------
+# On several GPUs the documentation of ``DataParallel`` itself recommends DDP "even if there is
+# only a single node"; this page does not measure that. DDP costs more set-up: a process per
+# device (``torchrun`` or ``torch.multiprocessing``), a process group, a
+# ``DistributedSampler`` so that each rank reads its own share of the data, and rank-aware
+# logging and checkpointing. On a single GPU neither wrapper speeds anything up. On a machine
+# without a GPU, ``DataParallel`` adds nothing; whether DDP's processes beat one process with
+# all the threads depends on the model and the batch (see the CPU DDP tip).
