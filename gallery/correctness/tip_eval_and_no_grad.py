@@ -178,12 +178,15 @@ speed = compare_times("time, eval() alone / with no_grad()",
 # The claim is that evaluation needs both switches. It holds if each switch alone leaves
 # something undone that the pair does: ``eval()`` alone records a graph that keeps memory and is
 # not faster, ``no_grad()`` alone leaves dropout and BatchNorm in training behaviour. If either
-# switch alone did the other's job the pairing would be needless: wrong.
+# switch alone did the other's job the pairing would be needless: wrong. Recording a graph is
+# work the host does (autograd nodes, references to saved tensors), so on a GPU the time is a
+# claim about the host: a timing the host bound counts (``about="host"``).
 RULE = ("holds if eval() alone records a graph (memory kept > 0, time not lower than "
         "with no_grad), no_grad() alone leaves dropout active and BatchNorm statistics "
         "changing, and the pair records nothing and repeats exactly; wrong if eval() "
         "alone records no graph and no_grad() alone switches the layers; depends "
-        "otherwise")
+        "otherwise. The time is the host's cost of recording the graph: on a GPU a "
+        "host-bound timing counts")
 decision = decide(
     device,
     [("holds", {"eval() alone: graph recorded": True,
@@ -196,7 +199,8 @@ decision = decide(
                 "no_grad() alone: dropout active": False,
                 "no_grad() alone: BatchNorm statistics change": False}),
      ("depends", {})],
-    groups={"memory": [memory], "time": [speed]}, facts=facts, key=memory)
+    groups={"memory": [memory], "time": [speed]}, facts=facts, key=memory,
+    about="host")
 report(decision, RULE)
 RESULT = {"rule": RULE, "verdicts": {device.type: decision},
           "measurements": [], "skipped": []}
