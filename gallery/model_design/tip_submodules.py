@@ -181,17 +181,19 @@ fig = plot_ratios({"flat / composed": speed},
 # function, the same parameters, and no speed cost beyond 20% (an interval entirely below
 # 0.8) at any size. A block's own ``nn.Module`` call is Python overhead of the same kind as
 # each ``Linear`` call, so a smaller cost on the tiniest models is expected; the sweep shows
-# whether it grows past that.
+# whether it grows past that. The cost is the host's, so on a GPU every timing counts,
+# host-bound ones too (``about="host"``): where the GPU work hides it, it costs nothing.
 RULE = ("holds if the composed model gives bit-identical outputs with the same "
         "weights, has the same parameter count, and is at no size >20% slower "
         "(interval below 0.8); wrong if outputs or counts differ; depends otherwise "
-        "(on the size)")
+        "(on the size). The cost is the host's (Python calls): on a GPU a host-bound "
+        "timing counts")
 decision = decide(device,
                   [("wrong", {"same outputs with the same weights": False}),
                    ("wrong", {"same number of parameters": False}),
                    ("holds", {"speed": "none below"}),
                    ("depends", {})],
-                  groups={"speed": speed}, facts=facts, key=speed[0])
+                  groups={"speed": speed}, facts=facts, key=speed[0], about="host")
 report(decision, RULE)
 RESULT = {"rule": RULE, "verdicts": {device.type: decision},
           "measurements": [], "skipped": []}
