@@ -214,11 +214,14 @@ fig = plot_ratios({"new_zeros in forward / buffer": speed},
 # when done from the input (``new_zeros``), and is wrong if creating them from scratch breaks
 # nothing. It depends on *how* they are created if only the default-device, default-dtype
 # ``torch.zeros(...)`` and ``torch.tensor`` of computed values break, while ``new_zeros``
-# runs everywhere at no measurable cost.
+# runs everywhere at no measurable cost. Making a tensor per call costs the host an allocation
+# and a launch, so on a GPU every timing counts, host-bound ones too (``about="host"``).
 RULE = ("wrong if the buffer fix fails somewhere, or if torch.zeros() without "
         "device/dtype runs everywhere and torch.tensor() of computed values keeps "
         "gradients; holds if also x.new_zeros() fails somewhere or is >5% slower than "
-        "the buffer at some size (interval above 1.05); depends otherwise")
+        "the buffer at some size (interval above 1.05); depends otherwise. The cost "
+        "is the host's (one more allocation and launch per call): on a GPU a "
+        "host-bound timing counts")
 facts = {
     "torch.zeros() in forward: runs everywhere": runs_everywhere["ZerosInForward"],
     "buffer from __init__: runs everywhere": runs_everywhere["BufferFromInit"],
@@ -234,7 +237,7 @@ decision = decide(
      ("holds", {"x.new_zeros() in forward: runs everywhere": False}),
      ("holds", {"speed": "any above"}),
      ("depends", {})],
-    groups={"speed": speed}, facts=facts, key=speed[0])
+    groups={"speed": speed}, facts=facts, key=speed[0], about="host")
 report(decision, RULE)
 RESULT = {"rule": RULE, "verdicts": {device.type: decision},
           "measurements": [], "skipped": []}
