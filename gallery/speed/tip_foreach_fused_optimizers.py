@@ -157,12 +157,15 @@ fig = plot_ratios(series, xlabel=f"parameter tensors ({total:,} weights in all)"
 # -------
 # Each rung *gains* at a tensor count when the interval of its speed-up lies above 1.10.
 # With a single tensor there is no per-tensor overhead for foreach to save (the for-loop
-# runs its ops once too), so that point is shown, not judged.
+# runs its ops once too), so that point is shown, not judged. What foreach and fused save is
+# the host's work (one launch per tensor and op), so on a GPU every timing counts, host-bound
+# ones too (``about="host"``).
 RULE = ("holds if foreach beats the for-loop by >10% (interval above 1.10) at every "
         "count above 1 tensor (at 1 tensor there is no loop to save: shown, not "
         "judged) and fused runs here and beats foreach by >10% at every count; "
         "otherwise depends if either rung gains at any of those counts, wrong if "
-        "neither does")
+        "neither does. They save the host's launches: on a GPU a host-bound timing "
+        "counts")
 groups = {"foreach over for-loop": [c for c in foreach_gain if c["x"] > 1],
           "foreach over for-loop, 1 tensor": [c for c in foreach_gain if c["x"] == 1]}
 cases = [("depends", {"foreach over for-loop": "any above"}), ("wrong", {})]
@@ -173,7 +176,7 @@ if fused_gain:
              ("depends", {"foreach over for-loop": "any above"}),
              ("depends", {"fused over foreach": "any above"}),
              ("wrong", {})]
-decision = decide(device, cases, groups=groups, key=foreach_gain[-1])
+decision = decide(device, cases, groups=groups, key=foreach_gain[-1], about="host")
 report(decision, RULE)
 RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
           "skipped": skipped}
