@@ -266,12 +266,14 @@ fig2.suptitle(f"Read back from the log files; {device.type.upper()}, "
 # whether it holds. The cost decides whether it holds as affordable advice: logging at the
 # sparsest interval swept must not cost measurably more than 10% (the interval of its cost
 # not above 1.10; inside the noise counts as affordable). The denser intervals are shown,
-# not decided on.
+# not decided on. Logging costs the host (reading values back, formatting, writing), so on
+# a GPU every timing counts, host-bound ones too (``about="host"``).
 RULE = ("holds if the dead layer looks healthy in loss and accuracy while its logged "
         "layer-0 gradient norm is 0 at every step (non-zero in the healthy run), the "
         f"logged LR follows the schedule, and logging every {intervals[-1]} steps does "
         "not cost measurably more than 10% (interval not above 1.10); wrong if the "
-        "logged gradient norms do not reveal the dead layer; depends otherwise")
+        "logged gradient norms do not reveal the dead layer; depends otherwise. "
+        "Logging is the host's cost: on a GPU a host-bound timing counts")
 revealed = {"buggy run: logged layer-0 grad norm 0 at every step": True,
             "healthy run: logged layer-0 grad norm > 0 at every step": True}
 cases = [("holds", {**revealed, "buggy run: loss falls by >5%": True,
@@ -281,7 +283,8 @@ cases = [("holds", {**revealed, "buggy run: loss falls by >5%": True,
          ("wrong", {"buggy run: logged layer-0 grad norm 0 at every step": False}),
          ("depends", {})]
 decision = decide(device, cases, facts=facts, key=costs[0],
-                  groups={"tracking cost": costs, "sparsest logging": costs[-1:]})
+                  groups={"tracking cost": costs, "sparsest logging": costs[-1:]},
+                  about="host")
 report(decision, RULE)
 RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
           "skipped": []}
