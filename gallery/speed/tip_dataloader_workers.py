@@ -228,14 +228,17 @@ if speedups:
 # depends on free cores instead. "Wrong" also needs the workers to be clearly slower
 # (interval below 1.0) at the most work per sample, where they should pay most: on a
 # small shared machine that level's speed-up varies between runs of the same code by more
-# than one run's interval shows, and one slow run must not call the advice wrong.
+# than one run's interval shows, and one slow run must not call the advice wrong. Workers
+# share the host's work of making batches, so on a GPU every timing counts, host-bound ones
+# too (``about="host"``).
 heaviest = speedups[-1] if speedups else None
 slower_at_most_work = heaviest is not None and heaviest["high"] < 1.0
 RULE = (f"holds if {workers} workers make an epoch >1.1x faster than num_workers=0 "
         "(interval above 1.1) at every amount of work per sample; wrong if, with the "
         "cores free (other processes below 0.25 cores at every level), below 1.1 at "
         "every one and clearly slower (below 1.0) at the most work; depends otherwise "
-        "(on the work per batch, or on free cores)")
+        "(on the work per batch, or on free cores). The work is the host's: on a GPU "
+        "a host-bound timing counts")
 verdicts = {}
 if speedups:
     decision = decide(device, [("holds", {"speed-up": "all above"}),
@@ -247,7 +250,7 @@ if speedups:
                       facts={"cores": cores, "workers": workers,
                              "other processes (cores)": others, "cores free": spare,
                              "slower at the most work": slower_at_most_work},
-                      key=speedups[-1])
+                      key=speedups[-1], about="host")
     report(decision, RULE)
     verdicts[device.type] = decision
 RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": [], "skipped": skipped}
