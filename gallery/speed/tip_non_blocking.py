@@ -15,8 +15,9 @@ only a *pinned* (page-locked) source lets the whole copy run while Python goes o
 the flag still saves from pageable memory depends on the size, and the figures show it. And
 a copy issued on the same CUDA stream as the kernels still runs after them on the GPU: copy
 and kernel only run at the same time when the copy sits on a stream of its own. This tip
-times all of these on CUDA, across copy sizes, next to the same copy without the flag. The
-claim is about CUDA: a machine without a GPU measures nothing here.
+times all of these on CUDA next to the same copy without the flag, at sizes chosen from the
+GPU's own measured rates so that copy and kernel each last long enough to overlap. The claim
+is about CUDA: a machine without a GPU measures nothing here.
 """
 # sphinx_gallery_tips_claims = ["S1-4"]
 # sphinx_gallery_tips_tags = ["data-loading", "device", "sync", "cuda"]
@@ -36,7 +37,7 @@ claim is about CUDA: a machine without a GPU measures nothing here.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import compare_times, decide, plot_ratios, report
+from tipsite.tipkit import calibrate, compare_times, decide, plot_ratios, report
 
 
 # %%
@@ -71,22 +72,21 @@ if device.type != "cuda":
 # %%
 # The anti-pattern and the recommended patterns
 # ---------------------------------------------
-# Each call queues one compute kernel (a 768 x 768 float32 matmul, some tens of microseconds
-# on a current GPU) and one host-to-device copy of a batch, as a training step does.
-# Variants:
+# Each call queues one compute kernel (a float32 matmul) and one host-to-device copy of a
+# batch, as a training step does. Variants:
 #
 # * pageable, blocking: ``x.to(device)`` from ordinary memory, the usual anti-pattern;
 # * pageable, non_blocking: the article's ``x.to(device, non_blocking=True)`` from ordinary
 #   memory (a ``DataLoader`` without ``pin_memory=True`` yields such batches);
 # * pinned, blocking and pinned, non_blocking: the same from page-locked memory;
-# * pinned, non_blocking, side stream: the copy on a stream of its own, so that it can run
-#   while the matmul does.
+# * non_blocking on a side stream, from either memory: the copy on a stream of its own, so
+#   that it can run while the matmul does.
 
 
-def make_variants(batch_mib):
-    pageable = torch.randn(int(batch_mib * 2**18))    # [batch_mib MiB of float32]
-    pinned = pageable.pin_memory()                    # same data, page-locked
-    m = torch.randn(768, 768, device=device)          # [768, 768]
+def make_variants(elements, n):
+    pageable = torch.randn(elements)               # [elements] float32, pageable
+    pinned = pageable.pin_memory()                 # same data, page-locked
+    m = torch.randn(n, n, device=device) / n**0.5  # [n, n]
     side = torch.cuda.Stream()
 
     def pageable_blocking():
@@ -105,22 +105,26 @@ def make_variants(batch_mib):
         y = m @ m
         return y, pinned.to(device, non_blocking=True)
 
-    def pinned_side_stream():
-        dst = torch.empty(pinned.shape, device=device)  # a fresh buffer, on this stream
-        # the side stream waits for the work queued so far (its memory may have been in
-        # use until then), not for the matmul queued next: that one the copy overlaps
-        side.wait_stream(torch.cuda.current_stream())
-        y = m @ m
-        with torch.cuda.stream(side):
-            dst.copy_(pinned, non_blocking=True)
-        torch.cuda.current_stream().wait_stream(side)  # later kernels see the batch
-        return y, dst
+    def on_side_stream(src):
+        def call():
+            dst = torch.empty(src.shape, device=device)  # fresh, on this stream
+            # the side stream waits for the work queued so far (its memory may have
+            # been in use until then), not for the matmul queued next: that one the
+            # copy overlaps
+            side.wait_stream(torch.cuda.current_stream())
+            y = m @ m
+            with torch.cuda.stream(side):
+                dst.copy_(src, non_blocking=True)
+            torch.cuda.current_stream().wait_stream(side)  # later kernels see the batch
+            return y, dst
+        return call
 
     return pageable, {"pageable, blocking": pageable_blocking,
                       "pageable, non_blocking": pageable_non_blocking,
+                      "pageable, non_blocking, side stream": on_side_stream(pageable),
                       "pinned, blocking": pinned_blocking,
                       "pinned, non_blocking": pinned_non_blocking,
-                      "pinned, non_blocking, side stream": pinned_side_stream}
+                      "pinned, non_blocking, side stream": on_side_stream(pinned)}
 
 
 # In a training loop the batches come from a ``DataLoader``: the anti-pattern copies
@@ -146,7 +150,7 @@ def copy_batches_non_blocking(rows):  # recommended
 # Check: every variant delivers the same batch
 # --------------------------------------------
 if device.type == "cuda":
-    source, variants = make_variants(1)
+    source, variants = make_variants(2**18, 256)  # 1 MiB, a [256, 256] matmul
     for fn in variants.values():
         torch.testing.assert_close(fn()[1].cpu(), source, rtol=0, atol=0)
     print(f"all {len(variants)} variants deliver identical data")
@@ -158,45 +162,47 @@ if device.type == "cuda":
 # %%
 # Measurement
 # -----------
-# Batches from 1/8 MiB to 8 MiB. The timer synchronises before and after each block of
-# calls, so every variant is timed until its copies and kernels have finished. Three
-# comparisons per size: the flag from pageable memory, the flag from pinned memory on the
-# same stream, and the flag from pinned memory on a side stream, each against the same copy
-# without the flag.
-sizes_mib = [0.125, 0.5, 2, 8]
-pageable_gain, pinned_gain, stream_gain = [], [], []
+# Overlap needs a copy and a kernel that each last long enough to run side by side: next to
+# the host's time to queue them, not a few microseconds. So the sizes come from this GPU's
+# own rates, measured at the start (``calibrate``): for each of 4, 16, 64 and 256 times the
+# host's time to launch one kernel, a batch that takes that long to copy from pinned memory
+# and a matmul that takes that long to compute, at those rates. The timer synchronises before
+# and after each block of calls, so every variant is timed until its copies and kernels have
+# finished. Four comparisons per size, each against the same copy without the flag from the
+# same memory: the flag on the same stream and on a side stream, from pinned and from
+# pageable memory.
+gains = {"pinned, same stream": [], "pinned, side stream": [],
+         "pageable, same stream": [], "pageable, side stream": []}
 if device.type == "cuda":
-    for mib in sizes_mib:
-        _, v = make_variants(mib)
+    calib = calibrate(device)
+    for launches in [4, 16, 64, 256]:
+        seconds = launches * calib["launch_s"]  # copy's and matmul's, at these rates
+        elements = max(2**10, round(seconds * calib["copy_h2d_pinned"] / 4))
+        n = max(64, round((seconds * calib["matmul_float32"] / 2) ** (1 / 3) / 64) * 64)
+        mib = elements * 4 / 2**20
+        print(f"{launches} launch times: a {mib:.3g} MiB batch, a [{n}, {n}] matmul")
+        _, v = make_variants(elements, n)
         for fn in v.values():
             fn()  # warm-up: allocator and cuBLAS
-        pageable_gain.append(compare_times(
-            f"pageable, non_blocking vs blocking, {mib:g} MiB",
-            {"blocking": v["pageable, blocking"],
-             "non_blocking": v["pageable, non_blocking"]},
-            threshold=1.10, device=device, x=mib, budget_s=1.5))
-        pinned_gain.append(compare_times(
-            f"pinned, non_blocking vs blocking, {mib:g} MiB",
-            {"blocking": v["pinned, blocking"],
-             "non_blocking": v["pinned, non_blocking"]},
-            threshold=1.10, device=device, x=mib, budget_s=1.5))
-        stream_gain.append(compare_times(
-            f"pinned, non_blocking on a side stream vs blocking, {mib:g} MiB",
-            {"blocking": v["pinned, blocking"],
-             "side stream": v["pinned, non_blocking, side stream"]},
-            threshold=1.10, device=device, x=mib, budget_s=1.5))
+        for memory in ("pinned", "pageable"):
+            work = {"bytes": elements * 4, "limit": f"copy_h2d_{memory}"}
+            for stream, tail in (("same stream", ""), ("side stream", ", side stream")):
+                gains[f"{memory}, {stream}"].append(compare_times(
+                    f"{memory}, non_blocking on the {stream} vs blocking, "
+                    f"{mib:.3g} MiB",
+                    {"blocking": v[f"{memory}, blocking"],
+                     "non_blocking": v[f"{memory}, non_blocking{tail}"]},
+                    threshold=1.10, device=device, x=mib, budget_s=0.8, work=work))
 
 # %%
 # Where it pays
 # -------------
 # The speed-up of each non-blocking variant over the same copy without the flag, against the
-# batch size: the side stream pays most where copy and matmul take about as long.
+# batch size (the matmul grows with it, so that at the calibrated rates both take about as
+# long at every size: where a copy on a side stream can gain most).
 if device.type == "cuda":
-    fig = plot_ratios({"pageable, same stream": pageable_gain,
-                       "pinned, same stream": pinned_gain,
-                       "pinned, side stream": stream_gain},
-                      xlabel="batch copied per call (MiB)",
-                      title="768^2 matmul + host-to-GPU copy per call",
+    fig = plot_ratios(gains, xlabel="batch copied per call (MiB)",
+                      title="matmul + host-to-GPU copy per call, sized to this GPU",
                       ylabel="blocking time / non_blocking time")
 
 # %%
@@ -227,21 +233,22 @@ if device.type == "cuda":
 # same stream) gains at some size; it depends (on a side stream) if only the copy on a side
 # stream gains; it is wrong if neither gains anywhere. From pageable memory the CUDA runtime
 # stages the batch through pinned memory of its own and may wait for the stream, so what the
-# flag saves there depends on the size and the driver, not on the claim's pattern: that
-# group is shown, not judged.
-RULE = ("from pinned memory: holds if non_blocking gains >10% (interval above 1.10) "
-        "at some batch size on the same stream; depends if it gains only with the "
-        "copy on a side stream; wrong if neither gains at any size (pageable memory: "
-        "shown, not judged)")
+# flag saves there depends on the size and the driver, not on the claim's pattern: those
+# groups are shown, not judged. Overlap is work on the GPU: a size at which the GPU idled
+# half the time or more is shown, labelled, and decides nothing (``about="device"``). What the
+# flag saves there is the host's wait for the copy, not a copy running beside a kernel.
+RULE = ("from pinned memory, at sizes that kept the GPU busy at least half the time: "
+        "holds if non_blocking gains >10% (interval above 1.10) at some batch size on "
+        "the same stream; depends if it gains only with the copy on a side stream; "
+        "wrong if neither gains at any size (pageable memory: shown, not judged; "
+        "host-bound sizes: shown, not judged)")
 verdicts = {}
 if device.type == "cuda":
     decision = decide(device, [
         ("holds", {"pinned, same stream": "any above"}),
         ("depends", {"pinned, side stream": "any above"}),
         ("wrong", {}),
-    ], groups={"pinned, same stream": pinned_gain, "pinned, side stream": stream_gain,
-               "pageable (not judged)": pageable_gain},
-        key=stream_gain[2])
+    ], groups=gains, key=gains["pinned, side stream"][-1], about="device")
     report(decision, RULE)
     verdicts[device.type] = decision
 else:
@@ -253,7 +260,7 @@ RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": [], "skipped": ski
 # ------------------
 # The flag is harmless on a host-to-device copy, but from pageable memory the driver stages
 # the batch through pinned memory and may wait for the stream: what the call then saves
-# depends on the size (the figure's pageable line) and is not the asynchronous copy the
+# depends on the size (the figure's pageable lines) and is not the asynchronous copy the
 # article means. Pin the batches (``DataLoader(pin_memory=True)``) for that. Overlapping a
 # copy with kernels takes a stream of its own and a ``wait_stream`` each way: the side stream
 # waits before writing into memory the compute stream may still use (or the buffer is made on
