@@ -18,8 +18,8 @@ read, but a blocking copy (a plain ``cpu_tensor.cuda()``) waits until the stream
 it, and per NVIDIA's notes on the CUDA runtime a copy from *pageable* memory may wait even
 when asked not to; from pinned memory with ``non_blocking=True`` it does not wait. This tip asks PyTorch which of the article's calls
 synchronise (``torch.cuda.set_sync_debug_mode("warn")``), then measures what a sync costs as
-the GPU work between two syncs grows. The claim is about CUDA: a machine without a GPU
-decides nothing.
+the GPU work between two syncs grows from less than the host needs to queue a step to much
+more. The claim is about CUDA: a machine without a GPU decides nothing.
 """
 # sphinx_gallery_tips_claims = ["S0-7"]
 # sphinx_gallery_tips_tags = ["sync", "cuda", "training"]
@@ -39,7 +39,7 @@ decides nothing.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import compare_times, decide, plot_ratios, report
+from tipsite.tipkit import calibrate, compare_times, decide, plot_ratios, report
 
 
 # %%
@@ -127,70 +127,82 @@ if device.type == "cuda":
 # %%
 # The anti-pattern and the recommended pattern
 # --------------------------------------------
-# A loop of ``STEPS`` steps; each step is a ``[256, 1024] @ [1024, 1024]`` float32 matmul
-# and a ``tanh``: on a current GPU a step takes about as long as Python needs to queue it,
-# so the GPU stays busy only while the CPU runs ahead. Every ``every`` steps the loop logs
-# the mean activation. The anti-pattern reads it at once with ``.item()``; the fix adds it
-# to a running total on the device and reads that once at the end. Both compute the same
-# number from the same kernels.
+# A loop of ``STEPS`` steps; each step is an ``[n, n] @ [n, n]`` float32 matmul and a
+# ``tanh``, and logs the mean activation. The anti-pattern reads it at once with ``.item()``;
+# the fix adds it to a running total on the device and reads that once at the end. Both
+# compute the same number from the same kernels.
 STEPS = 8
-if device.type == "cuda":
-    w = torch.randn(1024, 1024, device=device) / 32  # [1024, 1024]
-    x = torch.randn(256, 1024, device=device)        # [256, 1024]
 
 
-def log_now(every):
+def log_now(x, w):
     total, h = 0.0, x
-    for step in range(1, STEPS + 1):
+    for _ in range(STEPS):
         h = torch.tanh(h @ w)
-        if step % every == 0:
-            total += h.mean().item()  # the host waits here for the queued steps
+        total += h.mean().item()  # the host waits here for the queued steps
     return total
 
 
-def log_on_device(every):
+def log_on_device(x, w):
     running, h = torch.zeros((), device=device), x
-    for step in range(1, STEPS + 1):
+    for _ in range(STEPS):
         h = torch.tanh(h @ w)
-        if step % every == 0:
-            running += h.mean()  # stays queued on the device
+        running += h.mean()  # stays queued on the device
     return running.item()  # one wait, at the end
+
+
+def operands(n):
+    w = torch.randn(n, n, device=device) / n**0.5  # [n, n]
+    return torch.randn(n, n, device=device), w      # x: [n, n]
 
 
 # %%
 # Check: same number
 # ------------------
 if device.type == "cuda":
-    torch.testing.assert_close(log_now(1), log_on_device(1), rtol=1e-5, atol=1e-5)
+    x, w = operands(256)
+    torch.testing.assert_close(log_now(x, w), log_on_device(x, w), rtol=1e-5, atol=1e-5)
     print("reading every step and reading once give the same total")
 
 # %%
 # Measurement
 # -----------
-# The GPU work between two syncs grows from one step to all of them: at ``every = STEPS``
-# both variants wait once, at the end, so the ratio there shows the noise. The timer
-# synchronises before and after each block of calls, so each variant is timed until its
-# GPU work is done.
-steps_between = [1, 2, 4, STEPS]
-sync_cost = []
+# What a sync costs depends on how long the GPU works between two of them against how long
+# the host takes to queue that work. While the host waits, the GPU has finished; while the
+# host then queues the next step, the GPU idles. So the sizes come from this GPU's own rates,
+# measured at the start (``calibrate``): the host's time to launch one kernel, and the float32
+# matmul rate. A step queues about 4 kernels (matmul, tanh, mean, then ``.item()`` or an add),
+# so ``n`` is chosen for each step's matmul to take from a quarter of those 4 launch times to
+# 64 times them, at that rate. The timer synchronises before and after each block of calls,
+# so each variant is timed until its GPU work is done.
+sync_cost, sides = [], {}
 if device.type == "cuda":
-    log_now(1)  # warm-up: allocator and cuBLAS
-    for every in steps_between:
+    calib = calibrate(device)
+    host_step = 4 * calib["launch_s"]  # seconds the host needs to queue one step
+    for ratio in [0.25, 1, 4, 16, 64]:
+        flops = ratio * host_step * calib["matmul_float32"]  # one step's matmul
+        sides.setdefault(max(64, round((flops / 2) ** (1 / 3) / 64) * 64), ratio)
+    for n in sides:
+        x, w = operands(n)
+        log_now(x, w)  # warm-up: allocator and cuBLAS
+        t = 2 * n**3 / calib["matmul_float32"]
+        print(f"n = {n}: a step's matmul ~{t * 1e6:.3g} us at the calibrated rate, "
+              f"{t / host_step:.2g}x the host's time to queue a step")
         sync_cost.append(compare_times(
-            f"logging every {every} step(s): .item() vs on the device",
-            {".item()": lambda: log_now(every),
-             "on device": lambda: log_on_device(every)},
-            threshold=1.10, device=device, x=every, budget_s=2.0))
+            f".item() every step vs on the device, [{n}, {n}] matmuls",
+            {".item()": lambda: log_now(x, w),
+             "on device": lambda: log_on_device(x, w)},
+            threshold=1.10, device=device, x=n, budget_s=1.5,
+            work={"flops": STEPS * 2 * n**3, "limit": "matmul_float32"}))
 
 # %%
 # Where it pays
 # -------------
-# How much slower the loop runs when each log is read at once than when it stays on the
-# device, against the GPU work between two logs.
+# How much slower the loop runs when each step's log is read at once than when it stays on
+# the device, against the size of each step's matmul (the GPU work between two syncs).
 if device.type == "cuda":
-    fig = plot_ratios({".item() at each log vs on the device": sync_cost},
-                      xlabel="GPU steps between two logs (syncs)",
-                      title=f"{STEPS} steps of [256, 1024] @ [1024, 1024], float32",
+    fig = plot_ratios({".item() every step vs on the device": sync_cost},
+                      xlabel="n: each step is an [n, n] @ [n, n] matmul (log scale)",
+                      title=f"{STEPS} steps of a float32 matmul and tanh, a log each",
                       ylabel="time with .item() / time without")
 
 # %%
@@ -198,10 +210,13 @@ if device.type == "cuda":
 # -------
 # Two parts: that the article's calls synchronise (each checked above), and that avoiding
 # syncs lets the work finish sooner. A sync *costs* where the interval of the slow-down
-# lies above 1.10.
+# lies above 1.10. The claim is about the host: a sync makes it wait, and while it waits it
+# queues nothing. So every size counts, the ones the host's launches bound too
+# (``about="host"``): that is where a sync is expected to cost most.
 RULE = ("holds if every article call warns under set_sync_debug_mode('warn') and "
-        "reading each log with .item() slows the loop >10% at some log spacing; "
-        "depends if only one of the two; wrong if neither")
+        "reading each step's log with .item() slows the loop >10% at some size of "
+        "the GPU work per step; depends if only one of the two; wrong if neither. The "
+        "claim is about the host waiting: host-bound sizes count")
 verdicts = {}
 if device.type == "cuda":
     warned = sum(detected[name] for name in article)
@@ -212,7 +227,9 @@ if device.type == "cuda":
         ("depends", {"sync cost": "any above"}),
         ("depends", {"every article call syncs": True}),
         ("wrong", {}),
-    ], groups={"sync cost": sync_cost}, facts=facts, key=sync_cost[0])
+    ], groups={"sync cost": sync_cost}, facts=facts,
+        key=next((c for c, r in zip(sync_cost, sides.values()) if r >= 1),
+                 sync_cost[-1]), about="host")
     report(decision, RULE)
     verdicts[device.type] = decision
 else:
