@@ -34,7 +34,7 @@ its input with ``memory_format=torch.channels_last`` and times it across channel
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import compare_times, decide, plot_ratios, report
+from tipsite.tipkit import calibrate, compare_times, decide, plot_ratios, report
 
 
 # %%
@@ -103,12 +103,36 @@ print(f"outputs match to {tol:g} ({out.dtype}); output is channels_last:",
 # Measurement
 # -----------
 # Channel counts from few (each convolution is cheap next to reordering its input and output)
-# to many (the arithmetic dominates). Speed-up = NCHW time / channels_last time. A GPU gets a
-# larger batch and larger images, so that its largest sizes keep it busy.
-batch, side = {"cpu": (4, 32), "cuda": (32, 56)}[device.type]
-channel_counts = [8, 16, 32, 64]
-speedups = []
+# to many (the arithmetic dominates). Speed-up = NCHW time / channels_last time. On the CPU a
+# batch of 4 images, 32x32. On a GPU the layout can only matter once the convolutions keep it
+# busy: a data-centre GPU runs the stack on a few images in less time than the host takes to
+# queue its kernels (three convolutions, three ReLUs, autocast's casts), and then only the
+# launches are timed. So on CUDA the batch at each channel count is sized from this GPU's own
+# rates, measured at the start (``calibrate``: its float16 matmul rate, its device copy rate,
+# its host's time to launch one kernel): enough 56x56 images that the stack's arithmetic or its
+# memory traffic, whichever takes longer, would take 200 launch times at those rates. Real
+# convolutions reach less than a large matmul, so the GPU work is if anything longer.
+side = {"cpu": 32, "cuda": 56}[device.type]
+channel_counts = {"cpu": [8, 16, 32, 64], "cuda": [16, 32, 64, 128]}[device.type]
+calib = calibrate(device)  # {} on the CPU
+
+
+def stack_work(channels):
+    """FLOPs, and float16 bytes read and written, of one image through the stack."""
+    flops = 2 * 9 * side**2 * (3 * channels + 2 * channels**2)
+    nbytes = 2 * side**2 * (3 + 11 * channels)
+    return flops, nbytes
+
+
+speedups, batches = [], []
 for channels in channel_counts:
+    flops, nbytes = stack_work(channels)
+    batch, work = 4, None
+    if calib:  # a GPU: seconds per image at its own rates, then the batch
+        per_image = max(flops / calib["matmul_float16"], nbytes / calib["copy_device"])
+        batch = max(1, min(4096, round(200 * calib["launch_s"] / per_image)))
+        work = {"flops": batch * flops, "limit": "matmul_float16"}
+    batches.append(batch)
     model = make_model(channels)
     model_cl = copy.deepcopy(model).to(memory_format=torch.channels_last)
     x = torch.randn(batch, 3, side, side, device=device)  # [batch, 3, side, side]
@@ -117,7 +141,9 @@ for channels in channel_counts:
         f"speed-up at {channels} channels",
         {"NCHW": lambda: infer(model, x),
          "channels_last": lambda: infer(model_cl, x_cl)},
-        threshold=1.0, device=device, x=channels))
+        threshold=1.0, device=device, x=channels, work=work))
+print("images per call at", channel_counts, "channels:", batches)
+batch_text = str(batches[0]) if len(set(batches)) == 1 else "sized per channel count"
 
 # %%
 # Where it pays
@@ -125,7 +151,8 @@ for channels in channel_counts:
 # The speed-up of channels_last over NCHW at each channel count, with its interval.
 fig = plot_ratios({f"channels_last vs NCHW ({out.dtype})": speedups},
                   xlabel="channels per convolution (log scale)",
-                  title=f"3-conv stack forward, batch {batch}, {side}x{side} images")
+                  title=f"3-conv stack forward, batch {batch_text}, "
+                        f"{side}x{side} images")
 
 # %%
 # Verdict
@@ -135,16 +162,20 @@ fig = plot_ratios({f"channels_last vs NCHW ({out.dtype})": speedups},
 # when it lies below; an interval across 1.0 is inside this machine's noise and is evidence
 # neither way, so it never flips the verdict. It holds when channels_last is faster at some
 # channel counts and slower at none, depends on the channel count when both happen, and is
-# wrong when it is faster at none.
+# wrong when it is faster at none. The layout is a claim about the GPU's convolution kernels:
+# on CUDA a channel count at which the GPU idled half the time or more (the host's launches
+# set the pace) is shown, labelled, and decides nothing (``about="device"``).
 RULE = ("holds if channels_last is faster (interval of NCHW time / channels_last time "
         "above 1.0) at some channel count and slower (interval below 1.0) at none; "
         "depends on the channel count if both happen; wrong if it is faster at none. "
-        "CUDA is measured under float16 autocast, as the guide says; the CPU in "
+        "CUDA is measured under float16 autocast, as the guide says, and only channel "
+        "counts that kept the GPU busy at least half the time decide; the CPU in "
         "float32")
 decision = decide(device, [("depends", {"faster": "any above", "slower": "any below"}),
                            ("holds", {"faster": "any above"}),
                            ("wrong", {})],
-                  groups={"faster": speedups, "slower": speedups}, key=speedups[-1])
+                  groups={"faster": speedups, "slower": speedups}, key=speedups[-1],
+                  about="device")
 report(decision, RULE)
 RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
           "skipped": []}
