@@ -75,31 +75,60 @@ def _tip(min_torch: str = "2.0") -> tipmeta.Tip:
                        takeaway="t")
 
 
+def _render(part, tips, runs):
+    return tips_compat.render_part(part, tips, runs, settings.BUILD_DIR)
+
+
+def _host(flags=("avx2",)):
+    return {"cpu": {"name": "AMD EPYC", "flags": list(flags), "cores": 2, "capability": "AVX2"}}
+
+
 def test_compat_cells_never_fill_in_missing_runs():
     run = {"date": "2026-01-01 00:00 UTC", "tips": {
         "tip_fake": {"status": "passed", "date": "2026-01-01 00:00 UTC", "warnings": [], "deprecations": 0,
                      "verdicts": {"cpu": {"verdict": "holds",
                                           "key": {"name": "speed-up", "value": 1.234, "unit": "x"}}}}}}
-    table = "\n".join(tips_compat.table_rst([_tip()], {"2.5.1": None, "2.9.1": {"tips": {}}, "2.13.0": run}))
-    cells = table.split("tip_fake`` · since torch 2.0", 1)[1]
+    table = _render("table", [_tip()], {"2.5.1": None, "2.9.1": {"tips": {}}, "2.13.0": run})
+    cells = table.split("tip_fake`` · since torch 2\\.0", 1)[1]
     assert cells.count("*missing*") == 2  # no file for 2.5.1; no entry for the tip in 2.9.1
-    assert "✓ passed CPU :tip-verdict:`holds`" in cells and "| **1.23x**" in cells
-    assert "key figure: speed-up" in table
+    assert "✓ passed CPU :tip-verdict:`holds`" in cells and "| **1\\.23x**" in cells
+    assert "key figure: speed\\-up" in table
 
 
 def test_compat_cells_show_not_applicable_and_failures():
     run = {"date": "d", "tips": {"tip_fake": {"status": "not applicable", "min_torch": "2.6", "date": "d"}}}
-    assert tips_compat.cell_lines(run["tips"]["tip_fake"], run) == ["not applicable (needs torch ≥ 2.6)"]
+    assert tips_compat.cell(run["tips"]["tip_fake"], run)["kind"] == "not applicable"
     failed = {"status": "failed", "verdicts": {}, "date": "d", "warnings": [{"deprecation": True}],
               "deprecations": 1, "error": "Traceback ...\nRuntimeError: boom"}
-    lines = tips_compat.cell_lines(failed, run)
-    assert lines[0] == "✗ **failed**" and "| ⚠ 1 deprecation warning" in lines
-    assert any("RuntimeError: boom" in ln for ln in lines)
+    c = tips_compat.cell(failed, run)
+    assert c["kind"] == "failed" and c["deprecations"] == 1 and c["reason"] == "RuntimeError: boom"
     old = {"code_sha256": "a" * 64, "helpers_sha256": "b" * 64}
     passed = {"status": "passed", "verdicts": {"cpu": {"verdict": "holds"}}, "date": "d", **old}
-    assert any("stale" in ln for ln in tips_compat.cell_lines(passed, run, {**old, "code_sha256": "c" * 64}))
-    assert any("stale" in ln for ln in tips_compat.cell_lines(passed, run, {**old, "helpers_sha256": "c" * 64}))
-    assert not any("stale" in ln for ln in tips_compat.cell_lines(passed, run, old))
+    assert tips_compat.cell(passed, run, {**old, "code_sha256": "c" * 64})["older"]
+    assert tips_compat.cell(passed, run, {**old, "helpers_sha256": "c" * 64})["older"]
+    assert not tips_compat.cell(passed, run, old)["older"]
+    text = _render("table", [_tip()], {"2.13.0": {**run, "tips": {"tip_fake": failed}}})
+    assert "✗ **failed**" in text and "| ⚠ 1 deprecation warning" in text and "RuntimeError\\: boom" in text
+
+
+def test_releases_compare_only_within_one_machine_class_and_the_class_is_named():
+    """Runs from a CPU without the features (or without recorded features) are never put in one
+    table with runs of another class: each table names its class, unknown ones say so."""
+    entry = {"status": "passed", "date": "d", "warnings": [],
+             "verdicts": {"cpu": {"verdict": "holds", "key": {"name": "speed-up", "value": 1.8, "unit": "x"}}}}
+    runs = {"2.5.1": {"device": "cpu", "device_name": "AMD EPYC", "tips": {"tip_fake": entry}},
+            "2.9.1": {"device": "cpu", "hosts": _host(), "tips": {"tip_fake": entry}},
+            "2.13.0": {"device": "cpu", "hosts": _host(("avx2", "avx512f", "avx512_bf16")),
+                       "tips": {"tip_fake": {**entry, "verdicts": {"cpu": {"verdict": "wrong", "key": None}}}}}}
+    groups = tips_compat.classes(runs)
+    assert [g["releases"] for g in groups] == [["2.5.1"], ["2.9.1"], ["2.13.0"]]
+    assert [g["name"] for g in groups] == ["machine class unknown", "AMD EPYC, AVX2, 2 cores",
+                                          "AMD EPYC, AVX512-BF16, 2 cores"]
+    text = _render("table", [_tip()], runs)
+    assert "Measured on AMD EPYC, AVX2, 2 cores" in text.replace("\\", "")
+    assert "Machine class unknown" in text
+    # a verdict that differs between two machine classes is not a change between releases
+    assert tips_compat.verdict_changes([_tip()], runs) == []
 
 
 def test_min_torch_decides_applicability():
@@ -122,17 +151,22 @@ def test_committed_runs_are_complete_and_passing(release):
         assert entry["status"] in (compat.PASSED, compat.NOT_APPLICABLE), f"torch {release}: {tip.name} {entry['status']}"
 
 
-def test_stale_entries_are_rendered_stale_on_the_real_page(site):
-    """An entry recorded for another version of a tip file says so on the compatibility page."""
+def test_older_entries_are_shown_as_such_on_the_real_page(site):
+    """An entry recorded for another version of a tip says so on the compatibility page."""
     html = (site / "reference" / "compat.html").read_text(encoding="utf-8")
     runs = compat.load_all()
     for tip in tipmeta.read_all():
         version = records.tip_version(tip.path)
-        stale = [r for r, run in runs.items() if run and tip.name in run["tips"]
+        older = [r for r, run in runs.items() if run and tip.name in run["tips"]
                  and not compat.is_current(run["tips"][tip.name], version)]
-        row = html[html.index(f'id="compat-{tip.name.replace("_", "-")}"'):]
+        start = html.find(f'id="compat-{tip.name.replace("_", "-")}"')
+        if start < 0:
+            assert not any(run and tip.name in run["tips"] for run in runs.values()), tip.name
+            continue
+        rows = html[html.rfind("<tbody", 0, start):]
+        row = rows[rows.index(f'id="compat-{tip.name.replace("_", "-")}"'):]
         row = row[:row.index("</tr>")]
-        assert row.count("stale: an older version of the tip") == len(stale), tip.name
+        assert row.count("older version: the tip has changed since this run") == len(older), tip.name
 
 
 def test_verdicts_that_differ_between_releases_are_listed():
@@ -146,10 +180,13 @@ def test_verdicts_that_differ_between_releases_are_listed():
 
     same = {"2.5.1": run("holds"), "2.9.1": run("holds"), "2.13.0": None}
     assert tips_compat.verdict_changes([tip], same) == []
-    assert "No tip's verdict differs between the 2 recorded releases" in tips_compat.changes_rst([tip], same)[0]
+    assert "No tip's verdict differs between the releases of one machine class (2 recorded" in _render(
+        "changes", [tip], same).replace("\\", "")
     noise = {"2.5.1": run("holds"), "2.9.1": run("wrong", source={**version, "code_sha256": "0" * 64}), "2.13.0": run("wrong", compat.FAILED)}
     assert tips_compat.verdict_changes([tip], noise) == []
     flipped = {"2.5.1": run("holds"), "2.9.1": run("depends")}
-    assert tips_compat.verdict_changes([tip], flipped) == [(tip.name, "cpu", {"2.5.1": "holds", "2.9.1": "depends"})]
-    text = "\n".join(tips_compat.changes_rst([tip], flipped))
-    assert f":doc:`/{tip.docname}` on CPU: torch 2.5.1 :tip-verdict:`holds`, torch 2.9.1 :tip-verdict:`depends`" in text
+    assert tips_compat.verdict_changes([tip], flipped) == [
+        (tip.name, "cpu", "machine class unknown", {"2.5.1": "holds", "2.9.1": "depends"})]
+    text = _render("changes", [tip], flipped)
+    assert (f":doc:`/{tip.docname}` on CPU, machine class unknown: torch 2\\.5\\.1 :tip-verdict:`holds`\\, "
+            "torch 2\\.9\\.1 :tip-verdict:`depends`") in text

@@ -52,11 +52,28 @@ def data_path(release: str) -> Path:
 
 
 def load(release: str) -> dict[str, Any] | None:
-    """The recorded run for one release, or None when it never ran (shown as missing)."""
+    """The recorded run for one release, or None when it never ran (shown as missing). Checked as
+    records are (:func:`tipsite.records.compat_run_problems`): a bad file raises, naming it."""
     path = data_path(release)
     if not path.exists():
         return None
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise records.RecordError(f"{path}: cannot be read as JSON: {exc}") from None
+    problems = records.compat_run_problems(run)
+    if problems:
+        raise records.RecordError(f"{path}: " + "; ".join(problems[:10]))
+    return run
+
+
+def machine_class(run: dict[str, Any] | None) -> str:
+    """The machine class a release's run measured on: from its ``hosts`` (runs since the matrix
+    recorded them); older runs named only the device, so theirs is unknown."""
+    if not run or "hosts" not in run:
+        return devices.UNKNOWN_CLASS
+    device = run.get("device") or devices.primary(run["hosts"])
+    return devices.machine_class(device, run["hosts"].get(device))
 
 
 def load_all() -> dict[str, dict[str, Any] | None]:

@@ -415,6 +415,8 @@ def record_problems(record: Any) -> list[str]:
     problems += _host_problems(record["hosts"])
     if "warnings" in record:
         problems += warnings_problems(record["warnings"])
+    if "figures" in record:
+        problems += figures_problems(record["figures"])
     result = {k: record[k] for k in RESULT_KEYS if k in record}
     if record.get("upgraded_from") == OLD_SET_SCHEMA:
         problems += _legacy_problems(record)
@@ -424,6 +426,89 @@ def record_problems(record: Any) -> list[str]:
         if device not in record["hosts"]:
             problems.append(f"a decision on {device!r} but hosts does not describe that device")
     return problems
+
+
+def machine_class(record: dict, device: str) -> str:
+    """The machine class a record's result on ``device`` depends on (:mod:`tipsite.devices`)."""
+    return devices_table.machine_class(device, (record.get("hosts") or {}).get(device))
+
+
+# --- the torch-version matrix's data, checked as records are ----------------------------------
+
+COMPAT_STATUSES = ("passed", "failed", "not applicable")
+
+
+def compat_entry_problems(entry: Any) -> list[str]:
+    """One tip's entry in a matrix file (tipsite/compat.py): what a record of it would hold (its
+    verdicts and key figures, warnings, version), checked with the records' own checks."""
+    if not isinstance(entry, dict):
+        return ["an entry must be a dict"]
+    problems = []
+    if entry.get("status") not in COMPAT_STATUSES:
+        problems.append(f"status must be one of {list(COMPAT_STATUSES)}")
+    for k in ("sha256", *VERSION_KEYS):
+        if k in entry and not re.fullmatch(r"[0-9a-f]{64}", str(entry[k])):
+            problems.append(f"{k} must be 64 hex digits")
+    verdicts_ = entry.get("verdicts", {})
+    if not isinstance(verdicts_, dict):
+        problems.append("verdicts must map a device to its verdict and key figure")
+        verdicts_ = {}
+    for device, v in verdicts_.items():
+        if device not in devices() or not isinstance(v, dict):
+            problems.append(f"verdicts[{device!r}] must be a known device's verdict")
+            continue
+        if v.get("verdict") not in verdicts():
+            problems.append(f"verdicts[{device!r}]: verdict {v.get('verdict')!r} is not one of {verdicts()}")
+        problems += [f"verdicts[{device!r}]: {p}" for p in key_problems(v.get("key"))]
+    problems += warnings_problems(entry.get("warnings", []))
+    for k in ("error", "min_torch", "topic", "date", "run", "device"):
+        if entry.get(k) is not None and not _text(entry[k], 4000):
+            problems.append(f"{k} must be text")
+    if entry.get("seconds") is not None and not _finite(entry["seconds"]):
+        problems.append("seconds must be a finite number")
+    if not isinstance(entry.get("skipped", []), list) or not all(_text(s, 500) for s in entry.get("skipped", [])):
+        problems.append("skipped must be a list of short texts")
+    return problems
+
+
+def compat_run_problems(run: Any) -> list[str]:
+    """A matrix file: the run's provenance (its machine, as a record's hosts) and every entry."""
+    if not isinstance(run, dict) or not isinstance(run.get("tips"), dict):
+        return ["a matrix run must be a dict with 'tips'"]
+    problems = []
+    if "hosts" in run:
+        problems += _host_problems(run["hosts"])
+    for k in ("torch", "torch_build", "python", "date", "device", "device_name"):
+        if run.get(k) is not None and not _text(run[k], 200):
+            problems.append(f"{k} must be short text")
+    for name, entry in run["tips"].items():
+        if not re.fullmatch(r"tip_\w{1,80}", str(name)):
+            problems.append(f"{name!r} is not a tip name")
+            continue
+        problems += [f"{name}: {p}" for p in compat_entry_problems(entry)]
+    return problems
+
+
+def figures_problems(figures: Any) -> list[str]:
+    """The data behind a record's figures (tipsite/gallery.py): axes of labelled lines of finite
+    points, as text and numbers only."""
+    if not isinstance(figures, list):
+        return ["figures must be a list"]
+    for fig in figures:
+        axes = fig.get("axes") if isinstance(fig, dict) else None
+        if not isinstance(axes, list):
+            return ["each figure needs a list of axes"]
+        for ax in axes:
+            if not isinstance(ax, dict) or not all(_text(ax.get(k, ""), 500) for k in
+                                                   ("title", "xlabel", "ylabel", "xscale", "yscale")):
+                return ["each axes needs text title, labels and scales"]
+            for line in ax.get("lines") or []:
+                if (not isinstance(line, dict) or not _text(line.get("label"), 300)
+                        or not all(isinstance(line.get(k), list) and all(_finite(v) or v is None
+                                                                         for v in line[k])
+                                   for k in ("x", "y"))):
+                    return ["each line needs a text label and lists of finite x and y"]
+    return []
 
 
 def write_record(path: Path, record: dict) -> None:

@@ -1,15 +1,20 @@
 """Sphinx extension: the ``tips-compat-matrix`` directive renders the torch-version matrix.
 
 It reads what ``nox -s matrix`` recorded, ``docs/_data/compat/torch-<release>.json`` (one file a
-release of ``conf.settings.TORCH_MATRIX``, see :mod:`tipsite.compat`), and renders
+release of ``conf.settings.TORCH_MATRIX``, checked as records are: :mod:`tipsite.compat`), and
+renders one part through ``templates/compat.rst.jinja``, every value escaped by the shared
+renderer (:mod:`tipsite.sphinxext.render`):
 
-* ``table``: tips down and releases across: each cell shows passed/failed, the verdict the tip
-  computed on that release and its key figure, or "not applicable" (the tip's
-  ``min_torch`` is newer) or "missing" (no recorded run: never filled in from another release);
-* ``runs``: each release's run: date, device, torch build, Python, doctests;
+* ``table``: for each **machine class** the runs were measured on (:mod:`tipsite.devices`), tips
+  down and that class's releases across: passed/failed, the verdict on each device and the key
+  figure, or "not applicable" (the tip's ``min_torch`` is newer) or "missing" (no recorded run:
+  never filled in from another release). Releases are compared only within one machine class,
+  and the class is named above its table;
+* ``changes``: tips whose verdict differs between releases of one machine class;
+* ``runs``: each release's run: machine class, date, torch build, Python, doctests;
 * ``warnings``: the warnings each tip let through on each release, deprecations first;
-* ``charts``: per tip, its key figure on each release it has data for, per device, drawn with
-  matplotlib (``generated/compat/<tip>.png``), under the target ``compat-chart-<tip>`` that the
+* ``charts``: per tip, its key figure on each release, one series per device and machine class,
+  each named (``generated/compat/<tip>.png``), under the target ``compat-chart-<tip>`` that the
   tip's page links to (:func:`has_chart`).
 
 The page is rebuilt whenever a data file changes (each is a noted dependency).
@@ -17,6 +22,7 @@ The page is rebuilt whenever a data file changes (each is a noted dependency).
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -26,20 +32,11 @@ from sphinx import addnodes
 from sphinx.util.docutils import SphinxDirective
 
 from conf import settings
-from tipsite import compat, records, tipmeta
-from tipsite.sphinxext.render import anchor_name, number, quantity
+from tipsite import compat, devices, records, tipmeta
+from tipsite.sphinxext.render import Rst, anchor_name, badge, number, quantity, render
 
 CHARTS_DIR = "generated/compat"
-
-
-def _esc(text: str) -> str:
-    for ch in "\\`*_|<>[]":
-        text = text.replace(ch, "\\" + ch)
-    return " ".join(text.split())
-
-
-def _fmt(x: float) -> str:
-    return f"{x:.3g}"
+PARTS = ("table", "changes", "runs", "warnings", "charts")
 
 
 def _decided(entry: dict) -> dict[str, dict]:
@@ -58,167 +55,136 @@ def _key_name(entry: dict | None) -> str | None:
     return None
 
 
-def cell_lines(entry: dict | None, run: dict | None, current: dict | None = None,
-               key_name: str | None = None) -> list[str]:
-    """The reST lines of one cell (a tip on a release).
+def classes(runs: dict[str, dict | None]) -> list[dict]:
+    """The releases grouped by the machine class their run measured on, in matrix order; a
+    release never run has no class and joins the first group (it shows as *missing*)."""
+    groups: dict[str, list[str]] = {}
+    never = [r for r, run in runs.items() if run is None]
+    for release, run in runs.items():
+        if run is not None:
+            groups.setdefault(compat.machine_class(run), []).append(release)
+    if not groups:
+        groups[devices.UNKNOWN_CLASS] = []
+    first = next(iter(groups))
+    groups[first] = [r for r in runs if r in groups[first] or r in never]
+    out = []
+    for name, releases in groups.items():
+        machines = sorted({(runs[r] or {}).get("device_name", "?") for r in releases if runs[r]})
+        out.append({"name": name, "known": name != devices.UNKNOWN_CLASS, "releases": releases,
+                    "machines": ", ".join(machines), "anchor": anchor_name(f"class {name}")})
+    return out
+
+
+def cell(entry: dict | None, run: dict | None, current: dict | None = None,
+         key_name: str | None = None) -> dict:
+    """One tip on one release, as plain data for the template.
 
     ``key_name`` is the key figure's name shown in the tip's row; the cell names its own only
     when it differs (an older version of the tip may have measured something else).
     """
     if run is None or entry is None:
-        return ["*missing*"]
-    stale = "| *stale: an older version of the tip*" if (
-        current and not compat.is_current(entry, current)) else None
-    status = entry.get("status")
-    if status == compat.NOT_APPLICABLE:
-        first = f"not applicable (needs torch ≥ {_esc(entry.get('min_torch', '?'))})"
-        return [first, "", stale] if stale else [first]
-    lines = []
+        return {"kind": "missing"}
+    found: dict = {"kind": entry.get("status"), "older": bool(current) and not compat.is_current(entry, current)}
+    if entry.get("status") == compat.NOT_APPLICABLE:
+        return {**found, "kind": "not applicable", "min_torch": entry.get("min_torch", "?")}
     decided = _decided(entry)
-    verdict_rst = "".join(f" {records.device_word(d)} :tip-verdict:`{v['verdict']}`"
-                          for d, v in decided.items() if v.get("verdict") in tipmeta.vocab()["verdicts"])
-    if status == compat.PASSED:
-        lines.append(f"✓ passed{verdict_rst or ' (no verdict on this device)'}")
-    else:
-        lines.append(f"✗ **failed**{verdict_rst}")
+    found["verdicts"] = [{"word": records.device_word(d), "badge": badge(v.get("verdict"))}
+                         for d, v in decided.items() if v.get("verdict") in records.verdicts()]
+    found["keys"] = []
     for v in decided.values():
         key = v.get("key")
         if isinstance(key, dict) and isinstance(key.get("value"), (int, float)):
-            name = "" if key.get("name") == key_name else f"{_esc(str(key.get('name', 'key')))}: "
-            lines.append(f"| {name}**{_esc(quantity(key['value'], str(key.get('unit', ''))))}**")
-    deps = entry.get("deprecations") or 0
-    n_warn = len(entry.get("warnings") or [])
-    if deps:
-        lines.append(f"| ⚠ {deps} deprecation warning{'s' if deps != 1 else ''}")
-    elif n_warn:
-        lines.append(f"| {n_warn} other warning{'s' if n_warn != 1 else ''}")
-    if status == compat.FAILED and entry.get("error"):
+            name = "" if key.get("name") == key_name else str(key.get("name", "key"))
+            found["keys"].append({"name": name, "value": quantity(key["value"], str(key.get("unit", "")))})
+    found["deprecations"] = entry.get("deprecations") or 0
+    found["warnings"] = len(entry.get("warnings") or [])
+    if entry.get("status") == compat.FAILED and entry.get("error"):
         last = [ln for ln in str(entry["error"]).strip().splitlines() if ln.strip()]
-        reason = last[-1] if last else "failed"
-        lines.append(f"| *{_esc(reason[:160])}*")
+        found["reason"] = (last[-1] if last else "failed")[:160]
     full = compat.full_run(run)
     if entry.get("run") and full and entry["run"] != full["date"]:
-        lines.append(f"| re-run {_esc(entry['run'])}")
-    if stale:
-        lines.append(stale)
-    # line blocks need every line to start with "| "; the first line stands alone
-    return [lines[0], ""] + lines[1:] if len(lines) > 1 else lines
+        found["rerun"] = entry["run"]
+    return found
 
 
-def run_line(release: str, run: dict | None) -> str:
-    if run is None:
-        return (f"* **torch {release}**: *missing*: never run here "
-                f"(``nox -s \"matrix(torch='{release}')\"``)")
-    doc = run.get("doctests") or {}
-    doc_words = (f"doctests {doc.get('status')} ({doc.get('passed', 0)} passed, {doc.get('failed', 0)} failed)"
-                 if doc else "doctests *missing*")
-    device = "CUDA" if run.get("device") == "cuda" else "CPU"
-    cuda = f", a CUDA {run['cuda_in_build']} build" if run.get("cuda_in_build") else ", a CPU-only build"
-    strict = "; deprecations fail tips (newest release)" if run.get("strict_deprecations") else ""
-    full = compat.full_run(run)
-    when = (f"every tip run {_esc(full['date'])} ({full['seconds']:.0f} s for {full['tips']} tips)"
-            if full else "no complete run recorded")
-    if run.get("partial") is not None:
-        when += (f"; re-ran {len(run['partial'])} new or edited tip(s) {_esc(run.get('date', '?'))}"
-                 f" ({run.get('seconds', 0):.0f} s)")
-    return (f"* **torch {release}** (``{_esc(run.get('torch_build', release))}``{cuda}): {when}, on "
-            f"{device} ({_esc(run.get('device_name', '?'))}, {run.get('threads', '?')} threads), "
-            f"Python {run.get('python', '?')}; {doc_words}{strict}.")
+def table(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> list[dict]:
+    """Per machine class: its releases and one row per tip."""
+    out = []
+    for group in classes(runs):
+        rows = []
+        for tip in sorted(tips, key=lambda t: (t.topic, t.name)):
+            entries = {r: (runs[r] or {}).get("tips", {}).get(tip.name) for r in group["releases"]}
+            # the key figure's name, from the newest release that measured one
+            key_name = next((_key_name(e) for e in reversed(list(entries.values())) if _key_name(e)), None)
+            version = records.tip_version(tip.path) if tip.path.exists() else None
+            rows.append({"doc": Rst(f":doc:`/{tip.docname}`"), "name": tip.name, "min_torch": tip.min_torch,
+                         "key_name": key_name,
+                         "cells": [cell(entries[r], runs[r], version, key_name) for r in group["releases"]]})
+        out.append({**group, "rows": rows})
+    return out
 
 
-def table_rst(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> list[str]:
-    releases = list(runs)
-    lines = [
-        ".. list-table::",
-        "   :header-rows: 1",
-        "   :class: tips-compat",
-        f"   :widths: 32 {' '.join(['17'] * len(releases))}",
-        "",
-        "   * - tip",
-    ]
-    lines += [f"     - torch {r}" for r in releases]
-    for tip in sorted(tips, key=lambda t: (t.topic, t.name)):
-        entries = {r: (runs[r] or {}).get("tips", {}).get(tip.name) for r in releases}
-        # the key figure's name, from the newest release that measured one
-        key_name = next((_key_name(e) for e in reversed(list(entries.values())) if _key_name(e)), None)
-        lines.append(f"   * - :doc:`/{tip.docname}`")
-        lines.append("")
-        about = f"       ``{tip.name}`` · since torch {_esc(tip.min_torch)}"
-        lines.append(about + (f" · key figure: {_esc(key_name)}" if key_name else ""))
-        sha = records.tip_version(tip.path) if tip.path.exists() else None
-        for release in releases:
-            cell = cell_lines(entries[release], runs[release], sha, key_name)
-            lines.append(f"     - {cell[0]}")
-            lines += [f"       {ln}" if ln else "" for ln in cell[1:]]
-    lines.append("")
-    return lines
-
-
-def verdict_changes(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> list[tuple[str, str, dict[str, str]]]:
-    """``(tip, device, {release: verdict})`` for each tip and device whose verdict differs between
-    releases. Only passed runs of the tip's current source count: a stale or failed entry says
-    nothing about the release."""
+def verdict_changes(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> list[tuple[str, str, str, dict[str, str]]]:
+    """``(tip, device, machine class, {release: verdict})`` for each tip and device whose verdict
+    differs between releases measured on one machine class. Only passed runs of the tip's
+    current source count: a stale or failed entry says nothing about the release."""
     changes = []
-    for tip in sorted(tips, key=lambda t: t.name):
-        sha = records.tip_version(tip.path) if tip.path.exists() else None
-        seen: dict[str, dict[str, str]] = {}
-        for release, run in runs.items():
-            entry = (run or {}).get("tips", {}).get(tip.name)
-            if not entry or entry.get("status") != compat.PASSED or not compat.is_current(entry, sha):
-                continue
-            for device, v in _decided(entry).items():
-                if v.get("verdict"):
-                    seen.setdefault(device, {})[release] = v["verdict"]
-        for device, by_release in seen.items():
-            if len(set(by_release.values())) > 1:
-                changes.append((tip.name, device, by_release))
+    for group in classes(runs):
+        for tip in sorted(tips, key=lambda t: t.name):
+            version = records.tip_version(tip.path) if tip.path.exists() else None
+            seen: dict[str, dict[str, str]] = {}
+            for release in group["releases"]:
+                entry = (runs[release] or {}).get("tips", {}).get(tip.name)
+                if not entry or entry.get("status") != compat.PASSED or not compat.is_current(entry, version):
+                    continue
+                for device, v in _decided(entry).items():
+                    if v.get("verdict"):
+                        seen.setdefault(device, {})[release] = v["verdict"]
+            for device, by_release in seen.items():
+                if len(set(by_release.values())) > 1:
+                    changes.append((tip.name, device, group["name"], by_release))
     return changes
 
 
-def changes_rst(tips: list[tipmeta.Tip], runs: dict[str, dict | None]) -> list[str]:
-    changes = verdict_changes(tips, runs)
-    compared = sum(1 for run in runs.values() if run)
-    if not changes:
-        return [f"No tip's verdict differs between the {compared} recorded releases "
-                "(passed runs of each tip's current source, per device).", ""]
-    by_doc = {t.name: t.docname for t in tips}
-    lines = [f"{len(changes)} tip/device verdict{'s differ' if len(changes) != 1 else ' differs'} between "
-             f"the {compared} recorded releases (passed runs of each tip's current source):", ""]
-    for name, device, by_release in changes:
-        said = ", ".join(f"torch {r} :tip-verdict:`{v}`" for r, v in by_release.items())
-        lines.append(f"* :doc:`/{by_doc[name]}` on {records.device_word(device)}: {said}")
-    return lines + [""]
+def run_view(release: str, run: dict | None) -> dict:
+    if run is None:
+        return {"release": release, "missing": True}
+    doc = run.get("doctests") or {}
+    full = compat.full_run(run)
+    return {"release": release, "missing": False, "build": run.get("torch_build", release),
+            "cuda": run.get("cuda_in_build"), "device": records.device_word(run.get("device") or "cpu"),
+            "machine": run.get("device_name", "?"), "machine_class": compat.machine_class(run),
+            "threads": run.get("threads", "?"), "python": run.get("python", "?"),
+            "full": ({"date": full["date"], "seconds": number(full["seconds"]), "tips": full["tips"]}
+                     if full else None),
+            "partial": ({"count": len(run["partial"]), "date": run.get("date", "?"),
+                         "seconds": number(run.get("seconds", 0))} if run.get("partial") is not None else None),
+            "doctests": ({"status": doc.get("status"), "passed": doc.get("passed", 0),
+                          "failed": doc.get("failed", 0)} if doc else None),
+            "strict": bool(run.get("strict_deprecations"))}
 
 
-def runs_rst(runs: dict[str, dict | None]) -> list[str]:
-    return [run_line(r, run) for r, run in runs.items()] + [""]
-
-
-def warnings_rst(runs: dict[str, dict | None]) -> list[str]:
-    lines = []
+def warning_rows(runs: dict[str, dict | None]) -> list[dict]:
+    rows = []
     for release, run in runs.items():
         for name, entry in sorted((run or {}).get("tips", {}).items()):
             warns = sorted(entry.get("warnings") or [],
                            key=lambda w: (not w.get("deprecation"), w.get("origin") != "tip"))
-            for w in warns:
-                kind = "deprecation, " if w.get("deprecation") else ""
-                lines.append(f"* torch {release}, ``{name}``: {_esc(w.get('category', '?'))} "
-                             f"({kind}{_esc(w.get('origin', '?'))}, {_esc(w.get('where', '?'))}): "
-                             f"{_esc(w.get('message', ''))}")
-    return (lines or ["No recorded run raised a warning."]) + [""]
+            rows += [{"release": release, "tip": name, **w} for w in warns]
+    return rows
 
 
-def chart_points(tip_name: str, runs: dict[str, dict | None]) -> tuple[str | None, str, dict[str, list[dict]]]:
-    """The tip's key figure per device across releases: ``(name, unit, {device: [point]})``.
+def chart_points(tip_name: str, runs: dict[str, dict | None]) -> tuple[str | None, str, dict[tuple, list[dict]]]:
+    """The tip's key figure across releases: ``(name, unit, {(device, machine class): [point]})``.
 
-    A point is ``{"release", "value", "low", "high", "stale", "failed"}``; only entries naming
-    the key figure the newest release names count (an older version of the tip may have
-    measured something else), so every point of a chart measures the same thing.
+    A point is ``{"release", "value", "low", "high", "failed", "entry"}``; only entries naming the
+    key figure the newest release names count (an older version of the tip may have measured
+    something else), so every point of a chart measures the same thing.
     """
     entries = {r: (run or {}).get("tips", {}).get(tip_name) for r, run in runs.items()}
     key_name = next((_key_name(e) for e in reversed(list(entries.values())) if _key_name(e)), None)
     unit = ""
-    per_device: dict[str, list[dict]] = {}
+    series: dict[tuple, list[dict]] = {}
     for release, entry in entries.items():
         if not entry or entry.get("status") == compat.NOT_APPLICABLE:
             continue
@@ -229,13 +195,12 @@ def chart_points(tip_name: str, runs: dict[str, dict | None]) -> tuple[str | Non
             if not isinstance(key.get("value"), (int, float)) or isinstance(key.get("value"), bool):
                 continue
             unit = str(key.get("unit", ""))
-            per_device.setdefault(device, []).append({
+            series.setdefault((device, compat.machine_class(runs[release])), []).append({
                 "release": release, "value": float(key["value"]),
                 "low": key.get("low") if isinstance(key.get("low"), (int, float)) else None,
                 "high": key.get("high") if isinstance(key.get("high"), (int, float)) else None,
-                "failed": entry.get("status") == compat.FAILED,
-                "sha256": entry.get("sha256")})
-    return key_name, unit, per_device
+                "failed": entry.get("status") == compat.FAILED, "entry": entry})
+    return key_name, unit, series
 
 
 def _data_stamp() -> tuple:
@@ -267,24 +232,25 @@ def chart_png(tip: tipmeta.Tip, runs: dict[str, dict | None]) -> tuple[bytes, st
     """The chart of one tip's key figure across releases, and its alt text; None without data."""
     from tipsite.sphinxext import figures
 
-    key_name, unit, per_device = chart_points(tip.name, runs)
-    if not per_device:
+    key_name, unit, series = chart_points(tip.name, runs)
+    if not series:
         return None
     plt = figures._pyplot()
     releases = list(runs)
-    sha = records.tip_version(tip.path) if tip.path.exists() else None
+    version = records.tip_version(tip.path) if tip.path.exists() else None
     fig, ax = plt.subplots(figsize=(4.4, 2.6), layout="constrained")
     said = []
-    for i, (device, points) in enumerate(sorted(per_device.items())):
+    for i, ((device, machine), points) in enumerate(sorted(series.items())):
         colour = figures.COLOURS[i % len(figures.COLOURS)]
         xs = [releases.index(p["release"]) for p in points]
         ys = [p["value"] for p in points]
         err = [[max(0.0, p["value"] - p["low"]) if p["low"] is not None else 0.0 for p in points],
                [max(0.0, p["high"] - p["value"]) if p["high"] is not None else 0.0 for p in points]]
-        word = records.device_word(device)
-        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour, label=word)
+        word = f"{records.device_word(device)}, {machine}"
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour,
+                    label=figures._short(word, 48))
         odd = [(x, y) for x, y, p in zip(xs, ys, points)
-               if p["failed"] or (sha and p["sha256"] and p["sha256"] != sha)]
+               if p["failed"] or (version and not compat.is_current(p["entry"], version))]
         if odd:
             ax.plot([x for x, _ in odd], [y for _, y in odd], linestyle="none", marker="o",
                     markersize=11, markerfacecolor="none", markeredgecolor="#cf222e",
@@ -304,26 +270,40 @@ def chart_png(tip: tipmeta.Tip, runs: dict[str, dict | None]) -> tuple[bytes, st
     return figures.png_bytes(fig), alt
 
 
-def charts_rst(tips: list[tipmeta.Tip], runs: dict[str, dict | None], srcdir: Path) -> list[str]:
+def charts(tips: list[tipmeta.Tip], runs: dict[str, dict | None], srcdir: Path) -> list[dict]:
     from tipsite.sphinxext import figures
 
-    lines = [".. container:: tips-compat-charts", ""]
-    drawn = 0
+    drawn = []
     for tip in sorted(tips, key=lambda t: (t.topic, t.name)):
         chart = chart_png(tip, runs)
         if chart is None:
             continue
         data, alt = chart
         figures.write_if_changed(Path(srcdir) / CHARTS_DIR / f"{tip.name}.png", data)
-        drawn += 1
-        lines += [f"   .. _{chart_anchor(tip.name)}:", "",
-                  f"   .. figure:: /{CHARTS_DIR}/{tip.name}.png",
-                  f"      :alt: {' '.join(alt.split())}",
-                  "      :class: tips-compat-chart", "",
-                  f"      :doc:`/{tip.docname}`", ""]
-    if not drawn:
-        return ["No tip has a key figure recorded on any release yet.", ""]
-    return lines
+        drawn.append({"anchor": Rst(chart_anchor(tip.name)), "path": Rst(f"/{CHARTS_DIR}/{tip.name}.png"),
+                      "alt": alt, "doc": Rst(f":doc:`/{tip.docname}`")})
+    return drawn
+
+
+def render_part(part: str, tips: list[tipmeta.Tip], runs: dict[str, dict | None], srcdir: Path) -> str:
+    context: dict = {"part": part, "releases": list(runs), "runs_recorded": sum(1 for r in runs.values() if r)}
+    if part == "table":
+        context["classes"] = table(tips, runs)
+    elif part == "changes":
+        by_doc = {t.name: t.docname for t in tips}
+        context["classes"] = classes(runs)
+        context["changes"] = [{"doc": Rst(f":doc:`/{by_doc[name]}`"), "device": records.device_word(device),
+                               "machine_class": machine,
+                               "releases": [{"release": r, "badge": badge(v)} for r, v in by_release.items()]}
+                              for name, device, machine, by_release in verdict_changes(tips, runs)]
+    elif part == "runs":
+        context["runs"] = [run_view(r, run) for r, run in runs.items()]
+    elif part == "warnings":
+        context["warnings"] = warning_rows(runs)
+    else:
+        context["charts"] = charts(tips, runs, srcdir)
+    # one blank line where the template's blocks leave several (reST reads them as one)
+    return re.sub(r"\n\s*\n(\s*\n)+", "\n\n", render("compat.rst.jinja", **context))
 
 
 class CompatMatrix(SphinxDirective):
@@ -334,41 +314,37 @@ class CompatMatrix(SphinxDirective):
 
     def run(self) -> list[nodes.Node]:
         part = self.arguments[0]
-        if part not in ("table", "changes", "runs", "warnings", "charts"):
-            raise self.error(f"tips-compat-matrix: unknown part {part!r} "
-                             "(table, changes, runs, warnings, charts)")
+        if part not in PARTS:
+            raise self.error(f"tips-compat-matrix: unknown part {part!r} ({', '.join(PARTS)})")
         for release in settings.TORCH_MATRIX:
             self.env.note_dependency(str(compat.data_path(release)))
-        runs = compat.load_all()
+        try:
+            runs = compat.load_all()
+        except records.RecordError as exc:
+            raise self.error(f"tips-compat-matrix: {exc}") from None
         tips: list[tipmeta.Tip] = []
         if part in ("table", "changes", "charts"):
             try:
                 tips = tipmeta.read_all()
             except ValueError:
                 tips = []  # the extension stops the build with the details
-        if part == "table":
-            text = table_rst(tips, runs)
-        elif part == "changes":
-            text = changes_rst(tips, runs)
-        elif part == "charts":
-            text = charts_rst(tips, runs, Path(self.env.srcdir))
-        elif part == "runs":
-            text = runs_rst(runs)
-        else:
-            text = warnings_rst(runs)
+        text = render_part(part, tips, runs, Path(self.env.srcdir))
         container = nodes.container(classes=["tips-compat-matrix"])
-        self.state.nested_parse(StringList(text, source="tips-compat-matrix"), self.content_offset, container)
+        self.state.nested_parse(StringList(text.splitlines(), source="tips-compat-matrix"),
+                                self.content_offset, container)
         if part == "table":
             self._row_targets(container, tips)
         return [container]
 
     def _row_targets(self, container: nodes.Element, tips: list[tipmeta.Tip]) -> None:
-        """A target ``compat-<tip>`` on each tip's row, so its page can link to it."""
+        """A target ``compat-<tip>`` on each tip's first row, so its page can link to it."""
         by_doc = {t.docname: t for t in tips}
+        done = set()
         for xref in list(container.findall(addnodes.pending_xref)):
             tip = by_doc.get(str(xref.get("reftarget", "")).lstrip("/"))
-            if tip is None or xref.get("reftype") != "doc":
+            if tip is None or xref.get("reftype") != "doc" or tip.name in done:
                 continue
+            done.add(tip.name)
             name = f"compat-{anchor_name(tip.name)}"
             target = nodes.target("", "", ids=[name], names=[name])
             xref.parent.insert(0, target)

@@ -25,7 +25,7 @@ from conf import settings
 from tipsite import compat as matrix
 from tipsite import devices, records
 from tipsite.sphinxext import apis, compat, figures, state
-from tipsite.sphinxext.render import Rst, anchor_name, render
+from tipsite.sphinxext.render import Rst, anchor_name, calibration_text, render
 from tipsite.sphinxext.view import TipView, column_label
 
 HELPERS_TITLE = "How this tip measures and decides"
@@ -82,6 +82,7 @@ def header(view: TipView, compat_page: bool = True) -> str:
     return render("tip_header.rst.jinja", view=view, keywords=keywords, subject=subject, docs=docs,
                   rule=rule, device_rules=device_rules,
                   figures_label=Rst(f"tip-figures-{anchor_name(view.name)}"),
+                  measured_label=Rst(f"tip-measured-{anchor_name(view.name)}"),
                   report_label=Rst(f"tip-report-{anchor_name(view.name)}"),
                   checker_label=Rst(f"tip-checker-{anchor_name(view.name)}"),
                   report_url=report_url(view), compat_page=compat_page, compat_chart=chart)
@@ -97,6 +98,11 @@ def _provenance(record: dict, current: dict, origin: str) -> str:
     version = ("the tip's current source" if records.is_current(record, current)
                else "an older version of the tip")
     where = "this build" if origin == "this build" else f"result set {origin.rsplit('/', 1)[-1]}"
+    for device, decision in (record.get("verdicts") or {}).items():
+        if decision.get("calibration"):
+            machine.append(f"{records.device_word(device)} calibration: "
+                           + calibration_text(decision["calibration"]))
+            break
     return (f"{'; '.join(machine)}; torch {record['torch']}, Python {record['python']}; build "
             f"threads {record['build_threads']}; {record['date']}; {version}; from {where}.")
 
@@ -119,6 +125,8 @@ def footer(view: TipView, sets: list[dict], srcdir=None) -> str:
         devices_figure = {k: Rst(v) if k == "path" else v for k, v in devices_figure.items()}
     used = [(name, Rst(apis.anchor(name))) for name in apis.tip_apis(view.tip, view.apis)]
     return render("tip_footer.rst.jinja", view=view, rows=rows, columns=columns,
+                  measured_on=view.measured_on(),
+                  measured_label=Rst(f"tip-measured-{anchor_name(view.name)}"),
                   devices_figure=devices_figure, apis=used,
                   devices=list(view.devices.values()), skipped=skipped_rows,
                   multi_device=len({r["device"] for r in rows}) > 1,

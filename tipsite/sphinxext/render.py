@@ -80,7 +80,8 @@ def finite(x) -> bool:
 
 
 def number(x: float, digits: int = 3) -> str:
-    """``x`` with ``digits`` significant figures, never in exponent notation."""
+    """``x`` with ``digits`` significant figures, never in exponent notation, and no trailing
+    zeros: ``7``, not ``7.00`` (a count reads as a count)."""
     if not finite(x):
         return "–"
     if x == 0:
@@ -88,6 +89,8 @@ def number(x: float, digits: int = 3) -> str:
     magnitude = math.floor(math.log10(abs(x)))
     decimals = max(0, digits - 1 - magnitude)
     text = f"{x:,.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
     return text
 
 
@@ -108,6 +111,36 @@ def quantity(x: float, unit: str) -> str:
     if unit == "x":
         return f"{number(x)}x"
     return f"{number(x)} {unit}".strip()
+
+
+def rate(x: float, per: str) -> str:
+    """``812 TFLOP/s`` or ``4.1 TB/s``: a rate with a decimal prefix (``per`` is FLOP or B)."""
+    if not finite(x):
+        return "–"
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, "")):
+        if abs(x) >= factor or factor == 1:
+            return f"{number(x / factor)} {prefix}{per}/s"
+    return f"{number(x)} {per}/s"
+
+
+CALIBRATION_WORDS = {"matmul_float32": ("float32 matmul", "FLOP"), "matmul_float16": ("float16 matmul", "FLOP"),
+                     "matmul_bfloat16": ("bfloat16 matmul", "FLOP"), "copy_device": ("device copy", "B"),
+                     "copy_h2d_pinned": ("pinned host-to-device copy", "B"),
+                     "copy_h2d_pageable": ("pageable host-to-device copy", "B")}
+
+
+def calibration_text(calibration: dict) -> str:
+    """A GPU's calibration (tipkit.calibrate) in words, for the provenance."""
+    parts = []
+    for name, value in calibration.items():
+        if name in CALIBRATION_WORDS:
+            word, per = CALIBRATION_WORDS[name]
+            parts.append(f"{word} {rate(value, per)}")
+        elif name == "launch_s":
+            parts.append(f"kernel launch {quantity(value, 's')} of host time")
+        else:
+            parts.append(f"{name} {number(value)}")
+    return "; ".join(parts)
 
 
 def interval(low, high, unit: str) -> str:

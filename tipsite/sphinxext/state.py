@@ -18,6 +18,7 @@ from pathlib import Path
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+from conf import settings
 from tipsite import records, tipmeta
 
 logger = logging.getLogger(__name__)
@@ -127,15 +128,23 @@ def load_views(app: Sphinx) -> None:
         sets = records.load_sets(paths)
     except records.RecordError as exc:
         stop(str(exc))
-    app.env.tips_result_sets_new_fp = records.fingerprint(paths)  # type: ignore[attr-defined]
+    from tipsite import compat
+
+    # the tip pages show the matrix's runs too ("Measured on"): its files are part of what they show
+    matrix_files = [p for p in map(compat.data_path, settings.TORCH_MATRIX) if p.exists()]
+    app.env.tips_result_sets_new_fp = records.fingerprint(paths + matrix_files)  # type: ignore[attr-defined]
     if paths:
         logger.info(f"tipsite: showing {len(paths)} result set(s): " + ", ".join(map(str, paths)))
     _, out_dir = gallery_dirs(app)
     all_tips = tips(app)
     related = {t.name: related_tips(t, all_tips) for t in all_tips}
     apis = {t.name: api_names(t) for t in all_tips}
+    try:
+        compat_runs = compat.load_all()
+    except records.RecordError as exc:
+        stop(str(exc))
     views = build_views([t for t in all_tips if executes(app, t) or _has_record(out_dir, t)],
-                        out_dir, sets, related, apis)
+                        out_dir, sets, related, apis, compat_runs)
     app.tips_views = views  # type: ignore[attr-defined]
     app.tips_result_sets = sets  # type: ignore[attr-defined]
 

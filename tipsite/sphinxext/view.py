@@ -116,24 +116,22 @@ class DeviceView:
     @property
     def key_text(self) -> str:
         """``1.8x speed-up at width 4 (interval 1.6–2.0x, 12 rounds)``."""
-        key = (self.decision or {}).get("key")
-        if not key:
-            return ""
-        text = f"{quantity(key['value'], key['unit'])} {key['name']}"
-        span = interval(key.get("low"), key.get("high"), key["unit"])
-        if span and (key.get("low") != key.get("high")):
-            rounds = f", {key['rounds']} rounds" if key.get("rounds") else ""
-            text += f" (interval {span}{rounds})"
-        return text
+        return key_text((self.decision or {}).get("key"))
+
+    @property
+    def headline(self) -> str:
+        """What decided the verdict (:func:`headline`)."""
+        return headline(self.decision) if self.decision else ""
 
     @property
     def where(self) -> str:
-        """``AMD EPYC, AVX2, 1 thread, torch 2.13.0+cpu`` or ``NVIDIA H100, CUDA 13.0, driver 580``."""
+        """``AMD EPYC, AVX512-BF16, 2 cores, 1 thread, torch 2.13.0+cpu``: the machine class the
+        verdict holds for, then how it ran (``NVIDIA H200, compute capability 9.0, CUDA 13.0``)."""
         if not self.record:
             return ""
         host = self.record["hosts"].get(self.device, {})
-        parts = [host.get("name") or "unknown machine"]
-        if self.device in devices.DEVICES:
+        parts = [records.machine_class(self.record, self.device)]
+        if self.device in devices.DEVICES and self.device != "cpu":
             parts += devices.get(self.device).describe(host)
         threads = "/".join(str(t) for t in (self.decision or {}).get("threads") or [])
         if threads:
@@ -155,6 +153,40 @@ class TipView:
     related: list[tipmeta.Tip] = field(default_factory=list)
     claims: list[dict] = field(default_factory=list)
     apis: list[str] = field(default_factory=list)
+    origins: dict[int, str] = field(default_factory=dict)  # id(record) -> the set file it came from
+    compat_runs: dict[str, dict | None] = field(default_factory=dict)  # the torch-version matrix
+
+    def measured_on(self) -> list[dict]:
+        """Every run of this tip the site holds, one row per device: this build, the committed
+        and given result sets, the torch-version matrix. Each names its machine class, torch,
+        date, verdict (or that it measured an older version of the tip) and what decided it."""
+        from tipsite import compat
+
+        version = records.tip_version(self.tip.path)
+        rows = []
+        for record in self.columns:
+            current = records.is_current(record, version)
+            for device, decision in (record.get("verdicts") or {}).items():
+                origin = self.origins.get(id(record), "")
+                rows.append({"device": records.device_word(device),
+                             "machine_class": records.machine_class(record, device),
+                             "torch": record["torch"], "date": record["date"],
+                             "verdict": decision["verdict"], "current": current,
+                             "figure": headline(decision), "this": record is self.record,
+                             "source": "this build" if record is self.record else
+                             f"result set {origin.rsplit('/', 1)[-1]}"})
+        for release, run in self.compat_runs.items():
+            entry = (run or {}).get("tips", {}).get(self.name)
+            if not entry or entry.get("status") != compat.PASSED:
+                continue
+            current = compat.is_current(entry, version)
+            for device, v in (entry.get("verdicts") or {}).items():
+                rows.append({"device": records.device_word(device), "machine_class": compat.machine_class(run),
+                             "torch": run.get("torch_build", release), "date": entry.get("date", ""),
+                             "verdict": v.get("verdict"), "current": current,
+                             "figure": key_text(v.get("key")), "this": False,
+                             "source": f"torch-version matrix, torch {release}"})
+        return rows
 
     @property
     def rules(self) -> list:
@@ -221,13 +253,22 @@ class TipView:
                     row = rows.setdefault(key, {"label": c["name"], "device": device, "cells": {}})
                     median = quantity(c["median"], unit)
                     span = interval(c["low"], c["high"], unit)
-                    row["cells"][i] = (f"{median} [{span}], {len(c['ratios'])} rounds, "
-                                       f"{c['outcome']} {number(c['threshold'])}")
-                    for variant, samples in ((c["baseline"], c["base"]), (c["candidate"], c["cand"])):
+                    text = (f"{median} [{span}], {len(c['ratios'])} rounds, "
+                            f"{c['outcome']} {number(c['threshold'])}")
+                    if c.get("margin") == "thin" and c["outcome"] != "noise":
+                        text += " (thin margin: within 3% of the threshold)"
+                    if c.get("bound") == "host":
+                        text += (" (host-bound: the GPU idled most of the time"
+                                 + (", so this point does not decide the claim about GPU work)"
+                                    if decision.get("about") == "device" else ")"))
+                    row["cells"][i] = text
+                    calibration = decision.get("calibration") or {}
+                    for side, variant, samples in (("base", c["baseline"], c["base"]),
+                                                   ("cand", c["candidate"], c["cand"])):
                         vkey = (device, c["name"], variant)
                         vrow = rows.setdefault(vkey, {"label": f"{variant} ({c['name']})",
                                                       "device": device, "cells": {}})
-                        vrow["cells"][i] = _spread(samples, c["unit"])
+                        vrow["cells"][i] = _spread(samples, c["unit"]) + _gpu_text(c, side, samples, calibration)
             for m in record.get("measurements") or []:
                 key = (m["device"], m["variant"], m["metric"])
                 row = rows.setdefault(key, {"label": f"{m['variant']}: {m['metric']}",
@@ -236,6 +277,72 @@ class TipView:
                 warn = " (spread larger than the value)" if (m.get("spread") or 0) > abs(m["value"]) else ""
                 row["cells"][i] = f"{quantity(m['value'], m['unit'])}{spread}{warn}"
         return list(rows.values())
+
+
+def _figure(value: float, unit: str, name: str) -> str:
+    """``7 nodes per step``, not ``7.00 nodes nodes per step``: a word unit the name already
+    starts with is said once."""
+    if unit and unit not in ("x",) and not unit[0].isdigit() and name.split(" ", 1)[0] == unit:
+        return f"{number(value)} {name}"
+    return f"{quantity(value, unit)} {name}".strip()
+
+
+def key_text(key: dict | None) -> str:
+    """A key figure in words: value, name, and its interval when the interval says something."""
+    if not key:
+        return ""
+    text = _figure(key["value"], key["unit"], key["name"])
+    span = interval(key.get("low"), key.get("high"), key["unit"])
+    low, high = key.get("low"), key.get("high")
+    if span and low is not None and high is not None and number(low) != number(high):
+        rounds = f", {key['rounds']} rounds" if key.get("rounds") else ""
+        text += f" (interval {span}{rounds})"
+    return text
+
+
+def deciding_comparisons(decision: dict) -> list[dict]:
+    """The comparisons a verdict was decided from: on a GPU, for a claim about GPU work, not the
+    host-bound ones (tipkit.decide)."""
+    gpu = decision.get("device") != "cpu" and decision.get("about") == "device"
+    return [c for c in decision.get("comparisons") or []
+            if not gpu or c.get("bound", "device") == "device"]
+
+
+def headline(decision: dict) -> str:
+    """What decided the verdict, for the header and the cards: the reason for "inconclusive";
+    for "depends" the two ends side by side (``1.22x with 1 element per row; 1x for an MLP``);
+    otherwise the tip's key figure."""
+    if decision.get("verdict") == "inconclusive" and decision.get("why"):
+        return str(decision["why"])
+    if decision.get("verdict") == "depends":
+        ranked = sorted((c for c in deciding_comparisons(decision) if c["measure"] == "ratio"),
+                        key=lambda c: c["median"])
+        if len(ranked) >= 2 and number(ranked[0]["median"]) != number(ranked[-1]["median"]):
+            hi, lo = ranked[-1], ranked[0]
+            return f"{quantity(hi['median'], 'x')} with {hi['name']}; {quantity(lo['median'], 'x')} with {lo['name']}"
+    return key_text(decision.get("key"))
+
+
+def _gpu_text(c: dict, side: str, samples: list[float], calibration: dict) -> str:
+    """On a GPU: the time the GPU was busy per call beside the wall time, and the rate the stated
+    work reached as a share of this GPU's calibrated limit (tipkit.compare_times, calibrate)."""
+    import statistics
+
+    from tipsite.sphinxext.render import CALIBRATION_WORDS, rate
+
+    if "device_time" not in c:
+        return ""
+    busy, window = c["device_time"][side], c["window"][side]
+    text = f"; GPU busy {quantity(busy, 's')} a call ({number(100 * busy / window)}% of its wall time)"
+    work = c.get("work") or {}
+    limit = calibration.get(work.get("limit"))
+    amount = work.get("flops", work.get("bytes"))
+    if amount and limit:
+        per = "FLOP" if "flops" in work else "B"
+        achieved = amount / statistics.median(samples)
+        word = CALIBRATION_WORDS.get(work["limit"], (work["limit"], per))[0]
+        text += f"; {rate(achieved, per)}, {number(100 * achieved / limit)}% of this GPU's measured {word}"
+    return text
 
 
 def _spread(samples: list[float], unit: str) -> str:
@@ -252,18 +359,20 @@ def _spread(samples: list[float], unit: str) -> str:
 
 
 def column_label(record: dict) -> str:
-    """A figures-table column: which machine and run it came from."""
-    hosts = record["hosts"]
-    devices = ", ".join(records.device_word(d) for d in (record.get("verdicts") or {})) or "no device"
-    names = "; ".join(hosts[d]["name"] for d in (record.get("verdicts") or {}) if d in hosts)
-    return f"{devices}: {names or hosts['cpu']['name']}, torch {record['torch']}, {record['date']}"
+    """A figures-table column: which machine class and run it came from."""
+    decided = list(record.get("verdicts") or {}) or ["cpu"]
+    classes = "; ".join(f"{records.device_word(d)} {records.machine_class(record, d)}" for d in decided)
+    return f"{classes}, torch {record['torch']}, {record['date']}"
 
 
 def build_views(tips: list[tipmeta.Tip], out_dir: Path, sets: list[dict],
-                related: dict[str, list[tipmeta.Tip]], apis: dict[str, list[str]]) -> dict[str, TipView]:
-    """A view per tip, from the records on disk (this build's) and the given result sets."""
+                related: dict[str, list[tipmeta.Tip]], apis: dict[str, list[str]],
+                compat_runs: dict[str, dict | None] | None = None) -> dict[str, TipView]:
+    """A view per tip, from the records on disk (this build's), the given result sets and the
+    torch-version matrix's runs."""
     claims = tipmeta.claims()
     sources = tipmeta.sources()
+    origins = {id(r): s["path"] for s in sets for r in s["records"]}
     views = {}
     for tip in tips:
         this = records.read_record(out_dir / tip.topic / tip.path.name)
@@ -273,7 +382,8 @@ def build_views(tips: list[tipmeta.Tip], out_dir: Path, sets: list[dict],
         views[tip.name] = TipView(tip=tip, record=this, devices=devices,
                                   columns=records.columns(tip.name, this, sets),
                                   related=related.get(tip.name, []), claims=tip_claims,
-                                  apis=apis.get(tip.name, []))
+                                  apis=apis.get(tip.name, []), origins=origins,
+                                  compat_runs=compat_runs or {})
     return views
 
 
