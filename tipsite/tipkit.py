@@ -99,7 +99,8 @@ def device_busy(fn, calls, device):
 
 
 def compare_times(name, variants, *, threshold, device, x=None, work=None,
-                  min_rounds=6, max_rounds=40, budget_s=2.0, round_s=0.02, margin=0.03):
+                  min_rounds=6, max_rounds=40, budget_s=2.0, round_s=0.02, margin=0.03,
+                  busy=True):
     """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
 
     Each variant gets a ``torch.utils.benchmark`` timer (which synchronises CUDA around
@@ -112,6 +113,8 @@ def compare_times(name, variants, *, threshold, device, x=None, work=None,
     GPU was busy at least half the time for both, else ``"host"``-bound. ``work`` is
     what one call does, ``{"flops": n}`` or ``{"bytes": n}``, with the calibrated limit
     to compare it with (``"limit": "matmul_float16"``, see :func:`calibrate`).
+    ``busy=False`` skips the profiled pass, for a variant that runs a profiler itself
+    (profilers do not nest); its point then counts as device-bound.
     """
     import time
 
@@ -159,11 +162,12 @@ def compare_times(name, variants, *, threshold, device, x=None, work=None,
              "high": high, "threshold": threshold,
              "outcome": outcome(low, high, threshold),
              "margin": "clear" if settled(ratios) else "thin"}
-    if torch.device(device).type != "cpu":
-        busy = {k: device_busy(fn, calls[k], device) for k, fn in variants.items()}
-        found["device_time"] = {"base": busy[base_name][0], "cand": busy[cand_name][0]}
-        found["window"] = {"base": busy[base_name][1], "cand": busy[cand_name][1]}
-        shares = [b / w for b, w in busy.values()]
+    if torch.device(device).type != "cpu" and busy:
+        spans = {k: device_busy(fn, calls[k], device) for k, fn in variants.items()}
+        found["device_time"] = {"base": spans[base_name][0],
+                                "cand": spans[cand_name][0]}
+        found["window"] = {"base": spans[base_name][1], "cand": spans[cand_name][1]}
+        shares = [b / w for b, w in spans.values()]
         found["bound"] = "device" if min(shares) >= 0.5 else "host"
     if work is not None:
         found["work"] = dict(work)
@@ -375,15 +379,20 @@ def plot_ratios(series, *, xlabel, title,
                 ylabel="anti-pattern time / recommended time"):
     """Median ratio and interval against size, one line per ``{label: [comparison]}``.
 
-    A log-scaled size axis, a dotted line at 1.0 (no difference) and a dashed line at
-    the rule's threshold, in colours that survive colour-blindness (Okabe-Ito). The
-    title's second line names the device, thread count and torch version.
+    A log-scaled size axis ticked at the sizes measured (as many as fit, written as
+    numbers), ratios written ``1.2x``, a dotted line at 1.0 (no difference) and a
+    dashed line at the rule's threshold, in colours that survive colour-blindness
+    (Okabe-Ito). Text is 10 points on a figure 5.6 inches wide: a phone shows it about
+    9 pixels tall. The title's second line names the device, threads and torch version.
     """
+    import math
+
     import matplotlib.pyplot as plt
     import torch
+    from matplotlib.ticker import FuncFormatter, NullLocator
 
     colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
-    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
     every = [c for comparisons in series.values() for c in comparisons]
     for (label, comparisons), colour in zip(series.items(), colours):
         points = sorted((c["x"], c["median"], c["low"], c["high"]) for c in comparisons)
@@ -395,13 +404,35 @@ def plot_ratios(series, *, xlabel, title,
         ax.axhline(t, color="0.2", linestyle="--", linewidth=1,
                    label=f"threshold {t:g}")
     devices = ", ".join(sorted({c["device"].upper() for c in every}))
-    threads = "/".join(str(t) for t in sorted({c["threads"] for c in every}))
+    threads = sorted({c["threads"] for c in every})
+    said = "/".join(map(str, threads)) + (" thread" if threads == [1] else " threads")
     ax.set_xscale("log")
+    sizes = sorted({c["x"] for c in every})
+    if sizes and sizes[0] >= 1e-3:  # ticks at sizes, none closer than 1/7 of the axis
+        gap = math.log10(sizes[-1] / sizes[0]) / 7
+        ticks = [sizes[0]]
+        for x in sizes[1:]:
+            if math.log10(x / ticks[-1]) >= gap:
+                ticks.append(x)
+        if ticks[-1] != sizes[-1]:
+            ticks[-1] = sizes[-1]
+            if len(ticks) > 1 and math.log10(ticks[-1] / ticks[-2]) < gap:
+                ticks.pop(-2)
+
+        def size(x):
+            if x >= 1e6:
+                return f"{x / 1e6:.3g}M"
+            if x >= 1e4:
+                return f"{x / 1e3:.3g}k"
+            return f"{int(x):,}" if float(x).is_integer() else f"{x:.3g}"
+
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticks(ticks, [size(x) for x in ticks])
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(f"{title}\n{devices}, {threads} thread(s), torch {torch.__version__}",
-                 fontsize=10)
-    ax.legend(fontsize=8)
+    ax.set_title(f"{title}\n{devices}, {said}, torch {torch.__version__}", fontsize=10)
+    ax.legend(fontsize=10, framealpha=0.9)
     return fig
 
 
@@ -409,23 +440,31 @@ def plot_series(series, *, xlabel, ylabel, title, device, logx=False):
     """Measured values against steps or size, one line per ``{label: (xs, ys)}``.
 
     Measured on ``device``; the title's second line names it, the thread count and the
-    torch version.
+    torch version. Text is 10 points on a figure 5.6 inches wide, as in plot_ratios;
+    a log-scaled size axis is ticked at the sizes, written as numbers.
     """
     import matplotlib.pyplot as plt
     import torch
+    from matplotlib.ticker import NullLocator
 
     colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
     markers = ["o", "s", "^", "D", "v", "P"]
-    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
     for (label, (xs, ys)), colour, marker in zip(series.items(), colours, markers):
         ax.plot(xs, ys, marker=marker, color=colour, label=label)
+    sizes = sorted({x for xs, _ in series.values() for x in xs})
     if logx:
         ax.set_xscale("log")
+        if sizes and sizes[0] >= 1e-3 and len(sizes) <= 8:
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xticks(sizes, [f"{x:,.0f}" if float(x).is_integer() else f"{x:.3g}"
+                                  for x in sizes])
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    where = f"{torch.device(device).type.upper()}, {torch.get_num_threads()} thread(s)"
+    n = torch.get_num_threads()
+    where = f"{torch.device(device).type.upper()}, {n} thread{'' if n == 1 else 's'}"
     ax.set_title(f"{title}\n{where}, torch {torch.__version__}", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=10, framealpha=0.9)
     return fig
 
 

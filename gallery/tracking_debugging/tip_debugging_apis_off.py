@@ -185,7 +185,8 @@ for width in widths:
     profiler_cost.append(compare_times(
         f"profiler on / off, width {width}",
         {"profiler on": profiled(step), "profiler off": plain(step)},
-        threshold=1.10, device=device, x=width, budget_s=0.5))
+        threshold=1.10, device=device, x=width, budget_s=0.5,
+        busy=False))  # "profiler on" runs a profiler itself: profilers do not nest
     if width == widths[0]:  # labels: the smallest width, where a fixed cost weighs most
         labelled = make_step(width, batch=batch, labels=True)
         label_cost.append(compare_times(
