@@ -35,7 +35,7 @@ bfloat16 autocast on the CPU and the article's float16 autocast with ``GradScale
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import compare_times, decide, plot_ratios, report
+from tipsite.tipkit import calibrate, compare_times, decide, plot_ratios, report
 
 
 # %%
@@ -48,6 +48,7 @@ from tipsite.tipkit import compare_times, decide, plot_ratios, report
 import warnings
 
 import torch
+from torch.utils.benchmark import Timer
 
 torch.manual_seed(0)
 # One thread: on a busy shared 2-core machine a two-thread matmul can stall a whole
@@ -104,9 +105,11 @@ loss_fn = torch.nn.CrossEntropyLoss()
 
 
 def make_model(width):
-    return torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),
-                               torch.nn.Linear(width, width), torch.nn.ReLU(),
-                               torch.nn.Linear(width, 10)).to(device)
+    return torch.nn.Sequential(torch.nn.Linear(width, width, device=device),
+                               torch.nn.ReLU(),
+                               torch.nn.Linear(width, width, device=device),
+                               torch.nn.ReLU(),
+                               torch.nn.Linear(width, 10, device=device))
 
 
 model = make_model(64)
@@ -148,12 +151,16 @@ print("autocast gradients match float32 gradients within rtol=0.1, atol=2e-2")
 # A full training step (SGD): float32, against autocast around forward and loss with the
 # backward outside. The float16 step on CUDA scales the loss with
 # ``torch.amp.GradScaler("cuda")``, as the article does. The gain has to outweigh autocast's
-# casts and the scaler's extra kernels (and its one sync per step), so it can only show once
-# the layers are big: a GPU needs far wider layers than a CPU, and a batch that keeps every
-# streaming multiprocessor (SM) busy, here 32 rows per SM. With a few hundred rows, a GPU step
-# takes the same time at every width: the launches, not the arithmetic, set its pace. A plain
-# matmul in the low type against float32, large enough to keep the device busy, shows whether
-# the hardware computes that type faster at all.
+# casts and the scaler's extra kernels and its one sync per step: after that sync the GPU
+# idles while the host queues the next step, so a step costs at least the host's time to queue
+# it, whatever its width. The gain can only show where the GPU's float16 work outlasts that
+# floor by far: a batch that keeps every streaming multiprocessor (SM) busy, here 32 rows per
+# SM, and widths sized from two measurements of this run: the autocast step's time at width
+# 64, where the GPU has almost nothing to do (the floor), and this GPU's float16 matmul rate
+# (``calibrate``). The widths make the step's float16 matmuls take a quarter of, once, 4 and 16
+# times the floor at that rate (at most 128 per SM wide); float32 takes longer. A plain matmul
+# in the low type against float32, sized to take 50 kernel launch times in float16, shows
+# whether the hardware computes that type faster at all.
 
 
 def make_steps(width, batch):
@@ -183,11 +190,22 @@ def make_steps(width, batch):
     return step_fp32, step_autocast
 
 
-widths = {"cpu": [32, 64, 128, 256], "cuda": [512, 1024, 2048, 4096]}[device.type]
 if device.type == "cuda":
-    batch = 32 * torch.cuda.get_device_properties(device).multi_processor_count
+    calib = calibrate(device)
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    batch = 32 * sms
+    probe = Timer("step()", globals={"step": make_steps(64, batch)[1]})
+    floor_s = probe.blocked_autorange(min_run_time=0.2).median
+    per_width2 = 12 * batch / calib["matmul_float16"]  # two w x w layers, fwd and bwd
+
+    def width_for(seconds):  # a multiple of 64 whose float16 matmuls take that long
+        return min(128 * sms, max(64, 64 * round((seconds / per_width2) ** 0.5 / 64)))
+
+    widths = sorted({width_for(k * floor_s) for k in (0.25, 1, 4, 16)})
+    print(f"autocast step at width 64, batch {batch}: {floor_s * 1e3:.3g} ms; "
+          f"widths: {widths}")
 else:
-    batch = 64
+    widths, batch = [32, 64, 128, 256], 64
 speedups = []
 for width in widths:
     step_fp32, step_autocast = make_steps(width, batch)
@@ -196,15 +214,22 @@ for width in widths:
     speedups.append(compare_times(
         f"autocast speed-up at width {width}",
         {"float32": step_fp32, f"autocast {amp_name}": step_autocast},
-        threshold=1.05, device=device, x=width, budget_s=1.5))
+        threshold=1.05, device=device, x=width, budget_s=1.5,
+        work={"flops": 6 * batch * (2 * width + 10) * width, "limit": "matmul_float16"}
+        if device.type == "cuda" else None))
 
-m, k = {"cpu": (64, 256), "cuda": (1024, 2048)}[device.type]
+m, k = 64, 256
+if device.type == "cuda":  # 2 m k^2 FLOPs in 50 launch times at the float16 rate
+    m = k = 64 * max(1, round((25 * calib["launch_s"] * calib["matmul_float16"])
+                              ** (1 / 3) / 64))
 a32 = torch.randn(m, k, device=device)  # [m, k]
 b32 = torch.randn(k, k, device=device)  # [k, k]
 a16, b16 = a32.to(amp_dtype), b32.to(amp_dtype)
 matmul = compare_times(f"{amp_name} matmul speed-up, [{m}, {k}] @ [{k}, {k}]",
                        {"float32": lambda: a32 @ b32, amp_name: lambda: a16 @ b16},
-                       threshold=1.05, device=device, x=k, budget_s=1.5)
+                       threshold=1.05, device=device, x=k, budget_s=1.5,
+                       work={"flops": 2 * m * k * k, "limit": "matmul_float16"}
+                       if device.type == "cuda" else None)
 
 skipped = []
 if device.type == "cpu":
@@ -233,13 +258,17 @@ fig = plot_ratios({f"autocast {amp_name} vs float32": speedups,
 # autocast) is sound when that backward still runs in the autocast dtype, as the docs
 # describe; in float32 it would forfeit the backward's share of the gain. The API: the
 # article's ``torch.cuda.amp`` calls are deprecated. Where no step gains, the plain matmul
-# and the hardware flags tell "not at these sizes" from "not on this hardware".
+# and the hardware flags tell "not at these sizes" from "not on this hardware". The speed is
+# a claim about the GPU's arithmetic: on CUDA a width at which the GPU idled half the time or
+# more (the host and the scaler's sync set the pace) is shown, labelled, and decides nothing
+# (``about="device"``).
 RULE = (f"outdated if the autocast step gains >5% at some width, the backward outside "
         f"autocast runs in {amp_name} and torch.cuda.amp warns as deprecated; holds "
         f"if it gains at every width and the backward runs in {amp_name}; depends if "
         f"it gains at some widths; depends (on size) if it gains at none but a plain "
         f"{amp_name} matmul beats float32 by >5%; depends (on hardware) if neither "
-        f"gains and the device lacks native {amp_name} arithmetic; wrong otherwise")
+        f"gains and the device lacks native {amp_name} arithmetic; wrong otherwise. On "
+        f"CUDA only timings that kept the GPU busy at least half the time decide")
 decision = decide(device, [
     ("outdated", {"speed-up": "any above", "backward dtype": amp_name,
                   "torch.cuda.amp deprecated": True}),
@@ -251,7 +280,7 @@ decision = decide(device, [
 ], groups={"speed-up": speedups, "matmul": [matmul]},
     facts={"torch.cuda.amp deprecated": deprecated, "backward dtype": backward_dtype,
            hardware_name: hardware},
-    key=speedups[-1])
+    key=speedups[-1], about="device")
 report(decision, RULE)
 RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
           "skipped": skipped}
