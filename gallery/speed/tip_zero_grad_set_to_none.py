@@ -34,7 +34,8 @@ model sizes.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import compare_times, compare_values, decide, plot_ratios, report
+from tipsite.tipkit import (calibrate, compare_times, decide, outcome, plot_ratios,
+                            report)
 
 
 # %%
@@ -44,6 +45,7 @@ from tipsite.tipkit import compare_times, compare_values, decide, plot_ratios, r
 # difference is a memset and an addition per step, not parallel work, and a single thread keeps
 # small ops from stalling on a busy machine.
 import torch
+import torch.utils.benchmark as benchmark
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -57,8 +59,8 @@ def make_model(width, depth=4):
     torch.manual_seed(0)
     layers = []
     for _ in range(depth):
-        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
-    return torch.nn.Sequential(*layers).to(device)
+        layers += [torch.nn.Linear(width, width, device=device), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers)
 
 
 # %%
@@ -148,11 +150,38 @@ assert moved[False] and not moved[True]
 # -----------
 # One full training step (zero_grad, forward, backward, SGD step) for models from tiny (the
 # step is mostly Python overhead) to larger (each step moves megabytes of weights and
-# gradients through memory), the two settings alternating round by round. The CUDA sweep
-# starts wider: a GPU hides small layers behind its launch overhead. Speed-up =
+# gradients through memory), the two settings alternating round by round. Speed-up =
 # set_to_none=False time / set_to_none=True time; the threshold is 1.0: above means None is
 # measurably faster, below means it is measurably slower.
-widths = {"cpu": [32, 128, 512, 1024], "cuda": [256, 512, 1024, 2048]}[device.type]
+#
+# On a GPU, what ``set_to_none`` saves is GPU work (a fill of every gradient, and a read of
+# it in the next backward), which only shows once the step's GPU work outlasts the host's
+# time to queue the step. So the CUDA widths are sized from two measurements of this run: the
+# time of a step at width 64, where the GPU has almost nothing to do (the host's time per
+# step), and this GPU's float32 matmul and device copy rates (``calibrate``). From these, a
+# step's GPU work at width ``w`` is about ``w**2`` times (its matmuls' FLOPs at the matmul
+# rate, plus about eight passes over the weights' bytes at the copy rate); the widths make it
+# a quarter of, once, 4 and 16 times the host's time per step (at most 128 per streaming
+# multiprocessor wide).
+if device.type == "cuda":
+    calib = calibrate(device)
+    probe = make_model(64)
+    probe_args = (probe, torch.optim.SGD(probe.parameters(), lr=1e-3),
+                  torch.randn(BATCH, 64, device=device))
+    host_s = benchmark.Timer("step(*args)", globals={
+        "step": train_step_none, "args": probe_args}).blocked_autorange(
+        min_run_time=0.2).median
+    per_width2 = (6 * 4 * BATCH / calib["matmul_float32"]  # fwd and bwd matmuls
+                  + 8 * 4 * 4 / calib["copy_device"])  # ~8 passes over the weights
+    most = 128 * torch.cuda.get_device_properties(device).multi_processor_count
+
+    def width_for(seconds):  # a multiple of 64 whose step takes that long on the GPU
+        return min(most, max(64, 64 * round((seconds / per_width2) ** 0.5 / 64)))
+
+    widths = sorted({width_for(k * host_s) for k in (0.25, 1, 4, 16)})
+    print(f"host time per step at width 64: {host_s * 1e3:.3g} ms; widths: {widths}")
+else:
+    widths = [32, 128, 512, 1024]
 speedups = []
 for width in widths:
     x = torch.randn(BATCH, width, device=device)  # [batch, features]
@@ -208,17 +237,18 @@ fig = plot_ratios({"set_to_none=True vs False": speedups},
 # percent at most (fresh gradient tensors cost an allocation), and a rule at 1.0 or 0.95
 # would be decided by the noise of the machine. On an older
 # torch, where the default zero-fills, it holds if ``set_to_none=True`` is measurably faster
-# at some width.
-slower = [compare_values(f"None >10% slower at width {c['x']}",
-                         {"set_to_none=False": c["base"],
-                          "set_to_none=True": c["cand"]},
-                         threshold=0.9, device=device, metric="time", unit="s",
-                         x=c["x"])
-          for c in speedups]
+# at some width. On a GPU the claim is about GPU work (a fill and a read of every gradient
+# that ``None`` saves): a width at which the GPU idled half the time or more is shown,
+# labelled, and decides nothing (``about="device"``); each "markedly slower" point is the
+# same rounds as its speed-up, GPU times and all, read against 0.9.
+slower = [{**{k: v for k, v in c.items() if k != "margin"},
+           "name": f"None >10% slower at width {c['x']}", "threshold": 0.9,
+           "outcome": outcome(c["low"], c["high"], 0.9)} for c in speedups]
 RULE = ("outdated if a plain zero_grad() already leaves the grads None and "
         "set_to_none=True is >10% slower at no width (no interval below 0.9); "
         "otherwise holds if it is faster at some width (interval above 1.0), wrong if "
-        "slower at every width, depends otherwise")
+        "slower at every width, depends otherwise. On CUDA only widths that kept the "
+        "GPU busy at least half the time decide")
 decision = decide(device,
                   [("outdated", {"plain zero_grad() leaves grads None": True,
                                  "None >10% slower": "none below"}),
@@ -228,7 +258,7 @@ decision = decide(device,
                    ("depends", {})],
                   groups={"speed-up": speedups, "None >10% slower": slower},
                   facts={"plain zero_grad() leaves grads None": default_none},
-                  key=speedups[-1])
+                  key=speedups[-1], about="device")
 report(decision, RULE)
 RESULT = {"rule": RULE, "verdicts": {device.type: decision},
           "measurements": measurements, "skipped": skipped}
