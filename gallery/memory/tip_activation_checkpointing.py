@@ -38,14 +38,17 @@ plus backward, which includes the recompute; and it times the recompute.
 # ratio; the interval is a ~95% confidence interval for its median (with 5 rounds or fewer,
 # their whole range). A verdict is the first case of the rule whose conditions the
 # measurements meet.
-from tipsite.tipkit import compare_times, compare_values, decide, plot_series, report
+from tipsite.tipkit import (calibrate, compare_times, compare_values, decide,
+                            plot_series, report)
 
 
 # %%
 # Setup
 # -----
 # Blocks of a small matmul followed by cheap activations: exactly the guide's target, large
-# outputs with a small recompute cost; wider on a GPU.
+# outputs with a small recompute cost; wider on a GPU, with a batch sized to it (below).
+import math
+
 import torch
 from torch.utils.checkpoint import checkpoint
 
@@ -57,7 +60,18 @@ device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 print(f"device: {device}, threads: {torch.get_num_threads()}, "
       f"torch {torch.__version__}")
 
+# On a GPU the time figure must time the GPU's work, not the host's launches: the batch
+# is the power of two that makes a forward and backward at depth 4 take about 20 times
+# the host's time to launch its ~48 kernels, at this GPU's own matmul and copy rates,
+# measured at the start (``calibrate``). A block's forward and backward pass over its
+# activations about 12 times (4 bytes each) and run its matmul 3 times.
 BATCH, WIDTH = {"cpu": (1024, 128), "cuda": (1024, 256)}[device.type]
+if device.type == "cuda":
+    calib = calibrate(device)
+    row_s = 4 * (12 * 4 * WIDTH / calib["copy_device"]
+                 + 3 * 2 * WIDTH**2 / calib["matmul_float32"])  # depth 4, one row
+    BATCH = 2 ** max(10, min(17, int(math.log2(20 * 48 * calib["launch_s"] / row_s))))
+    print(f"batch {BATCH}, width {WIDTH}")
 DEPTHS = [2, 4, 8, 16]
 weights = [(torch.randn(WIDTH, WIDTH, device=device) / WIDTH**0.5).requires_grad_()
            for _ in range(max(DEPTHS))]
@@ -192,7 +206,8 @@ fig = plot_series(series, xlabel="blocks (depth)", ylabel="memory (MiB)",
 # -------
 # The advice is about memory: it holds if the memory held for backward shrinks by more than
 # 1.5x at every depth (exact counts; one round each). The time cost and, on CUDA, the peak
-# are shown beside it and decide nothing.
+# are shown beside it and decide nothing; the recompute is GPU work, so on CUDA the time is
+# labelled host-bound if the GPU idled half of it or more (``about="device"``).
 RULE = ("holds if checkpointing reduces the memory held for backward by more than "
         "1.5x at every depth; wrong if at none; depends otherwise")
 groups = {"memory held for backward": saving, "time cost": [cost]}
@@ -201,7 +216,7 @@ if peak_saving:
 decision = decide(device, [("holds", {"memory held for backward": "all above"}),
                            ("wrong", {"memory held for backward": "none above"}),
                            ("depends", {})],
-                  groups=groups, key=saving[-1])
+                  groups=groups, key=saving[-1], about="device")
 report(decision, RULE)
 skipped = [] if peak else ["peak of forward + backward (max_memory_allocated): "
                            "needs CUDA (no CUDA device in this build)"]
