@@ -227,6 +227,21 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "tipsite.bench", *session.posargs)
 
 
+@nox.session(default=False, venv_backend="none")
+def vet(session: nox.Session) -> None:
+    """Vet result sets from other machines before they are committed: `nox -s vet -- FILE...`.
+
+    Needs no virtualenv (the checks import no torch) and the git history (each tip's source must
+    match a commit of this repository). Without arguments: every contributed set in
+    docs/_data/results/ (``contrib-*.json``; CI vets the sets a pull request adds, by name).
+    """
+    files = session.posargs or [str(p) for p in sorted((settings.DOCS_DIR / "_data" / "results").glob("contrib-*.json"))]
+    if not files:
+        session.log("no contributed result set to vet")
+        return
+    session.run(sys.executable, "-m", "tipsite.records", "vet", *files, external=True)
+
+
 @nox.session(default=False)
 def new_tip(session: nox.Session) -> None:
     """Start a tip from the template: `nox -s new_tip -- TOPIC tip_name`."""

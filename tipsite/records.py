@@ -417,6 +417,8 @@ def record_problems(record: Any) -> list[str]:
         problems += warnings_problems(record["warnings"])
     if "figures" in record:
         problems += figures_problems(record["figures"])
+    if not isinstance(record.get("contributed", False), bool):
+        problems.append("contributed must be true or false")
     result = {k: record[k] for k in RESULT_KEYS if k in record}
     if record.get("upgraded_from") == OLD_SET_SCHEMA:
         problems += _legacy_problems(record)
@@ -717,6 +719,117 @@ def columns(tip_name: str, this: dict | None, sets: Iterable[dict]) -> list[dict
     return out + sorted(best.values(), key=lambda r: r["date"], reverse=True)
 
 
+# --- a result set from a reader's machine, vetted before it is committed ------------------------
+
+# What only markup needs: an HTML tag, a reST role, link or directive, a backtick, a line break,
+# a link scheme. Comparison signs ("> 0", "<= 1.1x") are text.
+_MARKUP = re.compile(r"<\s*[a-z/!?]|`|[\n\r]|^\s*\.\.\s|:[a-z][\w-]*:`|\|\w+\||"
+                     r"(https?|javascript|data|file):", re.I)
+OLDEST_DATE = "2024-01-01"
+
+
+def _strings(value: Any, where: str = ""):
+    """Every string in a record, with where it sits (warning messages left out: torch's own text,
+    shown escaped)."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if where.endswith("warnings]") and k == "message":
+                continue
+            yield from _strings(k, f"{where}.{k} (key)")
+            yield from _strings(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _strings(v, f"{where}[{i}]" if not where.endswith("warnings") else f"{where}]")
+
+
+def _plausibility(record: dict) -> list[str]:
+    problems = []
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    if not OLDEST_DATE <= record["date"] <= now:
+        problems.append(f"date {record['date']} is not between {OLDEST_DATE} and now")
+    cores = (record["hosts"].get("cpu") or {}).get("cores")
+    if isinstance(cores, int) and not 1 <= record["build_threads"] <= max(cores, 1) * 4:
+        problems.append(f"build_threads {record['build_threads']} does not fit {cores} cores")
+    for device, decision in (record.get("verdicts") or {}).items():
+        for c in decision.get("comparisons") or []:
+            low = 1e-4 if c["metric"] == "time" else 0.0  # a memory ratio may be 0 (nothing kept)
+            if c["measure"] == "ratio" and not low <= c["median"] <= 1e4:
+                problems.append(f"{device} comparison {c['name']!r}: a ratio of {c['median']:g} is not plausible")
+            if c["metric"] == "time" and not all(0 < x <= 3600 for x in c["base"] + c["cand"]):
+                problems.append(f"{device} comparison {c['name']!r}: times outside (0, 3600] seconds")
+            if c["unit"] in ("B", "bytes") and not all(0 <= x <= 1e13 for x in c["base"] + c["cand"]):
+                problems.append(f"{device} comparison {c['name']!r}: byte counts outside [0, 10 TB]")
+    return problems
+
+
+def vet_record(record: dict, tips: dict, versions: dict[str, dict]) -> list[str]:
+    """Why a record from another machine cannot join the committed sets ([] when it can)."""
+    name = record.get("tip")
+    problems = record_problems(record)
+    if problems:
+        return problems
+    for where, text in _strings({k: v for k, v in record.items() if k not in ("warnings", "figures")}):
+        if _MARKUP.search(text):
+            return [f"{where.lstrip('.')}: {text[:60]!r} holds markup or a link; results are plain text"]
+    tip = tips.get(name)
+    if tip is None:
+        return [f"no tip named {name!r} in this repository"]
+    if record.get("upgraded_from") or any(d.get("legacy") for d in record["verdicts"].values()):
+        problems.append("a converted or legacy record is not a contribution")
+    version = {k: record[k] for k in VERSION_KEYS}
+    current = tip_version(tip.path)
+    known = [v for v in versions.values() if v["tip"] == name]
+    if version != current and not any({k: v[k] for k in VERSION_KEYS} == version for v in known):
+        problems.append(f"its source (code {record['code_sha256'][:12]}, helpers {record['helpers_sha256'][:12]}) "
+                        "matches no version of the tip in this repository's history")
+    cpu = record["hosts"].get("cpu") or {}
+    if not (isinstance(cpu.get("flags"), list) and isinstance(cpu.get("cores"), int)):
+        problems.append("hosts['cpu'] needs the CPU's flags and cores (its machine class)")
+    for device in record["verdicts"]:
+        if device not in tip.devices:
+            problems.append(f"decides {device!r}, which the tip does not measure")
+        if machine_class(record, device) == devices_table.UNKNOWN_CLASS:
+            problems.append(f"hosts[{device!r}] lacks what makes its machine class "
+                            "(a GPU's name and compute capability; a CPU's flags and cores)")
+    try:
+        if tipmeta_parse_version(record["torch"]) < tipmeta_parse_version(tip.min_torch):
+            problems.append(f"torch {record['torch']} is older than the tip's min_torch {tip.min_torch}")
+    except ValueError as exc:
+        problems.append(str(exc))
+    return problems + _plausibility(record)
+
+
+def tipmeta_parse_version(text: str) -> tuple[int, ...]:
+    from tipsite import tipmeta
+
+    return tipmeta.parse_version(text)
+
+
+def vet_set(path: Path, versions: dict[str, dict] | None = None) -> list[str]:
+    """Why the result set at ``path`` cannot be committed ([] when it can): it must load as every
+    set does, come from one machine and run, and each record must pass :func:`vet_record` (the
+    tip's source at some commit of this repository; versions default to the git history)."""
+    from tipsite import tipmeta
+
+    try:
+        data = load_set(path)
+    except RecordError as exc:
+        return [str(exc)]
+    machines = {json.dumps(r["hosts"], sort_keys=True) for r in data["records"]}
+    if len({run_key(r) for r in data["records"]}) > 1 or len(machines) > 1 or not data["records"]:
+        return [f"{path}: one set holds the records of one machine and run"]
+    tips = {t.name: t for t in tipmeta.read_all()}
+    names = {r["tip"] for r in data["records"]}
+    if versions is None:
+        versions = history_versions(tips=names)
+    problems = []
+    for record in data["records"]:
+        problems += [f"{path}: {record['tip']}: {p}" for p in vet_record(record, tips, versions)]
+    return problems
+
+
 # --- result sets of schema 1 (one device per build) -------------------------------------------
 
 def _legacy_problems(record: dict) -> list[str]:
@@ -787,8 +900,16 @@ def upgrade_v2(old: dict, versions: dict[str, dict]) -> dict:
     return {**old, "schema": SET_SCHEMA, "records": records}
 
 
-def history_versions(paths: Iterable[str] = ("gallery",), root: Path = settings.ROOT) -> dict[str, dict]:
-    """SHA-256 of every tip file the git history holds -> its version digests, tip and commit."""
+KIT = "tipsite/tipkit.py"
+
+
+def history_versions(paths: Iterable[str] = ("gallery",), root: Path = settings.ROOT,
+                     tips: Iterable[str] | None = None) -> dict[str, dict]:
+    """SHA-256 of every tip file the git history holds -> its version digests, tip and commit.
+
+    A tip that imports its helpers is digested with the tipkit.py of the same commit; the file
+    of a tip that carried them is digested as it is. ``tips`` limits the search to those names.
+    """
     import subprocess
 
     from tipsite import tipsource
@@ -797,23 +918,39 @@ def history_versions(paths: Iterable[str] = ("gallery",), root: Path = settings.
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
                               check=True).stdout
 
+    wanted = set(tips) if tips is not None else None
     found: dict[str, dict] = {}
-    seen_blobs: set[str] = set()
-    for commit in git("log", "--format=%H", "--", *paths).split():
-        for line in git("ls-tree", "-r", commit, "--", *paths).splitlines():
-            meta, path = line.split("\t", 1)
-            blob = meta.split()[2]
+    seen: set[tuple[str, str]] = set()
+    kits: dict[str, tipsource.Kit] = {}
+    for commit in git("log", "--format=%H", "--", *paths, KIT).split():
+        listing = git("ls-tree", "-r", commit, "--", *paths, KIT).splitlines()
+        blobs = {line.split("\t", 1)[1]: line.split()[2] for line in listing}
+        kit_blob = blobs.get(KIT)
+        if kit_blob and kit_blob not in kits:
+            try:
+                kits[kit_blob] = tipsource.kit_from_text(git("cat-file", "blob", kit_blob))
+            except (SyntaxError, ValueError, KeyError):
+                kits[kit_blob] = tipsource.current_kit()
+        kit = kits.get(kit_blob) or tipsource.current_kit()
+        for path, blob in blobs.items():
             name = Path(path).name
-            if blob in seen_blobs or not (name.startswith("tip_") and name.endswith(".py")):
+            if path == KIT or not (name.startswith("tip_") and name.endswith(".py")):
                 continue
-            seen_blobs.add(blob)
+            if wanted is not None and Path(path).stem not in wanted:
+                continue
+            if (blob, kit_blob) in seen:
+                continue
+            seen.add((blob, kit_blob))
             text = git("cat-file", "blob", blob)
             sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
             try:
-                version = tipsource.version(text, path)
-            except tipsource.TipSourceError:
+                version = tipsource.version(text, path, kit)
+                download = tipsource.inline(text, path, kit)
+            except (tipsource.TipSourceError, KeyError):
                 continue
-            found[sha] = {"tip": Path(path).stem, "commit": commit, **version}
+            entry = {"tip": Path(path).stem, "commit": commit, **version}
+            found.setdefault(sha, entry)
+            found.setdefault(hashlib.sha256(download.encode("utf-8")).hexdigest(), entry)
     return found
 
 
@@ -864,12 +1001,24 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--cpu-name", required=True, help="what is known of that machine's CPU")
     up.add_argument("--cuda-host", required=True, help="JSON: {'name', 'cuda', 'driver'}")
     up.add_argument("--out", type=Path, required=True)
+    vet = sub.add_parser("vet", help="check result sets from other machines before they are committed")
+    vet.add_argument("files", nargs="+", type=Path)
     up2 = sub.add_parser("upgrade-v2", help="add the version digests to schema-2 result sets, in place")
     up2.add_argument("files", nargs="+", type=Path)
     up2.add_argument("--versions", type=Path,
                      help="JSON {sha256: {code_sha256, helpers_sha256}} (default: from the git history)")
     args = parser.parse_args(argv)
     try:
+        if args.command == "vet":
+            failed = 0
+            for path in args.files:
+                problems = vet_set(path)
+                if problems:
+                    failed += 1
+                    print(f"refused: {path}\n  " + "\n  ".join(problems), file=sys.stderr)
+                else:
+                    print(f"accepted: {path}")
+            return 1 if failed else 0
         if args.command == "upgrade-v2":
             versions = (json.loads(args.versions.read_text(encoding="utf-8")) if args.versions
                         else history_versions())
