@@ -384,6 +384,9 @@ def stability(tips: list[tipmeta.Tip], runs: list[dict[str, dict]]) -> list[dict
         devices = [d for d in records.devices() if any(d in p for p in per_run)]
         devices += sorted({d for p in per_run for d in p} - set(devices))
         base = {"tip": tip.name, "topic": tip.topic, "kind": tip.kind}
+        record = next((r[tip.name]["result"] for r in runs if r.get(tip.name) and r[tip.name].get("result")), None)
+        if record is not None and all(k in record for k in records.VERSION_KEYS):
+            base["version"] = {k: record[k] for k in records.VERSION_KEYS}  # which tip the rows measured
         if not devices:
             rows.append({**base, "device": None, "verdicts": [None] * len(runs), "verdict_changed": False,
                          "key": None, "values": [], "within_target": None, "inside_intervals": None,

@@ -82,6 +82,30 @@ def _old_view(data: Any) -> dict:
         "tips_s": _s(summary.get("tips_s_median"))}}
 
 
+def _current_versions() -> dict[str, dict]:
+    """Each gallery tip's version now: a benchmark row of another version is marked as such."""
+    from tipsite import tipmeta, tipsource
+
+    found = {}
+    for path in tipmeta.tip_files():
+        try:
+            found[path.stem] = tipsource.file_version(path)
+        except tipsource.TipSourceError:
+            continue
+    return found
+
+
+def machine_class(data: dict) -> str:
+    """The machine class of the benchmark's machine: from its hosts, or from the CPU fields older
+    data recorded (the model, its flags, its cores)."""
+    from tipsite import devices
+
+    m = data.get("machine") or {}
+    if m.get("hosts"):
+        return devices.machine_class(devices.primary(m["hosts"]), m["hosts"][devices.primary(m["hosts"])])
+    return devices.machine_class("cpu", {"name": m.get("cpu"), "flags": m.get("cpu_flags"), "cores": m.get("cores")})
+
+
 def view(data: Any) -> dict[str, Any]:
     """Every figure the page (and the README summary) shows, formatted once."""
     if not bench.is_current(data):
@@ -119,9 +143,13 @@ def view(data: Any) -> dict[str, Any]:
     rest_share = sum(r["share_pct"] or 0 for r in rest)
 
     stability = []
+    versions = _current_versions()
     for r in data.get("stability") or []:
         device = records.device_word(r["device"]) if r["device"] else "–"
+        current = versions.get(r["tip"])
+        older = not (r.get("version") and current and r["version"] == current)
         row = {"tip": r["tip"], "topic": r["topic"], "kind": r["kind"], "device": device,
+               "older": older,
                "verdicts": [v or "–" for v in r["verdicts"]], "changed": bool(r["verdict_changed"]),
                "note": r.get("note"), "moved": False, "key": "–", "figures": "–", "intervals": "–",
                "rounds": "–", "deviation": "–", "inside": "–"}
@@ -164,6 +192,8 @@ def view(data: Any) -> dict[str, Any]:
         "tip_costs": costs_view,
         "rest_time": _s(rest_s), "rest_share": _pct(rest_share),
         "stability": stability,
+        "older": sum(r["older"] for r in stability),
+        "machine_class": machine_class(data),
         "changes": sum(r["changed"] for r in stability),
         "decisions": sum(r["device"] != "–" for r in stability),
     }
