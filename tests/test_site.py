@@ -171,3 +171,46 @@ def test_record_json_is_plain_data(site, tips):
     for tip in tips:
         path = records.record_path(settings.TIPS_OUT_DIR / tip.topic / tip.path.name)
         json.loads(path.read_text(encoding="utf-8"))
+
+
+# --- results from many machines: never two figures of one tip from two classes without both named --
+
+def _between(html: str, start: str, end: str) -> str:
+    i = html.index(start)
+    return html[i:html.index(end, i)]
+
+
+def test_no_page_shows_a_tip_s_figures_from_two_machine_classes_without_naming_both(site, tips):
+    """Reads the built pages: each tip page names the machine class of every run whose figures it
+    shows (this build, the result sets, the matrix); the compatibility page shows a tip's runs
+    only under the heading of their own class; the benchmark page names its class."""
+    from tipsite import compat
+    from tipsite.sphinxext import benchpage
+
+    sets = records.load_sets(records.committed_paths())
+    runs = compat.load_all()
+    compat_html = text((site / "reference" / "compat.html").read_text(encoding="utf-8"))
+    classes_seen = set()
+    for tip in tips:
+        html = text(page(site, tip))
+        measured = _between(html, "Measured on Every run", "Figures and provenance")
+        shown = [r for r in [record_of(tip)] + [r for s in sets for r in s["records"] if r["tip"] == tip.name]
+                 if r is not None]
+        for record in shown:
+            for device in record["verdicts"]:
+                cls = records.machine_class(record, device)
+                classes_seen.add(cls)
+                assert cls in measured, f"{tip.name}: a {device} run's figures without its class ({cls})"
+        for release, run in runs.items():
+            entry = (run or {}).get("tips", {}).get(tip.name)
+            if entry and entry.get("status") == compat.PASSED and entry.get("verdicts"):
+                cls = compat.machine_class(run)
+                assert cls in measured, f"{tip.name}: torch {release}'s matrix run without its class"
+                # on the compatibility page, under its own class's heading
+                heading = ("Measured on " + cls) if cls != devices.UNKNOWN_CLASS else "Machine class unknown"
+                assert heading in compat_html, f"compatibility page: no table headed {heading!r}"
+    assert len(classes_seen) >= 2, "the site holds results of one machine class only: nothing to tell apart"
+    bench_html = text((site / "how_built.html").read_text(encoding="utf-8"))
+    data = json.loads((settings.DOCS_DIR / "_data" / "bench.json").read_text(encoding="utf-8"))
+    assert f"Machine class: {benchpage.machine_class(data)}" in bench_html
+
