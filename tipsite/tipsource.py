@@ -44,38 +44,64 @@ class TipSourceError(ValueError):
     """A tip's helpers cannot be resolved; the message names the file and the problem."""
 
 
-def _tipkit_source() -> tuple[dict[str, str], dict[str, ast.FunctionDef]]:
+@dataclass(frozen=True)
+class Kit:
+    """One version of tipsite/tipkit.py: its helpers' source, and which of them decide."""
+
+    sources: dict[str, str]  # helper name -> its source, in HELPERS order
+    nodes: dict[str, ast.FunctionDef]
+    decides: tuple[str, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.sources)
+
+
+def kit_from_text(text: str) -> Kit:
+    """The helpers of a tipkit.py of any commit: ``HELPERS`` and ``DECIDES`` as it lists them
+    (before ``DECIDES`` existed, every helper but report and the plots decided)."""
+    module = ast.parse(text)
+    listed: dict[str, tuple] = {}
+    for node in module.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id in ("HELPERS", "DECIDES"):
+                listed[node.targets[0].id] = tuple(ast.literal_eval(node.value))
+    nodes = {n.name: n for n in module.body if isinstance(n, ast.FunctionDef)}
+    names = listed.get("HELPERS", ())
+    decides = listed.get("DECIDES", tuple(n for n in names if n not in ("report", "plot_ratios", "plot_series")))
+    return Kit({n: ast.get_source_segment(text, nodes[n]) for n in names}, {n: nodes[n] for n in names}, decides)
+
+
+def current_kit() -> Kit:
     path = Path(tipkit.__file__)
-    return _read_tipkit(str(path), path.stat().st_mtime_ns)
+    return _read_kit(str(path), path.stat().st_mtime_ns)
 
 
 @cache
-def _read_tipkit(path: str, mtime_ns: int) -> tuple[dict[str, str], dict[str, ast.FunctionDef]]:
-    source = Path(path).read_text(encoding="utf-8")
-    nodes = {n.name: n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)}
-    return {name: ast.get_source_segment(source, nodes[name]) for name in tipkit.HELPERS}, nodes
+def _read_kit(path: str, mtime_ns: int) -> Kit:
+    return kit_from_text(Path(path).read_text(encoding="utf-8"))
 
 
 def helper_sources() -> dict[str, str]:
     """The source of each helper in :data:`tipkit.HELPERS`, as written in tipkit.py."""
-    return _tipkit_source()[0]
+    return dict(current_kit().sources)
 
 
-def _calls(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(tipkit.HELPERS)
+def _calls(node: ast.AST, kit: Kit) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(kit.names)
 
 
-def closure(names) -> list[str]:
+def closure(names, kit: Kit | None = None) -> list[str]:
     """``names`` and every helper they call, in :data:`tipkit.HELPERS` order."""
-    nodes = _tipkit_source()[1]
+    kit = kit or current_kit()
     todo, found = list(names), set()
     while todo:
         name = todo.pop()
         if name in found:
             continue
         found.add(name)
-        todo += sorted(_calls(nodes[name]) - {name})
-    return [h for h in tipkit.HELPERS if h in found]
+        todo += sorted(_calls(kit.nodes[name], kit) - {name})
+    return [h for h in kit.names if h in found]
 
 
 @dataclass(frozen=True)
@@ -88,7 +114,8 @@ class Parsed:
     used: tuple[str, ...]  # helpers the tip's own code calls, with what they call
 
 
-def parse(source: str, path: Path | str = "<tip>") -> Parsed:
+def parse(source: str, path: Path | str = "<tip>", kit: Kit | None = None) -> Parsed:
+    kit = kit or current_kit()
     try:
         module = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
@@ -96,13 +123,13 @@ def parse(source: str, path: Path | str = "<tip>") -> Parsed:
     imports, copies, own = [], [], []
     for node in module.body:
         if isinstance(node, ast.ImportFrom) and node.module == HELPER_MODULE:
-            unknown = [a.name for a in node.names if a.name not in tipkit.HELPERS or a.asname]
+            unknown = [a.name for a in node.names if a.name not in kit.names or a.asname]
             if unknown:
                 raise TipSourceError(f"{path}: line {node.lineno}: imports {', '.join(unknown)} from "
                                      f"{HELPER_MODULE}, which are not helpers a download can carry "
-                                     f"(known: {', '.join(tipkit.HELPERS)}; no 'as')")
+                                     f"(known: {', '.join(kit.names)}; no 'as')")
             imports.append(node)
-        elif isinstance(node, ast.FunctionDef) and node.name in tipkit.HELPERS:
+        elif isinstance(node, ast.FunctionDef) and node.name in kit.names:
             copies.append(node)
         else:
             own.append(node)
@@ -116,7 +143,7 @@ def parse(source: str, path: Path | str = "<tip>") -> Parsed:
     clash = imported & {c.name for c in copies}
     if clash:
         raise TipSourceError(f"{path}: both imports and defines {', '.join(sorted(clash))}")
-    called = set().union(*(_calls(n) for n in own)) if own else set()
+    called = set().union(*(_calls(n, kit) for n in own)) if own else set()
     missing = sorted(called - imported - {c.name for c in copies})
     if imports and missing:
         raise TipSourceError(f"{path}: calls {', '.join(missing)} without importing it from {HELPER_MODULE}")
@@ -125,20 +152,21 @@ def parse(source: str, path: Path | str = "<tip>") -> Parsed:
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         doc = (first.lineno, first.end_lineno)
     # what the download carries: the imported helpers and what they call
-    used = closure(imported) if imports else closure(called)
+    used = closure(imported, kit) if imports else closure(called, kit)
     return Parsed(tuple(imports), tuple(copies), doc, tuple(used))
 
 
-def inline(source: str, path: Path | str = "<tip>") -> str:
+def inline(source: str, path: Path | str = "<tip>", kit: Kit | None = None) -> str:
     """The download: ``source`` with its helper import replaced by the helpers' source."""
-    parsed = parse(source, path)
+    kit = kit or current_kit()
+    parsed = parse(source, path, kit)
     if not parsed.imports:
         return source
     if len(parsed.imports) > 1:
         raise TipSourceError(f"{path}: import the helpers in one statement, not {len(parsed.imports)}")
     node = parsed.imports[0]
-    names = closure(a.name for a in node.names)
-    text = "\n\n\n".join(helper_sources()[n] for n in names)
+    names = closure((a.name for a in node.names), kit)
+    text = "\n\n\n".join(kit.sources[n] for n in names)
     lines = source.splitlines(keepends=True)
     end = lines[node.end_lineno - 1]
     newline = "\n" if end.endswith("\n") else ""
@@ -169,34 +197,36 @@ def _function_lines(node: ast.FunctionDef, text: str) -> list[str]:
     return _code_lines(text, skip)
 
 
-def helpers_digest(names, sources: dict[str, str] | None = None) -> str:
+def helpers_digest(names, sources: dict[str, str] | None = None, kit: Kit | None = None) -> str:
     """The digest of the measuring and deciding helpers among ``names`` and what they call.
 
     ``sources`` gives a helper's text where a file carries its own copy (a download, an older
-    tip); the others are read from tipkit.py.
+    tip); the others are read from ``kit`` (tipkit.py as it is now, unless another is given).
     """
-    reference = helper_sources()
+    kit = kit or current_kit()
     lines = []
     # a file carrying its helpers (a download, an older tip) is digested as it is
-    chosen = [h for h in tipkit.HELPERS if h in sources] if sources else closure(names)
+    chosen = [h for h in kit.names if h in sources] if sources else closure(names, kit)
     for name in chosen:
-        if name not in tipkit.DECIDES:
+        if name not in kit.decides:
             continue
-        text = (sources or {}).get(name, reference[name])
+        text = (sources or {}).get(name, kit.sources[name])
         node = ast.parse(text).body[0]
         lines += [f"# {name}", *_function_lines(node, text)]
     return _digest(lines)
 
 
-def version(source: str, path: Path | str = "<tip>") -> dict[str, str]:
-    """``{"code_sha256", "helpers_sha256"}`` of a tip's source, its download or an older copy."""
-    parsed = parse(source, path)
+def version(source: str, path: Path | str = "<tip>", kit: Kit | None = None) -> dict[str, str]:
+    """``{"code_sha256", "helpers_sha256"}`` of a tip's source, its download or an older copy;
+    ``kit`` is the tipkit.py the source was written against (default: today's)."""
+    kit = kit or current_kit()
+    parsed = parse(source, path, kit)
     skip = [(n.lineno, n.end_lineno) for n in (*parsed.imports, *parsed.copies)]
     if parsed.docstring:
         skip.append(parsed.docstring)
     copies = {n.name: ast.get_source_segment(source, n) for n in parsed.copies}
     return {"code_sha256": _digest(_code_lines(source, skip)),
-            "helpers_sha256": helpers_digest(parsed.used, copies)}
+            "helpers_sha256": helpers_digest(parsed.used, copies, kit)}
 
 
 def file_version(path: Path | str) -> dict[str, str]:
