@@ -114,3 +114,23 @@ def test_a_new_tip_from_the_template_is_a_valid_tip_that_runs(tmp_path):
     assert report["figures"] == 1 and "cpu" in report["verdicts"]
     with pytest.raises(ValueError, match="already exists"):
         newtip.new_tip("speed", "tip_try_me", gallery=tmp_path)
+
+
+def test_the_coverage_page_names_real_tips_and_every_tuning_guide_claim_s_tip():
+    """conf/coverage.toml: each entry names tips that exist, or says why none can run here; every
+    tip examining a tuning-guide claim (S5) is listed, and every tip is listed somewhere or
+    examines a seed article's claim."""
+    from tipsite.sphinxext import coverage
+
+    tips = {t.name: t for t in tipmeta.read_all()}
+    listed = set()
+    for group in coverage.load():
+        for item in group["item"]:
+            assert item.get("tips") or item.get("why"), f"{item['name']}: no tip and no reason"
+            unknown = set(item.get("tips", [])) - set(tips)
+            assert not unknown, f"{item['name']}: no such tip {sorted(unknown)}"
+            listed |= set(item.get("tips", []))
+    guide = {name for name, t in tips.items() if any(c.startswith("S5-") for c in t.claims)}
+    assert guide and guide <= listed, f"tuning-guide tips missing from the coverage page: {sorted(guide - listed)}"
+    new = {name for name, t in tips.items() if not any(c[:2] in ("S0", "S1", "S2", "S3", "S4") for c in t.claims)}
+    assert new <= listed, f"tips answering no seed claim and missing from the coverage page: {sorted(new - listed)}"
