@@ -70,7 +70,7 @@ def test_a_change_to_how_results_print_leaves_every_version_alone(monkeypatch, t
     before = {p.stem: tipsource.file_version(p) for p in TIPS}
     _tipkit_with(monkeypatch, tmp_path, 'print(f"Rule: {rule}")', 'print(f"The rule: {rule}")')
     assert {p.stem: tipsource.file_version(p) for p in TIPS} == before
-    _tipkit_with(monkeypatch, tmp_path, "ax.legend(fontsize=8)", "ax.legend(fontsize=9)")
+    _tipkit_with(monkeypatch, tmp_path, "ax.legend(fontsize=10,", "ax.legend(fontsize=11,")
     assert {p.stem: tipsource.file_version(p) for p in TIPS} == before
 
 
@@ -262,3 +262,22 @@ def test_compare_times_keeps_measuring_while_the_interval_ends_near_the_threshol
     assert c["margin"] in ("clear", "thin") and "device_time" not in c
     if c["outcome"] == "noise" or min(abs(c["low"] - 1), abs(c["high"] - 1)) < 0.03:
         assert c["margin"] == "thin" and len(c["ratios"]) > 6
+
+
+def test_a_claim_about_both_names_each_group_s_side():
+    """tip_torch_compile's small tensors are about the host's overhead, its large ones about GPU
+    work: per group, a host-bound small point counts and a host-bound large point does not."""
+    from unittest import mock
+
+    small = _gpu_point("small", [1.5] * 8, busy=(0.1, 0.2))
+    large = _gpu_point("large", [1.5] * 8, busy=(0.2, 0.3))
+    cases = [("holds", {"small tensors": "all above", "large tensors": "all above"}), ("depends", {})]
+    with mock.patch.object(tipkit, "calibrate", return_value={"matmul_float16": 1e15}):
+        d = tipkit.decide("cuda", cases, groups={"small tensors": [small], "large tensors": [large]},
+                          about={"small tensors": "host"})
+    assert d["verdict"] == "inconclusive" and "large tensors" in d["why"] and "small" not in d["why"]
+    assert tipkit.rederive(copy.deepcopy(d)) == ("inconclusive", [])
+    with mock.patch.object(tipkit, "calibrate", return_value={"matmul_float16": 1e15}):
+        both_host = tipkit.decide("cuda", cases, groups={"small tensors": [small], "large tensors": [large]},
+                                  about={"small tensors": "host", "large tensors": "host"})
+    assert both_host["verdict"] == "holds" and tipkit.rederive(copy.deepcopy(both_host)) == ("holds", [])

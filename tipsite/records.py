@@ -205,8 +205,10 @@ def decision_problems(decision: Any, device: str) -> list[str]:
             and all(isinstance(t, int) and t > 0 for t in decision["threads"])):
         problems.append("threads must be a non-empty list of thread counts")
     problems += key_problems(decision["key"])
-    if decision.get("about") not in (None, "device", "host"):
-        problems.append("about must be 'device', 'host' or null")
+    about = decision.get("about")
+    if not (about in (None, "device", "host") or (
+            isinstance(about, dict) and all(_text(k, 200) and v in ("device", "host") for k, v in about.items()))):
+        problems.append("about must be 'device', 'host', null, or a group's name to either")
     if decision.get("why") is not None and not _text(decision["why"], 500):
         problems.append("why must be a short text or null")
     if decision["verdict"] == "inconclusive" and not decision.get("why"):

@@ -277,7 +277,8 @@ def decide(device, cases, *, groups=None, facts=None, key=None, about=None):
     key figure. ``about="device"`` says the claim is about work on a GPU: there a
     comparison the host bound (:func:`compare_times`) never decides, and a group left
     with none makes the verdict ``"inconclusive"``. ``about="host"`` says the claim is
-    about the host's overhead, so every point counts.
+    about the host's overhead, so every point counts. ``about`` may also map a group's
+    name to either, for a claim that is about both (groups not named: ``"device"``).
     """
     import torch
 
@@ -291,15 +292,18 @@ def decide(device, cases, *, groups=None, facts=None, key=None, about=None):
 
     device_type = torch.device(device).type
     groups, facts = dict(groups or {}), dict(facts or {})
-    gpu = device_type != "cpu" and about == "device"
 
-    def deciding(cs):
-        return [c for c in cs if not gpu or c.get("bound", "device") == "device"]
+    def on_gpu_work(name):
+        claim = about.get(name, "device") if isinstance(about, dict) else about
+        return device_type != "cpu" and claim == "device"
 
-    state = {**facts,
-             **{n: [c["outcome"] for c in deciding(cs)] for n, cs in groups.items()}}
+    def deciding(name):
+        return [c for c in groups[name]
+                if not on_gpu_work(name) or c.get("bound", "device") == "device"]
+
+    state = {**facts, **{n: [c["outcome"] for c in deciding(n)] for n in groups}}
     tested = {n for _, conditions in cases for n in conditions}
-    empty = sorted(n for n in tested if n in groups and not deciding(groups[n]))
+    empty = sorted(n for n in tested if n in groups and not deciding(n))
     def matches(conditions):
         return all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
                    for n, c in conditions.items())
@@ -341,6 +345,9 @@ def report(decision, rule):
     import statistics
 
     limits = decision.get("calibration") or {}
+    about = decision.get("about")
+    about = about if isinstance(about, dict) else {n: about for n in decision["groups"]}
+    host_claim = {n for n in decision["groups"] if about.get(n, "device") == "host"}
     for c in decision["comparisons"]:
         unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
         line = (f"{c['name']}: {c['median']:.3g}{unit} "
@@ -353,9 +360,10 @@ def report(decision, rule):
             if "device_time" not in c:
                 continue
             wall = statistics.median(c[side])
-            busy = c["device_time"][side] / c["window"][side]
-            text = (f"    {label}: wall {wall * 1e3:.3g} ms, GPU busy "
-                    f"{c['device_time'][side] * 1e3:.3g} ms ({busy:.0%})")
+            busy, window = c["device_time"][side], c["window"][side]
+            share = busy / window
+            text = (f"    {label}: {wall * 1e3:.3g} ms a call; profiled, the GPU was "
+                    f"busy {busy * 1e3:.3g} of {window * 1e3:.3g} ms ({share:.0%})")
             work = c.get("work") or {}
             limit = limits.get(work.get("limit"))
             amount = work.get("flops", work.get("bytes"))
@@ -364,9 +372,14 @@ def report(decision, rule):
                 text += (f", {amount / wall:.3g} {per} = {amount / wall / limit:.0%}"
                          f" of this GPU's {work['limit']}")
             print(text)
-        if "bound" in c and c["bound"] == "host":
-            print("    host-bound: the GPU idled; this point does not decide a claim "
-                  "about GPU work")
+        if c.get("bound") == "host":
+            mine = [n for n, ms in decision["groups"].items() if c["name"] in ms]
+            if mine and all(n in host_claim for n in mine):
+                print("    host-bound: the GPU idled; it counts (the claim is about "
+                      "the host)")
+            else:
+                print("    host-bound: the GPU idled; this point does not decide a "
+                      "claim about GPU work")
     for name, value in decision["facts"].items():
         print(f"{name}: {value}")
     print(f"Verdict on {decision['device'].upper()}: {decision['verdict']}")
@@ -508,7 +521,12 @@ def rederive(decision):
             if c.get("bound") != bound:
                 problems.append(f"comparison {c['name']!r}: bound {c.get('bound')!r} is not what its "
                                 f"busy shares give ({bound!r})")
-    gpu_claim = decision["device"] != "cpu" and decision.get("about") == "device"
+    about = decision.get("about")
+
+    def gpu_claim(name):
+        claim = about.get(name, "device") if isinstance(about, dict) else about
+        return decision["device"] != "cpu" and claim == "device"
+
     bound_by = {c["name"]: c.get("bound", "device") for c in decision["comparisons"]}
     state = dict(decision["facts"])
     empty = []
@@ -519,7 +537,7 @@ def rederive(decision):
         if missing or not members:
             problems.append(f"group {name!r} names no comparison, or unknown ones: {missing}")
             continue
-        deciding = [m for m in members if not gpu_claim or bound_by[m] == "device"]
+        deciding = [m for m in members if not gpu_claim(name) or bound_by[m] == "device"]
         if not deciding:
             empty.append(name)
         state[name] = [outcomes[m] for m in deciding]

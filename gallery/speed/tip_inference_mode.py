@@ -175,20 +175,21 @@ fig = plot_ratios({"MLP forward": per_model},
 # interval across 1.05 is inside this machine's noise and proves neither. The claim holds
 # with a gain at every size, is wrong with a clear non-gain at every size, and depends on the
 # workload otherwise. The cost the quote names, version counters and view tracking, is work
-# the host does for each tensor, so on a GPU every point counts, host-bound ones too
-# (``about="host"``); the MLP sweep reaches widths where the GPU sets the pace to test "more
-# as models grow", and each point says which bound it.
+# the host does for each tensor, so on a GPU every row-update point counts, host-bound ones
+# too (``about`` says "host" for them); "more as models grow" is about the model's work, so on
+# a GPU an MLP width decides only where the GPU set the pace, and each point says which bound it.
 RULE = ("holds if inference_mode is >5% faster (interval above 1.05) at every size of "
         "both workloads; wrong if its interval lies below 1.05 at every size; depends "
         "otherwise: it pays where per-tensor bookkeeping (views, in-place ops on small "
-        "tensors) outweighs the arithmetic. The bookkeeping is the host's: on a GPU a "
-        "host-bound timing counts")
+        "tensors) outweighs the arithmetic. On a GPU the row updates count however "
+        "idle the GPU was (the bookkeeping is the host's); an MLP width decides only "
+        "if it kept the GPU busy at least half the time")
 decision = decide(device, [("holds", {"row updates": "all above", "MLP": "all above"}),
                            ("wrong", {"row updates": "all below",
                                       "MLP": "all below"}),
                            ("depends", {})],
                   groups={"row updates": per_tensor, "MLP": per_model},
-                  key=per_tensor[0], about="host")
+                  key=per_tensor[0], about={"row updates": "host", "MLP": "device"})
 report(decision, RULE)
 RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
           "skipped": []}

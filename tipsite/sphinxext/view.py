@@ -258,9 +258,9 @@ class TipView:
                     if c.get("margin") == "thin" and c["outcome"] != "noise":
                         text += " (thin margin: within 3% of the threshold)"
                     if c.get("bound") == "host":
+                        decides = c in deciding_comparisons(decision)
                         text += (" (host-bound: the GPU idled most of the time"
-                                 + (", so this point does not decide the claim about GPU work)"
-                                    if decision.get("about") == "device" else ")"))
+                                 + (")" if decides else ", so this point does not decide the claim about GPU work)"))
                     row["cells"][i] = text
                     calibration = decision.get("calibration") or {}
                     for side, variant, samples in (("base", c["baseline"], c["base"]),
@@ -303,9 +303,13 @@ def key_text(key: dict | None) -> str:
 def deciding_comparisons(decision: dict) -> list[dict]:
     """The comparisons a verdict was decided from: on a GPU, for a claim about GPU work, not the
     host-bound ones (tipkit.decide)."""
-    gpu = decision.get("device") != "cpu" and decision.get("about") == "device"
+    about = decision.get("about")
+    about = about if isinstance(about, dict) else {n: about for n in decision.get("groups") or {}}
+    gpu = decision.get("device") != "cpu"
+    device_groups = {n for n in decision.get("groups") or {} if about.get(n, "device") == "device"}
+    excluded = {m for n in device_groups for m in decision["groups"][n]} if gpu else set()
     return [c for c in decision.get("comparisons") or []
-            if not gpu or c.get("bound", "device") == "device"]
+            if c["name"] not in excluded or c.get("bound", "device") == "device"]
 
 
 def headline(decision: dict) -> str:
@@ -333,7 +337,8 @@ def _gpu_text(c: dict, side: str, samples: list[float], calibration: dict) -> st
     if "device_time" not in c:
         return ""
     busy, window = c["device_time"][side], c["window"][side]
-    text = f"; GPU busy {quantity(busy, 's')} a call ({number(100 * busy / window)}% of its wall time)"
+    text = (f"; in a profiled pass the GPU was busy {quantity(busy, 's')} of {quantity(window, 's')} "
+            f"a call ({number(100 * busy / window)}%)")
     work = c.get("work") or {}
     limit = calibration.get(work.get("limit"))
     amount = work.get("flops", work.get("bytes"))
