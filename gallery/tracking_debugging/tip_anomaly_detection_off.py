@@ -3,12 +3,12 @@ Anomaly detection: switch it on to find a NaN, off to train
 ===========================================================
 
 The seed articles never mention autograd's anomaly mode. PyTorch's *Performance Tuning Guide*
-("Disable debugging APIs") lists it first:
+("Disable debugging APIs") lists it first (claim S5-3):
 
-    "Many PyTorch APIs are intended for debugging and should be disabled for
-    regular training runs:"
+    "Many PyTorch APIs are intended for debugging and should be disabled for regular training runs"
 
-    "anomaly detection: torch.autograd.detect_anomaly or torch.autograd.set_detect_anomaly(True)"
+and first among them "anomaly detection: torch.autograd.detect_anomaly or
+torch.autograd.set_detect_anomaly(True)". (tip_debugging_apis_off measures the others.)
 
 Anomaly mode records a Python stack trace for every op in the forward pass and checks every
 backward output for NaN. That is exactly what you want while hunting a NaN, and overhead
@@ -16,13 +16,12 @@ otherwise. The stack traces cost the same per op whatever its size; the NaN chec
 gradient, so they grow with the model. This tip shows what anomaly mode catches and measures
 what it costs per training step, from tiny layers to wide ones.
 """
-# sphinx_gallery_tips_claims = []
+# sphinx_gallery_tips_claims = ["S5-3"]
 # sphinx_gallery_tips_tags = ["tracking", "training", "autograd"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "1.9"
 # sphinx_gallery_tips_takeaway = "detect_anomaly names the backward op that made a NaN; its stack traces and NaN checks can slow training steps (see the figure): debug with it, train without."
-# sphinx_gallery_tips_statement = "Many PyTorch APIs are intended for debugging and should be disabled for regular training runs: anomaly detection: torch.autograd.detect_anomaly or torch.autograd.set_detect_anomaly(True)"
 # sphinx_gallery_tips_keywords = ["torch.autograd.detect_anomaly", "set_detect_anomaly", "anomaly mode", "NaN", "debugging", "SqrtBackward0"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html", "https://docs.pytorch.org/docs/stable/autograd.html#anomaly-detection"]
 # sphinx_gallery_tips_rules = ["PTT034"]
