@@ -266,7 +266,7 @@ def readme_text(data: dict[str, Any]) -> str:
          + (f"median of {len(runs)} clean builds" if len(runs) > 1 else "one clean build")
          + (f" of only {', '.join(data['subset'])}, a trial" if data.get("subset") else " with every tip executed")
          + f", {load}, {data['date']}); the tips' own run time {s['tips_s_median']:.0f} s of it,"
-         f" slowest {slow}; see \"Build time and benchmark\" below."),
+         f" slowest {slow}; the benchmark is on the page \"How this site is built\"."),
         "",
         "<!-- bench-summary -->",
         f"Measured by `nox -s bench` on {v['summary']}",
