@@ -7,6 +7,10 @@ nobody checked.
 
 ``TIPS_TEST_HTML=/path/to/html`` tests an already built site instead of building it (the
 ``site`` fixture), e.g. a private build made with ``sphinx-build ... docs /tmp/html``.
+
+The accessibility tests inject axe-core (the npm package, pinned as :data:`AXE_VERSION`) into
+the pages; ``bash .ci/run tests`` installs it into ``.ci/venv/node_modules`` (``TIPS_AXE_JS``
+names another ``axe.min.js``). Without it they fail, saying how to install it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = os.environ.get("TIPS_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+AXE_VERSION = "4.14.1"  # .ci/run installs this version
+AXE_JS = Path(os.environ.get("TIPS_AXE_JS", ROOT / ".ci" / "venv" / "node_modules" / "axe-core" / "axe.min.js"))
 TIMEOUT_MS = 60_000  # a 2-core machine shared by several builds is slow to lay out pages
 
 # Each query must put, among its first three results, a tip that answers it: a tip that examines
@@ -140,6 +146,41 @@ def browser():
     yield chromium
     chromium.close()
     manager.stop()
+
+
+@pytest.fixture(scope="session")
+def axe_source() -> str:
+    """The source of axe-core's ``axe.min.js``, to inject into a page; fails if it is missing."""
+    if not AXE_JS.is_file():
+        pytest.fail(f"the accessibility tests need axe-core {AXE_VERSION} at {AXE_JS}: `bash .ci/run "
+                    f"tests` installs it, or: npm install --no-save --prefix .ci/venv axe-core@{AXE_VERSION}"
+                    " (TIPS_AXE_JS=/path/to/axe.min.js names another copy)", pytrace=False)
+    return AXE_JS.read_text(encoding="utf-8")
+
+
+def axe_violations(page, source: str) -> list[dict]:
+    """axe-core's violations on the page as it is now: ``[{id, impact, help, nodes: [{target,
+    html, summary}]}]``, every rule axe runs by default (WCAG 2.x A and AA, best practices)."""
+    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+        page.add_script_tag(content=source)
+    return page.evaluate("""async () => {
+        const result = await axe.run(document, {resultTypes: ['violations']});
+        return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+            nodes: v.nodes.map(n => ({target: n.target.join(' '), html: n.html.slice(0, 200),
+                                      summary: n.failureSummary}))})); }""")
+
+
+def describe_violations(violations: list[dict], limit: int = 5) -> str:
+    """One paragraph per violation: rule, impact, what it asks, and the first elements failing it."""
+    lines = []
+    for v in violations:
+        lines.append(f"- {v['id']} ({v['impact']}, {len(v['nodes'])} element(s)): {v['help']}")
+        for n in v["nodes"][:limit]:
+            summary = " ".join((n["summary"] or "").split())
+            lines.append(f"    {n['target']}: {n['html']}\n      {summary}")
+        if len(v["nodes"]) > limit:
+            lines.append(f"    ... and {len(v['nodes']) - limit} more")
+    return "\n".join(lines)
 
 
 @pytest.fixture

@@ -20,8 +20,11 @@ from tipsite import records, tipmeta
 
 pytest.register_assert_rewrite("_browser")
 from _browser import (  # noqa: E402
+    AXE_VERSION,
     QUERIES,
     answering_docnames,
+    axe_violations,
+    describe_violations,
     docname_of,
     screenshot,
     top_results,
@@ -376,4 +379,41 @@ def test_api_names_link_to_pytorch_docs_and_the_apis_page_lists_tips(new_page, b
     docs = page.locator(".tip-header a.reference.external[href^='https://docs.pytorch.org/']")
     assert docs.count() >= 1, "the tip's Documentation line links no API name to PyTorch's docs"
     assert page.locator("a[href*='apis.html#api-']").count() >= 1, "no link to the APIs page"
+    assert not page.js_errors, page.js_errors
+
+
+# --- accessibility: axe-core in the browser (issue 25, item 6) --------------------------------------
+
+AXE_PAGES = {"home": "index.html", "tip": None, "compatibility": "reference/compat.html",
+             "search": "search.html?q=inference_mode", "search-box": "index.html"}
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize("where", list(AXE_PAGES))
+def test_axe_finds_no_critical_violation(new_page, base_url, tips, axe_source, where, theme):
+    """axe-core on the home page, a tip page, the compatibility page, the search page (with its
+    results and filters shown) and the home page with the search box's results open, in furo's
+    light and dark themes: no critical violation."""
+    url = AXE_PAGES[where] or f"{_example_tip(tips).docname}.html"
+    page = new_page(dark=theme == "dark")
+    # furo's toggle stores the reader's choice; the context's prefers-color-scheme agrees with it
+    page.add_init_script(f"localStorage.setItem('theme', '{theme}')")
+    page.goto(f"{base_url}/{url}")
+    assert page.evaluate("() => document.body.dataset.theme") == theme
+    if where == "search":
+        wait_for_search(page, "inference_mode")
+        page.wait_for_selector("#tips-search-panel pagefind-filter-dropdown button", state="attached")
+    elif where == "home":
+        page.wait_for_selector("#tip-filter:not([hidden])")
+    elif where == "search-box":
+        page.locator("input.sidebar-search").fill("memory")
+        wait_for_search(page, "memory")
+        page.wait_for_selector("#tips-search-panel pagefind-filter-dropdown button", state="attached")
+    violations = axe_violations(page, axe_source)
+    critical = [v for v in violations if v["impact"] == "critical"]
+    others = {v["id"]: (v["impact"], len(v["nodes"])) for v in violations if v["impact"] != "critical"}
+    print(f"axe-core {AXE_VERSION} on {where} {url} ({theme}): {sum(len(v['nodes']) for v in critical)} "
+          f"critical; others {others}")
+    assert not critical, (f"axe-core {AXE_VERSION} finds critical violations on {url} in the {theme} "
+                          f"theme:\n{describe_violations(critical)}")
     assert not page.js_errors, page.js_errors

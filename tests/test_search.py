@@ -22,7 +22,7 @@ import pytest
 
 from conf import settings
 from tipsite import records
-from tipsite.sphinxext import pagefind, search
+from tipsite.sphinxext import pagefind, search, view
 
 pytest.register_assert_rewrite("_browser")
 from _browser import (  # noqa: E402
@@ -95,10 +95,17 @@ def test_tip_pages_carry_their_filters_and_search_words(html_dir, tips):
         data = search_data(page)
         record = records.read_record(settings.TIPS_OUT_DIR / tip.topic / tip.path.name)
         assert record is not None, tip.name
-        assert sorted(data.filters.get("device", [])) == sorted(tip.devices), tip.name
+        # devices by their names ("CUDA"), tags as tags ("cuda"): two filters never alike
+        assert sorted(data.filters.get("device", [])) == sorted(records.device_word(d) for d in tip.devices)
         assert sorted(data.filters.get("tag", [])) == sorted(tip.tags), tip.name
         verdicts = set(data.filters.get("verdict", []))
-        assert verdicts <= {*records.verdicts(), "not measured"}, (tip.name, verdicts)
+        words = {view.state_word(s) for s in view.STATE_WORDS if s != "measured"}
+        assert verdicts <= {*records.verdicts(), *words}, (tip.name, verdicts)
+        for device in tip.devices:  # the result's badge: the state's token and its words
+            token, label = data.meta.get(f"verdict_{device}"), data.meta.get(f"state_{device}")
+            assert token in {*records.verdicts(), *view.STATE_TOKENS.values()} - {"measured"}, (tip.name, token)
+            assert label == token or label.endswith(", older version") or label == "not measured", (
+                tip.name, device, token, label)
         for device, decision in (record.get("verdicts") or {}).items():
             if device in tip.devices:
                 assert data.meta.get(f"verdict_{device}") == decision["verdict"], (tip.name, device)
@@ -290,9 +297,9 @@ def test_filters_narrow_the_results_by_verdict_device_and_tag(new_page, base_url
     after = int(panel.get_attribute("data-count"))
     assert 0 < after <= before
     shown = panel.locator("li.tips-result")
-    for item in shown.all():
+    for item in shown.all():  # a badge says the state in its words: "holds, older version"
         badges = [b.inner_text().strip() for b in item.locator(".tip-verdict").all()]
-        assert value.replace("-", " ") in badges, (value, badges)
+        assert any(b == value or b.endswith(f", {value}") for b in badges), (value, badges)
     screenshot(page, "search-filtered.png", full_page=False)
     assert not page.js_errors, page.js_errors
 

@@ -13,7 +13,8 @@
 * :mod:`.apis`: the APIs page (each PyTorch API with the tips using it), links that work offline;
 * :mod:`.notebooks`: notebooks without an empty cell, quoted passages as quotes;
 * :mod:`.compat`: the torch-release matrix page;
-* :mod:`.freshness`: pages are rebuilt when the page layer itself changes.
+* :mod:`.freshness`: pages are rebuilt when the page layer itself changes;
+* :mod:`.a11y`: what axe-core finds in Sphinx's and furo's HTML, fixed as pages are written.
 
 Templates live in ``templates/`` and are rendered by :mod:`.render`, which escapes every value.
 """
@@ -25,7 +26,19 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.application import Sphinx
 
-from tipsite.sphinxext import apis, benchpage, cards, compat, figures, freshness, notebooks, pagefind, pages, state
+from tipsite.sphinxext import (
+    a11y,
+    apis,
+    benchpage,
+    cards,
+    compat,
+    figures,
+    freshness,
+    notebooks,
+    pagefind,
+    pages,
+    state,
+)
 
 
 def _inline_role(css: str, per_value: bool = False):
@@ -53,6 +66,8 @@ def setup(app: Sphinx) -> dict:
     app.add_config_value("tips_gallery_source", None, "env")
     app.add_role("tip-verdict", _inline_role("tip-verdict", per_value=True))
     app.add_role("tip-tag", _inline_role("tip-tag"))
+    # A device's state in its one word, as a badge: :tip-state:`holds, older version <older-version>`.
+    app.add_role("tip-state", cards.state_role)
     # sphinx-gallery executes the tips on builder-inited at the default priority (500).
     app.connect("builder-inited", state.write_downloads, priority=280)
     app.connect("builder-inited", freshness.mark_build_started, priority=290)
@@ -73,6 +88,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("source-read", pages.dress_tip_page)
     app.connect("doctree-resolved", cards.link_tags)
     pagefind.setup(app)
+    a11y.setup(app)
     app.add_directive("tip-cards", cards.TipCards)
     app.add_directive("tips-compat-matrix", compat.CompatMatrix)
     app.add_directive("tips-bench", benchpage.BenchPage)

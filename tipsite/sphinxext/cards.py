@@ -10,11 +10,18 @@
   its template. Pages showing cards depend on the manifest, so a new tip or a changed verdict
   re-reads them and nothing else.
 * Every ``:tip-tag:`` badge on the site links to its tag page.
+* A device's state is shown in the words of :mod:`.view` only (``DeviceView.label``: ``holds``,
+  ``holds, older version``, ``not measured``) in a badge styled by its token
+  (``DeviceView.token``): :func:`state_badge` writes the ``:tip-state:`` role for it, which the
+  cards, the claims page and any template use. The filter's chips read the same words
+  (:func:`filter_words`).
 """
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 
 from docutils import nodes
@@ -24,9 +31,9 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from tipsite import tipmeta
-from tipsite.sphinxext import state
-from tipsite.sphinxext.render import render
+from tipsite import records, tipmeta
+from tipsite.sphinxext import state, view
+from tipsite.sphinxext.render import Rst, render
 
 logger = logging.getLogger(__name__)
 
@@ -40,23 +47,59 @@ def _topic_order(tip: tipmeta.Tip) -> tuple:
     return (topics.index(tip.topic) if tip.topic in topics else len(topics), tip.name)
 
 
+def state_tokens() -> set[str]:
+    """Every token a device's state can have: the vocabulary's verdicts and the other states'."""
+    return {*records.verdicts(), *(t for k, t in view.STATE_TOKENS.items() if k != "measured")}
+
+
+def state_badge(device: view.DeviceView) -> Rst:
+    """``:tip-state:`holds, older version <older-version>``` for one device of a tip."""
+    if device.token not in state_tokens():
+        return Rst("")
+    return Rst(f":tip-state:`{device.label} <{device.token}>`")
+
+
+_STATE_ROLE = re.compile(r"^(?P<label>[^`<>]+?)\s*<(?P<token>[a-z][a-z-]*)>$")
+
+
+def state_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """``:tip-state:`LABEL <TOKEN>```: LABEL in a badge of class ``tip-verdict-TOKEN``."""
+    m = _STATE_ROLE.match(" ".join(text.split()))
+    if not m or m.group("token") not in state_tokens():
+        msg = inliner.reporter.error(f"tip-state: {text!r} is not 'LABEL <TOKEN>' with a known token",
+                                     line=lineno)
+        return [inliner.problematic(rawtext, rawtext, msg)], [msg]
+    label, token = m.group("label"), m.group("token")
+    return [nodes.inline(label, label, classes=["tip-verdict", f"tip-verdict-{token}"])], []
+
+
+def filter_words() -> dict[str, dict[str, str]]:
+    """What the filter's chips say for each value of a card's classes: a state's token in its
+    word (``older-version`` -> ``older version``), a device in its name (``cuda`` -> ``CUDA``)."""
+    states = {t: view.state_word(k) for k, t in view.STATE_TOKENS.items() if k != "measured"}
+    return {"verdict": {**{v: v for v in records.verdicts()}, **states},
+            "device": {d: records.device_word(d) for d in tipmeta.vocab()["devices"]}}
+
+
 def manifest_rows(app: Sphinx) -> list[dict]:
     """What each card shows, in gallery order (topic, then file name)."""
     views = state.views(app)
     rows = []
     for tip in sorted(state.tips(app), key=_topic_order):
-        view = views.get(tip.name)
+        tip_view = views.get(tip.name)
         devices = []
-        for d in (view.devices.values() if view else []):
+        for d in (tip_view.devices.values() if tip_view else []):
             devices.append({"device": d.device, "word": d.word, "state": d.state,
-                            "verdict": d.verdict, "key": d.key_text if d.state == "measured" else "",
+                            "verdict": d.verdict, "label": d.label, "token": d.token,
+                            "badge": str(state_badge(d)),
+                            "key": d.key_text if d.state == "measured" else "",
                             "where": d.where})
         rows.append({
             "name": tip.name, "docname": tip.docname, "title": tip.title, "topic": tip.topic,
-            "takeaway": tip.takeaway, "statement": view.statement if view else tip.title,
+            "takeaway": tip.takeaway, "statement": tip_view.statement if tip_view else tip.title,
             "tags": list(tip.tags), "devices": list(tip.devices), "kind": tip.kind,
             "min_torch": tip.min_torch, "claims": list(tip.claims), "verdicts": devices,
-            "classes": view.card_classes() if view else ["tip-card"],
+            "classes": tip_view.card_classes() if tip_view else ["tip-card"],
             "thumb": f"/{tip.docname.rsplit('/', 1)[0]}/images/thumb/sphx_glr_{tip.name}_thumb.png",
         })
     return rows
@@ -117,7 +160,8 @@ class TipCards(SphinxDirective):
         tag = self.options.get("tag")
         if tag:
             rows = [r for r in rows if tag in r["tags"]]
-        text = render("cards.rst.jinja", rows=rows, filter="filter" in self.options)
+        words = html.escape(json.dumps(filter_words(), sort_keys=True), quote=True)
+        text = render("cards.rst.jinja", rows=rows, filter="filter" in self.options, words=words)
         container = nodes.container()
         self.state.nested_parse(StringList(text.splitlines(), source="tip-cards"),
                                 self.content_offset, container)

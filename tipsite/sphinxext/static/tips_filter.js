@@ -2,15 +2,26 @@
 // Each card carries its facets as classes: tc-verdict-<v>, tc-tag-<t>, tc-device-<d>. A card is
 // shown when, in every facet with a chip pressed, it has at least one of the pressed values.
 // The choice is mirrored in the URL (?tag=autograd&verdict=holds) so a filtered view can be shared.
+// A chip says what the rest of the site says: a state in its one word (the bar's data-words,
+// written from tipsite/sphinxext/view.py: "older-version" reads "older version"), a device by its
+// name ("CUDA", in the device badges' dashed outline), a tag as the tag badges show it, with "#"
+// before it: the device CUDA and the tag #cuda are never two alike "cuda" chips.
 (function () {
   "use strict";
 
-  const FACETS = [["verdict", "Verdict"], ["tag", "Tag"], ["device", "Device"]];
+  const FACETS = [["verdict", "Verdict"], ["device", "Measured on"], ["tag", "Tag"]];
+  const CHIP_CLASS = { verdict: "tip-filter-verdict", device: "tip-filter-device", tag: "tip-filter-tag" };
 
   function init() {
     const bar = document.getElementById("tip-filter");
     if (!bar) return;
     const cards = Array.from(document.querySelectorAll(".tip-card"));
+    let words = {};
+    try { words = JSON.parse(bar.dataset.words || "{}"); } catch (e) { words = {}; }
+    const chipText = (facet, value) => {
+      const word = (words[facet] || {})[value] || value;
+      return facet === "tag" ? `#${word}` : word;
+    };
     const values = {};
     const active = {};
     FACETS.forEach(([facet]) => { values[facet] = new Set(); active[facet] = new Set(); });
@@ -42,10 +53,11 @@
       Array.from(values[facet]).sort().forEach((value) => {
         const chip = document.createElement("button");
         chip.type = "button";
-        chip.className = "tip-filter-chip";
+        chip.className = `tip-filter-chip ${CHIP_CLASS[facet]}`;
         chip.dataset.facet = facet;
         chip.dataset.value = value;
-        chip.textContent = value;
+        chip.textContent = chipText(facet, value);
+        chip.setAttribute("aria-label", `${label}: ${chipText(facet, value)}`);
         chip.addEventListener("click", () => {
           if (active[facet].has(value)) active[facet].delete(value);
           else active[facet].add(value);

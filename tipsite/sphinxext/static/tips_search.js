@@ -22,11 +22,14 @@
   }
 
   function verdictBadges() {
-    // meta.verdict_<device> is a verdict or "not-measured" (tip_header.rst.jinja)
+    // Per device (tip_header.rst.jinja): meta.verdict_<device> is the state's token (a verdict,
+    // "older-version" or "not-measured"), the badge's class; meta.state_<device> its words as
+    // every page shows them ("holds", "holds, older version", "not measured").
     return Object.entries(config.devices).map(([device, word]) => {
       const v = `meta.verdict_${device}`;
+      const s = `meta.state_${device}`;
       return `{{#if ${v}}}<span class="tips-result-device">${word} `
-        + `<span class="tip-verdict tip-verdict-{{ ${v} }}">{{ replace(${v}, "-", " ") }}</span></span>{{/if}}`;
+        + `<span class="tip-verdict tip-verdict-{{ ${v} }}">{{ ${s} }}</span></span>{{/if}}`;
     }).join("");
   }
 
@@ -43,7 +46,8 @@
   </a>
 </li>`;
 
-  const FILTERS = [["verdict", "Verdict"], ["device", "Device"], ["tag", "Tag"]];
+  // The device filter's values are the devices' names ("CUDA"), the tag filter's the tags ("cuda").
+  const FILTERS = [["verdict", "Verdict"], ["device", "Measured on"], ["tag", "Tag"]];
 
   function bundleUrl() {
     return new URL("pagefind/", script ? script.src : window.location.href).href;
@@ -102,6 +106,22 @@
     return panel;
   }
 
+  // Pagefind's filter dropdowns open from a button with role "combobox", which takes no name from
+  // its text: it is named only while a filter is chosen ("Verdict, 1 filter selected"), and a
+  // screen reader met three unnamed buttons (axe-core: critical "button-name"). Each gets its
+  // label ("Verdict") whenever Pagefind leaves it without one.
+  function nameFilterButtons(panel) {
+    const name = () => panel.querySelectorAll(".pf-dropdown-trigger:not([aria-label])").forEach((button) => {
+      const label = button.querySelector(".pf-dropdown-trigger-label");
+      const dropdown = button.closest("pagefind-filter-dropdown");
+      const text = (label && label.textContent.trim()) || (dropdown && dropdown.getAttribute("label"));
+      if (text) button.setAttribute("aria-label", text);
+    });
+    new MutationObserver(name).observe(panel, {
+      subtree: true, childList: true, attributes: true, attributeFilter: ["aria-label"] });
+    name();
+  }
+
   function init() {
     if (window.location.protocol === "file:") return; // Sphinx's search page answers instead
     const boxes = Array.from(document.querySelectorAll("input.sidebar-search"));
@@ -117,6 +137,7 @@
       instance = await loadUi();
       if (panel) return panel;
       panel = makePanel(onSearchPage);
+      nameFilterButtons(panel);
       if (onSearchPage) {
         sphinxResults.hidden = true;
         sphinxResults.before(panel);

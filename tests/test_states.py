@@ -1,0 +1,151 @@
+"""One word per state (issue 25, item 3): a device's state on a tip reads the same everywhere.
+
+A reader met five names for one state ("CUDA stale" on a card, "holds, older tip version" in a
+thumbnail, "not measured" in search, "not-measured" on a chip...) and two "cuda" chips (a tag
+and a device). The words are defined once, in :mod:`tipsite.sphinxext.view` (``STATE_WORDS``,
+``DeviceView.label`` and ``DeviceView.token``); the cards, the claims page, the filter chips,
+the search results and the thumbnails take them from there. These tests check the definitions,
+then the built pages (``html_dir``: the full site, or ``TIPS_TEST_HTML``) and the home page's
+chips in the browser.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import json
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from tipsite import records, tipmeta
+from tipsite.sphinxext import cards, view
+from tipsite.sphinxext.view import DeviceView
+
+pytest_plugins = ["_browser"]
+
+# What no page may show any more: the old names of "older version" and "not measured".
+RETIRED = ("older tip version", "CUDA stale", "CPU stale", "not-measured", "older-version")
+
+
+def _device(state: str, verdict: str | None = "holds", device: str = "cuda") -> DeviceView:
+    decision = {"verdict": verdict} if verdict else None
+    return DeviceView(device, state, decision=decision if state != "not measured" else None)
+
+
+def test_the_words_are_defined_once_and_tokens_spell_them():
+    assert set(view.STATE_WORDS) == set(view.STATE_TOKENS) == {"measured", "stale", "not measured"}
+    for state, word in view.STATE_WORDS.items():
+        if state != "measured":  # a token is its word, hyphenated (CSS classes, search metadata)
+            assert view.STATE_TOKENS[state] == word.replace(" ", "-")
+    assert _device("measured").label == "holds" and _device("measured").token == "holds"
+    assert _device("stale", "depends").label == "depends, older version"
+    assert _device("stale", "depends").token == "older-version"
+    assert _device("not measured", None).label == "not measured"
+    assert _device("not measured", None).token == "not-measured"
+
+
+@pytest.fixture
+def state_role():
+    """The ``tip-state`` role registered with docutils for one test, and removed after it (left
+    behind, a later in-process Sphinx build would refuse to register it again)."""
+    from docutils.parsers.rst import roles
+
+    roles.register_local_role("tip-state", cards.state_role)
+    yield
+    roles._roles.pop("tip-state", None)
+
+
+@pytest.mark.parametrize("state, verdict", [("measured", "holds"), ("measured", "inconclusive"),
+                                            ("stale", "wrong"), ("not measured", None)])
+def test_a_badge_shows_the_label_in_the_tokens_style(state, verdict, state_role):
+    from docutils import nodes
+    from docutils.core import publish_doctree
+
+    d = _device(state, verdict)
+    badge = cards.state_badge(d)
+    assert badge == f":tip-state:`{d.label} <{d.token}>`"
+    tree = publish_doctree(f"CUDA {badge}")
+    (node,) = [n for n in tree.findall(nodes.inline) if "tip-verdict" in n["classes"]]
+    assert node.astext() == d.label and f"tip-verdict-{d.token}" in node["classes"]
+
+
+def test_a_badge_refuses_a_token_it_does_not_know(state_role):
+    from docutils import nodes
+    from docutils.core import publish_doctree
+
+    tree = publish_doctree(":tip-state:`holds <sneaky>`", settings_overrides={"report_level": 5})
+    assert not [n for n in tree.findall(nodes.inline) if "tip-verdict" in n["classes"]]
+    assert cards.state_badge(SimpleNamespace(token="sneaky", label="x")) == ""
+
+
+def test_the_chips_words_and_devices_cannot_be_confused_with_tags():
+    words = cards.filter_words()
+    tokens = {t for k, t in view.STATE_TOKENS.items() if k != "measured"}
+    assert {words["verdict"][t] for t in tokens} == {"older version", "not measured"}
+    assert all(words["verdict"][v] == v for v in records.verdicts())
+    devices = words["device"]
+    assert devices == {d: records.device_word(d) for d in tipmeta.vocab()["devices"]}
+    # a device chip says "CUDA", a tag chip "#cuda": never the same text, whatever the case
+    tags = {f"#{t}" for t in tipmeta.vocab()["tags"]}
+    assert not {w.lower() for w in devices.values()} & {t.lower() for t in tags}
+
+
+# --- on the built site ------------------------------------------------------------------------------
+
+def _text(fragment: str) -> str:
+    return " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", fragment)).split())
+
+
+def _manifest(html_dir) -> list[dict]:
+    from conf import settings
+
+    path = settings.DOCS_DIR / cards.GENERATED / cards.MANIFEST
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+CARD = re.compile(r'<div class="(tip-card [^"]*)">(.*?)<div class="tip-card-takeaway', re.S)
+BADGE = re.compile(r'<span class="tip-verdict tip-verdict-([a-z-]+)">([^<]*)</span>')
+
+
+def test_cards_and_claims_show_each_devices_label(html_dir):
+    rows = {r["docname"]: r for r in _manifest(html_dir)}
+    page = (html_dir / "index.html").read_text(encoding="utf-8")
+    seen = 0
+    for classes, body in CARD.findall(page):
+        docname = re.search(r'href="([^"#]+)\.html', body).group(1)
+        row = rows[docname]
+        badges = BADGE.findall(body)
+        assert [(v["token"], v["label"]) for v in row["verdicts"]] == badges, (docname, badges)
+        for v in row["verdicts"]:  # the filter reads the same token
+            assert f"tc-verdict-{v['token']}" in classes.split()
+        seen += 1
+    assert seen == len(rows)
+    claims = (html_dir / cards.GENERATED / "claims.html").read_text(encoding="utf-8")
+    labels = {v["label"] for r in rows.values() for v in r["verdicts"]}
+    assert {label for _, label in BADGE.findall(claims)} <= labels
+    for name, text in (("index.html", _text(page)), ("claims.html", _text(claims))):
+        assert not [w for w in RETIRED if w in text], name
+        assert not re.search(r"\bstale\b", text), f"{name} says 'stale'"
+
+
+# --- in the browser: the home page's chips ----------------------------------------------------------
+
+def test_filter_chips_say_words_and_never_two_alike(new_page, base_url):
+    page = new_page()
+    page.goto(f"{base_url}/index.html")
+    page.wait_for_selector("#tip-filter:not([hidden])")
+    chips = page.eval_on_selector_all(".tip-filter-chip", "cs => cs.map(c => [c.dataset.facet, "
+                                      "c.dataset.value, c.textContent, c.getAttribute('aria-label')])")
+    assert chips
+    texts = [t.lower() for _, _, t, _ in chips]
+    assert len(texts) == len(set(texts)), f"two chips read alike: {sorted(texts)}"
+    words = cards.filter_words()
+    for facet, value, text, label in chips:
+        if facet == "tag":
+            assert text == f"#{value}"
+        else:
+            assert text == words[facet].get(value, value), (facet, value, text)
+        assert "-" not in text or facet == "tag", f"a chip shows a token: {text}"
+        assert label.endswith(text) and label != text, label  # "Measured on: CUDA", "Tag: #cuda"
+    assert not page.js_errors, page.js_errors
