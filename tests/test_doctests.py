@@ -152,3 +152,39 @@ def test_quick_reference_links_real_tips_and_shows_an_example():
         elif ">>>" not in body:
             problems.append(f"{topic}/{name}: the entry shows no >>> example")
     assert not problems, "\n".join(problems)
+
+
+def quick_blocks() -> list[tuple[int, str]]:
+    """(line, text) of each code block of the quick reference as its page shows it, and as a
+    reader copies it: a paragraph that starts with ``>>>`` (docutils' doctest block), up to the
+    next blank line."""
+    lines = QUICK.read_text(encoding="utf-8").splitlines()
+    blocks, start = [], None
+    for i, line in enumerate([*lines, ""]):
+        if start is None and line.lstrip().startswith(">>>") and (i == 0 or not lines[i - 1].strip()):
+            start = i
+        elif start is not None and not line.strip():
+            blocks.append((start + 1, "\n".join(lines[start:i])))
+            start = None
+    return blocks
+
+
+def test_each_quick_reference_block_runs_pasted_alone():
+    """A reader copies one block (the copy button takes one): it runs in a fresh interpreter,
+    with no name from the blocks above it, ``import torch`` included."""
+    blocks = quick_blocks()
+    assert len(blocks) >= len(quick_entries()), "fewer code blocks than entries: the parser missed some"
+    failed = []
+    for line, text in blocks:
+        test = doctest.DocTestParser().get_doctest(text, globs={"__name__": "__main__"}, name=f"quick.rst:{line}",
+                                                   filename=str(QUICK), lineno=line - 1)
+        try:
+            doctest.DebugRunner(optionflags=OPTIONS).run(test, out=lambda _: None)
+        except doctest.UnexpectedException as exc:
+            kind, error, _ = exc.exc_info
+            failed.append(f"quick.rst:{line + exc.example.lineno}: {exc.example.source.strip()!r} raised "
+                          f"{kind.__name__}: {error}")
+        except doctest.DocTestFailure as exc:
+            failed.append(f"quick.rst:{line + exc.example.lineno}: {exc.example.source.strip()!r} printed "
+                          f"{exc.got.strip()!r}, not {exc.example.want.strip()!r}")
+    assert not failed, "blocks that fail when pasted alone:\n" + "\n".join(failed)

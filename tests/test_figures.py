@@ -194,7 +194,7 @@ def test_the_compatibility_page_charts_each_tips_key_figure(built, tips):
 
 # --- tiny builds --------------------------------------------------------------------------------------
 
-SWEEP_HELPERS = ("median_interval", "outcome", "compare_values", "decide", "report", "plot_ratios")
+SWEEP_HELPERS = ("compare_values", "decide", "report", "plot_ratios")  # and what they call
 
 SWEEP_BODY = '''\
 import torch
@@ -280,3 +280,142 @@ def test_figures_single_size_and_a_cuda_set_on_tiny_pages(tiny_site, good_tip, t
     assert "CUDA: NVIDIA Test GPU, 2026-11-20 (result set)" in devices["alt"]
     assert "CPU: " in devices["alt"] and "(this build)" in devices["alt"]
     assert "labelled with its machine and date" in page
+
+
+# --- charts that read right (issue 25, item 8): drawn from synthetic records ---------------------------
+
+def _comparison(name: str, x: float, median: float, device: str = "cpu", threshold: float = 1.05) -> dict:
+    return {"name": name, "x": x, "median": median, "low": median * 0.95, "high": median * 1.05,
+            "measure": "ratio", "metric": "time", "unit": "s", "baseline": "no_grad",
+            "candidate": "inference_mode", "device": device, "threads": 1, "threshold": threshold,
+            "outcome": "above", "ratios": [median] * 6, "base": [median] * 6, "cand": [1.0] * 6}
+
+
+def _axes_figure(xlabel: str, label: str, comps: list[dict]) -> dict:
+    """A recorded plot_ratios figure (gallery._figure_data's shape) drawing ``comps``."""
+    xs, ys = [c["x"] for c in comps], [c["median"] for c in comps]
+    return {"axes": [{"title": "t\nCPU, 1 thread, torch 2.13.0", "xlabel": xlabel,
+                      "ylabel": "anti-pattern time / recommended time", "xscale": "log", "yscale": "linear",
+                      "lines": [{"label": label, "x": xs, "y": ys},
+                                {"label": "_hline", "x": [0.0, 1.0], "y": [1.0, 1.0]}]}]}
+
+
+def _two_sweeps(device: str, widths: list[int], rows: list[int], figures_drawn: bool) -> dict:
+    """A record like tip_inference_mode's: MLP widths and elements per row, two groups, and a
+    second pair of groups holding the very same comparisons (as tip_channels_last's)."""
+    mlp = [_comparison(f"MLP forward, width {w}", w, 1.0 + i / 100, device) for i, w in enumerate(widths)]
+    row = [_comparison(f"row updates, {n} elements per row", n, 1.2 + i / 50, device) for i, n in enumerate(rows)]
+    figs = ([_axes_figure("elements per row (log scale)", "view + in-place op per row", row),
+             _axes_figure("model width, features (log scale)", "MLP forward", mlp)] if figures_drawn else [])
+    groups = {"MLP": [c["name"] for c in mlp], "row updates": [c["name"] for c in row],
+              "faster": [c["name"] for c in row], "slower": [c["name"] for c in row]}
+    decision = {"verdict": "depends", "comparisons": mlp + row, "groups": groups, "facts": {}}
+    host = {"name": "AMD EPYC"} if device == "cpu" else {"name": "NVIDIA H200"}
+    return {"verdicts": {device: decision}, "figures": figs, "hosts": {device: host},
+            "date": "2026-11-26 07:00 UTC", "torch": "2.13.0"}
+
+
+def _view(records_: list[dict], title: str = "``inference_mode()`` versus ``no_grad()``"):
+    from types import SimpleNamespace
+
+    from tipsite.sphinxext.view import DeviceView
+
+    tip = SimpleNamespace(name="tip_x", title=title, topic="speed", kind="speed")
+    devices = {}
+    for r in records_:
+        for device, decision in r["verdicts"].items():
+            devices.setdefault(device, DeviceView(device, "measured", decision=decision, record=r))
+    return SimpleNamespace(name="tip_x", tip=tip, record=records_[0], columns=records_, devices=devices)
+
+
+def _phone_px(fig) -> float:
+    """The smallest text of a page figure, in CSS pixels, on a phone's column."""
+    width = fig.get_size_inches()[0] * figures.FIGURE_DPI
+    return min(px for _, px in figures.text_sizes_px(fig)) * min(1.0, figures.PHONE_PX / width)
+
+
+def test_the_devices_figure_has_one_quantity_per_axis_and_no_repeated_series():
+    """tip_inference_mode's chart had MLP widths on an "elements per row" axis, tip_channels_last's
+    four legend entries for two lines, a title in raw reST and a placeholder axis label."""
+    this = _two_sweeps("cpu", [4, 32, 256, 2048], [1, 64, 4096, 65536], figures_drawn=True)
+    cuda = _two_sweeps("cuda", [16, 128, 1024], [1, 4096, 262144, 4194304], figures_drawn=False)
+    view = _view([this, cuda])
+    lines = figures._all_lines(view)
+    # one line per machine and sweep: the groups "faster" and "slower" repeat "row updates"
+    assert sorted((ln.device, ln.series) for ln in lines) == [
+        ("cpu", "MLP forward"), ("cpu", "view + in-place op per row"),
+        ("cuda", "MLP forward"), ("cuda", "view + in-place op per row")]
+    fig = figures._devices_fig(view, lines)
+    axes = fig.get_axes()
+    assert sorted(ax.get_xlabel() for ax in axes) == ["elements per row", "model width, features"]
+    for ax in axes:  # each panel holds one sweep of each machine, and its points only
+        drawn = [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 2 and ln.get_linestyle() != "None"]
+        assert len(drawn) == 2, [ln.get_label() for ln in drawn]
+        xs = {float(x) for ln in drawn for x in ln.get_xdata()}
+        assert xs <= ({4, 32, 256, 2048, 16, 128, 1024} if "width" in ax.get_xlabel()
+                      else {1, 64, 4096, 65536, 262144, 4194304}), (ax.get_xlabel(), xs)
+        ticks = [t.get_text() for t in ax.get_xticklabels()]
+        assert ticks and not any("$" in t or "^" in t for t in ticks), ticks  # no 2x10^1
+        assert all(t.get_text().endswith("x") for t in ax.get_yticklabels() if t.get_text()), "ratio ticks"
+    texts = " ".join(t for t, _ in figures.text_sizes_px(fig))
+    assert "``" not in texts and "inference_mode() versus no_grad()" in texts
+    assert "the comparisons' x" not in texts and "size (" not in texts
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert len(legend) == len(set(legend)), legend
+    assert sum("AMD EPYC" in t or "NVIDIA H200" in t for t in legend) == 2, legend
+    assert _phone_px(fig) >= figures.MIN_PHONE_TEXT_PX, "text a phone cannot read"
+    assert not figures.texts_outside(fig)
+
+
+def test_plot_ratios_and_plot_series_read_on_a_phone():
+    from tipsite import tipkit
+
+    comps = [_comparison(f"at {n}", n, 1.1 + n / 1e5) for n in (8, 64, 512, 4096, 32768, 262144)]
+    fig = tipkit.plot_ratios({"slow vs fast": comps, "other": comps[:3]}, xlabel="size (elements)",
+                             title="A sweep")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "64", "512", "4,096", "32.8k", "262k"]
+    assert ax.get_title().endswith("CPU, 1 thread, torch " + __import__("torch").__version__)
+    assert _phone_px(fig) >= figures.MIN_PHONE_TEXT_PX and not figures.texts_outside(fig)
+    fig = tipkit.plot_series({"a": ([1, 2, 4, 8], [1, 2, 3, 4]), "b": ([1, 2, 4, 8], [2, 3, 4, 5])},
+                             xlabel="steps", ylabel="memory (MiB)", title="Memory", device="cpu", logx=True)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["1", "2", "4", "8"]
+    assert _phone_px(fig) >= figures.MIN_PHONE_TEXT_PX and not figures.texts_outside(fig)
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+def _card_px(fig) -> float:
+    return min(px for _, px in figures.text_sizes_px(fig)) * figures.CARD_PX / figures.THUMB_SIZE[0]
+
+
+def test_thumbnails_are_legible_at_card_size_and_cut_no_line():
+    """Card thumbnails cut text mid-line and had axis labels about 6 px tall."""
+    from tipsite.sphinxext.view import DeviceView
+
+    record = _two_sweeps("cpu", [4, 32, 256, 2048], [1, 64, 4096, 65536], figures_drawn=True)
+    chart = figures.thumbnail_chart_figure(record["figures"][0])
+    assert _card_px(chart) >= figures.MIN_CARD_TEXT_PX and not figures.texts_outside(chart)
+    assert chart.axes[0].get_xlabel() == "elements per row"
+    long = "a fact whose name is far longer than one line of a card can hold, " * 3
+    facts = {f"{long}{i}": i % 2 == 0 for i in range(9)}
+    view = _view([record])
+    view.devices = {
+        "cpu": DeviceView("cpu", "measured", decision={"verdict": "holds", "facts": facts, "comparisons": []},
+                          record=record),
+        "cuda": DeviceView("cuda", "stale", decision={"verdict": "depends", "facts": facts, "comparisons": []},
+                           record=record)}
+    fig = figures.thumbnail_facts_figure(view)
+    texts = [t for t, _ in figures.text_sizes_px(fig)]
+    assert _card_px(fig) >= figures.MIN_CARD_TEXT_PX
+    assert not figures.texts_outside(fig), "a line runs past the thumbnail's edge"
+    # each device in its one word (view.DeviceView.label), and a count of what did not fit
+    assert " holds " in texts and " depends, older version " in texts, texts
+    assert sum(t.startswith("and ") and t.endswith("more on the page") for t in texts) == 2, texts
+    bottoms = [fig.transFigure.inverted().transform(t.get_window_extent().p0)[1]
+               for t in fig.texts if t.get_text().strip()]
+    assert min(bottoms) >= 0, "a line falls off the thumbnail's bottom"
+    import matplotlib.pyplot as plt
+
+    plt.close("all")

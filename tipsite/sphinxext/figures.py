@@ -30,7 +30,7 @@ from pathlib import Path
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from tipsite import devices, records
+from tipsite import records
 from tipsite.sphinxext import state
 from tipsite.sphinxext.freshness import page_layer_fingerprint
 from tipsite.sphinxext.render import number, quantity
@@ -136,8 +136,9 @@ def _noun(label: str) -> str:
 
 
 def _unit(label: str) -> str:
+    """``batch size (samples, log scale)`` -> ``samples``: the unit, not the axis' scale."""
     m = _UNIT.search(label)
-    return m.group(1).strip() if m else ""
+    return re.sub(r",?\s*log scale$", "", m.group(1).strip()).strip() if m else ""
 
 
 QUANTITY_UNITS = ("MiB", "KiB", "GiB", "B", "bytes", "s", "ms", "us", "ns")
@@ -286,6 +287,18 @@ def check_figures(app: Sphinx) -> None:
 
 # --- drawing ---------------------------------------------------------------------------------------
 
+# Text sizes, in points at FIGURE_DPI. A figure is shown at most as wide as the page's column:
+# 358 px on a 390 px phone (measured in Chromium), where the smallest text of a page figure
+# stays MIN_PHONE_TEXT_PX tall. A card shows its thumbnail 324 to 360 px wide, from a phone to
+# a 1920 px screen (measured): its smallest text stays MIN_CARD_TEXT_PX tall at CARD_PX.
+PHONE_PX = 358
+MIN_PHONE_TEXT_PX = 8.0
+CARD_PX = 320
+MIN_CARD_TEXT_PX = 9.0
+FIGURE_WIDTH_IN = 5.6
+THUMB_TEXT_PT = 11.5
+
+
 def _pyplot():
     import matplotlib
 
@@ -316,6 +329,106 @@ def _short(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
+_RST_MARKUP = [(re.compile(r"``(.+?)``"), r"\1"), (re.compile(r":[\w:.-]+:`(?:[^`<]*<)?([^`>]+)>?`"), r"\1"),
+               (re.compile(r"\*\*(.+?)\*\*"), r"\1"), (re.compile(r"(?<![\w*])\*(?!\s)(.+?)\*"), r"\1"),
+               (re.compile(r"`([^`]+)`_*"), r"\1")]
+
+
+def plain_title(text: str) -> str:
+    """A tip's title without its reST markup: ````inference_mode()`` versus ``no_grad()``` ->
+    ``inference_mode() versus no_grad()``."""
+    for pattern, repl in _RST_MARKUP:
+        text = pattern.sub(repl, text)
+    return " ".join(text.split())
+
+
+def tick_label(x: float) -> str:
+    """An axis tick as a reader writes the number: 8, 4,096, 65.5k, 4.19M, 0.125."""
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e6:
+        return f"{number(x / 1e6)}M"
+    if abs(x) >= 1e4:
+        return f"{number(x / 1e3)}k"
+    return _num(x)
+
+
+def set_size_ticks(ax, xs: list[float], most: int = 6) -> None:
+    """Ticks at the measured sizes, written as numbers (no ``2x10^1`` on a log axis): the ends,
+    and between them at most ``most`` in all, none closer to the last kept than 1/(most+1) of the
+    axis, so labels never run into each other."""
+    import math
+
+    from matplotlib.ticker import NullFormatter, NullLocator
+
+    xs = sorted(set(xs))
+    tiny = [abs(x) for x in xs if x]
+    if not xs or (tiny and min(tiny) < 1e-3):
+        return  # tiny sizes: matplotlib's own ticks (powers of ten) read better than decimals
+    log = ax.get_xscale() == "log" and xs[0] > 0
+    pos = [math.log10(x) for x in xs] if log else list(xs)
+    gap = (pos[-1] - pos[0]) / (most + 1)
+    kept = [0]
+    for i in range(1, len(xs)):
+        if pos[i] - pos[kept[-1]] >= gap:
+            kept.append(i)
+    if kept[-1] != len(xs) - 1:  # the last size is a tick; the one before it makes room
+        kept[-1] = len(xs) - 1
+        if len(kept) > 1 and pos[kept[-1]] - pos[kept[-2]] < gap:
+            kept.pop(-2)
+    chosen = [xs[i] for i in kept]
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticks(chosen, [tick_label(x) for x in chosen])
+
+
+def set_ratio_ticks(ax) -> None:
+    """A ratio axis reads ``1.2x``: the unit on every tick."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+
+
+def text_sizes_px(fig) -> list[tuple[str, float]]:
+    """Every visible text of a figure (titles, labels, ticks, legend) and its size in pixels of
+    the saved image."""
+    from matplotlib.text import Text
+
+    scale = FIGURE_DPI / 72
+    out = []
+    for artist in fig.findobj(Text):
+        if artist.get_visible() and artist.get_text().strip():
+            out.append((artist.get_text(), artist.get_fontsize() * scale))
+    return out
+
+
+def texts_outside(fig) -> list[str]:
+    """The texts of a figure that reach past its edges (which the saved image would cut)."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    w, h = fig.bbox.width, fig.bbox.height
+    undrawn = set()  # the labels of ticks outside an axis' range: matplotlib does not draw them
+    for ax in fig.get_axes():
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                if not lo - 1e-9 * abs(hi - lo) <= tick.get_loc() <= hi + 1e-9 * abs(hi - lo):
+                    undrawn |= {id(tick.label1), id(tick.label2)}
+    out = []
+    for artist in fig.findobj(Text):
+        if not (artist.get_visible() and artist.get_text().strip()) or id(artist) in undrawn:
+            continue
+        box = artist.get_window_extent(renderer)
+        if box.x0 < -0.5 or box.y0 < -0.5 or box.x1 > w + 0.5 or box.y1 > h + 0.5:
+            out.append(artist.get_text())
+    return out
+
+
+STATE_COLOURS = {**VERDICT_COLOURS, "older-version": "#57606a", "not-measured": "#57606a"}
+
+
 def _fact_line(name: str, value) -> tuple[str, str, str]:
     """(mark, text, colour) for one fact: True ✓, False ✗, anything else its value."""
     if value is True:
@@ -332,50 +445,146 @@ def _comparison_line(c: dict) -> tuple[str, str, str]:
     return mark, f"{c['name']}: {quantity(c['median'], unit)} (threshold {number(c['threshold'])})", colour
 
 
-def thumbnail_png(view) -> bytes:
-    """A card-sized image of what decided each device: verdict, then its facts (✓/✗) or
-    comparisons, drawn from the tip's view (this build's record and the given result sets)."""
+def _wrap(fig, renderer, text: str, x: float, most: int, right: float = 0.97, **kw) -> list[str]:
+    """``text`` in lines that each end before ``right`` (figure coordinates) when drawn at ``x``,
+    at most ``most`` of them, the last shortened at a word with "…" if the text goes on: no line
+    is ever cut by the image's edge."""
+    probe = fig.text(x, 0, "", **kw)
+    limit = right * fig.bbox.width
+
+    def fits(s: str) -> bool:
+        probe.set_text(s)
+        return probe.get_window_extent(renderer).x1 <= limit
+
+    lines: list[str] = []
+    words = text.split()
+    while words and len(lines) < most:
+        n = len(words)
+        while n > 1 and not fits(" ".join(words[:n])):
+            n -= 1
+        line = " ".join(words[:n])
+        while not fits(line) and len(line) > 2:
+            line = line[:-2] + "…"  # one word longer than the line: shortened inside it
+        lines.append(line)
+        words = words[n:]
+    if words and lines:
+        last = lines[-1].split()
+        while last and not fits(" ".join(last) + " …"):
+            last.pop()
+        lines[-1] = " ".join(last).rstrip(",;:") + " …"
+    probe.remove()
+    return lines
+
+
+def thumbnail_facts_figure(view):
+    """A card-sized image of what decided each device: its state in the site's words
+    (``DeviceView.label``), then its facts (✓/✗) or comparisons, in as many whole lines as fit."""
     plt = _pyplot()
     w, h = THUMB_SIZE
     fig = plt.figure(figsize=(w / FIGURE_DPI, h / FIGURE_DPI), dpi=FIGURE_DPI)
     fig.patch.set_facecolor("white")
-    y = 0.93
+    renderer = fig.canvas.get_renderer()
+    line = THUMB_TEXT_PT * 1.45 / 72 * FIGURE_DPI / h  # one line's height, in figure units
+    bottom = 0.03
     kind = {"behaviour": "checks behaviour", "speed": "measures speed",
             "memory": "measures memory"}.get(view.tip.kind, view.tip.kind)
-    fig.text(0.04, y, _short(f"{view.tip.topic.replace('_', ' ')} · {kind}", 48), fontsize=9,
-             color="#555555", va="top")
-    y -= 0.11
-    for d in view.devices.values():
-        fig.text(0.04, y, d.word, fontsize=12, fontweight="bold", va="top", color="#222222")
-        if d.state == "measured":
-            label, colour = d.verdict, VERDICT_COLOURS.get(d.verdict or "", "#6e7781")
-        elif d.state == "stale":
-            label, colour = f"{d.verdict}, older tip version", "#6e7781"
-        else:
-            label, colour = "not measured", "#6e7781"
-        fig.text(0.24, y, f" {label} ", fontsize=12, fontweight="bold", va="top", color="white",
-                 bbox={"boxstyle": "round,pad=0.25", "facecolor": colour, "edgecolor": colour})
-        y -= 0.13
+    y = 0.95
+    small = {"fontsize": THUMB_TEXT_PT, "va": "top"}
+    for text in _wrap(fig, renderer, f"{view.tip.topic.replace('_', ' ')} · {kind}", 0.04, 1, **small):
+        fig.text(0.04, y, text, color="#555555", **small)
+    y -= line * 1.2
+    shown_devices = list(view.devices.values())
+    for i, d in enumerate(shown_devices):
+        fig.text(0.04, y, d.word, fontsize=THUMB_TEXT_PT + 2, fontweight="bold", va="top", color="#222222")
+        colour = STATE_COLOURS.get(d.token, "#57606a")
+        # the page's badge: filled for a verdict, dashed outline for "not measured" (tips.css)
+        hollow = d.token == "not-measured"
+        fig.text(0.27, y, f" {d.label} ", fontsize=THUMB_TEXT_PT + 2, fontweight="bold", va="top",
+                 color=colour if hollow else "white",
+                 bbox={"boxstyle": "round,pad=0.25", "facecolor": "white" if hollow else colour,
+                       "edgecolor": colour, "linestyle": "--" if hollow else "-"})
+        y -= line * 1.45
         rows: list[tuple[str, str, str]] = []
-        if d.state == "measured" and d.decision:
+        if d.decision:  # measured, or measured on an older version of the tip (its label says so)
             rows = [_fact_line(k, v) for k, v in (d.decision.get("facts") or {}).items()]
             rows += [_comparison_line(c) for c in d.decision.get("comparisons") or []]
         if not rows and d.key_text:
             rows = [("•", d.key_text, "#444444")]
-        if not rows and d.state != "measured":
-            rows = [("", f"no {d.word} results for this version of the tip", "#555555")]
-        room = max(1, int((y - 0.04) / 0.085) - (len(view.devices) - 1) * 2)
-        shown = rows[:room]
-        for mark, text, colour in shown:
-            fig.text(0.05, y, mark, fontsize=11, color=colour, va="top", fontweight="bold")
-            fig.text(0.11, y, _short(text, 50), fontsize=9.5, color="#222222", va="top")
-            y -= 0.085
-        if len(rows) > len(shown):
-            fig.text(0.11, y, f"and {len(rows) - len(shown)} more on the page", fontsize=8.5,
-                     color="#555555", va="top", style="italic")
-            y -= 0.085
-        y -= 0.03
-    return png_bytes(fig)
+        if not rows:
+            rows = [("", f"no {d.word} results yet", "#555555")]
+        # the lines this device may fill: each later device keeps its name and two lines
+        later = len(shown_devices) - i - 1
+        room = int((y - bottom - later * line * 3.75) / line + 1e-9)
+        for n, (mark, text, colour) in enumerate(rows):
+            left = room - (1 if n < len(rows) - 1 else 0)  # a line for "and N more" if any follow
+            if n == 0:
+                left = max(left, min(room, 1))  # the first row before the count of the others
+            wrapped = _wrap(fig, renderer, text, 0.11, min(2, left), color="#222222", **small)
+            if not wrapped:
+                if room >= 1:
+                    fig.text(0.11, y, f"and {len(rows) - n} more on the page", color="#555555",
+                             style="italic", **small)
+                    y -= line
+                break
+            fig.text(0.05, y, mark, color=colour, fontweight="bold", **small)
+            for text_line in wrapped:
+                fig.text(0.11, y, text_line, color="#222222", **small)
+                y -= line
+            room -= len(wrapped)
+        y -= line * 0.3
+    return fig
+
+
+def thumbnail_chart_figure(figure: dict):
+    """A card-sized redrawing of a tip's first figure (its first axes): the same points and
+    reference lines, with text large enough to read at card size and no title (the card has it)."""
+    plt = _pyplot()
+    axes = read_axes(figure)
+    ax_data = next((a for a in axes if a.series), None)
+    if ax_data is None:
+        return None
+    w, h = THUMB_SIZE
+    fig, ax = plt.subplots(figsize=(w / FIGURE_DPI, h / FIGURE_DPI), dpi=FIGURE_DPI, layout="constrained")
+    small = THUMB_TEXT_PT - 1
+    xs = []
+    for i, s in enumerate(ax_data.series[:len(COLOURS)]):
+        pts = s.points()
+        px = [p[0] for p in pts]
+        py = [p[1] for p in pts]
+        xs += px
+        colour = COLOURS[i % len(COLOURS)]
+        if s.low and s.high:
+            err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
+            ax.errorbar(px, py, yerr=err, marker="o", capsize=3, color=colour, linewidth=2,
+                        label=_short(s.label, 24) if s.label else None)
+        else:
+            ax.plot(px, py, marker="os^Dv"[i % 5], color=colour, linewidth=2,
+                    label=_short(s.label, 24) if s.label else None)
+    for label, yref in ax_data.refs:
+        ax.axhline(yref, color="0.3", linestyle="--" if label.startswith("threshold") else ":", linewidth=1.2)
+    ax.set_xscale(ax_data.xscale if ax_data.xscale in ("log", "linear") else "linear")
+    if ax_data.yscale in ("log", "linear"):
+        ax.set_yscale(ax_data.yscale)
+    set_size_ticks(ax, xs, most=4)
+    ax.tick_params(labelsize=small)
+    if ax_data.ratio:
+        set_ratio_ticks(ax)
+    ax.set_xlabel(_short(_noun(_no_log(ax_data.xlabel)), 34), fontsize=THUMB_TEXT_PT)
+    unit = "" if ax_data.ratio else _unit(ax_data.ylabel)
+    ylabel = _y_noun(ax_data, short=True) + (f" ({unit})" if unit else "")
+    ax.set_ylabel("\n".join(textwrap.wrap(ylabel, 20, max_lines=2, placeholder=" …")), fontsize=THUMB_TEXT_PT)
+    labelled = [s for s in ax_data.series if s.label]
+    if 2 <= len(labelled) <= 3:
+        ax.legend(fontsize=small, framealpha=0.85, borderpad=0.3, handlelength=1.2, loc="best")
+    return fig
+
+
+def thumbnail_png(view) -> bytes:
+    """The card's image of a tip: its first figure redrawn at card size, or, for a tip that drew
+    none, what decided each device."""
+    figs = (view.record or {}).get("figures") or []
+    fig = thumbnail_chart_figure(figs[0]) if figs else None
+    return png_bytes(fig if fig is not None else thumbnail_facts_figure(view))
 
 
 def thumb_path(out_dir: Path, tip) -> Path:
@@ -384,9 +593,13 @@ def thumb_path(out_dir: Path, tip) -> Path:
 
 
 def write_thumbnails(app: Sphinx) -> None:
-    """builder-inited, after the views: a thumbnail from the record for tips that drew nothing."""
+    """builder-inited, after the views: every tip's thumbnail, drawn for the card (sphinx-gallery's
+    own, its first figure shrunk, had axis labels 6 px tall on a card)."""
+    import hashlib
+
     _, out_dir = state.gallery_dirs(app)
-    # drawing costs ~0.1 s a tip: redraw only when what it shows changed (digests in one file)
+    # drawing costs ~0.1 s a tip: redraw only when what it shows changed, or when sphinx-gallery
+    # wrote its own over it (the digests of what was drawn, and of the image written, in one file)
     stamps_path = out_dir / ".tipsite-thumbnails.json"
     try:
         stamps = json.loads(stamps_path.read_text(encoding="utf-8"))
@@ -395,14 +608,18 @@ def write_thumbnails(app: Sphinx) -> None:
     new_stamps = {}
     code = page_layer_fingerprint()  # the drawing code, and all it calls, once per build
     for view in state.views(app).values():
-        if view.record is None or view.record.get("figures"):
+        if view.record is None:
             continue
         path = thumb_path(out_dir, view.tip)
         key = _thumbnail_key(view, code)
-        if not (path.exists() and stamps.get(view.name) == key):
-            if write_if_changed(path, thumbnail_png(view)):
-                logger.info(f"tipsite: drew the thumbnail of {view.name} from its record")
-        new_stamps[view.name] = key
+        old = stamps.get(view.name)
+        if not (isinstance(old, list) and old[0] == key and path.exists()
+                and hashlib.sha256(path.read_bytes()).hexdigest() == old[1]):
+            data = thumbnail_png(view)
+            if write_if_changed(path, data):
+                logger.info(f"tipsite: drew the thumbnail of {view.name} for its card")
+            old = [key, hashlib.sha256(data).hexdigest()]
+        new_stamps[view.name] = old
     if new_stamps != stamps:
         out_dir.mkdir(parents=True, exist_ok=True)
         stamps_path.write_text(json.dumps(new_stamps, indent=1, sort_keys=True), encoding="utf-8")
@@ -412,9 +629,9 @@ def _thumbnail_key(view, code: str) -> str:
     """A digest of everything thumbnail_png reads, and of ``code``: the page layer's fingerprint."""
     import hashlib
 
-    shown = [view.tip.topic, view.tip.kind, code]
+    shown = [view.tip.topic, view.tip.kind, code, ((view.record or {}).get("figures") or [None])[0]]
     for d in view.devices.values():
-        shown.append([d.word, d.state, d.verdict, d.key_text,
+        shown.append([d.word, d.state, d.label, d.token, d.key_text,
                       (d.decision or {}).get("facts"), (d.decision or {}).get("comparisons")])
     text = json.dumps(shown, sort_keys=True, default=repr)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -422,77 +639,220 @@ def _thumbnail_key(view, code: str) -> str:
 
 # --- every device's points in one figure -----------------------------------------------------------
 
-def _series_of(record: dict) -> list[tuple[str, str, list[dict]]]:
-    """(device, group, comparisons) for each group of ratio comparisons at several sizes."""
-    out = []
+def _no_log(label: str) -> str:
+    """``batch size (samples, log scale)`` -> ``batch size (samples)``: the axis shows the scale."""
+    label = re.sub(r",?\s*log scale\s*(?=\))", "", label)
+    return re.sub(r"\s*\(\s*\)", "", label).strip()
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+
+
+@dataclass
+class _Line:
+    """One machine's series on one panel: (x, median, low, high) points."""
+    record: dict
+    device: str
+    series: str
+    xlabel: str
+    ylabel: str
+    points: list[tuple[float, float, float, float]]
+
+
+def _name_quantity(comps: list[dict]) -> str:
+    """What the comparisons' names say is swept: ``row updates, 64 elements per row`` (x 64) ->
+    ``elements per row``; ``MLP forward, width 4`` -> ``width``; '' when they do not agree."""
+    found = set()
+    for c in comps:
+        x = c["x"]
+        spelled = {_num(x), f"{x:g}", str(int(x)) if float(x).is_integer() else f"{x:g}"}
+        hit = next((m for s in spelled for m in [re.search(rf"(?<![\d.,]){re.escape(s)}(?![\d.,])", c["name"])] if m), None)
+        if hit is None:
+            return ""
+        after = c["name"][hit.end():].strip(" ,;:)")
+        before = re.findall(r"[A-Za-z][\w-]*", c["name"][:hit.start()])
+        words = after if re.fullmatch(r"[A-Za-z][\w -]*", after or "-") else (before[-1] if before else "")
+        found.add(words.strip())
+    return found.pop() if len(found) == 1 else ""
+
+
+def _fallback_axis(record: dict, comps: list[dict]) -> str:
+    """The x label for comparisons no figure of their record draws as ratios: a figure of the
+    record whose series spans their sizes (a memory tip's plot_series), else what their names say."""
+    xs = {c["x"] for c in comps}
+    for f in record.get("figures") or []:
+        for ax in read_axes(f):
+            if any(all(any(_close(x, sx) for sx in s.x) for x in xs) for s in ax.series):
+                return ax.xlabel
+    return _name_quantity(comps) or "size"
+
+
+def _lines_of(record: dict, known: dict[str, tuple[str, str, str]] | None = None) -> list[_Line]:
+    """Each sweep of ratio comparisons in a record, as the tip drew it: the series of its own
+    figures (their axis labels, their names), each point once. Comparisons no figure of the
+    record draws are grouped as the verdict grouped them (a group of the same points as another
+    is not repeated), labelled as ``known`` says the tip drew that group elsewhere (another
+    build's figure), else from the record's other figures or the comparisons' names.
+
+    With ``known`` given, the groups this record's figures draw are added to it."""
+    known = {} if known is None else known
+    axes = [a for f in record.get("figures") or [] for a in read_axes(f) if a.ratio]
+    out: list[_Line] = []
     for device, decision in (record.get("verdicts") or {}).items():
-        comps = {c["name"]: c for c in decision.get("comparisons") or []
-                 if c.get("x") is not None and c.get("measure") == "ratio"}
-        seen: set[str] = set()
-        for group, members in (decision.get("groups") or {}).items():
-            chosen = [comps[m] for m in members if m in comps]
+        comps = [c for c in decision.get("comparisons") or []
+                 if c.get("x") is not None and c.get("measure") == "ratio"]
+        groups = decision.get("groups") or {}
+        drawn: dict[tuple[str, str, str], list[dict]] = {}
+        rest = []
+        for c in comps:
+            hit = next(((a, s) for a in axes for s in a.series
+                        if any(_close(x, c["x"]) and _close(y, c["median"]) for x, y in zip(s.x, s.y))), None)
+            if hit is None:
+                rest.append(c)
+                continue
+            labels = (hit[0].xlabel, hit[0].ylabel, hit[1].label)
+            drawn.setdefault(labels, []).append(c)
+            for group, members in groups.items():
+                if c["name"] in members:
+                    known.setdefault(group, labels)
+        by_name = {c["name"]: c for c in rest}
+        used: set[str] = set()
+        for group, members in groups.items():
+            chosen = [by_name[m] for m in members if m in by_name and m not in used]
             if len(chosen) >= 2:
-                out.append((device, group, chosen))
-                seen |= {c["name"] for c in chosen}
-        rest = [c for name, c in comps.items() if name not in seen]
-        if len(rest) >= 2:
-            out.append((device, "", rest))
+                used |= {c["name"] for c in chosen}
+                pairs = {(c["baseline"], c["candidate"]) for c in chosen}
+                ylabel = (" / ".join(pairs.pop()) if len(pairs) == 1
+                          else f"{chosen[0]['metric']}, anti-pattern / recommended")
+                labels = known.get(group) or (_fallback_axis(record, chosen), ylabel, group)
+                drawn.setdefault(labels, []).extend(chosen)
+        for (xlabel, ylabel, series), members in drawn.items():
+            points = sorted({(c["x"], c["median"], c["low"], c["high"]) for c in members})
+            if len({p[0] for p in points}) >= 2:
+                out.append(_Line(record, device, series, xlabel, ylabel, points))
     return out
+
+
+def _all_lines(view) -> list[_Line]:
+    """Every build's lines (:func:`_lines_of`), the builds whose figures name their groups first."""
+    known: dict[str, tuple[str, str, str]] = {}
+    ordered = sorted(view.columns, key=lambda r: not (r.get("figures")))
+    for record in ordered:
+        _lines_of(record, known)
+    return [ln for record in view.columns for ln in _lines_of(record, known)]
+
+
+def _panel_key(line: _Line) -> tuple[str, str]:
+    """Lines share a panel when they sweep the same quantity: the x label's words before its
+    parentheses, and the y label's."""
+    return (_noun(_no_log(line.xlabel)).lower(), _noun(line.ylabel).lower())
+
+
+def devices_figure(view, srcdir: Path) -> dict | None:
+    """Every build's points side by side, when another build (a result set) has a sweep.
+
+    One panel per quantity swept (a tip sweeping widths and row lengths gets two), each line one
+    machine's series as the tip drew it; colour and line style name the machine (solid: this
+    build, dashed: a result set), the marker names the series. Writes
+    ``generated/figures/<tip>_devices.png`` under ``srcdir`` and returns its docname-style path,
+    alt text and caption; None when only this build measured a sweep (its own figure shows it)
+    or no build did.
+    """
+    lines = _all_lines(view)
+    if not any(ln.record is not view.record for ln in lines) or len(lines) < 2:
+        return None
+    fig = _devices_fig(view, lines)
+    data = png_bytes(fig)
+    path = Path(srcdir) / GENERATED_FIGURES / f"{view.name}_devices.png"
+    write_if_changed(path, data)
+    words = sorted({records.device_word(ln.device) for ln in lines})
+    alt = " ".join(
+        f"{_machine_label(view, ln)}, {ln.series}: ratio from {number(ln.points[0][1])}x at "
+        f"{_noun(_no_log(ln.xlabel))} {tick_label(ln.points[0][0])} to {number(ln.points[-1][1])}x at "
+        f"{tick_label(ln.points[-1][0])}." for ln in lines)
+    caption = (f"The measured ratios of every build with a sweep ({', '.join(words)}), each "
+               f"labelled with its machine and date; dashed lines come from result sets of other "
+               "machines.")
+    return {"path": f"/{GENERATED_FIGURES}/{view.name}_devices.png", "alt": alt, "caption": caption}
 
 
 def _machine(record: dict, device: str) -> str:
     return (record.get("hosts", {}).get(device) or {}).get("name") or "unknown machine"
 
 
-def devices_figure(view, srcdir: Path) -> dict | None:
-    """Every build's points side by side, when another build (a result set) has a sweep.
+def _machine_label(view, line: _Line) -> str:
+    origin = "this build" if line.record is view.record else "result set"
+    return (f"{records.device_word(line.device)}: {_short(_machine(line.record, line.device), 30)}, "
+            f"{line.record['date'][:10]} ({origin})")
 
-    Writes ``generated/figures/<tip>_devices.png`` under ``srcdir`` and returns its docname-style
-    path, alt text and caption; None when only this build measured a sweep (its own figure
-    shows it) or no build did.
-    """
-    entries = []
-    for record in view.columns:
-        for device, group, comps in _series_of(record):
-            entries.append((record, device, group, comps))
-    if not any(r is not view.record for r, *_ in entries) or len(entries) < 2:
-        return None
+
+def _devices_fig(view, lines: list[_Line]):
+    """The figure of :func:`devices_figure`, before it is saved (tests read its texts)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 3.8), layout="constrained")
-    groups = {g for *_, g, _ in entries}
-    markers = {name: d.marker for name, d in devices.DEVICES.items()}
-    labels = []
-    for i, (record, device, group, comps) in enumerate(entries):
-        pts = sorted((c["x"], c["median"], c["low"], c["high"]) for c in comps)
-        origin = "this build" if record is view.record else "result set"
-        label = (f"{records.device_word(device)}: {_short(_machine(record, device), 28)}, "
-                 f"{record['date'][:10]} ({origin})")
-        if len(groups) > 1 and group:
-            label += f", {group}"
-        labels.append((label, pts))
-        ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
-                    yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]],
-                    marker=markers.get(device, "D"), capsize=3, color=COLOURS[i % len(COLOURS)],
-                    linestyle="-" if record is view.record else "--", label=label)
-    ax.axhline(1.0, color="0.4", linestyle=":", linewidth=1, label="1.0: no difference")
-    thresholds = sorted({c["threshold"] for *_, comps in entries for c in comps} - {1.0})
-    for t in thresholds:
-        ax.axhline(t, color="0.2", linestyle="--", linewidth=1, label=f"threshold {t:g}")
-    ax.set_xscale("log")
-    own = [a for f in (view.record or {}).get("figures") or [] for a in read_axes(f) if a.ratio]
-    ax.set_xlabel(own[0].xlabel if own else "size (the comparisons' x)")
-    ax.set_ylabel("anti-pattern / recommended")
-    title = textwrap.shorten(view.tip.title, 60, placeholder="…")
-    ax.set_title(f"{title}\nevery build's measured points, by device", fontsize=10)
-    ax.legend(fontsize=7)
-    data = png_bytes(fig)
-    path = Path(srcdir) / GENERATED_FIGURES / f"{view.name}_devices.png"
-    write_if_changed(path, data)
-    words = sorted({records.device_word(d) for _, d, _, _ in entries})
-    alt = " ".join(
-        f"{label}: ratio from {number(p[0][1])}x at {number(p[0][0])} to {number(p[-1][1])}x at "
-        f"{number(p[-1][0])}." for label, p in labels)
-    caption = (f"The measured ratios of every build with a sweep ({', '.join(words)}), each "
-               f"labelled with its machine and date; dashed lines come from result sets of other "
-               "machines.")
-    return {"path": f"/{GENERATED_FIGURES}/{view.name}_devices.png", "alt": alt, "caption": caption}
+    from matplotlib.lines import Line2D
+
+    panels: dict[tuple[str, str], list[_Line]] = {}
+    for ln in lines:
+        panels.setdefault(_panel_key(ln), []).append(ln)
+    machines = list(dict.fromkeys((id(ln.record), ln.device) for ln in lines))
+    series_names = list(dict.fromkeys(ln.series for ln in lines))
+    markers = ["o", "s", "^", "D", "v", "P", "X"]
+    n = len(panels)
+    thresholds: set[float] = set()
+    fig, axs = plt.subplots(n, 1, figsize=(FIGURE_WIDTH_IN, 0.6 + 3.0 * n + 0.3 * (len(machines) + len(series_names))),
+                            layout="constrained", squeeze=False)
+    for ax, (key, members) in zip(axs[:, 0], panels.items()):
+        xs = []
+        for ln in members:
+            colour = COLOURS[machines.index((id(ln.record), ln.device)) % len(COLOURS)]
+            pts = ln.points
+            xs += [p[0] for p in pts]
+            # this build's thick and under, a result set's dashed and hollow on top: lines that
+            # coincide (a memory ratio is the same everywhere) both stay visible
+            own = ln.record is view.record
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
+                        yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]],
+                        marker=markers[series_names.index(ln.series) % len(markers)],
+                        markersize=7 if own else 6, markerfacecolor=colour if own else "white",
+                        linewidth=2.6 if own else 1.6, capsize=3, color=colour,
+                        linestyle="-" if own else "--", zorder=2 if own else 3)
+        ax.axhline(1.0, color="0.4", linestyle=":", linewidth=1)
+        for t in sorted({c["threshold"] for ln in members for c in _comparisons_at(ln)} - {1.0}):
+            ax.axhline(t, color="0.2", linestyle=(0, (5, 3)), linewidth=1)
+            thresholds.add(t)
+        ax.set_xscale("log")
+        set_size_ticks(ax, xs)
+        set_ratio_ticks(ax)
+        ax.tick_params(labelsize=10)
+        xlabels = {ln.xlabel for ln in members}
+        ax.set_xlabel(_no_log(xlabels.pop()) if len(xlabels) == 1 else key[0], fontsize=11)
+        ylabels = {ln.ylabel for ln in members}
+        ylabel = ylabels.pop() if len(ylabels) == 1 else key[1] or "ratio"
+        ax.set_ylabel("\n".join(textwrap.wrap(ylabel, 34, max_lines=2, placeholder=" …")), fontsize=11)
+        if n > 1:
+            names = list(dict.fromkeys(ln.series for ln in members))
+            ax.set_title(_short("; ".join(names), 60), fontsize=11)
+    title = textwrap.wrap(plain_title(view.tip.title), 52, max_lines=2, placeholder=" …")
+    fig.suptitle("\n".join([*title, "every build's measured points"]), fontsize=12)
+    handles = []
+    for i, (rid, device) in enumerate(machines):
+        ln = next(ln for ln in lines if (id(ln.record), ln.device) == (rid, device))
+        own = ln.record is view.record
+        handles.append(Line2D([], [], color=COLOURS[i % len(COLOURS)], linewidth=2.6 if own else 1.6,
+                              linestyle="-" if own else "--", label=_machine_label(view, ln)))
+    if any(len({ln.series for ln in members}) > 1 for members in panels.values()):
+        handles += [Line2D([], [], color="0.25", marker=markers[i % len(markers)], linestyle="none",
+                           label=_short(name, 48)) for i, name in enumerate(series_names)]
+    handles.append(Line2D([], [], color="0.4", linestyle=":", label="1.0x: no difference"))
+    handles += [Line2D([], [], color="0.2", linestyle=(0, (5, 3)), label=f"threshold {t:g}x")
+                for t in sorted(thresholds)]
+    fig.legend(handles=handles, loc="outside lower center", fontsize=10, ncols=1, frameon=False)
+    return fig
+
+
+def _comparisons_at(line: _Line) -> list[dict]:
+    """The comparisons a line draws (for their thresholds)."""
+    decision = (line.record.get("verdicts") or {}).get(line.device) or {}
+    points = {(p[0], p[1]) for p in line.points}
+    return [c for c in decision.get("comparisons") or [] if (c.get("x"), c.get("median")) in points]
