@@ -367,6 +367,22 @@ def test_the_devices_figure_has_one_quantity_per_axis_and_no_repeated_series():
     assert not figures.texts_outside(fig)
 
 
+def test_the_devices_figure_names_each_machine_class():
+    """Two EPYCs, one with bfloat16 instructions and one without: the same name, two classes."""
+    this = _two_sweeps("cpu", [4, 32, 256, 2048], [1, 64, 4096, 65536], figures_drawn=True)
+    other = _two_sweeps("cpu", [4, 32, 256, 2048], [1, 64, 4096, 65536], figures_drawn=True)
+    this["hosts"]["cpu"].update(flags=["avx2", "avx512f", "avx512_bf16"], cores=2)
+    other["hosts"]["cpu"].update(flags=["avx2"], cores=2)
+    view = _view([this, other])
+    fig = figures._devices_fig(view, figures._all_lines(view))
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    named = [records.machine_class(r, "cpu") for r in (this, other)]
+    assert named[0] != named[1] and all(any(n in t.replace("\n", " ") for t in legend) for n in named), legend
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 def test_plot_ratios_and_plot_series_read_on_a_phone():
     from tipsite import tipkit
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from tipsite import records
+from tipsite import devices, records
 from tipsite.sphinxext import state
 from tipsite.sphinxext.freshness import page_layer_fingerprint
 from tipsite.sphinxext.render import number, quantity
@@ -782,9 +782,13 @@ def _machine(record: dict, device: str) -> str:
 
 
 def _machine_label(view, line: _Line) -> str:
+    """``CPU: AMD EPYC, AVX512-BF16, 2 cores, 2026-11-26 (this build)``: the machine class, which
+    tells two machines of one name apart (an EPYC with and one without bfloat16 instructions)."""
     origin = "this build" if line.record is view.record else "result set"
-    return (f"{records.device_word(line.device)}: {_short(_machine(line.record, line.device), 30)}, "
-            f"{line.record['date'][:10]} ({origin})")
+    machine = records.machine_class(line.record, line.device)
+    if machine == devices.UNKNOWN_CLASS:
+        machine = f"{_short(_machine(line.record, line.device), 30)}, {devices.UNKNOWN_CLASS}"
+    return f"{records.device_word(line.device)}: {machine}, {line.record['date'][:10]} ({origin})"
 
 
 def _devices_fig(view, lines: list[_Line]):
@@ -829,7 +833,7 @@ def _devices_fig(view, lines: list[_Line]):
         ax.set_xlabel(_no_log(xlabels.pop()) if len(xlabels) == 1 else key[0], fontsize=11)
         ylabels = {ln.ylabel for ln in members}
         ylabel = ylabels.pop() if len(ylabels) == 1 else key[1] or "ratio"
-        ax.set_ylabel("\n".join(textwrap.wrap(ylabel, 34, max_lines=2, placeholder=" …")), fontsize=11)
+        ax.set_ylabel("\n".join(textwrap.wrap(ylabel, 42, max_lines=2, placeholder=" …")), fontsize=11)
         if n > 1:
             names = list(dict.fromkeys(ln.series for ln in members))
             ax.set_title(_short("; ".join(names), 60), fontsize=11)
@@ -839,9 +843,14 @@ def _devices_fig(view, lines: list[_Line]):
     for i, (rid, device) in enumerate(machines):
         ln = next(ln for ln in lines if (id(ln.record), ln.device) == (rid, device))
         own = ln.record is view.record
+        label = _machine_label(view, ln)
+        if len(label) > 66:  # the date on a line of its own rather than past the image's edge
+            label = label.replace(f", {ln.record['date'][:10]} (", f",\n{ln.record['date'][:10]} (")
         handles.append(Line2D([], [], color=COLOURS[i % len(COLOURS)], linewidth=2.6 if own else 1.6,
-                              linestyle="-" if own else "--", label=_machine_label(view, ln)))
-    if any(len({ln.series for ln in members}) > 1 for members in panels.values()):
+                              linestyle="-" if own else "--", label=label))
+    # markers name the series where one machine has several on a panel (else the panel's title does)
+    if any(len({ln.series for ln in members if (id(ln.record), ln.device) == m}) > 1
+           for members in panels.values() for m in machines):
         handles += [Line2D([], [], color="0.25", marker=markers[i % len(markers)], linestyle="none",
                            label=_short(name, 48)) for i, name in enumerate(series_names)]
     handles.append(Line2D([], [], color="0.4", linestyle=":", label="1.0x: no difference"))
