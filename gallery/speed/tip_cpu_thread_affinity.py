@@ -205,7 +205,9 @@ def train_steps(width, steps):
 
 
 def threads_on_one_core():
-    """This process's threads, and how many may run on one core only."""
+    """This process's threads, and how many may run on one core only (Linux)."""
+    if not os.path.isdir("/proc/self/task"):
+        return [0, 0]
     found = []
     for tid in os.listdir("/proc/self/task"):
         try:
