@@ -102,7 +102,7 @@ def test_the_recorded_cuda_runs_are_shown_current_or_as_an_older_version(site, t
                 assert f"{r['date']}; an older version of the tip" in body, tip.name
         current = [r for r in runs if records.is_current(r, version)]
         if not current:
-            assert "older version: no run of this version of the tip on CUDA yet" in head, tip.name
+            assert "CUDA: " in head and "older version No run of this version of the tip on CUDA yet" in head, tip.name
             continue
         newest = max(current, key=lambda r: r["date"])
         current_seen += 1

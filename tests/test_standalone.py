@@ -115,3 +115,22 @@ def test_a_tiny_tip_s_notebook_runs(tiny_site, tmp_path):
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "Verdict on CPU: holds" in outputs
+
+
+def test_warnings_the_host_hides_are_found_with_python_s_own_filter_matching():
+    """CPython's default filters hold their module as a plain string ('__main__'), matched
+    exactly; filterwarnings() adds compiled patterns. Both are read as Python reads them."""
+    import re
+    import warnings
+
+    defaults = [("default", None, DeprecationWarning, "__main__", 0), ("ignore", None, DeprecationWarning, None, 0)]
+    assert tiprunner._action(defaults, DeprecationWarning, "old", "__main__", 3) == "default"
+    assert tiprunner._action(defaults, DeprecationWarning, "old", "lib", 3) == "ignore"
+    assert tiprunner._action(defaults, UserWarning, "old", "lib", 3) == "default"
+    compiled = [("error", re.compile("boom", re.I), Warning, re.compile(r"torch\."), 0)]
+    assert tiprunner._action(compiled, UserWarning, "Boom here", "torch.nn", 1) == "error"
+    assert tiprunner._action(compiled, UserWarning, "Boom here", "numpy", 1) == "default"
+    with warnings.catch_warnings():
+        warnings.resetwarnings()
+        warnings.filterwarnings("ignore", message="quiet", module="lib")
+        assert tiprunner._action(warnings.filters, UserWarning, "quiet please", "lib", 1) == "ignore"

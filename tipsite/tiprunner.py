@@ -299,11 +299,19 @@ def _module_of(filename: str, lineno: int) -> str:
     return os.path.splitext(os.path.basename(filename))[0]
 
 
+def _matches(pattern, text: str) -> bool:
+    """A filter's message or module: None matches all, a string only itself (as CPython's own
+    filters hold them), a compiled pattern what it matches at the start."""
+    if pattern is None:
+        return True
+    return pattern == text if isinstance(pattern, str) else bool(pattern.match(text))
+
+
 def _action(filters: list, category: type, message: str, module: str, lineno: int) -> str:
     """What ``filters`` (``warnings.filters``) do with a warning: Python's own matching."""
     for action, msg, cat, mod, ln in filters:
-        if ((msg is None or msg.match(message)) and issubclass(category, cat)
-                and (mod is None or mod.match(module)) and (ln == 0 or lineno == ln)):
+        if (_matches(msg, message) and issubclass(category, cat) and _matches(mod, module)
+                and (ln == 0 or lineno == ln)):
             return action
     return "default"
 

@@ -55,8 +55,8 @@ def keywords_context(view: TipView) -> tuple[list[Rst], set[Rst]]:
 def report_text(view: TipView) -> str:
     lines = [f"Verdict of {view.name} looks wrong", "", f"Tip: {view.tip.title} ({view.name})"]
     for d in view.devices.values():
-        state_text = (f"{d.verdict}, {d.key_text}; {d.where}; {d.when}" if d.state == "measured"
-                      else d.state)
+        state_text = (f"{d.verdict}, {d.headline}; {d.where}; {d.when}" if d.state == "measured"
+                      else d.label)
         lines.append(f"{d.word}: {state_text}")
     lines += ["", "What I measured or read instead (machine, torch version, figures):", ""]
     return "\n".join(lines)
@@ -79,8 +79,11 @@ def header(view: TipView, compat_page: bool = True) -> str:
     by_device = view.device_rules
     device_rules = by_device if len({r for _, r in by_device}) > 1 else []
     chart = Rst(compat.chart_anchor(view.name)) if compat_page and compat.has_chart(view.name) else None
+    from tipsite.sphinxext.cards import state_badge
+
     return render("tip_header.rst.jinja", view=view, keywords=keywords, subject=subject, docs=docs,
                   rule=rule, device_rules=device_rules,
+                  badges={d.device: state_badge(d) for d in view.devices.values()},
                   figures_label=Rst(f"tip-figures-{anchor_name(view.name)}"),
                   measured_label=Rst(f"tip-measured-{anchor_name(view.name)}"),
                   report_label=Rst(f"tip-report-{anchor_name(view.name)}"),
