@@ -13,6 +13,7 @@
 * :mod:`.apis`: the APIs page (each PyTorch API with the tips using it), links that work offline;
 * :mod:`.notebooks`: notebooks without an empty cell, quoted passages as quotes;
 * :mod:`.compat`: the torch-release matrix page;
+* :mod:`.coverage`: what practitioners ask and the tips that answer it;
 * :mod:`.freshness`: pages are rebuilt when the page layer itself changes;
 * :mod:`.a11y`: what axe-core finds in Sphinx's and furo's HTML, fixed as pages are written.
 
@@ -32,6 +33,7 @@ from tipsite.sphinxext import (
     benchpage,
     cards,
     compat,
+    coverage,
     figures,
     freshness,
     notebooks,
@@ -91,6 +93,8 @@ def setup(app: Sphinx) -> dict:
     a11y.setup(app)
     app.add_directive("tip-cards", cards.TipCards)
     app.add_directive("tips-compat-matrix", compat.CompatMatrix)
+    app.add_directive("tips-coverage", coverage.Coverage)
+    app.connect("env-get-outdated", coverage.read_every_build)
     app.add_directive("tips-bench", benchpage.BenchPage)
     app.add_css_file("tips.css")
     app.add_css_file("tips_compat.css")
