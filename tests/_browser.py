@@ -128,6 +128,18 @@ QUESTIONS = {
     "persistent_workers option needs num_workers > 0": ["tip_dataloader_persistent_workers"],
     "CUDA out of memory. Tried to allocate": ["S4-1", "tip_expandable_segments", "tip_preallocate_variable_length"],
     "CUDA out of memory during training": ["S4-1", "S4-2", "S4-3", "tip_expandable_segments"],
+    "why is DDP slow with gradient accumulation": ["tip_ddp_no_sync_accumulation"],
+    "DDP no_sync gradient accumulation": ["tip_ddp_no_sync_accumulation"],
+    "does layer order matter for DDP find_unused_parameters": ["tip_ddp_find_unused_parameters"],
+    "DDP find_unused_parameters slow": ["tip_ddp_find_unused_parameters"],
+    "Expected to have finished reduction in the prior iteration before starting a new one":
+        ["tip_ddp_find_unused_parameters"],
+    "DataParallel vs DistributedDataParallel which is faster": ["tip_ddp_vs_dataparallel"],
+    "should I use DataParallel or DDP": ["tip_ddp_vs_dataparallel"],
+    "DDP training on CPU faster than one process": ["tip_cpu_ddp_gloo"],
+    "distributed training on CPU with multiple sockets": ["tip_cpu_ddp_gloo"],
+    "how to set CPU affinity for PyTorch threads": ["tip_cpu_thread_affinity"],
+    "pin OpenMP threads to cores GOMP_CPU_AFFINITY": ["tip_cpu_thread_affinity"],
 }
 
 

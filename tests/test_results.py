@@ -77,6 +77,27 @@ def test_each_build_has_its_column_with_its_figures(fixture_builds):
         assert "build threads 1" in text and "build threads 2" in text
 
 
+def test_a_page_shows_each_gpu_point_s_busy_time_and_share_of_the_limit(fixture_builds):
+    """The CUDA set (the fixture's timing tip on the fake device): each point's GPU busy time
+    beside its wall time, the rate its stated work reached as a share of the GPU's calibrated
+    limit, and the calibration in the provenance."""
+    fb = fixture_builds
+    cuda = {r["tip"]: r for r in records.load_set(fb.cuda_set)["records"]}
+    timed = [tip for tip in fb.tips if tip.stem in cuda
+             and any("device_time" in c for c in cuda[tip.stem]["verdicts"]["cuda"]["comparisons"])]
+    assert timed, "the fixture has no GPU timing"
+    for tip in timed:
+        decision = cuda[tip.stem]["verdicts"]["cuda"]
+        text = _text(_page(fb.merged_with_sets, tip))
+        points = decision["comparisons"]
+        assert text.count("in a profiled pass the GPU was busy") >= 2 * len(points), tip.stem
+        assert text.count("of this GPU's measured device copy") >= 2 * len(points), tip.stem
+        assert "calibration: float32 matmul" in text and "device copy" in text
+        for c in points:
+            for side in ("base", "cand"):
+                assert c["device_time"][side] <= c["window"][side]
+
+
 def test_the_header_shows_every_device_s_verdict(fixture_builds):
     """Given a CUDA result set of the current tips, the header shows the CUDA verdict too."""
     fb = fixture_builds

@@ -44,7 +44,8 @@ for n in sizes:
     small, large = torch.ones(n, device=device), torch.ones(64 * n, device=device)
     variants = {"64x more": lambda: large.sum(), "fewer": lambda: small.sum()}
     ratios.append(compare_times(f"sum of {n} elements", variants, threshold=1.05,
-                                device=device, x=n, round_s=0.002, budget_s=0.2))
+                                device=device, x=n, round_s=0.002, budget_s=0.2,
+                                work={"bytes": 4 * n, "limit": "copy_device"}))
 fig = plot_ratios({"64x more elements": ratios}, xlabel="elements summed",
                   title="A tiny timing sweep")
 decision = decide(device, [("holds", {"sizes": "all above"}), ("depends", {})],
