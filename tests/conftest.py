@@ -171,6 +171,9 @@ def build_in_process(src: Path, out: Path, doctrees: Path, **env: str) -> tuple[
                 print(exc)
                 code = exc.code if isinstance(exc.code, int) else 1
     finally:
+        from tipsite import gallery
+
+        gallery.end_reader_runs()  # a tip the build stopped (a time limit) left its conditions
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(saved_cwd)

@@ -277,7 +277,7 @@ def test_figures_single_size_and_a_cuda_set_on_tiny_pages(tiny_site, good_tip, t
     assert result.returncode == 0, result.output[-4000:]
     page = result.page("speed", "tip_sweep")
     (devices,) = [i for i in _images(page) if "tip_sweep_devices.png" in i.get("src", "")]
-    assert "CUDA: NVIDIA Test GPU, 2026-11-20 (result set)" in devices["alt"]
+    assert "CUDA: NVIDIA Test GPU, machine class unknown, 2026-11-20 (result set)" in devices["alt"]
     assert "CPU: " in devices["alt"] and "(this build)" in devices["alt"]
     assert "labelled with its machine and date" in page
 

@@ -155,6 +155,7 @@ def _run_as_reader(gallery_conf: dict, fname: str) -> None:
     suite reads that run; it does not run the tip again (tests/test_standalone.py)."""
     from tipsite.tiprunner import ReaderConditions
 
+    end_reader_runs()  # one a stopped tip left behind (its "after" hook never ran)
     name = Path(fname).name
     found = [p for d in _examples_dirs(gallery_conf) for p in sorted(d.glob(f"*/{name}"))]
     if not found:
@@ -162,6 +163,13 @@ def _run_as_reader(gallery_conf: dict, fname: str) -> None:
     run = ReaderConditions(str(found[0]))
     run.start()
     _READER_RUNS[name] = run
+
+
+def end_reader_runs() -> None:
+    """Lift every reader's condition still set (a tip stopped before its "after" hook): the
+    process goes on, as a test's in-process build does, with torch and imports as they were."""
+    while _READER_RUNS:
+        _READER_RUNS.popitem()[1].stop()
 
 
 def _end_reader_run(gallery_conf: dict, fname: str) -> None:

@@ -37,7 +37,7 @@ also catches shape, dtype and device errors (``torch.OutOfMemoryError`` is one s
 # sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "After an out-of-memory error the article's loop keeps the old DataLoader: the rest of the epoch is skipped. Find the batch first; catch only OutOfMemoryError."
 # sphinx_gallery_tips_rules = ["PTT028"]
-# sphinx_gallery_tips_keywords = ["out of memory", "OutOfMemoryError", "CUDA out of memory", "OOM", "batch size", "set_per_process_memory_fraction", "max_memory_allocated", "retry"]
+# sphinx_gallery_tips_keywords = ["out of memory", "OutOfMemoryError", "CUDA out of memory", "CUDA out of memory during training", "Tried to allocate", "OOM", "batch size", "set_per_process_memory_fraction", "max_memory_allocated", "retry"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.cuda.set_per_process_memory_fraction.html", "https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory"]
 
 # %%

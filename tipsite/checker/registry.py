@@ -511,13 +511,13 @@ for x, y in loader:
         "copy with .to(device, non_blocking=True)",
         _snippet("""
 import torch
-loader = torch.utils.data.DataLoader(dataset, batch_size=32, num_workers=2, pin_memory=True)
+loader = torch.utils.data.DataLoader(dataset, batch_size=32, pin_memory=True)
 for inputs, target in loader:
     inputs = inputs.to(device)
 """), (4, 14),
         _snippet("""
 import torch
-loader = torch.utils.data.DataLoader(dataset, batch_size=32, num_workers=2, pin_memory=True)
+loader = torch.utils.data.DataLoader(dataset, batch_size=32, pin_memory=True)
 for inputs, target in loader:
     inputs = inputs.to(device, non_blocking=True)
 """),
