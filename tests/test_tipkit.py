@@ -33,7 +33,7 @@ def test_every_tip_imports_its_helpers_and_its_download_carries_them(path):
     tree = ast.parse(download)
     assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
                 and "tipsite" in ast.unparse(n)], f"{path.name}: its download imports project code"
-    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     assert set(parsed.used) <= defined
     assert tipsource.version(download, path) == tipsource.version(source, path)
 
@@ -50,7 +50,7 @@ def test_every_tip_decides_with_the_helpers(path):
 
 def test_helpers_list_is_every_function_a_download_can_carry():
     tree = ast.parse(open(tipkit.__file__, encoding="utf-8").read())
-    defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    defined = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
     assert list(tipkit.HELPERS) == defined[: len(tipkit.HELPERS)]
     assert sorted(tipkit.HELPERS) == sorted(tipkit.DECIDES + tipkit.PRESENTS)
 

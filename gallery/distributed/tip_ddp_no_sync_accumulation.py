@@ -36,7 +36,7 @@ communication).
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import compare_times, decide, plot_ratios, report
+from tipsite.tipkit import Peer, compare_times, decide, free_port, plot_ratios, report
 
 
 # %%
@@ -45,14 +45,9 @@ from tipsite.tipkit import compare_times, decide, plot_ratios, report
 # Two ranks, each with half of this machine's cores as intra-op threads. ``Peer`` starts the
 # other rank as a fresh ``python`` process and passes calls to it; a peer that fails, or does
 # not answer within 120 s, fails this page with its error output.
-import json
 import os
 import runpy
-import socket
-import subprocess
-import sys
 import tempfile
-import threading
 
 import torch
 
@@ -64,52 +59,6 @@ device = torch.device("cpu")  # gloo on the CPU; several GPUs are not measured h
 gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
 print(f"cores: {cores}, ranks: {world_size}, threads per rank: {threads}, "
       f"torch {torch.__version__}")
-
-
-class Peer:
-    """Another rank: ``script`` in a fresh Python process, answering what it is sent."""
-
-    def __init__(self, script, env, timeout_s=120):
-        self.err = tempfile.TemporaryFile("w+")
-        self.proc = subprocess.Popen([sys.executable, script],
-                                     env={**os.environ, **env}, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.err)
-        self.watchdog = threading.Timer(timeout_s, self.proc.kill)
-        self.watchdog.daemon = True
-        self.watchdog.start()
-
-    def send(self, name, *args):
-        try:
-            self.proc.stdin.write(json.dumps([name, args]) + "\n")
-            self.proc.stdin.flush()
-        except OSError:
-            self.fail()
-
-    def receive(self):
-        line = self.proc.stdout.readline()
-        if not line:
-            self.fail()
-        return json.loads(line)
-
-    def fail(self):
-        self.proc.kill()
-        self.proc.wait()
-        self.err.seek(0)
-        raise RuntimeError(f"rank 1 stopped (exit {self.proc.returncode}):\n"
-                           + self.err.read()[-3000:])
-
-    def close(self):
-        self.watchdog.cancel()
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
-        self.err.close()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # %%
