@@ -213,7 +213,12 @@ class Rank:
 
 
 if __name__ == "__main__":  # ranks 1..N-1: run what rank 0 sends, one JSON line each
-    answer, sys.stdout = sys.stdout, sys.stderr  # only answers go to the real stdout
+    # Only answers go to the real stdout. Anything else written there, by Python or by
+    # torch's C++ code (gloo prints "[Gloo] Rank 1 is connected to ..." on some
+    # releases), goes to stderr.
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     me = Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
               int(os.environ["MASTER_PORT"]), int(os.environ["OMP_NUM_THREADS"]))
     print(json.dumps("ready"), file=answer, flush=True)
@@ -232,8 +237,9 @@ if __name__ == "__main__":  # ranks 1..N-1: run what rank 0 sends, one JSON line
 # their gradients must agree layer by layer, on both ranks. Without
 # ``find_unused_parameters=True``, the head that gets no gradient makes DDP fail at the next
 # step (on torch 2.13: ``RuntimeError: Expected to have finished reduction in the prior
-# iteration before starting a new one``): that is why such a model needs the flag. Then a fresh model of each kind logs, through a communication hook and a hook
-# on every parameter, the order in which ``backward()`` computes gradients and starts
+# iteration before starting a new one``): that is why such a model needs the flag. Then
+# a fresh model of each kind logs, through a communication hook and a hook on every
+# parameter, the order in which ``backward()`` computes gradients and starts
 # all-reduces: the gradients computed after the first all-reduce started are the part of
 # the backward pass that communication can overlap. The all-reduces *start early* when more
 # than half of them remain.

@@ -175,7 +175,12 @@ class Rank:
 
 
 if __name__ == "__main__":  # ranks 1..N-1: run what rank 0 sends, one JSON line each
-    answer, sys.stdout = sys.stdout, sys.stderr  # only answers go to the real stdout
+    # Only answers go to the real stdout. Anything else written there, by Python or by
+    # torch's C++ code (gloo prints "[Gloo] Rank 1 is connected to ..." on some
+    # releases), goes to stderr.
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     me = Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
               int(os.environ["MASTER_PORT"]), int(os.environ["OMP_NUM_THREADS"]))
     print(json.dumps("ready"), file=answer, flush=True)

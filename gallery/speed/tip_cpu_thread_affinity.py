@@ -186,7 +186,11 @@ def threads_on_one_core():
     return [len(found), sum(found)]
 
 
-answer, sys.stdout = sys.stdout, sys.stderr  # only answers go to the real stdout
+# Only answers go to the real stdout; anything else written there, by Python or by
+# C++ code, goes to stderr.
+answer = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+sys.stdout = sys.stderr
 for line in sys.stdin:
     name, args = json.loads(line)
     print(json.dumps(globals()[name](*args)), file=answer, flush=True)
