@@ -12,7 +12,8 @@ Mixed-precision training in float16 pairs ``torch.autocast`` with ``torch.amp.Gr
 The scaler multiplies the loss before ``backward()`` so the gradients stay above float16's
 smallest value, and divides them again before the optimizer step. bfloat16 keeps float32's
 8-bit exponent (its smallest normal value is float32's, about 1e-38, against about 6e-5 for
-float16), so the same documentation's CPU example trains in bfloat16 with autocast alone. This
+float16, whose subnormal values reach down to about 6e-8; below that a value rounds to zero),
+so the same documentation's CPU example trains in bfloat16 with autocast alone. This
 tip makes the gradients small, from ordinary to tiny, and counts the first layer's weight
 gradients that come out exactly zero where float32 gives a value: float16 without a scaler,
 float16 with one, and bfloat16 without one. Autocast supports both types on the CPU and on
@@ -181,7 +182,8 @@ RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
 # ------------------
 # Where the hardware computes bfloat16 natively (NVIDIA Ampere and newer, recent Intel and Arm
 # CPUs), train in bfloat16 autocast and drop the scaler. Keep float16 with ``GradScaler`` where
-# bfloat16 is missing or slow (older GPUs, e.g. V100 and T4); the scaler costs little, and
-# skips steps whose gradients overflowed. bfloat16 has fewer significant bits than float16
+# bfloat16 is missing or slow (older GPUs, e.g. V100 and T4); the scaler adds a few small
+# kernels per step and, in ``scaler.step``, one wait for the GPU (it reads whether any
+# gradient overflowed, to skip that step). bfloat16 has fewer significant bits than float16
 # (8 against 11): it keeps small gradients, but rounds every value more coarsely, which some
 # models notice. For the speed side of autocast, see the related tips.

@@ -40,10 +40,12 @@ from tipsite.tipkit import compare_times, decide, plot_ratios, report
 # %%
 # Setup
 # -----
-# One CPU thread: the question is which algorithm runs, not parallelism, and one thread keeps
-# timings stable on a busy machine. ``kept_global_state`` saves what this tip changes (the
-# determinism flags, cuDNN's flags, every random generator's state) and puts it back after
-# each block, so running the tip leaves your session as it found it.
+# One CPU thread keeps timings stable on a busy machine. On the CPU that hides one of the
+# flag's switches: ``index_put_`` with ``accumulate=True`` adds in parallel (float32, large
+# tensors) only with more than one thread, and the flag makes it serial, so at one thread
+# both runs take the same serial kernel. ``kept_global_state`` saves what this tip changes
+# (the determinism flags, cuDNN's flags, every random generator's state) and puts it back
+# after each block, so running the tip leaves your session as it found it.
 import contextlib
 import random
 import warnings
@@ -190,7 +192,8 @@ torch.testing.assert_close(outs[0], torch.zeros(rows, 64, device=device)
 # Each timed call first sets the flag (both variants pay that call), then runs one op:
 #
 # * ``index_put_(..., accumulate=True)``: what the backward of ``weight[idx]`` runs, which
-#   the flag's documentation lists for the CPU;
+#   the flag's documentation lists for the CPU (where it only turns parallel adding off: see
+#   the setup; on CUDA it adds after sorting the indices either way);
 # * ``index_add_``: listed for CUDA (its default kernel adds with atomics);
 # * ``torch.zeros``: allocation, which the flag fills before zeroing it; with
 #   ``torch.utils.deterministic.fill_uninitialized_memory = False`` once more at the largest
@@ -278,9 +281,10 @@ RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
 # Seed every run you may need to repeat: it costs nothing. Switch the flag on while you debug,
 # compare or test, and measure before leaving it on for long training runs: on a GPU the ops
 # that add with atomics (``index_add_``, ``scatter_add_``) switch to deterministic kernels,
-# and some ops raise (several pooling and padding backwards, among others). If your code never reads memory
-# it did not write, ``torch.utils.deterministic.fill_uninitialized_memory = False`` removes the
-# fill that the flag adds to every ``torch.empty`` (and ``torch.zeros``, as measured here).
+# and some ops raise (several pooling and padding backwards, among others). If your code
+# never reads memory it did not write,
+# ``torch.utils.deterministic.fill_uninitialized_memory = False`` removes the fill that the
+# flag adds to every ``torch.empty`` (and to ``torch.zeros``: see the figure).
 # cuDNN has its own switches (``torch.backends.cudnn.deterministic = True``,
 # ``torch.backends.cudnn.benchmark = False``); older releases also raise on cuBLAS matmuls
 # under the flag unless ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` is set before CUDA starts. Runs are

@@ -17,7 +17,9 @@ intra-op threads split every op. Threads only pay on ops large enough to split (
 pays an all-reduce of every gradient per step. This tip trains the same model both ways on
 the same cores, with the same global batch, from the smallest layers to ones whose matmuls
 split well across threads. This page's process is rank 0 (and the single process); a child
-process is rank 1. Machines with two or more sockets are not measured here.
+process is rank 1. The guide pairs this advice with Intel's ``torch-ccl`` (oneCCL) backend;
+this page uses ``gloo``, which ships with PyTorch. Machines with two or more sockets are not
+measured here.
 """
 # sphinx_gallery_tips_claims = ["S5-5"]
 # sphinx_gallery_tips_tags = ["distributed", "training", "threads"]
@@ -227,11 +229,12 @@ print("one DDP step = one step on the whole batch in one process")
 # -----------
 # One timed call is one training step, 8 in a row for the smallest model, so that rank 1
 # runs its steps back to back as in a real run and waking it up for a call costs little
-# next to them. For DDP, rank 0 times the
-# call; every all-reduce waits for both ranks, so its time is the steps'. The single process
-# runs in this page's process while rank 1 waits. The layers grow from 32 to 512 wide: the
-# matmuls grow from too small to split across threads to large enough to split well, while
-# the all-reduce grows with the parameters. Speed-up = one-process time / DDP time.
+# next to them. For DDP, rank 0 times the call; every all-reduce waits for both ranks, so its
+# time is the steps'. The single process runs in this page's process while rank 1 waits, so
+# only DDP's time includes passing the call to rank 1 and its answer back (a JSON line each
+# way): at one step per call that round trip counts against DDP. The layers grow from 32 to
+# 512 wide: the matmuls grow from too small to split across threads to large enough to split
+# well, while the all-reduce grows with the parameters. Speed-up = one-process time / DDP time.
 speedups, spans = [], []
 try:
     for width in widths:
@@ -269,11 +272,12 @@ fig = plot_ratios({f"DDP {world_size} ranks vs 1 process": speedups},
 # -------
 # A width *gains* when the interval of its speed-up lies above 1.05. The guide's claim is
 # about several sockets, where each process keeps to its own socket's memory. Both ways need
-# the cores free: with other processes on them, the one process's threads stall at every
-# parallel region whenever one of them is descheduled, while single-threaded ranks do not,
-# so a busy machine favours DDP for a reason that is not the claim's. DDP uses the cores
-# better if, with the cores free, it gains at every width. It is wrong only where the
-# claim's setting was measured: two or more sockets, cores free, and no width gaining.
+# the cores free: with other processes on them, a descheduled thread holds up its process at
+# the next parallel region, and a descheduled rank holds up the other at the next
+# all-reduce, so the timing says as much about the load as about the two patterns. DDP uses
+# the cores better if, with the cores free, it gains at every width. It is wrong only on the
+# claim's kind of machine: two or more sockets, cores free, and no width gaining (though the
+# ranks here are not bound to a socket's cores and memory each, as the guide binds them).
 # Anything else leaves the claim depending on the machine and the model.
 RULE = ("holds if, with the cores free (other processes below 0.25 cores), two DDP "
         "ranks make a step >1.05x faster than one process on the same cores (interval "

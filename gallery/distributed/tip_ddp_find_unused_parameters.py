@@ -237,12 +237,12 @@ if __name__ == "__main__":  # ranks 1..N-1: run what rank 0 sends, one JSON line
 # their gradients must agree layer by layer, on both ranks. Without
 # ``find_unused_parameters=True``, the head that gets no gradient makes DDP fail at the next
 # step (on torch 2.13: ``RuntimeError: Expected to have finished reduction in the prior
-# iteration before starting a new one``): that is why such a model needs the flag. Then
-# a fresh model of each kind logs, through a communication hook and a hook on every
-# parameter, the order in which ``backward()`` computes gradients and starts
-# all-reduces: the gradients computed after the first all-reduce started are the part of
-# the backward pass that communication can overlap. The all-reduces *start early* when more
-# than half of them remain.
+# iteration before starting a new one``): that is why such a model needs the flag. Then a
+# fresh model of each kind logs, through a communication hook and a hook on every
+# parameter, the order in which ``backward()`` computes gradients and starts all-reduces:
+# the gradients computed after the first all-reduce started are the part of the backward
+# pass that communication can overlap. The all-reduces *start early* when more than half of
+# the gradients remain to be computed.
 workdir = tempfile.TemporaryDirectory()
 script = os.path.join(workdir.name, "ddp_rank.py")
 with open(script, "w", encoding="utf-8") as fh:
@@ -328,8 +328,9 @@ fig = plot_ratios({"layers in order vs reversed": speedups},
 # effect (more overlap, a faster step). The mechanism is measured directly: "the order
 # matters" when, with ``find_unused_parameters=True``, the all-reduces of the model in order
 # start early and those of the reversed one do not. A batch size *gains* when the interval
-# of its speed-up lies above 1.05, and is *slower* when it lies below; a gain counts only
-# with the cores free, since other processes on them stall both ranks at every all-reduce.
+# of its speed-up lies above 1.05, and gains *less than 5%* when it lies below (which is not
+# the same as slower); a gain counts only with the cores free, since other processes on them
+# stall both ranks at every all-reduce.
 # If the order does not change when the all-reduces start, the advice is wrong; if it does
 # but the step is not faster here, it depends on whether communication can run beside the
 # computation (spare cores, or GPUs with NCCL).

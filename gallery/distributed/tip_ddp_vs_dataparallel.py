@@ -12,12 +12,13 @@ the batch, runs the copies in threads and gathers the outputs on the first GPU.
 whole run, and only all-reduces the gradients; its documentation says it "is proven to be
 significantly faster than torch.nn.DataParallel for single-node multi-GPU data parallel
 training". The claim is about several GPUs, which no machine that builds this site has: that
-part is **not measured** here. What runs anywhere is
-the case of a machine without a GPU, where ``DataParallel`` finds no device and simply runs
-the module in one process, while DDP (the ``gloo`` backend) still splits the batch between
-processes. This tip checks that behaviour, then times one training step both ways on the same
-cores as the batch grows. This page's process is DDP's rank 0; a child process is rank 1 and
-runs ``DataParallel``.
+part is **not measured** here. What runs anywhere is the case of a machine without a GPU,
+where ``DataParallel`` finds no device and simply runs the module in one process, while DDP
+(the ``gloo`` backend) still runs one process per rank, each on its own share of the batch
+(DDP does not split the batch itself: each rank loads its share, here by slicing, in a real
+run through a ``DistributedSampler``). This tip checks that behaviour, then times one
+training step both ways on the same cores as the batch grows. This page's process is DDP's
+rank 0; a child process is rank 1 and runs ``DataParallel``.
 """
 # sphinx_gallery_tips_claims = ["S5-7"]
 # sphinx_gallery_tips_tags = ["distributed", "training"]
@@ -277,12 +278,12 @@ fig = plot_ratios({f"DDP {world_size} ranks vs DataParallel (CPU)": speedups},
 # -------
 # Only the CPU is decided here, and only where ``DataParallel`` really ran the module itself.
 # A batch *gains* when the interval of its speed-up lies above 1.05. Both ways need the cores
-# free: with other processes on them, the threads of ``DataParallel``'s one process stall at
-# every parallel region whenever one of them is descheduled, while single-threaded ranks do
-# not, so a busy machine favours DDP for a reason that is not the claim's. DDP performs
-# better on this machine if, with the cores free, it gains at every batch. Anything else
-# makes the advice depend on the setting: the claim is about several GPUs, which this page
-# cannot run, so a CPU that does not favour DDP cannot make it wrong.
+# free: with other processes on them, a descheduled thread holds up its process at the next
+# parallel region, and a descheduled rank holds up the other at the next all-reduce, so the
+# timing says as much about the load as about the two patterns. DDP performs better on this
+# machine if, with the cores free, it gains at every batch. Anything else makes the advice
+# depend on the setting: the claim is about several GPUs, which this page cannot run, so a
+# CPU that does not favour DDP cannot make it wrong.
 RULE = ("on a machine without GPUs, where DataParallel runs the module itself: "
         "holds if, with the cores free (other processes below 0.25 cores), two DDP "
         "ranks make a step >1.05x faster than DataParallel on the same cores (interval "

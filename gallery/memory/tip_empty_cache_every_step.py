@@ -32,8 +32,9 @@ without CUDA measures nothing here.
 # ---------------------------------
 # The helpers every tip on this site shares (one module, written out in each download). Memory is
 # measured, not computed: the CUDA caching allocator's own counters. Each comparison pairs the
-# anti-pattern with the recommended pattern, one pair per round (here: one per model width),
-# as a ratio; speed comparisons time both in alternating rounds with ``torch.utils.benchmark``.
+# anti-pattern with the recommended pattern, one pair per round, as a ratio (here each memory
+# comparison is one round, one model width); speed comparisons time both in alternating
+# rounds with ``torch.utils.benchmark``.
 # The interval is a ~95% confidence interval for the median (with 5 rounds or fewer, their
 # whole range). A verdict is the first case of the rule whose conditions the measurements meet.
 from tipsite.tipkit import (compare_times, compare_values, decide, plot_ratios,
@@ -187,7 +188,10 @@ if on_cuda:
 # Decided on CUDA only. The claim holds if ``empty_cache()`` every step leaves the step's peak
 # of tensor memory where it was (within 1%) at every width: the step needs as much memory as
 # before, so it gains no room against an out-of-memory error. It is wrong if the peak drops by
-# more than 1% at some width. The reserved memory and the time are reported beside it.
+# more than 1% at some width. The reserved memory and the time are reported beside it. The
+# claim's second sentence, that it may reduce fragmentation in certain cases, is not tested
+# here: these steps allocate the same sizes every time, not the changing sizes that fragment
+# the cache (for those, see the tips on expandable segments and on preallocation).
 RULE = ("CUDA only: holds if empty_cache() every step lowers the step's peak allocated "
         "memory by no more than 1% at every width (ratio without/with not above 1.01); "
         "wrong if by more at some width")

@@ -35,8 +35,9 @@ CUDA measures nothing here.
 # ---------------------------------
 # The helpers every tip on this site shares (one module, written out in each download). Memory is
 # measured, not computed: the CUDA caching allocator's own counters, read in each child process.
-# Each comparison pairs the anti-pattern with the recommended pattern, one pair per round (here:
-# one per run length), as a ratio; with 5 rounds or fewer the interval is their whole range. A
+# Each comparison pairs the anti-pattern with the recommended pattern, one pair per round, as a
+# ratio; with 5 rounds or fewer the interval is their whole range. Here there is one
+# comparison per run length, each of one round, so its interval is that one ratio. A
 # verdict is the first case of the rule whose conditions the measurements meet.
 from tipsite.tipkit import compare_values, decide, plot_series, report
 
@@ -165,8 +166,8 @@ if on_cuda:
 # -----------
 # Per run length: the peak of reserved memory under each setting, against the peak of tensor
 # memory (``max_memory_allocated()``, the same for both), and the segments each run created
-# (``memory_stats()["segment.all.allocated"]``). Reserved without / with expandable segments: above 1.0, expandable segments
-# reserve less.
+# (``memory_stats()["segment.all.allocated"]``). Reserved without / with expandable
+# segments: above 1.0, expandable segments reserve less.
 saved = []
 if on_cuda:
     print(f"{'steps':>5} {'tensor peak':>12} {'reserved, default':>18} "

@@ -48,7 +48,7 @@ from tipsite.tipkit import (compare_times, compare_values, decide, plot_ratios,
 # Two blocks ``Linear(d, 2d)``, GELU, ``Linear(2d, d)`` applied to every token of
 # a ``[batch, length, d]`` input, trained with SGD. The width and the maximum length grow with
 # the GPU's streaming multiprocessors (d = 1,024 and up to 4,224 tokens on a 132-SM H100: a
-# step at full length holds a few GiB of activations).
+# step at full length keeps hundreds of MiB of activations for its backward pass).
 import torch
 
 torch.manual_seed(0)
@@ -92,7 +92,7 @@ def lengths_growing(steps):
 # --------------------------------------------
 # Both train on the same batches (the seed is set first). The recommended loop starts with the
 # guide's preallocation: forward and backward at the maximum length, no optimizer step, then
-# the gradients are zeroed (here: dropped, as ``zero_grad`` does by default).
+# the gradients are zeroed (here: dropped, as ``zero_grad`` does by default since PyTorch 2.0).
 def train(model, optimizer, lengths):  # anti-pattern: each length meets a cold cache
     torch.manual_seed(1)
     for length in lengths:
@@ -272,8 +272,9 @@ RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": [], "skipped": ski
 # ------------------
 # Preallocation costs one step at the maximum length, and it only helps if that maximum is
 # known: a cap on the sequence length, or the longest sample of the dataset. When batches are
-# sorted or bucketed by length, or padded to a few fixed lengths, the allocator meets few
-# sizes anyway. PyTorch's allocator can also adapt by itself: ``expandable_segments:True``
-# (see its tip) lets one segment grow instead of leaving blocks of the old sizes behind.
+# bucketed by length or padded to a few fixed lengths, the allocator meets few sizes anyway
+# (batches sorted by increasing length are the growing case measured here). The allocator
+# can also be set to adapt: ``expandable_segments:True`` (see its tip) lets one segment grow
+# instead of leaving blocks of the old sizes behind.
 # Preallocating does not lower the peak of tensor memory: if the longest batch does not fit,
 # shorten it or see activation checkpointing.

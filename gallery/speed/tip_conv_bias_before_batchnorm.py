@@ -141,7 +141,8 @@ print(f"Conv2d + GroupNorm(2 groups, 16 channels): largest difference {gap:.2f}"
 # The activations keep the same size (channels x height x width) while the channel count
 # rises, so the convolution's work grows with the channels and the bias's work does not. A
 # GPU needs far more work per step before kernel launches stop dominating: its batch grows
-# with the number of streaming multiprocessors (SMs), two images per SM (264 on an H100).
+# with the number of streaming multiprocessors (SMs), two images per SM (264 on an H100 with
+# 132 SMs).
 if device.type == "cuda":
     batch = 2 * torch.cuda.get_device_properties(device).multi_processor_count
     shapes = [(8, 128), (32, 64), (128, 32), (512, 16)]  # (channels, side)
@@ -189,10 +190,11 @@ fig = plot_ratios({"bias=False vs bias=True": speedups},
 # Verdict
 # -------
 # The claim is that the bias is not needed: it holds when the outputs match without it and
-# dropping it costs no time. The saving is small next to this machine's timing noise, so the
-# rule does not ask for a gain: it asks that ``bias=False`` be clearly more than 10% slower
-# (interval below 0.9) at no size. An interval that straddles 0.9 is inside the noise and
-# is not evidence of a cost. The figure and the key figure show what dropping the bias saves.
+# dropping it does not clearly cost time. The saving is small next to this machine's timing
+# noise, so the rule does not ask for a gain: it asks that ``bias=False`` be clearly more
+# than 10% slower (interval below 0.9) at no size. An interval that straddles 0.9 is inside
+# the noise and is not evidence of a cost. The figure and the key figure show what dropping
+# the bias saves.
 RULE = ("holds if, in training mode, the outputs after BatchNorm match with and "
         "without the conv bias and bias=False is clearly >10% slower (interval below "
         "0.9) at no size; wrong if the outputs differ or it is at some size")
@@ -211,8 +213,9 @@ RESULT = {"rule": RULE, "verdicts": {device.type: decision},
 # When not to use it
 # ------------------
 # Only where the norm subtracts a mean per channel, over the dimension the bias adds to:
-# ``BatchNorm`` in training mode, or ``GroupNorm`` with one channel per group. With several
-# channels per group the bias survives (shown above), and so it does when an activation sits
-# between the convolution and the norm (``Conv -> ReLU -> BatchNorm``). To drop the bias from
+# ``BatchNorm`` (in training mode; a block trained without the bias needs none in eval mode
+# either), or ``GroupNorm`` with one channel per group. With several channels per group the
+# bias survives (shown above), and so it does when an activation sits between the
+# convolution and the norm (``Conv -> ReLU -> BatchNorm``). To drop the bias from
 # a trained model, fold it into the running mean first (``running_mean -= bias``, shown
 # above), or its eval-mode outputs change.

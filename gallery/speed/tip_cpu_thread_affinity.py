@@ -11,13 +11,14 @@ PyTorch's *Performance Tuning Guide* ("Utilize OpenMP", claim S5-4):
 It sets, for GNU OpenMP (the one PyTorch uses by default), ``OMP_SCHEDULE=STATIC``,
 ``OMP_PROC_BIND=CLOSE`` and ``GOMP_CPU_AFFINITY="N-M"``, which bind each OpenMP thread to one
 core for the life of the process. OpenMP reads them once, when PyTorch loads it, so they must
-be in the environment before ``import torch``; ``os.sched_setaffinity`` restricts a whole
-process to a set of cores. This tip starts two fresh Python processes that differ only in
-those settings, runs the same training steps in both, alternating, and checks that the
-threads really were bound. The benefits the guide names need a machine where placement
-matters: many cores sharing caches, or several sockets each with its own memory. The machine
-that builds this site has two cores on one socket, so this page says below what its
-measurement can and cannot show.
+be in the environment before ``import torch``; ``os.sched_setaffinity(0, cores)`` restricts
+the calling thread, and every thread it starts afterwards, to a set of cores (on Linux it
+does not move threads that already exist, so it too comes first). This tip starts two fresh
+Python processes that differ only in those settings, runs the same training steps in both,
+alternating, and checks that the threads really were bound. The benefits the guide names
+need a machine where placement matters: many cores sharing caches, or several sockets each
+with its own memory. The machine that builds this site's CPU pages has two cores on one
+socket, so this page says below what such a measurement can and cannot show.
 """
 # sphinx_gallery_tips_claims = ["S5-4"]
 # sphinx_gallery_tips_tags = ["threads"]
@@ -267,18 +268,19 @@ fig = plot_ratios({"bound vs free OpenMP threads": speedups},
 # %%
 # Verdict
 # -------
-# A width *gains* when the interval of its speed-up lies above 1.05, and is *slower* when it
-# lies below. Both need the cores free: with other processes on them, a parallel region
-# waits whenever one of its threads is descheduled, and a call can take many times its
-# usual time in either process, so such a run shows how binding copes with a busy machine,
-# not what it gains. Binding holds if the threads really were bound, the cores were free,
-# and it gains at some width and loses at none. It is wrong only where the guide's reasons
-# can act and nothing interfered: two or more NUMA nodes, cores free, threads bound, and no
-# width gaining. On one socket, or with other processes on the cores, anything else leaves
-# the claim depending on the machine.
+# A width *gains* when the interval of its speed-up lies above 1.05, and gains *less than 5%*
+# when it lies below (which is not the same as slower). Both need the cores free: with other
+# processes on them, a parallel region waits whenever one of its threads is descheduled, and
+# a call can take many times its usual time in either process, so such a run shows how
+# binding copes with a busy machine, not what it gains. Binding holds if the threads really
+# were bound, the cores were free, and it gains at some width and clearly gains less than 5%
+# at none. It is wrong only where the guide's reasons can act and nothing interfered: two or
+# more NUMA nodes, cores free, threads bound, and no width gaining (though these models, a
+# few MiB of weights at most, test the caches more than the memory of the other socket).
+# Anything else leaves the claim depending on the machine.
 #
-# What this machine can show: whether binding two threads to two cores of one socket changes
-# the time of a training step, with and without other processes on those cores. What it
+# What a machine of two cores on one socket can show: whether binding two threads to them
+# changes the time of a training step, with and without other processes on those cores. What it
 # cannot show: memory traffic between sockets (page thrashing), caches shared by some cores
 # and not others, and, on a virtual machine, physical cores at all: a "core" there is a
 # virtual CPU that the hypervisor itself places, so binding a thread to it does not bind the
@@ -321,6 +323,7 @@ RESULT = {"rule": RULE, "verdicts": {"cpu": decision}, "measurements": [],
 # thread waits for its core while a free one would move to an idle one. Bind each process to
 # its own cores, never two processes to the same ones: ``GOMP_CPU_AFFINITY="0-3"`` in two
 # processes puts both first threads on core 0. The variables do nothing after OpenMP has
-# started (``torch.set_num_threads`` cannot bind), and Intel's OpenMP (``libiomp5``, loaded
-# with ``LD_PRELOAD``) reads ``KMP_AFFINITY`` instead. For several sockets, the guide's
+# started (``torch.set_num_threads`` cannot bind). Intel's OpenMP (``libiomp5``, loaded with
+# ``LD_PRELOAD``) is bound with ``KMP_AFFINITY``, the guide's setting for it, which takes
+# precedence there over ``GOMP_CPU_AFFINITY``. For several sockets, the guide's
 # ``numactl --cpunodebind=N --membind=N`` also keeps each process's memory on its socket.

@@ -42,10 +42,10 @@ from tipsite.tipkit import compare_times, decide, plot_ratios, report
 # -----
 # One worker process (each worker costs its own start-up; one keeps this page quick). The
 # samples are small images already in memory, so preparing a batch costs little and the
-# worker's start-up is what differs between the two loaders. sphinx-gallery and notebooks run this code in a module that child processes
-# cannot import, so ``spawn`` workers could not unpickle the dataset: the workers ``fork``
-# (the Linux default up to Python 3.13), made explicit. Where ``fork`` does not exist
-# (Windows), nothing is measured.
+# worker's start-up is what differs between the two loaders. sphinx-gallery and notebooks run
+# this code in a module that child processes cannot import, so ``spawn`` workers could not
+# unpickle the dataset: the workers ``fork`` (the Linux default up to Python 3.13), made
+# explicit. Where ``fork`` does not exist (Windows), nothing is measured.
 import multiprocessing
 import os
 import statistics
@@ -225,9 +225,11 @@ RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": measurements,
 # a change made to the dataset in the main process after the first epoch (a new ``scale``
 # above, a curriculum stage, an epoch number for augmentation) never reaches them, as the
 # check shows. Pass such state another way (the sampler runs in the main process and sends
-# each index to the workers), or keep new workers per epoch. The workers also hold their memory between epochs, and a
-# second persistent loader (validation) keeps its own workers alive during training. With
-# long epochs the saving per epoch is lost in the epoch's time: the right of the figure.
+# each index to the workers), or keep new workers per epoch. The workers also hold their
+# memory between epochs, and a second persistent loader (validation) keeps its own workers
+# alive during training. With long epochs the fixed saving per epoch shrinks against the
+# epoch's time: the ratio falls to the right of the figure, whose longest epoch (27 small
+# in-memory batches) is still a short one.
 # It needs workers to keep: with the default ``num_workers=0``, ``DataLoader(...,
 # persistent_workers=True)`` raises ``ValueError: persistent_workers option needs
 # num_workers > 0``.

@@ -42,10 +42,10 @@ from tipsite.tipkit import compare_times, decide, plot_ratios, report
 # %%
 # Setup
 # -----
-# An MLP whose weights add up to a fixed number (256 Ki on the CPU; on a GPU 128 Ki per
-# streaming multiprocessor, 17 M on an H100), split into 2 to 128 square layers of a weight
-# and a bias each: 4 to 256 gradient tensors. One CPU thread: the question is per-tensor
-# overhead, not parallelism.
+# An MLP whose weights add up to about a fixed number (256 Ki on the CPU; on a GPU 128 Ki
+# per streaming multiprocessor, 17 M on an H100 with 132 SMs), split into 2 to 128 square
+# layers of a weight and a bias each: 4 to 256 gradient tensors. One CPU thread: the
+# question is per-tensor overhead, not parallelism.
 import math
 
 import torch
@@ -212,4 +212,4 @@ RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
 # more than it needs: ``error_if_nonfinite=True`` tests the norm with a Python ``if``, which
 # on a GPU waits for it (a host-device sync every step); and a model split into many small
 # tensors pays the per-tensor work however it is done. Clip only if you need to: the call
-# reads every gradient once more and writes it back.
+# reads every gradient twice (its norm, then the multiply) and writes it back once.

@@ -14,8 +14,9 @@ since replaced ``torch.jit.script`` with ``torch.compile`` in that very sentence
 TorchScript pages of the PyTorch documentation now open with "TorchScript is deprecated,
 please use torch.export instead", and ``torch.jit.script`` itself warns on torch 2.13 and
 2.14: "`torch.jit.script` is deprecated. Please switch to `torch.compile` or
-`torch.export`." This tip runs the guide's ``fused_gelu`` and a longer chain of 15
-pointwise ops three ways: eagerly (one kernel per op), scripted, and compiled.
+`torch.export`." On Python 3.14 and later it says instead that it "is not supported in
+Python 3.14+ and may break". This tip runs the guide's ``fused_gelu`` and a longer chain of
+15 pointwise ops three ways: eagerly (one kernel per op), scripted, and compiled.
 It records the warning ``torch.jit.script`` gives on this torch, whether TorchScript fused
 anything (a fusion group in the graph it executed), and how fast each variant is against
 eager mode across tensor sizes.
@@ -115,8 +116,8 @@ for name, was_fused in fused.items():
 # %%
 # The recommended pattern: ``torch.compile``
 # ------------------------------------------
-# ``dynamic=True`` compiles one kernel for every tensor length, so the sweep below compiles
-# each function once. The first call compiles, which takes seconds: see the
+# ``dynamic=True`` compiles one kernel that serves every tensor length, so the sweep below
+# compiles each function once. The first call compiles, which takes seconds: see the
 # ``torch.compile`` tip for that cost. Where no compiler is available (no C++ compiler for
 # the CPU, no Triton for the GPU), the tip says so and times what it can.
 compiled, compile_error = {}, None
@@ -146,11 +147,11 @@ print("match eager mode: scripted", ", ".join(scripted) or "(none)",
 # %%
 # Measurement
 # -----------
-# Speed-up over eager mode (eager time / variant time) at four tensor sizes, from a few KiB,
-# where per-call overhead is all there is, to sizes where memory traffic dominates. A GPU
-# moves memory far faster and runs many blocks at once, so its sizes grow with its number of
-# streaming multiprocessors (SMs): from 1 Ki to 512 Ki elements per SM (69 M elements on an
-# H100).
+# Speed-up over eager mode (eager time / variant time) at four tensor sizes, from 1 KiB on
+# the CPU, where per-call overhead is all there is, to sizes where the passes over the data
+# dominate. A GPU moves memory far faster and runs many blocks at once, so its sizes grow
+# with its number of streaming multiprocessors (SMs): from 1 Ki to 512 Ki elements per SM
+# (69 M elements on an H100 with 132 SMs).
 if device.type == "cuda":
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     sizes = [sms * 2**k for k in (10, 13, 16, 19)]
@@ -225,7 +226,7 @@ RESULT = {"rule": RULE, "verdicts": verdicts, "measurements": [], "skipped": ski
 # Keep existing TorchScript code only where a TorchScript consumer needs it (a C++
 # deployment loading ``torch.jit.save`` files), and plan its move: for new code use
 # ``torch.compile`` to fuse, and ``torch.export`` to ship a model without Python. Compiling
-# costs seconds on the first call and a guard check on every call, so it loses on small
-# tensors (the left of the figure) and on code run only a few times. Where TorchScript fused
-# nothing (the lines "TorchScript fused the ..." above say whether it did here), scripting
+# costs seconds on the first call and a guard check on every call, so it can lose on small
+# tensors (see the left of the figure) and on code run only a few times. Where TorchScript
+# fused nothing (the lines "TorchScript fused the ..." above say whether it did here), scripting
 # a pointwise function only changes who dispatches the same per-op kernels.

@@ -42,7 +42,7 @@ from tipsite.tipkit import compare_times, decide, plot_ratios, plot_series, repo
 # -----
 # float32 on the CPU; bfloat16 on CUDA, the type fused attention kernels are written for.
 # Head size 64. On a GPU the batch grows with its number of streaming multiprocessors (SMs),
-# two (batch, head) pairs per SM (264 on an H100), so that every SM has work.
+# two (batch, head) pairs per SM (264 on an H100 with 132 SMs), so that every SM has work.
 import math
 
 import torch
@@ -234,10 +234,10 @@ RESULT = {"rule": RULE, "verdicts": {device.type: decision},
 # ------------------
 # Keep the hand-written version where you need the attention weights themselves (to plot or
 # regularise them): SDPA returns only the output. Where the first figure shows no gain, SDPA
-# is no faster here, and the second shows what it still saves in memory. Not every input gets a fused kernel: masks, head sizes, dtypes
-# and the GPU each have limits, and the fallback is the plain implementation, with the
-# hand-written version's memory. Check which kernel ran, as above, or, as the documentation
-# advises, allow only the fused backends with ``torch.nn.attention.sdpa_kernel``: a warning
-# then says why a fused kernel cannot run. Mind the masks' meaning: in SDPA a boolean
-# ``True`` marks a position that takes part, the opposite of ``nn.MultiheadAttention``'s
-# ``key_padding_mask``.
+# is no faster on this machine; the second figure shows what it still saves in memory. Not
+# every input gets a fused kernel: masks, head sizes, dtypes and the GPU each have limits,
+# and the fallback is the plain implementation, with the hand-written version's memory.
+# Check which kernel ran, as above, or, as the documentation advises, allow only the fused
+# backends with ``torch.nn.attention.sdpa_kernel``: a warning then says why a fused kernel
+# cannot run. Mind the masks' meaning: in SDPA a boolean ``True`` marks a position that
+# takes part, the opposite of ``nn.MultiheadAttention``'s ``key_padding_mask``.

@@ -12,11 +12,12 @@ Readers ask whether one line makes float32 training faster:
 10 mantissa bits, on the Tensor Cores of NVIDIA GPUs since Ampere) or a sum of two bfloat16
 numbers; ``"medium"`` allows bfloat16 (7 explicitly stored mantissa bits); each only where a
 fast matrix multiplication algorithm for it is available. The same page notes that the
-flag "currently only affects one native device type: CUDA". This tip checks that too: it
-times the same float32 matmul under the three settings across sizes, on the GPU and on the
-CPU, and measures each setting's error against a float64 reference. Whether the CPU has such
-an algorithm is a fact the run records (does the setting change the result at all?), not an
-assumption.
+flag "currently only affects one native device type: CUDA", yet PyTorch's CPU matmuls can
+run through oneDNN, which has a bfloat16 path for CPUs with bfloat16 instructions. This tip
+checks that too: it times the same float32 matmul under the three settings across sizes, on
+the GPU and on the CPU, and measures each setting's error against a float64 reference.
+Whether the CPU has such an algorithm is a fact the run records (does the setting change the
+result at all?), not an assumption.
 """
 # sphinx_gallery_tips_claims = ["S6-1"]
 # sphinx_gallery_tips_tags = ["mixed-precision", "cuda", "training"]

@@ -172,8 +172,9 @@ print("same loss with and without the profiler:", plain_loss.item())
 # -----------
 # The profiler and ``record_function`` across layer widths (4-layer MLP, batch 32 on the CPU;
 # on a GPU, 32 rows and 2 to 16 features per streaming multiprocessor (SM), from
-# launch-bound steps to steps where the arithmetic dominates). ``gradcheck`` of a linear layer and ``tanh`` with respect to its input, weight
-# and bias (batch 8), across features, against one forward and backward of the same function.
+# launch-bound steps to steps where the arithmetic dominates). ``gradcheck`` of a linear
+# layer and ``tanh`` with respect to its input, weight and bias (batch 8), across features,
+# against one forward and backward of the same function.
 if device.type == "cuda":
     sm = torch.cuda.get_device_properties(device).multi_processor_count
     batch, widths = 32 * sm, [sm * k for k in (2, 4, 8, 16)]
@@ -270,7 +271,8 @@ RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
 # wait=1, warmup=1, active=3, repeat=1), on_trace_ready=...)`` with ``prof.step()`` at the end
 # of each step records three steps, then stops recording. Leave ``record_function`` labels in
 # place if you profile often, knowing that each costs a fixed amount even with no profiler
-# running: the figure shows it as a share of the step, largest for the smallest steps.
+# running: the figure shows it as a share of the smallest step measured, where a fixed cost
+# weighs most.
 # Run ``gradcheck``/``gradgradcheck`` in tests, on small float64 inputs, for every custom
 # ``autograd.Function`` you write; never inside a training step. Anomaly detection, the
 # guide's first item, has its own tip.

@@ -13,10 +13,11 @@ This tip profiles a few steps of a training loop whose ``Dataset`` converts, nor
 jitters and flips every image on its own in ``__getitem__``, in the main process: a common
 reason for a starved GPU. The profile's evidence is the time inside the ``DataLoader``'s
 ``__next__`` (the profiler labels it on its own) against the whole step, and on a GPU the share
-of the time its kernels ran. The fix it points to: load the raw batch in one indexing operation and do the same
-preprocessing on the device, for the whole batch at once. The tip checks that both pipelines
-feed the model the same numbers, profiles both, and times an epoch of each from a tiny model
-(the input pipeline dominates) to a large one (the model dominates).
+of the time its kernels ran. The fix it points to: load the raw batch in one indexing
+operation and do the same preprocessing on the device, for the whole batch at once. The tip
+checks that both pipelines feed the model the same numbers, profiles both, and times an epoch
+of each from a tiny model (the input pipeline dominates) to larger ones (the model's share of
+the step grows).
 """
 # sphinx_gallery_tips_claims = ["S6-22"]
 # sphinx_gallery_tips_tags = ["profiling", "data-loading", "training", "cuda"]
@@ -86,9 +87,10 @@ def make_step(width):
 # --------------------------------------------
 # Anti-pattern: ``__getitem__`` converts, normalizes, jitters the contrast of and flips one
 # image (jitter and flip depend on the index: stand-ins for random augmentations); the
-# ``DataLoader`` calls it once per sample and stacks the results, all in the training process. Recommended: the dataset returns a whole batch of raw
-# uint8 images in one indexing operation (``batch_size=None`` with a ``BatchSampler`` turns
-# off the per-sample calls), and the same preprocessing runs on the device, on the batch.
+# ``DataLoader`` calls it once per sample and stacks the results, all in the training
+# process. Recommended: the dataset returns a whole batch of raw uint8 images in one
+# indexing operation (``batch_size=None`` with a ``BatchSampler`` turns off the per-sample
+# calls), and the same preprocessing runs on the device, on the batch.
 class PerSampleImages(Dataset):  # anti-pattern
     def __len__(self):
         return len(images)
@@ -263,8 +265,8 @@ RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
 # When not to use it
 # ------------------
 # Per-sample preprocessing is fine when the model's step takes far longer than preparing a
-# batch (the right of the figure), and some work cannot be batched (decoding files of
-# different sizes): there, move it into ``DataLoader`` worker processes (``num_workers``) and
-# pin the batches' memory, which the related tips measure. Profile a few steps with a
-# ``schedule``, never a whole run. ``nvidia-smi``'s utilization says how often the GPU idles;
-# the profile says what it waits for.
+# batch (where the ratio in the figure nears 1.0), and some work cannot be batched (decoding
+# files of different sizes): there, move it into ``DataLoader`` worker processes
+# (``num_workers``) and pin the batches' memory, which the related tips measure. Profile a
+# few steps with a ``schedule``, never a whole run. ``nvidia-smi``'s utilization says how
+# often the GPU idles; the profile says what it waits for.
