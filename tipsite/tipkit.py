@@ -349,7 +349,8 @@ def report(decision, rule):
     limits = decision.get("calibration") or {}
     about = decision.get("about")
     about = about if isinstance(about, dict) else {n: about for n in decision["groups"]}
-    host_claim = {n for n in decision["groups"] if about.get(n, "device") == "host"}
+    # as decide() reads it: host-bound points drop out only for claims about GPU work
+    counted = {n for n in decision["groups"] if about.get(n, "device") != "device"}
     for c in decision["comparisons"]:
         unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
         line = (f"{c['name']}: {c['median']:.3g}{unit} "
@@ -376,7 +377,7 @@ def report(decision, rule):
             print(text)
         if c.get("bound") == "host":
             mine = [n for n, ms in decision["groups"].items() if c["name"] in ms]
-            if mine and all(n in host_claim for n in mine):
+            if mine and all(n in counted for n in mine):
                 print("    host-bound: the GPU idled; it counts (the claim is about "
                       "the host)")
             else:
