@@ -61,6 +61,12 @@ world_size = 2
 cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
          else os.cpu_count())
 threads = max(1, cores // world_size)
+
+
+def n_threads(n):
+    return f"{n} thread{'' if n == 1 else 's'}"
+
+
 device = torch.device("cpu")
 
 
@@ -79,7 +85,8 @@ def count_sockets_and_numa_nodes():
 sockets, numa_nodes = count_sockets_and_numa_nodes()
 print(f"cores: {cores}, sockets: {sockets}, NUMA nodes: {numa_nodes}, "
       f"torch {torch.__version__}")
-print(f"one process: {cores} threads; DDP: {world_size} ranks of {threads} threads")
+print(f"one process: {n_threads(cores)}; DDP: {world_size} ranks of "
+      f"{n_threads(threads)}")
 
 
 # %%
@@ -121,7 +128,7 @@ def train_step(model, optimizer, x, y):
 
 
 class Rank:
-    """One rank: a DDP model per width; on rank 0 also the one-process model."""
+    """One rank: a DDP model per width, and the one-process model on the whole batch."""
 
     def __init__(self, rank, world_size, port, threads, all_threads):
         self.rank, self.world_size = rank, world_size
@@ -138,18 +145,17 @@ class Rank:
                 torch.randn(GLOBAL_BATCH, width, generator=gen))
 
     def prepare(self, width):
-        """This rank's DDP model and its shard of the batch; on rank 0 also the
-        one-process model and the whole batch."""
+        """This rank's DDP model and its shard of the batch; the one-process model and
+        the whole batch (rank 1 times it, rank 0 checks it against DDP)."""
         x, y = self.global_batch(width)
         per_rank = GLOBAL_BATCH // self.world_size
         shard = slice(self.rank * per_rank, (self.rank + 1) * per_rank)
         ddp = DDP(make_model(width))
         self.runs[width] = {"ddp": (ddp, torch.optim.SGD(ddp.parameters(), lr=0.01),
                                     x[shard], y[shard])}
-        if self.rank == 0:
-            one = make_model(width)
-            self.runs[width]["one"] = (one, torch.optim.SGD(one.parameters(), lr=0.01),
-                                       x, y)
+        one = make_model(width)
+        self.runs[width]["one"] = (one, torch.optim.SGD(one.parameters(), lr=0.01),
+                                   x, y)
 
     def ddp_steps(self, width, steps):
         torch.set_num_threads(self.threads)
@@ -178,7 +184,7 @@ if __name__ == "__main__":  # ranks 1..N-1: run what rank 0 sends, one JSON line
     sys.stdout = sys.stderr
     me = Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
               int(os.environ["MASTER_PORT"]), int(os.environ["OMP_NUM_THREADS"]),
-              int(os.environ["OMP_NUM_THREADS"]))
+              int(os.environ["ALL_THREADS"]))
     print(json.dumps("ready"), file=answer, flush=True)
     for line in sys.stdin:
         name, args = json.loads(line)
@@ -203,7 +209,8 @@ ranks = runpy.run_path(script)  # the same code, imported here for rank 0
 port = free_port()
 peer = Peer(script, {"RANK": "1", "WORLD_SIZE": str(world_size),
                      "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                     "OMP_NUM_THREADS": str(threads), "CUDA_VISIBLE_DEVICES": ""})
+                     "OMP_NUM_THREADS": str(threads), "ALL_THREADS": str(cores),
+                     "CUDA_VISIBLE_DEVICES": ""})
 me = ranks["Rank"](0, world_size, port, threads, cores)  # waits for rank 1 to join
 assert peer.receive() == "ready"
 
@@ -213,6 +220,12 @@ def both(name, *args):
     peer.send(name, *args)
     mine = getattr(me, name)(*args)
     return mine, peer.receive()
+
+
+def on_rank_1(name, *args):
+    """Run ``name(*args)`` on rank 1 alone (rank 0 waits); its answer."""
+    peer.send(name, *args)
+    return peer.receive()
 
 
 widths = [32, 128, 256, 512]
@@ -230,21 +243,22 @@ print("one DDP step = one step on the whole batch in one process")
 # One timed call is one training step, 8 in a row for the smallest model, so that rank 1
 # runs its steps back to back as in a real run and waking it up for a call costs little
 # next to them. For DDP, rank 0 times the call; every all-reduce waits for both ranks, so its
-# time is the steps'. The single process runs in this page's process while rank 1 waits, so
-# only DDP's time includes passing the call to rank 1 and its answer back (a JSON line each
-# way): at one step per call that round trip counts against DDP. The layers grow from 32 to
-# 512 wide: the matmuls grow from too small to split across threads to large enough to split
-# well, while the all-reduce grows with the parameters. Speed-up = one-process time / DDP time.
+# time is the steps'. The single process runs on rank 1, with every core's thread, while
+# rank 0 waits, so both timed calls pass the call to rank 1 and its answer back (a JSON line
+# each way) and neither pays for that alone. The layers grow from 32 to 512 wide: the
+# matmuls grow from too small to split across threads to large enough to split well, while
+# the all-reduce grows with the parameters. Speed-up = one-process time / DDP time.
 speedups, spans = [], []
+one = f"1 process, {n_threads(cores)}"
+ddp = f"DDP, {world_size} x {n_threads(threads)}"
 try:
     for width in widths:
         steps = max(1, 2**13 // width**2)
         before = cpu_ticks()
         speedups.append(compare_times(
             f"DDP speed-up, layers {width} wide",
-            {f"1 process, {cores} threads": lambda: me.one_process_steps(width, steps),
-             f"DDP, {world_size} x {threads} threads": lambda: both("ddp_steps", width,
-                                                                   steps)},
+            {one: lambda: on_rank_1("one_process_steps", width, steps),
+             ddp: lambda: both("ddp_steps", width, steps)},
             threshold=1.05, device=device, x=width, budget_s=0.5))
         spans.append((before, cpu_ticks()))
 finally:

@@ -226,14 +226,16 @@ for v in (syncing, skipping):
     peer.send("checksum_after_one_step", v, 8)
     weights[v] = me.weights_after_one_step(v, 8)
     rank_sums[v] = (sum(w.double().sum().item() for w in weights[v]), peer.receive())
-for a, b in zip(weights[syncing], weights[skipping]):
-    torch.testing.assert_close(b, a)
-same_weights = all(abs(r0 - r1) <= 1e-6 * max(1.0, abs(r0))
-                   for r0, r1 in rank_sums.values())
-assert same_weights, f"the ranks' weights differ: {rank_sums}"
+# the two loops reach the same weights (the rule's "wrong" where they do not) ...
+same_weights = all(torch.allclose(b, a, rtol=1.3e-6, atol=1e-5)
+                   for a, b in zip(weights[syncing], weights[skipping]))
+# ... and the ranks agree with each other, or DDP itself is broken: stop here
+ranks_agree = all(abs(r0 - r1) <= 1e-6 * max(1.0, abs(r0))
+                  for r0, r1 in rank_sums.values())
+assert ranks_agree, f"the ranks' weights differ: {rank_sums}"
 allreduces = {v: both("allreduces_per_step", v, 8)[0] for v in (syncing, skipping)}
-print("same weights with both loops, on both ranks; all-reduces per optimizer step:",
-      allreduces)
+print(f"same weights with both loops: {same_weights}; the ranks agree; all-reduces per "
+      f"optimizer step: {allreduces}")
 
 # %%
 # Measurement
@@ -254,7 +256,7 @@ speedups = []
 try:
     for size in sizes:
         speedups.append(compare_times(
-            f"no_sync() speed-up, {size} samples per micro-batch",
+            f"no_sync() speed-up, micro-batches of {size}",
             {syncing: timed(syncing, size), skipping: timed(skipping, size)},
             threshold=1.05, device=device, x=size, budget_s=0.5))
 finally:
@@ -278,9 +280,8 @@ fig = plot_ratios({"no_sync() vs all-reduce every micro-batch": speedups},
 # the same), and skipping them pays. A micro-batch size *gains* when the interval of its
 # speed-up lies above 1.05, and gains *less than 5%* when it lies below (which is not the
 # same as slower). The gain shrinks as the computation grows, so the rule asks for a clear
-# gain at some size and no size that clearly gains less than 5%. Different weights would make
-# the advice wrong whatever the timing; here the check above stops the page with an error
-# before that, so this page can only show such a failure, not record it as a verdict.
+# gain at some size and no size that clearly gains less than 5%. Different weights make the
+# advice wrong whatever the timing.
 RULE = ("holds if no_sync() gives the same weights and one step is >1.05x faster "
         "(interval above 1.05) at one or more micro-batch sizes and clearly not "
         "(interval below 1.05) at none; wrong if the weights differ; depends otherwise")

@@ -60,11 +60,17 @@ world_size = 2
 cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
          else os.cpu_count())
 threads = max(1, cores // world_size)
+
+
+def n_threads(n):
+    return f"{n} thread{'' if n == 1 else 's'}"
+
+
 device = torch.device("cpu")
 gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
 print(f"cores: {cores}, GPUs: {gpus}, torch {torch.__version__}")
-print(f"DataParallel: 1 process, {cores} threads; DDP: {world_size} ranks of "
-      f"{threads} threads")
+print(f"DataParallel: 1 process, {n_threads(cores)}; DDP: {world_size} ranks of "
+      f"{n_threads(threads)}")
 
 
 # %%
@@ -240,16 +246,16 @@ runs_module_itself = (behaviour["devices"] == 0
 # with it, the all-reduce (the same 129 KiB of gradients) does not. Speed-up =
 # ``DataParallel`` time / DDP time.
 speedups, spans = [], []
+dp = f"DataParallel, {n_threads(cores)}"
+ddp = f"DDP, {world_size} x {n_threads(threads)}"
 try:
     for batch in batches:
         steps = max(1, 128 // batch)
         before = cpu_ticks()
         speedups.append(compare_times(
             f"DDP speed-up, global batch {batch}",
-            {f"DataParallel, {cores} threads": lambda: on_rank_1("dataparallel_steps",
-                                                                 batch, steps),
-             f"DDP, {world_size} x {threads} threads": lambda: both("ddp_steps", batch,
-                                                                   steps)},
+            {dp: lambda: on_rank_1("dataparallel_steps", batch, steps),
+             ddp: lambda: both("ddp_steps", batch, steps)},
             threshold=1.05, device=device, x=batch, budget_s=0.5))
         spans.append((before, cpu_ticks()))
 finally:
