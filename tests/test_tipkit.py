@@ -33,7 +33,7 @@ def test_every_tip_imports_its_helpers_and_its_download_carries_them(path):
     tree = ast.parse(download)
     assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
                 and "tipsite" in ast.unparse(n)], f"{path.name}: its download imports project code"
-    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     assert set(parsed.used) <= defined
     assert tipsource.version(download, path) == tipsource.version(source, path)
 
@@ -50,7 +50,7 @@ def test_every_tip_decides_with_the_helpers(path):
 
 def test_helpers_list_is_every_function_a_download_can_carry():
     tree = ast.parse(open(tipkit.__file__, encoding="utf-8").read())
-    defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    defined = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
     assert list(tipkit.HELPERS) == defined[: len(tipkit.HELPERS)]
     assert sorted(tipkit.HELPERS) == sorted(tipkit.DECIDES + tipkit.PRESENTS)
 
@@ -230,6 +230,20 @@ def test_a_host_bound_point_never_decides_a_claim_about_gpu_work():
     forged = copy.deepcopy(only_host)
     forged["verdict"] = "holds"
     assert any("gives 'inconclusive'" in p for p in tipkit.rederive(forged)[1])
+
+
+def test_the_printed_report_says_of_a_host_bound_point_what_the_verdict_did(capsys):
+    """report() tells a reader whether a host-bound point decided, as decide() counted it: left
+    out under a claim about GPU work, counted under one about the host or where none is named."""
+    host_bound = _gpu_point("small", [2.0] * 8, busy=(0.1, 0.3))
+    device_bound = _gpu_point("large", [2.0] * 8, busy=(0.95, 0.97))
+    for about, verdict, says in (("device", "holds", "does not decide"), ("host", "holds", "it counts"),
+                                 (None, "holds", "it counts")):
+        d = _gpu_decision([host_bound, device_bound], about=about)
+        assert d["verdict"] == verdict and len(d["state"]["speed-up"]) == (1 if about == "device" else 2)
+        tipkit.report(d, "rule")
+        printed = capsys.readouterr().out
+        assert "host-bound" in printed and says in printed, (about, printed)
 
 
 def test_gpu_time_never_exceeds_wall_time():

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from conf import settings
-from tipsite import devices, tipmeta
+from tipsite import devices, tipmeta, tiprunner
 
 
 def gallery_conf(examples_dir: Path | str, gallery_dir: Path | str, *,
@@ -103,22 +103,7 @@ def reset_torch(gallery_conf: dict, fname: str | None, when: str) -> None:
         if fname is not None:
             _end_reader_run(gallery_conf, fname)
         return
-    import torch
-
-    torch.manual_seed(settings.TIPS_SEED)
-    torch.set_num_threads(settings.TIPS_THREADS)
-    torch.set_grad_enabled(True)
-    torch.set_default_dtype(torch.float32)
-    torch.autograd.set_detect_anomaly(False)
-    if hasattr(torch, "set_default_device"):
-        torch.set_default_device(None)
-    torch.backends.cudnn.benchmark = False
-    torch.backends.cudnn.deterministic = False
-    if torch.are_deterministic_algorithms_enabled():
-        torch.use_deterministic_algorithms(False)
-    torch.backends.cudnn.allow_tf32 = True
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+    tiprunner.reset_torch_state(settings.TIPS_SEED, settings.TIPS_THREADS)
     for name in devices.available():
         devices.get(name).reset()
     if fname is None:

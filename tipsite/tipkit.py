@@ -1,6 +1,7 @@
-"""The helpers every tip imports: measure, decide, report, draw.
+"""The helpers every tip imports: measure, decide, report, draw; and, for the tips that need
+them, read how busy the machine's CPUs were and run a second rank.
 
-A tip imports the functions of :data:`HELPERS` it uses in its "How this tip measures and decides"
+A tip imports the functions (and the one class) of :data:`HELPERS` it uses in its "How this tip measures and decides"
 cell (``from tipsite.tipkit import compare_times, decide, report``). A reader downloads and runs a
 tip on its own, without this project, so the build runs and publishes the tip's *download*, in
 which that import is replaced by these functions' source (:mod:`tipsite.tipsource`). Each helper
@@ -35,11 +36,12 @@ from __future__ import annotations
 
 # The helpers a tip may copy, in the order they appear below; tests/test_tipkit.py reads this.
 HELPERS = ("median_interval", "outcome", "device_busy", "compare_times", "compare_values",
-           "calibrate", "decide", "report", "plot_ratios", "plot_series")
+           "calibrate", "decide", "report", "plot_ratios", "plot_series",
+           "cpu_ticks", "others_cores", "Peer", "free_port")
 # What decides a verdict (a change here makes every record of a tip using it an older version's)
 # and what only presents it (a change here leaves recorded verdicts current): tipsite/tipsource.py.
 DECIDES = ("median_interval", "outcome", "device_busy", "compare_times", "compare_values",
-           "calibrate", "decide")
+           "calibrate", "decide", "cpu_ticks", "others_cores", "Peer", "free_port")
 PRESENTS = ("report", "plot_ratios", "plot_series")
 
 
@@ -347,7 +349,8 @@ def report(decision, rule):
     limits = decision.get("calibration") or {}
     about = decision.get("about")
     about = about if isinstance(about, dict) else {n: about for n in decision["groups"]}
-    host_claim = {n for n in decision["groups"] if about.get(n, "device") == "host"}
+    # as decide() reads it: host-bound points drop out only for claims about GPU work
+    counted = {n for n in decision["groups"] if about.get(n, "device") != "device"}
     for c in decision["comparisons"]:
         unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
         line = (f"{c['name']}: {c['median']:.3g}{unit} "
@@ -374,7 +377,7 @@ def report(decision, rule):
             print(text)
         if c.get("bound") == "host":
             mine = [n for n, ms in decision["groups"].items() if c["name"] in ms]
-            if mine and all(n in host_claim for n in mine):
+            if mine and all(n in counted for n in mine):
                 print("    host-bound: the GPU idled; it counts (the claim is about "
                       "the host)")
             else:
@@ -479,6 +482,111 @@ def plot_series(series, *, xlabel, ylabel, title, device, logx=False):
     ax.set_title(f"{title}\n{where}, torch {torch.__version__}", fontsize=10)
     ax.legend(fontsize=10, framealpha=0.9)
     return fig
+
+
+def cpu_ticks():
+    """CPU clock ticks: the machine's busy and total; this process's and its children's.
+
+    Linux only (``/proc``); None elsewhere. Two readings bracket a measurement, and
+    others_cores turns them into the CPU that other processes took meanwhile.
+    """
+    import os
+
+    try:
+        with open("/proc/stat") as fh:
+            fields = [int(v) for v in fh.readline().split()[1:9]]
+        own = 0
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    stat = fh.read().rsplit(")", 1)[1].split()  # after the name
+            except OSError:
+                continue  # ended meanwhile
+            if int(pid) == os.getpid() or int(stat[1]) == os.getpid():
+                own += int(stat[11]) + int(stat[12])  # utime + stime
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields), own
+
+
+def others_cores(spans):
+    """Cores' worth of CPU that other processes used in ``[(before, after), ...]``
+    of cpu_ticks readings; None where a reading is missing."""
+    import os
+
+    if not spans or any(t is None for span in spans for t in span):
+        return None
+    busy = total = own = 0
+    for before, after in spans:
+        busy += after[0] - before[0]
+        total += after[1] - before[1]
+        own += after[2] - before[2]
+    return round(max(busy - own, 0) / max(total / os.cpu_count(), 1), 2)
+
+
+class Peer:
+    """Another rank: ``script`` in a fresh Python process, answering what it is sent.
+
+    ``send(name, *args)`` writes one JSON line to its stdin; ``receive()`` reads
+    one from its stdout. A peer that exits, or runs past ``timeout_s``, raises
+    RuntimeError with the end of its error output.
+    """
+
+    def __init__(self, script, env, timeout_s=120):
+        import os
+        import subprocess
+        import sys
+        import tempfile
+        import threading
+
+        self.err = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen([sys.executable, script],
+                                     env={**os.environ, **env}, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.err)
+        self.watchdog = threading.Timer(timeout_s, self.proc.kill)
+        self.watchdog.daemon = True
+        self.watchdog.start()
+
+    def send(self, name, *args):
+        import json
+
+        try:
+            self.proc.stdin.write(json.dumps([name, args]) + "\n")
+            self.proc.stdin.flush()
+        except OSError:
+            self.fail()
+
+    def receive(self):
+        import json
+
+        line = self.proc.stdout.readline()
+        if not line:
+            self.fail()
+        return json.loads(line)
+
+    def fail(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.err.seek(0)
+        raise RuntimeError(f"rank 1 stopped (exit {self.proc.returncode}):\n"
+                           + self.err.read()[-3000:])
+
+    def close(self):
+        self.watchdog.cancel()
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+        self.err.close()
+
+
+def free_port():
+    """A free TCP port on 127.0.0.1, for a process group's rendezvous."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 # --- used by the build only (never copied into a tip) ------------------------------------------

@@ -316,11 +316,14 @@ def _action(filters: list, category: type, message: str, module: str, lineno: in
     return "default"
 
 
-def reset_between_tips() -> None:
-    """Put back what one tip may change for the next, when several run in one process."""
+def reset_torch_state(seed: int = 0, threads: int | None = None) -> None:
+    """torch's global settings a tip may change, back to their defaults (the build's seed and
+    thread count where it sets them; tipsite/gallery.py does so before each tip)."""
     import torch
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
+    if threads is not None:
+        torch.set_num_threads(threads)
     torch.set_grad_enabled(True)
     torch.set_default_dtype(torch.float32)
     torch.autograd.set_detect_anomaly(False)
@@ -330,7 +333,14 @@ def reset_between_tips() -> None:
     torch.backends.cudnn.deterministic = False
     if torch.are_deterministic_algorithms_enabled():
         torch.use_deterministic_algorithms(False)
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
+
+
+def reset_between_tips() -> None:
+    """Put back what one tip may change for the next, when several run in one process."""
+    reset_torch_state()
     if "matplotlib.pyplot" in sys.modules:
         sys.modules["matplotlib.pyplot"].close("all")
 

@@ -49,7 +49,7 @@ class Kit:
     """One version of tipsite/tipkit.py: its helpers' source, and which of them decide."""
 
     sources: dict[str, str]  # helper name -> its source, in HELPERS order
-    nodes: dict[str, ast.FunctionDef]
+    nodes: dict[str, ast.FunctionDef | ast.ClassDef]
     decides: tuple[str, ...]
 
     @property
@@ -66,7 +66,7 @@ def kit_from_text(text: str) -> Kit:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             if node.targets[0].id in ("HELPERS", "DECIDES"):
                 listed[node.targets[0].id] = tuple(ast.literal_eval(node.value))
-    nodes = {n.name: n for n in module.body if isinstance(n, ast.FunctionDef)}
+    nodes = {n.name: n for n in module.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     names = listed.get("HELPERS", ())
     decides = listed.get("DECIDES", tuple(n for n in names if n not in ("report", "plot_ratios", "plot_series")))
     return Kit({n: ast.get_source_segment(text, nodes[n]) for n in names}, {n: nodes[n] for n in names}, decides)
@@ -109,7 +109,7 @@ class Parsed:
     """Where a tip's helpers sit in its source."""
 
     imports: tuple[ast.ImportFrom, ...]  # from tipsite.tipkit import ... (top level)
-    copies: tuple[ast.FunctionDef, ...]  # helpers carried verbatim (a download, an older tip)
+    copies: tuple[ast.FunctionDef | ast.ClassDef, ...]  # helpers carried verbatim (a download, an older tip)
     docstring: tuple[int, int] | None  # first and last line of the module docstring
     used: tuple[str, ...]  # helpers the tip's own code calls, with what they call
 
@@ -129,7 +129,7 @@ def parse(source: str, path: Path | str = "<tip>", kit: Kit | None = None) -> Pa
                                      f"{HELPER_MODULE}, which are not helpers a download can carry "
                                      f"(known: {', '.join(kit.names)}; no 'as')")
             imports.append(node)
-        elif isinstance(node, ast.FunctionDef) and node.name in kit.names:
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in kit.names:
             copies.append(node)
         else:
             own.append(node)
@@ -188,7 +188,7 @@ def _digest(lines: list[str]) -> str:
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
 
-def _function_lines(node: ast.FunctionDef, text: str) -> list[str]:
+def _function_lines(node: ast.FunctionDef | ast.ClassDef, text: str) -> list[str]:
     """A helper's code lines, its docstring, comments and blank lines left out."""
     skip = []
     first = node.body[0]

@@ -39,7 +39,8 @@ measured here.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import compare_times, decide, plot_ratios, report
+from tipsite.tipkit import (Peer, compare_times, cpu_ticks, decide, free_port,
+                            others_cores, plot_ratios, report)
 
 
 # %%
@@ -50,14 +51,9 @@ from tipsite.tipkit import compare_times, decide, plot_ratios, report
 # calls to it; a peer that fails, or does not answer within 120 s, fails this page with its
 # error output. The machine's sockets and NUMA nodes are read from Linux's ``/proc`` and
 # ``/sys`` (unknown elsewhere).
-import json
 import os
 import runpy
-import socket
-import subprocess
-import sys
 import tempfile
-import threading
 
 import torch
 
@@ -65,6 +61,12 @@ world_size = 2
 cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
          else os.cpu_count())
 threads = max(1, cores // world_size)
+
+
+def n_threads(n):
+    return f"{n} thread{'' if n == 1 else 's'}"
+
+
 device = torch.device("cpu")
 
 
@@ -83,88 +85,8 @@ def count_sockets_and_numa_nodes():
 sockets, numa_nodes = count_sockets_and_numa_nodes()
 print(f"cores: {cores}, sockets: {sockets}, NUMA nodes: {numa_nodes}, "
       f"torch {torch.__version__}")
-print(f"one process: {cores} threads; DDP: {world_size} ranks of {threads} threads")
-
-
-def cpu_ticks():
-    """CPU clock ticks: the machine's busy and total; this process's and its children's.
-
-    Linux only (``/proc``); None elsewhere.
-    """
-    try:
-        with open("/proc/stat") as fh:
-            fields = [int(v) for v in fh.readline().split()[1:9]]
-        own = 0
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/stat") as fh:
-                    stat = fh.read().rsplit(")", 1)[1].split()  # after the name
-            except OSError:
-                continue  # ended meanwhile
-            if int(pid) == os.getpid() or int(stat[1]) == os.getpid():
-                own += int(stat[11]) + int(stat[12])  # utime + stime
-    except (OSError, ValueError, IndexError):
-        return None
-    idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields) - idle, sum(fields), own
-
-
-def others_cores(spans):
-    """Cores' worth of CPU that other processes used in ``[(before, after), ...]``."""
-    if not spans or any(t is None for span in spans for t in span):
-        return None
-    busy = total = own = 0
-    for before, after in spans:
-        busy += after[0] - before[0]
-        total += after[1] - before[1]
-        own += after[2] - before[2]
-    return round(max(busy - own, 0) / max(total / os.cpu_count(), 1), 2)
-
-
-class Peer:
-    """Another rank: ``script`` in a fresh Python process, answering what it is sent."""
-
-    def __init__(self, script, env, timeout_s=120):
-        self.err = tempfile.TemporaryFile("w+")
-        self.proc = subprocess.Popen([sys.executable, script],
-                                     env={**os.environ, **env}, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.err)
-        self.watchdog = threading.Timer(timeout_s, self.proc.kill)
-        self.watchdog.daemon = True
-        self.watchdog.start()
-
-    def send(self, name, *args):
-        try:
-            self.proc.stdin.write(json.dumps([name, args]) + "\n")
-            self.proc.stdin.flush()
-        except OSError:
-            self.fail()
-
-    def receive(self):
-        line = self.proc.stdout.readline()
-        if not line:
-            self.fail()
-        return json.loads(line)
-
-    def fail(self):
-        self.proc.kill()
-        self.proc.wait()
-        self.err.seek(0)
-        raise RuntimeError(f"rank 1 stopped (exit {self.proc.returncode}):\n"
-                           + self.err.read()[-3000:])
-
-    def close(self):
-        self.watchdog.cancel()
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
-        self.err.close()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+print(f"one process: {n_threads(cores)}; DDP: {world_size} ranks of "
+      f"{n_threads(threads)}")
 
 
 # %%
@@ -206,7 +128,7 @@ def train_step(model, optimizer, x, y):
 
 
 class Rank:
-    """One rank: a DDP model per width; on rank 0 also the one-process model."""
+    """One rank: a DDP model per width, and the one-process model on the whole batch."""
 
     def __init__(self, rank, world_size, port, threads, all_threads):
         self.rank, self.world_size = rank, world_size
@@ -223,18 +145,17 @@ class Rank:
                 torch.randn(GLOBAL_BATCH, width, generator=gen))
 
     def prepare(self, width):
-        """This rank's DDP model and its shard of the batch; on rank 0 also the
-        one-process model and the whole batch."""
+        """This rank's DDP model and its shard of the batch; the one-process model and
+        the whole batch (rank 1 times it, rank 0 checks it against DDP)."""
         x, y = self.global_batch(width)
         per_rank = GLOBAL_BATCH // self.world_size
         shard = slice(self.rank * per_rank, (self.rank + 1) * per_rank)
         ddp = DDP(make_model(width))
         self.runs[width] = {"ddp": (ddp, torch.optim.SGD(ddp.parameters(), lr=0.01),
                                     x[shard], y[shard])}
-        if self.rank == 0:
-            one = make_model(width)
-            self.runs[width]["one"] = (one, torch.optim.SGD(one.parameters(), lr=0.01),
-                                       x, y)
+        one = make_model(width)
+        self.runs[width]["one"] = (one, torch.optim.SGD(one.parameters(), lr=0.01),
+                                   x, y)
 
     def ddp_steps(self, width, steps):
         torch.set_num_threads(self.threads)
@@ -255,10 +176,15 @@ class Rank:
 
 
 if __name__ == "__main__":  # ranks 1..N-1: run what rank 0 sends, one JSON line each
-    answer, sys.stdout = sys.stdout, sys.stderr  # only answers go to the real stdout
+    # Only answers go to the real stdout. Anything else written there, by Python or by
+    # torch's C++ code (gloo prints "[Gloo] Rank 1 is connected to ..." on some
+    # releases), goes to stderr.
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     me = Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
               int(os.environ["MASTER_PORT"]), int(os.environ["OMP_NUM_THREADS"]),
-              int(os.environ["OMP_NUM_THREADS"]))
+              int(os.environ["ALL_THREADS"]))
     print(json.dumps("ready"), file=answer, flush=True)
     for line in sys.stdin:
         name, args = json.loads(line)
@@ -283,7 +209,8 @@ ranks = runpy.run_path(script)  # the same code, imported here for rank 0
 port = free_port()
 peer = Peer(script, {"RANK": "1", "WORLD_SIZE": str(world_size),
                      "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                     "OMP_NUM_THREADS": str(threads), "CUDA_VISIBLE_DEVICES": ""})
+                     "OMP_NUM_THREADS": str(threads), "ALL_THREADS": str(cores),
+                     "CUDA_VISIBLE_DEVICES": ""})
 me = ranks["Rank"](0, world_size, port, threads, cores)  # waits for rank 1 to join
 assert peer.receive() == "ready"
 
@@ -293,6 +220,12 @@ def both(name, *args):
     peer.send(name, *args)
     mine = getattr(me, name)(*args)
     return mine, peer.receive()
+
+
+def on_rank_1(name, *args):
+    """Run ``name(*args)`` on rank 1 alone (rank 0 waits); its answer."""
+    peer.send(name, *args)
+    return peer.receive()
 
 
 widths = [32, 128, 256, 512]
@@ -310,21 +243,22 @@ print("one DDP step = one step on the whole batch in one process")
 # One timed call is one training step, 8 in a row for the smallest model, so that rank 1
 # runs its steps back to back as in a real run and waking it up for a call costs little
 # next to them. For DDP, rank 0 times the call; every all-reduce waits for both ranks, so its
-# time is the steps'. The single process runs in this page's process while rank 1 waits, so
-# only DDP's time includes passing the call to rank 1 and its answer back (a JSON line each
-# way): at one step per call that round trip counts against DDP. The layers grow from 32 to
-# 512 wide: the matmuls grow from too small to split across threads to large enough to split
-# well, while the all-reduce grows with the parameters. Speed-up = one-process time / DDP time.
+# time is the steps'. The single process runs on rank 1, with every core's thread, while
+# rank 0 waits, so both timed calls pass the call to rank 1 and its answer back (a JSON line
+# each way) and neither pays for that alone. The layers grow from 32 to 512 wide: the
+# matmuls grow from too small to split across threads to large enough to split well, while
+# the all-reduce grows with the parameters. Speed-up = one-process time / DDP time.
 speedups, spans = [], []
+one = f"1 process, {n_threads(cores)}"
+ddp = f"DDP, {world_size} x {n_threads(threads)}"
 try:
     for width in widths:
         steps = max(1, 2**13 // width**2)
         before = cpu_ticks()
         speedups.append(compare_times(
             f"DDP speed-up, layers {width} wide",
-            {f"1 process, {cores} threads": lambda: me.one_process_steps(width, steps),
-             f"DDP, {world_size} x {threads} threads": lambda: both("ddp_steps", width,
-                                                                   steps)},
+            {one: lambda: on_rank_1("one_process_steps", width, steps),
+             ddp: lambda: both("ddp_steps", width, steps)},
             threshold=1.05, device=device, x=width, budget_s=0.5))
         spans.append((before, cpu_ticks()))
 finally:

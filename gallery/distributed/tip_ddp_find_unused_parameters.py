@@ -37,7 +37,8 @@ the same gradients, and times a training step as the batch grows.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import compare_times, decide, plot_ratios, report
+from tipsite.tipkit import (Peer, compare_times, cpu_ticks, decide, free_port,
+                            others_cores, plot_ratios, report)
 
 
 # %%
@@ -48,14 +49,9 @@ from tipsite.tipkit import compare_times, decide, plot_ratios, report
 # machine of two cores, nothing is left over). ``Peer`` starts the other rank as a fresh
 # ``python`` process and passes calls to it; a peer that fails, or does not answer within
 # 120 s, fails this page with its error output.
-import json
 import os
 import runpy
-import socket
-import subprocess
-import sys
 import tempfile
-import threading
 
 import torch
 
@@ -68,87 +64,6 @@ device = torch.device("cpu")  # gloo on the CPU; several GPUs are not measured h
 gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
 print(f"cores: {cores}, ranks: {world_size}, threads per rank: {threads}, "
       f"cores left for communication: {spare}, torch {torch.__version__}")
-
-
-def cpu_ticks():
-    """CPU clock ticks: the machine's busy and total; this process's and its children's.
-
-    Linux only (``/proc``); None elsewhere.
-    """
-    try:
-        with open("/proc/stat") as fh:
-            fields = [int(v) for v in fh.readline().split()[1:9]]
-        own = 0
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/stat") as fh:
-                    stat = fh.read().rsplit(")", 1)[1].split()  # after the name
-            except OSError:
-                continue  # ended meanwhile
-            if int(pid) == os.getpid() or int(stat[1]) == os.getpid():
-                own += int(stat[11]) + int(stat[12])  # utime + stime
-    except (OSError, ValueError, IndexError):
-        return None
-    idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields) - idle, sum(fields), own
-
-
-def others_cores(spans):
-    """Cores' worth of CPU that other processes used in ``[(before, after), ...]``."""
-    if not spans or any(t is None for span in spans for t in span):
-        return None
-    busy = total = own = 0
-    for before, after in spans:
-        busy += after[0] - before[0]
-        total += after[1] - before[1]
-        own += after[2] - before[2]
-    return round(max(busy - own, 0) / max(total / os.cpu_count(), 1), 2)
-
-
-class Peer:
-    """Another rank: ``script`` in a fresh Python process, answering what it is sent."""
-
-    def __init__(self, script, env, timeout_s=120):
-        self.err = tempfile.TemporaryFile("w+")
-        self.proc = subprocess.Popen([sys.executable, script],
-                                     env={**os.environ, **env}, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.err)
-        self.watchdog = threading.Timer(timeout_s, self.proc.kill)
-        self.watchdog.daemon = True
-        self.watchdog.start()
-
-    def send(self, name, *args):
-        try:
-            self.proc.stdin.write(json.dumps([name, args]) + "\n")
-            self.proc.stdin.flush()
-        except OSError:
-            self.fail()
-
-    def receive(self):
-        line = self.proc.stdout.readline()
-        if not line:
-            self.fail()
-        return json.loads(line)
-
-    def fail(self):
-        self.proc.kill()
-        self.proc.wait()
-        self.err.seek(0)
-        raise RuntimeError(f"rank 1 stopped (exit {self.proc.returncode}):\n"
-                           + self.err.read()[-3000:])
-
-    def close(self):
-        self.watchdog.cancel()
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
-        self.err.close()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # %%
@@ -298,7 +213,12 @@ class Rank:
 
 
 if __name__ == "__main__":  # ranks 1..N-1: run what rank 0 sends, one JSON line each
-    answer, sys.stdout = sys.stdout, sys.stderr  # only answers go to the real stdout
+    # Only answers go to the real stdout. Anything else written there, by Python or by
+    # torch's C++ code (gloo prints "[Gloo] Rank 1 is connected to ..." on some
+    # releases), goes to stderr.
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     me = Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
               int(os.environ["MASTER_PORT"]), int(os.environ["OMP_NUM_THREADS"]))
     print(json.dumps("ready"), file=answer, flush=True)

@@ -38,7 +38,8 @@ rank 0; a child process is rank 1 and runs ``DataParallel``.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import compare_times, decide, plot_ratios, report
+from tipsite.tipkit import (Peer, compare_times, cpu_ticks, decide, free_port,
+                            others_cores, plot_ratios, report)
 
 
 # %%
@@ -49,14 +50,9 @@ from tipsite.tipkit import compare_times, decide, plot_ratios, report
 # ``python`` process and passes calls to it; a peer that fails, or does not answer within
 # 120 s, fails this page with its error output. Rank 1 sees no GPU
 # (``CUDA_VISIBLE_DEVICES=""``), so its ``DataParallel`` is the CPU one on any machine.
-import json
 import os
 import runpy
-import socket
-import subprocess
-import sys
 import tempfile
-import threading
 
 import torch
 
@@ -64,92 +60,17 @@ world_size = 2
 cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
          else os.cpu_count())
 threads = max(1, cores // world_size)
+
+
+def n_threads(n):
+    return f"{n} thread{'' if n == 1 else 's'}"
+
+
 device = torch.device("cpu")
 gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
 print(f"cores: {cores}, GPUs: {gpus}, torch {torch.__version__}")
-print(f"DataParallel: 1 process, {cores} threads; DDP: {world_size} ranks of "
-      f"{threads} threads")
-
-
-def cpu_ticks():
-    """CPU clock ticks: the machine's busy and total; this process's and its children's.
-
-    Linux only (``/proc``); None elsewhere.
-    """
-    try:
-        with open("/proc/stat") as fh:
-            fields = [int(v) for v in fh.readline().split()[1:9]]
-        own = 0
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/stat") as fh:
-                    stat = fh.read().rsplit(")", 1)[1].split()  # after the name
-            except OSError:
-                continue  # ended meanwhile
-            if int(pid) == os.getpid() or int(stat[1]) == os.getpid():
-                own += int(stat[11]) + int(stat[12])  # utime + stime
-    except (OSError, ValueError, IndexError):
-        return None
-    idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields) - idle, sum(fields), own
-
-
-def others_cores(spans):
-    """Cores' worth of CPU that other processes used in ``[(before, after), ...]``."""
-    if not spans or any(t is None for span in spans for t in span):
-        return None
-    busy = total = own = 0
-    for before, after in spans:
-        busy += after[0] - before[0]
-        total += after[1] - before[1]
-        own += after[2] - before[2]
-    return round(max(busy - own, 0) / max(total / os.cpu_count(), 1), 2)
-
-
-class Peer:
-    """Another rank: ``script`` in a fresh Python process, answering what it is sent."""
-
-    def __init__(self, script, env, timeout_s=120):
-        self.err = tempfile.TemporaryFile("w+")
-        self.proc = subprocess.Popen([sys.executable, script],
-                                     env={**os.environ, **env}, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.err)
-        self.watchdog = threading.Timer(timeout_s, self.proc.kill)
-        self.watchdog.daemon = True
-        self.watchdog.start()
-
-    def send(self, name, *args):
-        try:
-            self.proc.stdin.write(json.dumps([name, args]) + "\n")
-            self.proc.stdin.flush()
-        except OSError:
-            self.fail()
-
-    def receive(self):
-        line = self.proc.stdout.readline()
-        if not line:
-            self.fail()
-        return json.loads(line)
-
-    def fail(self):
-        self.proc.kill()
-        self.proc.wait()
-        self.err.seek(0)
-        raise RuntimeError(f"rank 1 stopped (exit {self.proc.returncode}):\n"
-                           + self.err.read()[-3000:])
-
-    def close(self):
-        self.watchdog.cancel()
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
-        self.err.close()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+print(f"DataParallel: 1 process, {n_threads(cores)}; DDP: {world_size} ranks of "
+      f"{n_threads(threads)}")
 
 
 # %%
@@ -247,7 +168,12 @@ class Rank:
 
 
 if __name__ == "__main__":  # ranks 1..N-1: run what rank 0 sends, one JSON line each
-    answer, sys.stdout = sys.stdout, sys.stderr  # only answers go to the real stdout
+    # Only answers go to the real stdout. Anything else written there, by Python or by
+    # torch's C++ code (gloo prints "[Gloo] Rank 1 is connected to ..." on some
+    # releases), goes to stderr.
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     me = Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
               int(os.environ["MASTER_PORT"]), int(os.environ["OMP_NUM_THREADS"]),
               int(os.environ["ALL_THREADS"]))
@@ -320,16 +246,16 @@ runs_module_itself = (behaviour["devices"] == 0
 # with it, the all-reduce (the same 129 KiB of gradients) does not. Speed-up =
 # ``DataParallel`` time / DDP time.
 speedups, spans = [], []
+dp = f"DataParallel, {n_threads(cores)}"
+ddp = f"DDP, {world_size} x {n_threads(threads)}"
 try:
     for batch in batches:
         steps = max(1, 128 // batch)
         before = cpu_ticks()
         speedups.append(compare_times(
             f"DDP speed-up, global batch {batch}",
-            {f"DataParallel, {cores} threads": lambda: on_rank_1("dataparallel_steps",
-                                                                 batch, steps),
-             f"DDP, {world_size} x {threads} threads": lambda: both("ddp_steps", batch,
-                                                                   steps)},
+            {dp: lambda: on_rank_1("dataparallel_steps", batch, steps),
+             ddp: lambda: both("ddp_steps", batch, steps)},
             threshold=1.05, device=device, x=batch, budget_s=0.5))
         spans.append((before, cpu_ticks()))
 finally:

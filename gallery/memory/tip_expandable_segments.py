@@ -24,7 +24,7 @@ CUDA measures nothing here.
 # sphinx_gallery_tips_tags = ["allocator", "cuda", "inference"]
 # sphinx_gallery_tips_devices = ["cuda"]
 # sphinx_gallery_tips_kind = "memory"
-# sphinx_gallery_tips_min_torch = "2.1"
+# sphinx_gallery_tips_min_torch = "2.5"
 # sphinx_gallery_tips_takeaway = "With a batch that keeps growing, expandable_segments:True lets one segment grow instead of reserving a new one per size: see the reserved memory it saves."
 # sphinx_gallery_tips_keywords = ["PYTORCH_CUDA_ALLOC_CONF", "expandable_segments", "PYTORCH_ALLOC_CONF", "fragmentation", "reduce GPU memory fragmentation", "reserved but unallocated", "caching allocator", "CUDA out of memory", "If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF expandable_segments True to avoid fragmentation", "memory_reserved"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/notes/cuda.html#memory-management", "https://docs.pytorch.org/docs/stable/generated/torch.cuda.memory_stats.html", "https://docs.pytorch.org/docs/stable/generated/torch.cuda.set_per_process_memory_fraction.html"]

@@ -23,7 +23,7 @@ CUDA measures nothing here.
 # sphinx_gallery_tips_tags = ["allocator", "cuda", "training"]
 # sphinx_gallery_tips_devices = ["cuda"]
 # sphinx_gallery_tips_kind = "memory"
-# sphinx_gallery_tips_min_torch = "1.10"
+# sphinx_gallery_tips_min_torch = "2.5"
 # sphinx_gallery_tips_takeaway = "With growing sequence lengths, one max-length forward and backward first lets the caching allocator reuse its blocks: see the reserved memory and segments."
 # sphinx_gallery_tips_keywords = ["variable sequence length", "preallocate", "caching allocator", "fragmentation", "memory_reserved", "max_memory_reserved", "memory_stats", "CUDA out of memory", "NLP", "speech recognition"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html", "https://docs.pytorch.org/docs/stable/notes/cuda.html#memory-management", "https://docs.pytorch.org/docs/stable/generated/torch.cuda.memory_stats.html"]

@@ -182,18 +182,19 @@ fig = plot_series({label: (steps, d) for label, d in distance.items()},
 # -------
 # The recipe's claim is that the model's ``state_dict`` is not enough to resume. It holds if a
 # model-only resume leaves the uninterrupted run while the full checkpoint repeats it bit for
-# bit; the facts also say which other pieces this run needed (the recipe names the optimizer;
-# this tip checks scheduler, scaler and random states too). It is wrong if the model alone
-# already repeats the run.
+# bit, and leaving out the optimizer's state alone (the piece the recipe names) is enough to
+# leave it; the facts also say which other pieces this run needed (scheduler, scaler and
+# random states). It is wrong if the model alone already repeats the run.
 facts = {f"resume with {label}: identical": same for label, same in identical.items()}
 model_only = facts["resume with model only (the anti-pattern): identical"]
 full_same = facts[f"resume with {full}: identical"]
-RULE = ("holds if resuming from the model's state_dict alone does not repeat the "
-        "uninterrupted run while the full checkpoint (model, optimizer, scheduler, "
-        "GradScaler, RNG states) repeats it bit for bit; wrong if the model alone "
-        "repeats it; depends otherwise")
+RULE = ("holds if resuming from the model's state_dict alone, or from everything but "
+        "the optimizer's state, does not repeat the uninterrupted run while the full "
+        "checkpoint (model, optimizer, scheduler, GradScaler, RNG states) repeats it "
+        "bit for bit; wrong if the model alone repeats it; depends otherwise")
 decision = decide(device, [
     ("holds", {"resume with model only (the anti-pattern): identical": False,
+               "resume with everything but the optimizer state: identical": False,
                f"resume with {full}: identical": True}),
     ("wrong", {"resume with model only (the anti-pattern): identical": True}),
     ("depends", {}),

@@ -34,7 +34,8 @@ and records how busy the cores were with other processes meanwhile.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import compare_times, decide, plot_ratios, report
+from tipsite.tipkit import (compare_times, cpu_ticks, decide, others_cores, plot_ratios,
+                            report)
 
 
 # %%
@@ -53,41 +54,6 @@ cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
          else os.cpu_count())
 print(f"device: cpu, cores available: {cores}, torch {torch.__version__}")
 print("OMP_NUM_THREADS =", os.environ.get("OMP_NUM_THREADS", "(unset)"))
-
-
-def cpu_ticks():
-    """CPU clock ticks: the machine's busy and total; this process's and its children's.
-
-    Linux only (``/proc``); None elsewhere.
-    """
-    try:
-        with open("/proc/stat") as fh:
-            fields = [int(v) for v in fh.readline().split()[1:9]]
-        own = 0
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/stat") as fh:
-                    stat = fh.read().rsplit(")", 1)[1].split()  # after the name
-            except OSError:
-                continue  # ended meanwhile
-            if int(pid) == os.getpid() or int(stat[1]) == os.getpid():
-                own += int(stat[11]) + int(stat[12])  # utime + stime
-    except (OSError, ValueError, IndexError):
-        return None
-    idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields) - idle, sum(fields), own
-
-
-def others_cores(spans):
-    """Cores' worth of CPU that other processes used in ``[(before, after), ...]``."""
-    if not spans or any(t is None for span in spans for t in span):
-        return None
-    busy = total = own = 0
-    for before, after in spans:
-        busy += after[0] - before[0]
-        total += after[1] - before[1]
-        own += after[2] - before[2]
-    return round(max(busy - own, 0) / max(total / os.cpu_count(), 1), 2)
 
 
 # %%

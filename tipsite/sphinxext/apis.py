@@ -77,7 +77,7 @@ def code_api_names(path: Path) -> list[str]:
                 found.add(aliases[node.id])
 
     for stmt in tree.body:
-        if isinstance(stmt, ast.FunctionDef) and stmt.name in tipkit.HELPERS:
+        if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)) and stmt.name in tipkit.HELPERS:
             continue
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             continue
