@@ -51,9 +51,11 @@ DEFAULT_ALIASES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional
 STMT_CALLS = {"save", "zero_grad", "Variable", "ModuleList", "tensor",
               "DataLoader", "register_parameter",
               "Linear", "set_detect_anomaly", "detect_anomaly", "autocast", "GradScaler",
+              "DataParallel", "Sequential", *(f"{k}{n}d" for k in ("Conv", "ConvTranspose") for n in (1, 2, 3)),
               *(n.rsplit(".", 1)[1] for n in V.OPTIMIZERS)}
 SCOPE_CALLS = {"load", "no_grad", "load_state_dict", "eval"}  # judged with the rest of the function
-LOOP_CALLS = V.HOST_READS
+LOOP_CALLS = V.HOST_READS | {"empty_cache"}
+FUNCTION_CALLS = {"autocast"}  # judged with the rest of the function, not the whole file at top level
 CLASS_CALLS = {"cuda", "cpu", "to", "no_grad", "eval", "train", *(n.rsplit(".", 1)[1] for n in V.FACTORIES)}
 _CPU_PATH = re.compile(r"""^[^#\n]*["']cpu["']""", re.MULTILINE)
 _ACCELERATOR = re.compile(r"^[^#\n]*(cuda|accelerator)", re.MULTILINE)  # in code, not in a comment
@@ -243,6 +245,8 @@ class _Scan:
                 self.facts.saves_from_cpu = True
             elif _root(first):
                 self.saved_roots.add(_root(first))
+        if name in FUNCTION_CALLS:
+            self._add(self._function(stack))
         if name in LOOP_CALLS:
             self._add(self._loop(stack))
         elif name in ("to", "cuda"):

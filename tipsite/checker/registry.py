@@ -789,6 +789,105 @@ torch.autograd.set_detect_anomaly(False)
         short="autograd anomaly detection is on: a stack trace for every op",
         fix="switch it on only while hunting a NaN",
     ),
+    Rule(
+        "PTT035", "tip_ddp_vs_dataparallel", "nn.DataParallel",
+        "nn.DataParallel runs one process: every forward copies the model to each GPU, splits the "
+        "batch, runs the copies in threads and gathers the outputs on the first GPU",
+        "use DistributedDataParallel, one process per GPU (its documentation recommends it over "
+        "DataParallel even on a single node)",
+        _snippet("""
+import torch
+model = torch.nn.DataParallel(Net()).cuda()
+"""), (2, 9),
+        _snippet("""
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+model = DDP(Net().to(rank), device_ids=[rank])
+"""),
+        short="nn.DataParallel: one process copies the model to every GPU on every forward",
+        fix="use DistributedDataParallel, one process per GPU",
+        scope="Every nn.DataParallel(...) call: the tip measures only a machine without a GPU, so on "
+              "CUDA the finding is a note until a multi-GPU run measures it.",
+        unlike_tip="The tip's DataParallel runs in a second process from code held in a string, which "
+                   "the checker does not read as code.",
+    ),
+    Rule(
+        "PTT036", "tip_empty_cache_every_step", "empty_cache() every step",
+        "torch.cuda.empty_cache() on every training step hands the allocator's cached blocks back to "
+        "the driver, and the next step allocates them again; the step's peak memory stays the same",
+        "drop the call from the loop: the allocator frees its cache itself and retries before it "
+        "reports out of memory",
+        _snippet("""
+import torch
+for x, y in loader:
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    torch.cuda.empty_cache()
+"""), (6, 5),
+        _snippet("""
+import torch
+for x, y in loader:
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+"""),
+        short="torch.cuda.empty_cache() on every training step",
+        fix="drop it from the loop",
+        scope="Only in a loop whose own body calls backward() (one iteration is one step), not under an "
+              "if inside it: a call between phases, after deleting a model or every N steps is left alone.",
+        unlike_tip="The tip calls empty_cache() in a step function that its timing loop calls; the rule "
+                   "flags it only inside a loop that itself calls backward().",
+    ),
+    Rule(
+        "PTT037", "tip_conv_bias_before_batchnorm", "conv bias before BatchNorm",
+        "a convolution with a bias directly followed by a BatchNorm: the norm subtracts each "
+        "channel's batch mean, and the bias with it, so the bias changes no output and gets no "
+        "gradient",
+        "build the convolution with bias=False",
+        _snippet("""
+from torch import nn
+block = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU())
+"""), (2, 23),
+        _snippet("""
+from torch import nn
+block = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
+"""),
+        short="conv bias directly before BatchNorm is subtracted back out",
+        fix="pass bias=False",
+        scope="Only a Conv/ConvTranspose (1d-3d) whose bias is left at its default or set to True, "
+              "immediately followed by a BatchNorm in the same nn.Sequential(...) or list literal; not a "
+              "bias given by a variable, and not with anything (an activation) between them. Loading a "
+              "checkpoint that holds the bias needs strict=False after the change (fold the bias into "
+              "running_mean first).",
+        unlike_tip="The tip builds its block with bias=bias, a parameter that is True for the "
+                   "anti-pattern and False for the fix, which the code does not fix.",
+    ),
+    Rule(
+        "PTT038", "tip_bf16_autocast_no_grad_scaler", "float16 autocast without a GradScaler",
+        "backward() after a float16 autocast without a GradScaler: gradients too small for float16 "
+        "flush to zero and their updates are lost",
+        "scale the loss with torch.amp.GradScaler, or autocast to bfloat16, which needs no scaler",
+        _snippet("""
+import torch
+def train_step(model, x, y):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    loss.backward()
+"""), (3, 10),
+        _snippet("""
+import torch
+def train_step(model, x, y):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = loss_fn(model(x), y)
+    loss.backward()
+"""),
+        short="float16 autocast and backward() without a GradScaler: small gradients flush to zero",
+        fix="use torch.amp.GradScaler, or bfloat16",
+        scope="Only a with-block of autocast to float16 (dtype=torch.float16, or torch.cuda.amp.autocast() "
+              "/ autocast(\"cuda\") without a dtype, whose default is float16), not disabled, in a "
+              "function that itself calls backward() and never names a scaler (no name with 'scale' in it).",
+    ),
 ]
 
 RULES: dict[str, Rule] = {r.code: r for r in _RULES}

@@ -1311,5 +1311,117 @@ class AnomalyDetection(RuleVisitor):
                 self.flag(node)
 
 
+
+class DataParallelWrapper(RuleVisitor):
+    CODE = "PTT035"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.qname(node) in ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                                "torch.nn.parallel.data_parallel.DataParallel"):
+            self.flag(node)
+
+
+class EmptyCacheEveryStep(RuleVisitor):
+    """``torch.cuda.empty_cache()`` on every step of a training loop: a loop whose own body calls
+    ``backward()``, not under an ``if`` or in an ``except`` (an out-of-memory retry) inside it."""
+
+    CODE = "PTT036"
+
+    def reset(self) -> None:
+        self.handlers: list[set[int]] = []  # for each except block entered: the tracked nodes around it
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        self.handlers.append({id(n) for n in self.where.stack})
+
+    def leave_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        self.handlers.pop()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.qname(node) not in ("torch.cuda.empty_cache", "torch.cuda.memory.empty_cache"):
+            return
+        loop = self.where.loop()
+        if (loop is None or self.where.gated_in(loop) or any(id(loop) in h for h in self.handlers)
+                or not _training_step(loop)):
+            return
+        self.flag(node)
+
+
+_CONVS = {f"torch.nn.{k}{n}d" for k in ("Conv", "ConvTranspose") for n in (1, 2, 3)}
+_BATCH_NORMS = {f"torch.nn.BatchNorm{n}d" for n in (1, 2, 3)} | {"torch.nn.SyncBatchNorm"}
+_SEQUENTIAL = {"torch.nn.Sequential"}
+
+
+class ConvBiasBeforeBatchNorm(RuleVisitor):
+    """A convolution with its default bias (no ``bias=``, or ``bias=True``) whose next element in
+    an ``nn.Sequential(...)`` (or a list literal of layers) is a batch norm."""
+
+    CODE = "PTT037"
+
+    def _layers(self, elements: list[cst.BaseExpression]) -> None:
+        for conv, norm in zip(elements, elements[1:]):
+            if not (isinstance(conv, cst.Call) and isinstance(norm, cst.Call)):
+                continue
+            if self.qname(conv) not in _CONVS or self.qname(norm) not in _BATCH_NORMS or _star_kwargs(conv):
+                continue
+            if any(a.star for a in conv.args):
+                continue
+            arg = self.get_specific_arg(conv, "bias", 7)
+            if arg is None or (isinstance(arg.value, cst.Name) and arg.value.value == "True"):
+                self.flag(conv)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.qname(node) in _SEQUENTIAL:
+            self._layers([a.value for a in node.args if a.keyword is None and not a.star])
+
+    def visit_List(self, node: cst.List) -> None:
+        self._layers([e.value for e in node.elements if isinstance(e, cst.Element)])
+
+
+_FLOAT16 = {"torch.float16", "torch.half"}
+
+
+class Float16WithoutScaler(RuleVisitor):
+    """float16 autocast (``dtype=torch.float16``; or ``torch.cuda.amp.autocast()`` /
+    ``autocast("cuda")`` without a dtype, whose default is float16) in a function that calls
+    ``backward()`` and never names a scaler (``GradScaler``, ``scaler``, ``loss_scaler``)."""
+
+    CODE = "PTT038"
+
+    def reset(self) -> None:
+        self.functions: dict[int, list[cst.Call]] = {}
+
+    def _float16(self, call: cst.Call) -> bool:
+        name = self.qname(call)
+        if name not in ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
+                        "torch.amp.autocast_mode.autocast") or _star_kwargs(call):
+            return False
+        enabled = self.get_specific_arg(call, "enabled", 2 if name != "torch.cuda.amp.autocast" else 0)
+        if enabled is not None and not (isinstance(enabled.value, cst.Name) and enabled.value.value == "True"):
+            return False
+        dtype = self.get_specific_arg(call, "dtype", 1)
+        if dtype is not None:
+            return self.qualify(dtype.value) in _FLOAT16
+        if name == "torch.cuda.amp.autocast":
+            return True
+        device = self.get_specific_arg(call, "device_type", 0)
+        return (device is not None and isinstance(device.value, cst.SimpleString)
+                and device.value.evaluated_value == "cuda")
+
+    def visit_With(self, node: cst.With) -> None:
+        func = self.where.function()
+        if func is None:
+            return
+        for item in node.items:
+            if isinstance(item.item, cst.Call) and self._float16(item.item):
+                self.functions.setdefault(id(func), []).append(item.item)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        calls = self.functions.pop(id(node), [])
+        if not calls or not _calls_backward(node.body) or _mentions(node.body, "scale"):
+            return
+        for call in calls:
+            self.flag(call)
+
+
 OWN_VISITORS = [cls for cls in list(globals().values())
                 if isinstance(cls, type) and issubclass(cls, RuleVisitor) and cls.CODE]
