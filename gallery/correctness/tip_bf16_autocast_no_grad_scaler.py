@@ -23,6 +23,7 @@ CUDA, so the tip runs the same code on either.
 # sphinx_gallery_tips_tags = ["mixed-precision", "training"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "behaviour"
+# sphinx_gallery_tips_rules = ["PTT038"]
 # sphinx_gallery_tips_min_torch = "2.3"
 # sphinx_gallery_tips_takeaway = "float16 autocast without GradScaler flushes small gradients to zero (updates lost); the scaler prevents it. bfloat16 keeps them without a scaler."
 # sphinx_gallery_tips_keywords = ["GradScaler", "bfloat16", "bf16", "float16", "fp16", "gradient underflow", "underflow", "gradient scaling", "loss scaling", "autocast", "mixed precision training", "zero gradients", "torch.amp"]

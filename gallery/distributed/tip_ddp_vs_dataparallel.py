@@ -24,6 +24,7 @@ rank 0; a child process is rank 1 and runs ``DataParallel``.
 # sphinx_gallery_tips_tags = ["distributed", "training"]
 # sphinx_gallery_tips_devices = ["cpu"]
 # sphinx_gallery_tips_kind = "speed"
+# sphinx_gallery_tips_rules = ["PTT035"]
 # sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "Without a GPU, DataParallel is the model itself in one process: DDP wins only where several processes beat one. Several GPUs: not measured."
 # sphinx_gallery_tips_keywords = ["DataParallel", "DistributedDataParallel", "nn.DataParallel", "DDP vs DataParallel", "multi-GPU", "data parallel", "device_ids", "gloo"]

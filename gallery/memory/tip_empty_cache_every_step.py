@@ -21,6 +21,7 @@ without CUDA measures nothing here.
 # sphinx_gallery_tips_tags = ["allocator", "cuda", "training"]
 # sphinx_gallery_tips_devices = ["cuda"]
 # sphinx_gallery_tips_kind = "memory"
+# sphinx_gallery_tips_rules = ["PTT036"]
 # sphinx_gallery_tips_min_torch = "1.10"
 # sphinx_gallery_tips_takeaway = "empty_cache() every step hands cached memory back to the driver and re-allocates it next step; the step's peak stays the same, so it prevents no OOM."
 # sphinx_gallery_tips_keywords = ["torch.cuda.empty_cache", "empty_cache", "caching allocator", "memory_reserved", "nvidia-smi", "free GPU memory", "CUDA out of memory", "release GPU memory", "clear CUDA cache"]

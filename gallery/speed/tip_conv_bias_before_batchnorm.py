@@ -21,6 +21,7 @@ sweep keeps the activations' size fixed and raises the channel count.
 # sphinx_gallery_tips_tags = ["module-design", "training"]
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "speed"
+# sphinx_gallery_tips_rules = ["PTT037"]
 # sphinx_gallery_tips_min_torch = "1.9"
 # sphinx_gallery_tips_takeaway = "A conv bias right before BatchNorm is subtracted back out (same outputs, zero gradient): drop it; the step time it saves is small, see the figure."
 # sphinx_gallery_tips_keywords = ["bias=False", "Conv2d", "BatchNorm2d", "conv bias", "batch norm", "redundant bias", "parameters"]
