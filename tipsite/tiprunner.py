@@ -238,6 +238,7 @@ class ReaderConditions:
         self.tip_path = os.path.realpath(tip_path)
         self.strict = strict
         self.caught: list[tuple] = []
+        self._callers: dict[str, bool] = {}  # code file -> whether it is the tip
 
     def start(self) -> None:
         import builtins
@@ -264,9 +265,14 @@ class ReaderConditions:
         return warning_entries(self.caught, self.tip_path)
 
     def _reader_import(self, name, globals=None, locals=None, fromlist=(), level=0):
+        # torch runs tens of thousands of import statements inside its own functions while a
+        # tip times them: this must cost next to nothing there, or it shifts the timings
         caller = sys._getframe(1).f_code.co_filename
+        is_tip = self._callers.get(caller)
+        if is_tip is None:
+            is_tip = self._callers[caller] = os.path.realpath(caller) == self.tip_path
         top = name.split(".")[0]
-        if (level == 0 and os.path.realpath(caller) == self.tip_path and top not in READER_PACKAGES
+        if (is_tip and level == 0 and top not in READER_PACKAGES
                 and top not in sys.stdlib_module_names):
             module = sys.modules.get(top)
             where = getattr(module, "__file__", None) or ""
