@@ -132,7 +132,9 @@ CALIBRATION_WORDS = {"matmul_float32": ("float32 matmul", "FLOP"), "matmul_float
 def calibration_text(calibration: dict) -> str:
     """A GPU's calibration (tipkit.calibrate) in words, for the provenance."""
     parts = []
-    for name, value in calibration.items():
+    order = [*CALIBRATION_WORDS, "launch_s"]  # the same order on every page, whatever the file's
+    for name, value in sorted(calibration.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order
+                                                                      else len(order), kv[0])):
         if name in CALIBRATION_WORDS:
             word, per = CALIBRATION_WORDS[name]
             parts.append(f"{word} {rate(value, per)}")
