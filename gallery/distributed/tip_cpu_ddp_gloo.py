@@ -27,7 +27,7 @@ measured here.
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "On one socket DDP adds an all-reduce per step; it beats one multi-threaded process only where that process's threads stall. Several sockets: not measured."
-# sphinx_gallery_tips_keywords = ["DistributedDataParallel", "CPU training", "gloo", "multiple sockets", "NUMA", "numactl", "processes vs threads", "init_process_group"]
+# sphinx_gallery_tips_keywords = ["DistributedDataParallel", "DDP on CPU", "CPU training", "one process vs DDP", "gloo", "multiple sockets", "NUMA", "numactl", "processes vs threads", "init_process_group"]
 # sphinx_gallery_tips_related = ["tip_cpu_threads", "tip_cpu_thread_affinity", "tip_ddp_vs_dataparallel"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html", "https://docs.pytorch.org/docs/stable/distributed.html", "https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html"]
 
