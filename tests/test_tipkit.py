@@ -295,3 +295,51 @@ def test_a_claim_about_both_names_each_group_s_side():
         both_host = tipkit.decide("cuda", cases, groups={"small tensors": [small], "large tensors": [large]},
                                   about={"small tensors": "host", "large tensors": "host"})
     assert both_host["verdict"] == "holds" and tipkit.rederive(copy.deepcopy(both_host)) == ("holds", [])
+
+
+_RANKS_CODE = '''
+import os
+
+
+class Rank:
+    def __init__(self, rank, base):
+        self.rank, self.base = rank, base
+
+    def who(self):
+        return [self.rank, self.base, os.getpid()]
+
+    def noisy(self):
+        print("a line from Python")
+        os.write(1, b"[Gloo] a line from C++ on fd 1\\n")
+        return 7
+
+    def boom(self):
+        raise ValueError("rank one broke")
+
+    def close(self):
+        return "closed"
+'''
+
+
+def test_two_ranks_answer_in_order_keep_stdout_for_answers_and_say_why_rank_1_stopped():
+    """TwoRanks (the distributed tips' harness): rank 0 here, rank 1 in a fresh process with the
+    same code and arguments; what rank 1 prints, from Python or C++, never reaches its answers;
+    a rank 1 that raises fails rank 0 with rank 1's error."""
+    import os
+
+    ranks = tipkit.TwoRanks(_RANKS_CODE, 5, env={"TIPS_TEST_MARK": "1"})
+    try:
+        (r0, base0, pid0), (r1, base1, pid1) = ranks.both("who")
+        assert (r0, r1, base0, base1) == (0, 1, 5, 5) and pid0 == os.getpid() != pid1
+        assert ranks.both("noisy") == (7, 7) and ranks.on_rank_1("who")[0] == 1
+        with pytest.raises(RuntimeError, match="rank one broke"):
+            ranks.on_rank_1("boom")
+    finally:
+        ranks.peer.proc.kill()
+        ranks.workdir.cleanup()
+
+
+def test_two_ranks_close_ends_rank_1():
+    ranks = tipkit.TwoRanks(_RANKS_CODE, 0)
+    ranks.close()
+    assert ranks.peer.proc.returncode == 0

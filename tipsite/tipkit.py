@@ -37,11 +37,12 @@ from __future__ import annotations
 # The helpers a tip may copy, in the order they appear below; tests/test_tipkit.py reads this.
 HELPERS = ("median_interval", "outcome", "device_busy", "compare_times", "compare_values",
            "calibrate", "decide", "report", "plot_ratios", "plot_series",
-           "cpu_ticks", "others_cores", "Peer", "free_port")
+           "cpu_ticks", "others_cores", "Peer", "free_port", "TwoRanks")
 # What decides a verdict (a change here makes every record of a tip using it an older version's)
 # and what only presents it (a change here leaves recorded verdicts current): tipsite/tipsource.py.
 DECIDES = ("median_interval", "outcome", "device_busy", "compare_times", "compare_values",
-           "calibrate", "decide", "cpu_ticks", "others_cores", "Peer", "free_port")
+           "calibrate", "decide", "cpu_ticks", "others_cores", "Peer", "free_port",
+           "TwoRanks")
 PRESENTS = ("report", "plot_ratios", "plot_series")
 
 
@@ -526,14 +527,15 @@ def others_cores(spans):
 
 
 class Peer:
-    """Another rank: ``script`` in a fresh Python process, answering what it is sent.
+    """``script`` in a fresh Python process, answering what it is sent.
 
     ``send(name, *args)`` writes one JSON line to its stdin; ``receive()`` reads
-    one from its stdout. A peer that exits, or runs past ``timeout_s``, raises
-    RuntimeError with the end of its error output.
+    one from its stdout; ``call`` does both. ``env`` is added to this process's
+    environment, or with ``inherit=False`` is the whole of it. A peer that exits,
+    or runs past ``timeout_s``, raises RuntimeError with the end of its error output.
     """
 
-    def __init__(self, script, env, timeout_s=120):
+    def __init__(self, script, env, timeout_s=120, inherit=True):
         import os
         import subprocess
         import sys
@@ -542,7 +544,8 @@ class Peer:
 
         self.err = tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen([sys.executable, script],
-                                     env={**os.environ, **env}, text=True,
+                                     env={**os.environ, **env} if inherit else env,
+                                     text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.err)
         self.watchdog = threading.Timer(timeout_s, self.proc.kill)
@@ -566,11 +569,15 @@ class Peer:
             self.fail()
         return json.loads(line)
 
+    def call(self, name, *args):
+        self.send(name, *args)
+        return self.receive()
+
     def fail(self):
         self.proc.kill()
         self.proc.wait()
         self.err.seek(0)
-        raise RuntimeError(f"rank 1 stopped (exit {self.proc.returncode}):\n"
+        raise RuntimeError(f"the other process stopped (exit {self.proc.returncode}):\n"
                            + self.err.read()[-3000:])
 
     def close(self):
@@ -587,6 +594,71 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class TwoRanks:
+    """Two ranks running ``code``: rank 0 in this process, rank 1 in a fresh one.
+
+    ``code`` is a module's source that defines ``class Rank`` whose
+    ``Rank(rank, *args)`` joins the process group. It is written to a file that
+    this process imports (its names: ``self.module``) to make rank 0
+    (``self.me``), and that a fresh Python process runs as rank 1, with ``env``
+    added to its environment (a fresh interpreter, not a fork: forking a process
+    whose OpenMP threads run can hang). ``both(name, *args)`` calls a method on
+    both ranks at once and gives both answers; ``on_rank_1`` calls it on rank 1
+    alone; ``close()`` calls ``close`` on both and ends rank 1.
+    """
+
+    SERVE = """
+
+if __name__ == "__main__":  # rank 1: run what rank 0 sends, one JSON line each
+    import json as _json
+    import os as _os
+    import sys as _sys
+
+    # Only answers go to the real stdout. Anything else written there, by Python
+    # or by torch's C++ code (gloo prints "[Gloo] Rank 1 is connected to ..." on
+    # some releases), goes to stderr.
+    _answer = _os.fdopen(_os.dup(1), "w")
+    _os.dup2(2, 1)
+    _sys.stdout = _sys.stderr
+    _me = Rank(1, *_json.loads(_os.environ["TWO_RANKS_ARGS"]))
+    print(_json.dumps("ready"), file=_answer, flush=True)
+    for _line in _sys.stdin:
+        _name, _args = _json.loads(_line)
+        print(_json.dumps(getattr(_me, _name)(*_args)), file=_answer, flush=True)
+        if _name == "close":
+            break
+"""
+
+    def __init__(self, code, *args, env=None):
+        import json
+        import os
+        import runpy
+        import tempfile
+
+        self.workdir = tempfile.TemporaryDirectory()
+        script = os.path.join(self.workdir.name, "rank.py")
+        with open(script, "w", encoding="utf-8") as fh:
+            fh.write(code + self.SERVE)
+        self.module = runpy.run_path(script)  # the same code, imported here
+        self.peer = Peer(script, {**(env or {}), "TWO_RANKS_ARGS": json.dumps(args)})
+        self.me = self.module["Rank"](0, *args)  # waits for rank 1 to join
+        if self.peer.receive() != "ready":
+            self.peer.fail()
+
+    def both(self, name, *args):
+        self.peer.send(name, *args)
+        mine = getattr(self.me, name)(*args)
+        return mine, self.peer.receive()
+
+    def on_rank_1(self, name, *args):
+        return self.peer.call(name, *args)
+
+    def close(self):
+        self.both("close")
+        self.peer.close()
+        self.workdir.cleanup()
 
 
 # --- used by the build only (never copied into a tip) ------------------------------------------

@@ -39,7 +39,7 @@ measured here.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import (Peer, compare_times, cpu_ticks, decide, free_port,
+from tipsite.tipkit import (TwoRanks, compare_times, cpu_ticks, decide, free_port,
                             others_cores, plot_ratios, report)
 
 
@@ -47,13 +47,11 @@ from tipsite.tipkit import (Peer, compare_times, cpu_ticks, decide, free_port,
 # Setup
 # -----
 # The same cores either way: one process with one intra-op thread per core, or two ranks with
-# half of them each. ``Peer`` starts the other rank as a fresh ``python`` process and passes
-# calls to it; a peer that fails, or does not answer within 120 s, fails this page with its
+# half of them each. ``TwoRanks`` starts the other rank as a fresh ``python`` process and passes
+# calls to it; a rank that fails, or does not answer within 120 s, fails this page with its
 # error output. The machine's sockets and NUMA nodes are read from Linux's ``/proc`` and
 # ``/sys`` (unknown elsewhere).
 import os
-import runpy
-import tempfile
 
 import torch
 
@@ -100,9 +98,6 @@ print(f"one process: {n_threads(cores)}; DDP: {world_size} ranks of "
 # a process whose OpenMP threads are running can hang). Rank 1 does what rank 0 asks it, one
 # JSON line per call. Both ranks draw the same global batch and each takes its half.
 RANK_CODE = '''
-import json
-import os
-import sys
 from datetime import timedelta
 
 import torch
@@ -174,23 +169,6 @@ class Rank:
     def close(self):
         dist.destroy_process_group()
 
-
-if __name__ == "__main__":  # ranks 1..N-1: run what rank 0 sends, one JSON line each
-    # Only answers go to the real stdout. Anything else written there, by Python or by
-    # torch's C++ code (gloo prints "[Gloo] Rank 1 is connected to ..." on some
-    # releases), goes to stderr.
-    answer = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    me = Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
-              int(os.environ["MASTER_PORT"]), int(os.environ["OMP_NUM_THREADS"]),
-              int(os.environ["ALL_THREADS"]))
-    print(json.dumps("ready"), file=answer, flush=True)
-    for line in sys.stdin:
-        name, args = json.loads(line)
-        print(json.dumps(getattr(me, name)(*args)), file=answer, flush=True)
-        if name == "close":
-            break
 '''
 
 # %%
@@ -201,32 +179,10 @@ if __name__ == "__main__":  # ranks 1..N-1: run what rank 0 sends, one JSON line
 # is the mean over 32 samples, so their average is
 # the gradient of the mean over all 64, and one DDP step must leave the weights the single
 # process reaches (to float32 rounding: the sums run in another order).
-workdir = tempfile.TemporaryDirectory()
-script = os.path.join(workdir.name, "ddp_rank.py")
-with open(script, "w", encoding="utf-8") as fh:
-    fh.write(RANK_CODE)
-ranks = runpy.run_path(script)  # the same code, imported here for rank 0
 port = free_port()
-peer = Peer(script, {"RANK": "1", "WORLD_SIZE": str(world_size),
-                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                     "OMP_NUM_THREADS": str(threads), "ALL_THREADS": str(cores),
-                     "CUDA_VISIBLE_DEVICES": ""})
-me = ranks["Rank"](0, world_size, port, threads, cores)  # waits for rank 1 to join
-assert peer.receive() == "ready"
-
-
-def both(name, *args):
-    """Run ``name(*args)`` on both ranks at once; rank 0's answer, then rank 1's."""
-    peer.send(name, *args)
-    mine = getattr(me, name)(*args)
-    return mine, peer.receive()
-
-
-def on_rank_1(name, *args):
-    """Run ``name(*args)`` on rank 1 alone (rank 0 waits); its answer."""
-    peer.send(name, *args)
-    return peer.receive()
-
+ranks = TwoRanks(RANK_CODE, world_size, port, threads, cores,
+                 env={"OMP_NUM_THREADS": str(threads), "CUDA_VISIBLE_DEVICES": ""})
+me, both, on_rank_1 = ranks.me, ranks.both, ranks.on_rank_1  # rank 0 is this process
 
 widths = [32, 128, 256, 512]
 for width in widths:
@@ -262,9 +218,7 @@ try:
             threshold=1.05, device=device, x=width, budget_s=0.5))
         spans.append((before, cpu_ticks()))
 finally:
-    both("close")
-    peer.close()
-    workdir.cleanup()
+    ranks.close()
 
 # Both ways need every core; the cores count as free only if no width's timing
 # saw other processes use a quarter of a core (rank 1, a child, is not counted).

@@ -37,7 +37,7 @@ the same gradients, and times a training step as the batch grows.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import (Peer, compare_times, cpu_ticks, decide, free_port,
+from tipsite.tipkit import (TwoRanks, compare_times, cpu_ticks, decide, free_port,
                             others_cores, plot_ratios, report)
 
 
@@ -46,12 +46,10 @@ from tipsite.tipkit import (Peer, compare_times, cpu_ticks, decide, free_port,
 # -----
 # Two ranks. Overlap needs a core for the communication while the backward pass computes, so
 # each rank gets the cores left after one per rank as intra-op threads (at least one: on a
-# machine of two cores, nothing is left over). ``Peer`` starts the other rank as a fresh
-# ``python`` process and passes calls to it; a peer that fails, or does not answer within
+# machine of two cores, nothing is left over). ``TwoRanks`` starts the other rank as a fresh
+# ``python`` process and passes calls to it; a rank that fails, or does not answer within
 # 120 s, fails this page with its error output.
 import os
-import runpy
-import tempfile
 
 import torch
 
@@ -82,9 +80,6 @@ print(f"cores: {cores}, ranks: {world_size}, threads per rank: {threads}, "
 # does what rank 0 asks it, one JSON line per call, so both ranks run the same calls in the
 # same order. Each rank trains on its own batches.
 RANK_CODE = '''
-import json
-import os
-import sys
 import time
 from datetime import timedelta
 
@@ -211,22 +206,6 @@ class Rank:
     def close(self):
         dist.destroy_process_group()
 
-
-if __name__ == "__main__":  # ranks 1..N-1: run what rank 0 sends, one JSON line each
-    # Only answers go to the real stdout. Anything else written there, by Python or by
-    # torch's C++ code (gloo prints "[Gloo] Rank 1 is connected to ..." on some
-    # releases), goes to stderr.
-    answer = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    me = Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
-              int(os.environ["MASTER_PORT"]), int(os.environ["OMP_NUM_THREADS"]))
-    print(json.dumps("ready"), file=answer, flush=True)
-    for line in sys.stdin:
-        name, args = json.loads(line)
-        print(json.dumps(getattr(me, name)(*args)), file=answer, flush=True)
-        if name == "close":
-            break
 '''
 
 # %%
@@ -243,25 +222,10 @@ if __name__ == "__main__":  # ranks 1..N-1: run what rank 0 sends, one JSON line
 # the gradients computed after the first all-reduce started are the part of the backward
 # pass that communication can overlap. The all-reduces *start early* when more than half of
 # the gradients remain to be computed.
-workdir = tempfile.TemporaryDirectory()
-script = os.path.join(workdir.name, "ddp_rank.py")
-with open(script, "w", encoding="utf-8") as fh:
-    fh.write(RANK_CODE)
-ranks = runpy.run_path(script)  # the same code, imported here for rank 0
 port = free_port()
-peer = Peer(script, {"RANK": "1", "WORLD_SIZE": str(world_size),
-                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                     "OMP_NUM_THREADS": str(threads), "CUDA_VISIBLE_DEVICES": ""})
-me = ranks["Rank"](0, world_size, port, threads)  # waits until rank 1 has joined
-assert peer.receive() == "ready"
-
-
-def both(name, *args):
-    """Run ``name(*args)`` on both ranks at once; rank 0's answer, then rank 1's."""
-    peer.send(name, *args)
-    mine = getattr(me, name)(*args)
-    return mine, peer.receive()
-
+ranks = TwoRanks(RANK_CODE, world_size, port, threads,
+                 env={"OMP_NUM_THREADS": str(threads), "CUDA_VISIBLE_DEVICES": ""})
+both = ranks.both
 
 same = all(both("same_gradients", 8))
 assert same, "the two models' gradients differ"
@@ -300,9 +264,7 @@ try:
             threshold=1.05, device=device, x=size, budget_s=0.5))
         spans.append((before, cpu_ticks()))
 finally:
-    both("close")
-    peer.close()
-    workdir.cleanup()
+    ranks.close()
 
 # Overlap needs cores: the cores count as free only if no batch size's timing saw other
 # processes use a quarter of a core (rank 1, a child of this process, is not counted).

@@ -36,18 +36,17 @@ communication).
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import Peer, compare_times, decide, free_port, plot_ratios, report
+from tipsite.tipkit import (TwoRanks, compare_times, decide, free_port, plot_ratios,
+                            report)
 
 
 # %%
 # Setup
 # -----
-# Two ranks, each with half of this machine's cores as intra-op threads. ``Peer`` starts the
-# other rank as a fresh ``python`` process and passes calls to it; a peer that fails, or does
+# Two ranks, each with half of this machine's cores as intra-op threads. ``TwoRanks`` starts the
+# other rank as a fresh ``python`` process and passes calls to it; a rank that fails, or does
 # not answer within 120 s, fails this page with its error output.
 import os
-import runpy
-import tempfile
 
 import torch
 
@@ -71,9 +70,6 @@ print(f"cores: {cores}, ranks: {world_size}, threads per rank: {threads}, "
 # one JSON line per call, so both ranks run the same calls in the same order, as the ranks of
 # a real training run do. Each rank trains on its own micro-batches.
 RANK_CODE = '''
-import json
-import os
-import sys
 from datetime import timedelta
 
 import torch
@@ -173,22 +169,6 @@ class Rank:
     def close(self):
         dist.destroy_process_group()
 
-
-if __name__ == "__main__":  # ranks 1..N-1: run what rank 0 sends, one JSON line each
-    # Only answers go to the real stdout. Anything else written there, by Python or by
-    # torch's C++ code (gloo prints "[Gloo] Rank 1 is connected to ..." on some
-    # releases), goes to stderr.
-    answer = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    me = Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
-              int(os.environ["MASTER_PORT"]), int(os.environ["OMP_NUM_THREADS"]))
-    print(json.dumps("ready"), file=answer, flush=True)
-    for line in sys.stdin:
-        name, args = json.loads(line)
-        print(json.dumps(getattr(me, name)(*args)), file=answer, flush=True)
-        if name == "close":
-            break
 '''
 
 # %%
@@ -200,32 +180,18 @@ if __name__ == "__main__":  # ranks 1..N-1: run what rank 0 sends, one JSON line
 # float32 rounding: the sums run in another order), and rank 1 must hold the same weights as
 # rank 0. A communication hook that counts the all-reduces DDP launches shows what
 # ``no_sync()`` saves.
-workdir = tempfile.TemporaryDirectory()
-script = os.path.join(workdir.name, "ddp_rank.py")
-with open(script, "w", encoding="utf-8") as fh:
-    fh.write(RANK_CODE)
-ranks = runpy.run_path(script)  # the same code, imported here for rank 0
 port = free_port()
-peer = Peer(script, {"RANK": "1", "WORLD_SIZE": str(world_size),
-                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                     "OMP_NUM_THREADS": str(threads), "CUDA_VISIBLE_DEVICES": ""})
-me = ranks["Rank"](0, world_size, port, threads)  # waits until rank 1 has joined
-assert peer.receive() == "ready"
+ranks = TwoRanks(RANK_CODE, world_size, port, threads,
+                 env={"OMP_NUM_THREADS": str(threads), "CUDA_VISIBLE_DEVICES": ""})
+me, both = ranks.me, ranks.both  # rank 0 is this process
 
-
-def both(name, *args):
-    """Run ``name(*args)`` on both ranks at once; rank 0's answer, then rank 1's."""
-    peer.send(name, *args)
-    mine = getattr(me, name)(*args)
-    return mine, peer.receive()
-
-
-syncing, skipping = list(ranks["STEPS"])
+syncing, skipping = list(ranks.module["STEPS"])
 weights, rank_sums = {}, {}
 for v in (syncing, skipping):
-    peer.send("checksum_after_one_step", v, 8)
+    ranks.peer.send("checksum_after_one_step", v, 8)  # rank 1 steps while rank 0 does
     weights[v] = me.weights_after_one_step(v, 8)
-    rank_sums[v] = (sum(w.double().sum().item() for w in weights[v]), peer.receive())
+    mine = sum(w.double().sum().item() for w in weights[v])
+    rank_sums[v] = (mine, ranks.peer.receive())
 # the two loops reach the same weights (the rule's "wrong" where they do not) ...
 same_weights = all(torch.allclose(b, a, rtol=1.3e-6, atol=1e-5)
                    for a, b in zip(weights[syncing], weights[skipping]))
@@ -260,9 +226,7 @@ try:
             {syncing: timed(syncing, size), skipping: timed(skipping, size)},
             threshold=1.05, device=device, x=size, budget_s=0.5))
 finally:
-    both("close")
-    peer.close()
-    workdir.cleanup()
+    ranks.close()
 
 # %%
 # Where it pays

@@ -38,23 +38,19 @@ socket, so this page says below what such a measurement can and cannot show.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import (compare_times, cpu_ticks, decide, others_cores, plot_ratios,
-                            report)
+from tipsite.tipkit import (Peer, compare_times, cpu_ticks, decide, others_cores,
+                            plot_ratios, report)
 
 
 # %%
 # Setup
 # -----
-# Both processes get one OpenMP thread per core this page may use. ``Child`` starts a fresh
-# ``python`` process and passes calls to it; a child that fails, or does not answer within
+# Both processes get one OpenMP thread per core this page may use. ``Peer`` starts a fresh
+# ``python`` process and passes calls to it; a process that fails, or does not answer within
 # 120 s, fails this page with its error output. The sockets, NUMA nodes and whether the
 # machine is a virtual one are read from Linux's ``/proc`` and ``/sys``.
-import json
 import os
-import subprocess
-import sys
 import tempfile
-import threading
 
 import torch
 
@@ -83,43 +79,6 @@ def machine():
 sockets, numa_nodes, virtual = machine()
 print(f"cores: {cores} {allowed}, sockets: {sockets}, NUMA nodes: {numa_nodes}, "
       f"virtual machine: {virtual}, torch {torch.__version__}")
-
-
-class Child:
-    """``script`` in a fresh Python process, answering the calls it is sent."""
-
-    def __init__(self, script, env, timeout_s=120):
-        self.err = tempfile.TemporaryFile("w+")
-        self.proc = subprocess.Popen([sys.executable, script], env=env, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.err)
-        self.watchdog = threading.Timer(timeout_s, self.proc.kill)
-        self.watchdog.daemon = True
-        self.watchdog.start()
-
-    def call(self, name, *args):
-        try:
-            self.proc.stdin.write(json.dumps([name, args]) + "\n")
-            self.proc.stdin.flush()
-        except OSError:
-            self.fail()
-        line = self.proc.stdout.readline()
-        if not line:
-            self.fail()
-        return json.loads(line)
-
-    def fail(self):
-        self.proc.kill()
-        self.proc.wait()
-        self.err.seek(0)
-        raise RuntimeError(f"the child process stopped (exit {self.proc.returncode}):\n"
-                           + self.err.read()[-3000:])
-
-    def close(self):
-        self.watchdog.cancel()
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
-        self.err.close()
 
 
 # %%
@@ -210,8 +169,8 @@ with open(script, "w", encoding="utf-8") as fh:
     fh.write(WORKER_CODE)
 env = {k: v for k, v in os.environ.items() if k not in AFFINITY_VARIABLES}
 env.update(OMP_NUM_THREADS=str(cores), CUDA_VISIBLE_DEVICES="")
-free = Child(script, env)
-bound = Child(script, {**env, "BIND_CORES": ",".join(map(str, allowed))})
+free = Peer(script, env, inherit=False)  # env is the whole environment
+bound = Peer(script, {**env, "BIND_CORES": ",".join(map(str, allowed))}, inherit=False)
 
 widths = [64, 128, 256, 512]
 for width in widths:
