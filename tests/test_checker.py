@@ -504,6 +504,8 @@ def test_the_docs_publish_the_current_table(label_data):
     page = (ROOT / "docs" / "reference" / "checker.rst").read_text(encoding="utf-8")
     assert labels.render_rst(label_data) in page, "run python -m tipsite.checker.labels table --write"
     assert labels.render_rules_rst() in page, "run python -m tipsite.checker.labels table --write"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert labels.render_markdown(label_data) in readme, "run python -m tipsite.checker.labels table --write"
 
 
 # --- verdicts, honestly -----------------------------------------------------------------------------

@@ -46,6 +46,8 @@ EXCERPTS = DATA_DIR / "excerpts"
 DOCS_PAGE = ROOT / "docs" / "reference" / "checker.rst"
 KINDS = ("useful", "not applicable", "wrong")
 BEGIN, END = ".. precision-table-begin", ".. precision-table-end"
+README = ROOT / "README.md"
+README_BEGIN, README_END = "<!-- precision-table -->", "<!-- /precision-table -->"
 RULES_BEGIN, RULES_END = ".. rules-table-begin", ".. rules-table-end"
 
 
@@ -248,6 +250,18 @@ def render_rst(labels: Labels) -> str:
     return "\n".join(head + body + tail) + "\n"
 
 
+def render_markdown(labels: Labels) -> str:
+    """The precision table for the README: one row per rule with findings, and all rules."""
+    t = table(labels)
+    out = ["| rule | findings | useful | not applicable | wrong | precision |",
+           "|---|--:|--:|--:|--:|--:|"]
+    for code, row in t.items():
+        name = "all rules" if code == "total" else f"{code} {RULES[code].title}"
+        out.append(f"| {name.replace('|', '/')} | {row['findings']} | {row['useful']} | "
+                   f"{row['not applicable']} | {row['wrong']} | {_pct(row['useful'], row['findings'])} |")
+    return "\n".join(out) + "\n"
+
+
 def render_rules_rst() -> str:
     """Every rule: its code, what it flags, whether it runs by default, the tip that judges it,
     and what it leaves alone."""
@@ -281,6 +295,8 @@ def write_docs(labels: Labels, page: Path = DOCS_PAGE) -> None:
     text = _replace(text, BEGIN, END, render_rst(labels))
     text = _replace(text, RULES_BEGIN, RULES_END, render_rules_rst())
     page.write_text(text, encoding="utf-8")
+    readme = README.read_text(encoding="utf-8")
+    README.write_text(_replace(readme, README_BEGIN, README_END, render_markdown(labels)), encoding="utf-8")
 
 
 # --- the commands ------------------------------------------------------------------------------------
@@ -360,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("corpus", type=Path)
     p = sub.add_parser("table", help="print the precision table (reStructuredText)")
     p.add_argument("--write", action="store_true",
-                   help=f"write it and the rules table into {DOCS_PAGE.relative_to(ROOT)}")
+                   help=f"write it and the rules table into {DOCS_PAGE.relative_to(ROOT)}, "
+                        f"and its Markdown form into {README.name}")
     args = parser.parse_args(argv)
     labels = load()
     if args.command == "run":
