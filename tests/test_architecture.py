@@ -1,4 +1,5 @@
-"""The shape of the code: no import circles in tipsite/, whatever level an import is written at."""
+"""The shape of the code: no import circles in tipsite/, whatever level an import is written at, and
+an execution fingerprint that covers every module the build runs tips with."""
 
 from __future__ import annotations
 
@@ -83,3 +84,25 @@ def test_no_import_circles_in_tipsite():
     graph = {name: imports(name, path, known) for name, path in known.items()}
     assert len(graph) > 30 and graph["tipsite.sphinxext.benchpage"] >= {"tipsite.bench"}
     assert circles(graph) == [], "modules that import each other (a function-level import counts too)"
+
+
+# Imported by the execution layer, yet no part of what a tip records (not fingerprinted):
+NOT_EXECUTION = {"tipsite.checker.registry": "tipmeta checks that the rule codes a tip names exist"}
+
+
+def test_the_execution_fingerprint_covers_every_module_the_build_runs_tips_with():
+    """A change to any module the hooks that run and record tips use must run every tip again
+    (tipsite.build.EXECUTION_LAYER, tipsite/sphinxext/freshness.py)."""
+    from tipsite import build
+
+    known = modules()
+    layer = {".".join(Path(p).with_suffix("").parts) for p in build.EXECUTION_LAYER if p.startswith("tipsite/")}
+    assert "tipsite.gallery" in layer
+    reached, todo = set(), sorted(layer)
+    while todo:
+        name = todo.pop()
+        if name in reached or name in NOT_EXECUTION:
+            continue
+        reached.add(name)
+        todo += sorted(imports(name, known[name], known))
+    assert reached <= layer, f"imported by the execution layer, missing from EXECUTION_LAYER: {sorted(reached - layer)}"

@@ -61,9 +61,13 @@ def digest(paths) -> str:
     return h.hexdigest()
 
 
-# What decides what an executed tip records: the hooks that run it, the record format, the
-# decision helpers verdicts are re-derived with, the metadata contract, the thread setting.
-EXECUTION_LAYER = ("tipsite/gallery.py", "tipsite/records.py", "tipsite/tipkit.py",
+# What decides what an executed tip records: the hooks that run it (the gallery hooks, the
+# download they execute, the reader's conditions around it, the device table that describes
+# the machine), the record format, the decision helpers verdicts are re-derived with, the
+# metadata contract, the thread setting. tests/test_build.py checks that every tipsite module
+# these import is listed.
+EXECUTION_LAYER = ("tipsite/gallery.py", "tipsite/tipsource.py", "tipsite/tiprunner.py",
+                   "tipsite/devices.py", "tipsite/records.py", "tipsite/tipkit.py",
                    "tipsite/tipmeta.py", "conf/settings.py", "conf/vocab.toml")
 
 
