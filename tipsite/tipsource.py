@@ -31,7 +31,7 @@ import ast
 import hashlib
 import sys
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 from pathlib import Path
 
 from conf import settings
@@ -73,13 +73,17 @@ def kit_from_text(text: str) -> Kit:
 
 
 def current_kit() -> Kit:
-    path = Path(tipkit.__file__)
-    return _read_kit(str(path), path.stat().st_mtime_ns)
+    return _kit_of(_kit_text())
 
 
-@cache
-def _read_kit(path: str, mtime_ns: int) -> Kit:
-    return kit_from_text(Path(path).read_text(encoding="utf-8"))
+def _kit_text() -> str:
+    # read each time, parsed once per content: an edit within the clock's resolution counts
+    return Path(tipkit.__file__).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=16)
+def _kit_of(text: str) -> Kit:
+    return kit_from_text(text)
 
 
 def helper_sources() -> dict[str, str]:
@@ -230,7 +234,14 @@ def version(source: str, path: Path | str = "<tip>", kit: Kit | None = None) -> 
 
 
 def file_version(path: Path | str) -> dict[str, str]:
-    return version(Path(path).read_text(encoding="utf-8"), path)
+    """:func:`version` of the tip at ``path`` against today's tipkit.py. A build asks for each
+    tip's version on several pages; the text is read every time, the parse is done once."""
+    return dict(_text_version(Path(path).read_text(encoding="utf-8"), str(path), _kit_text()))
+
+
+@lru_cache(maxsize=1024)
+def _text_version(source: str, path: str, kit_text: str) -> tuple:
+    return tuple(version(source, path, _kit_of(kit_text)).items())
 
 
 def write_download(path: Path | str, dest_dir: Path | str) -> Path:
