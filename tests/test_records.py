@@ -183,6 +183,12 @@ def test_committed_data_carries_the_version_of_the_file_it_ran():
     entries += [(name, entry["sha256"], entry) for run in filter(None, compat.load_all().values())
                 for name, entry in run["tips"].items()]
     missing = {tip for tip, sha, _ in entries if sha not in VERSIONS}
+    if missing:
+        import subprocess
+
+        shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT,
+                                 capture_output=True, text=True).stdout.strip()
+        assert shallow != "true", "this test reads tip versions from the git history: git fetch --unshallow"
     history = records.history_versions(tips=missing) if missing else {}
     for tip, sha, entry in entries:
         known = VERSIONS.get(sha) or history.get(sha)
