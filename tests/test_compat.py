@@ -97,7 +97,9 @@ def test_compat_cells_never_fill_in_missing_runs():
 
 def test_compat_cells_show_not_applicable_and_failures():
     run = {"date": "d", "tips": {"tip_fake": {"status": "not applicable", "min_torch": "2.6", "date": "d"}}}
-    assert tips_compat.cell(run["tips"]["tip_fake"], run)["kind"] == "not applicable"
+    c = tips_compat.cell(run["tips"]["tip_fake"], run)
+    assert c["kind"] == "not applicable" and c["min_torch"] == "2.6"
+    assert "not applicable (needs torch ≥ 2\\.6)" in _render("table", [_tip()], {"2.5.1": run})
     failed = {"status": "failed", "verdicts": {}, "date": "d", "warnings": [{"deprecation": True}],
               "deprecations": 1, "error": "Traceback ...\nRuntimeError: boom"}
     c = tips_compat.cell(failed, run)

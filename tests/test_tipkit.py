@@ -316,6 +316,9 @@ class Rank:
     def boom(self):
         raise ValueError("rank one broke")
 
+    def mark(self):
+        return os.environ.get("TIPS_TEST_MARK")
+
     def close(self):
         return "closed"
 '''
@@ -332,6 +335,7 @@ def test_two_ranks_answer_in_order_keep_stdout_for_answers_and_say_why_rank_1_st
         (r0, base0, pid0), (r1, base1, pid1) = ranks.both("who")
         assert (r0, r1, base0, base1) == (0, 1, 5, 5) and pid0 == os.getpid() != pid1
         assert ranks.both("noisy") == (7, 7) and ranks.on_rank_1("who")[0] == 1
+        assert ranks.both("mark") == (os.environ.get("TIPS_TEST_MARK"), "1")  # env: rank 1's only
         with pytest.raises(RuntimeError, match="rank one broke"):
             ranks.on_rank_1("boom")
     finally:
