@@ -99,7 +99,9 @@ def test_a_page_shows_each_gpu_point_s_busy_time_and_share_of_the_limit(fixture_
 
 
 def test_the_header_shows_every_device_s_verdict(fixture_builds):
-    """Given a CUDA result set of the current tips, the header shows the CUDA verdict too."""
+    """Given a CUDA result set of the current tips, the header shows the CUDA verdict too, with
+    the run's machine and date. (The case of a current committed CUDA run, which
+    tests/test_site.py checks on the full site only while one is current.)"""
     fb = fixture_builds
     cuda = {r["tip"]: r for r in records.load_set(fb.cuda_set)["records"]}
     for tip in fb.tips:
@@ -110,7 +112,15 @@ def test_the_header_shows_every_device_s_verdict(fixture_builds):
             word = records.device_word(device)
             assert f"{word}:" in header, (tip.stem, device)
             if device == "cuda":
-                assert f"CUDA: {cuda[tip.stem]['verdicts']['cuda']['verdict']}" in header
+                run = cuda[tip.stem]
+                assert records.is_current(run, records.tip_version(tip)), f"{tip.stem}: the CUDA set is not current"
+                assert f"CUDA: {run['verdicts']['cuda']['verdict']}" in header
+                # '<machine>, compute capability <c>, CUDA <v>, ...; recorded <date>.' (the
+                # machine's name as text, its whitespace collapsed as the page's text has it)
+                host = run["hosts"]["cuda"]
+                machine = re.sub(r"\s+", " ", host["name"])
+                assert f"{machine}, compute capability {host['capability']}, CUDA {host['cuda']}" in header, tip.stem
+                assert f"; recorded {run['date']}." in header, tip.stem
             elif device in this["verdicts"]:
                 assert f"{word}: {this['verdicts'][device]['verdict']}" in header
         if "cpu" not in meta.devices:

@@ -215,7 +215,8 @@ HOSTILE_NAME = "Fake GPU\n.. raw:: html\n\n   <script>alert('name')</script>\n"
 def fake_cuda_set(tips: list[Path], out: Path) -> Path:
     """A result set of the fixture's CUDA tips, run on the fake CUDA device (tipsite/fakecuda.py)
     through the tip runner: real decisions from a real run, whose figures mean nothing. Its
-    machine name is hostile, to check the pages treat it as text."""
+    machine name is hostile, to check the pages treat it as text; its host records a compute
+    capability, as a real CUDA host does, so the name leads the machine class the header shows."""
     from tipsite import tipcheck
 
     made = []
@@ -225,7 +226,7 @@ def fake_cuda_set(tips: list[Path], out: Path) -> Path:
         report = tipcheck.run_tip(tip, fake_cuda=True)
         assert report["status"] == "passed", report.get("error")
         record = records.make_record(tip, report["result"], build_threads=settings.TIPS_THREADS)
-        record["hosts"]["cuda"] = {"name": HOSTILE_NAME, "cuda": "13.0", "driver": "580"}
+        record["hosts"]["cuda"] = {"name": HOSTILE_NAME, "capability": "9.0", "cuda": "13.0", "driver": "580"}
         made.append(record)
     assert made, "the fixture needs a tip with a CUDA path"
     out.mkdir(parents=True)

@@ -82,7 +82,11 @@ def test_the_recorded_cuda_runs_are_shown_current_or_as_an_older_version(site, t
     """Each committed CUDA run (docs/_data/results: the H100's, the H200's) appears on the page
     of every tip it measured, with its machine. The header's CUDA verdict is the newest run of
     the tip's current source, with that run's machine and date; a run of an older version of
-    the tip is never the header's verdict, and the figures table marks it as older."""
+    the tip is never the header's verdict, and the figures table marks it as older.
+
+    While no committed CUDA run is of a tip's current version, the current case is not reached
+    here: tests/test_results.py's test_the_header_shows_every_device_s_verdict checks it on the
+    fixture gallery, whose CUDA result set is current by construction."""
     sets = records.load_sets(records.committed_paths())
     current_seen = 0
     for tip in tips:
