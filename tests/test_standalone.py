@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import sys
 
 import pytest
 from conftest import GOOD_BODY, make_tip
@@ -155,3 +156,26 @@ def test_the_import_check_costs_torch_s_own_imports_almost_nothing(monkeypatch, 
     finally:
         conditions.stop()
     assert calls.count(__file__) == 1  # once: the hook ran, and remembered the answer
+
+
+def test_the_runner_refuses_a_package_a_reader_lacks_even_when_an_earlier_tip_imported_it(tmp_path, monkeypatch):
+    """Several tips run in one process: a module an earlier tip (or the host) imported is never
+    looked up by a finder again, so the check sits on the import statement; a module imported
+    through importlib, not yet imported, is refused by the finder."""
+    installed = tmp_path / "site-packages"
+    for name in ("zz_reader_lacks", "zz_reader_lacks_too"):
+        (installed / name).mkdir(parents=True)
+        (installed / name / "__init__.py").write_text("")
+    # second on the path: the runner sets sys.path[0] to the tip's folder, as python would
+    monkeypatch.setattr(sys, "path", [sys.path[0], str(installed), *sys.path[1:]])
+    import zz_reader_lacks  # noqa: F401  (an earlier tip's import, as far as sys.modules knows)
+
+    statement, dynamic = tmp_path / "tip_statement.py", tmp_path / "tip_dynamic.py"
+    statement.write_text("import zz_reader_lacks\nRESULT = {}\n")
+    dynamic.write_text("import importlib\nimportlib.import_module('zz_reader_lacks_too')\nRESULT = {}\n")
+    for tip, name in ((statement, "zz_reader_lacks"), (dynamic, "zz_reader_lacks_too")):
+        report = tiprunner.run(str(tip), strict=True)
+        assert report["status"] == "failed", tip.name
+        assert f"imports {name!r}, which a reader who downloads it may not have" in report["error"]
+        assert tiprunner.run(str(tip), strict=False)["status"] == "passed"
+        sys.modules.pop("zz_reader_lacks_too", None)

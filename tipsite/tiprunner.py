@@ -167,12 +167,63 @@ READER_PACKAGES = ("torch", "numpy", "matplotlib")
 
 
 class ReaderImports:
-    """A meta-path finder that refuses, for imports made by the tip's own code, any installed
-    package a reader would not have (the test venv has Sphinx, jinja2 and more). Modules the tip
-    writes itself, outside site-packages, are its own business."""
+    """Refuses, for imports made by the tip's own code, any installed package a reader would
+    not have (the test venv has Sphinx, jinja2 and more). Modules the tip writes itself,
+    outside site-packages, are its own business.
 
-    def __init__(self, tip_path: str):
-        self.tip_path = tip_path
+    It wraps ``builtins.__import__``, so every import statement the tip runs is checked, even
+    of a module already imported by the host program or by an earlier tip of the same run (a
+    ``sys.meta_path`` finder is not asked for those). With ``finder=True`` it also sits on
+    ``sys.meta_path`` for what bypasses the statement (``importlib.import_module``) and is not
+    imported yet. :meth:`start` installs it, :meth:`stop` puts everything back."""
+
+    def __init__(self, tip_path: str, finder: bool = False):
+        self.tip_path = os.path.realpath(tip_path)
+        self.finder = finder
+        self._callers: dict[str, bool] = {}  # code file -> whether it is the tip
+
+    def start(self) -> None:
+        import builtins
+
+        self._import = builtins.__import__
+        builtins.__import__ = self
+        if self.finder:
+            sys.meta_path.insert(0, self)
+
+    def stop(self) -> None:
+        import builtins
+
+        builtins.__import__ = self._import
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+    def _is_tip(self, code_file: str) -> bool:
+        found = self._callers.get(code_file)
+        if found is None:
+            found = self._callers[code_file] = os.path.realpath(code_file) == self.tip_path
+        return found
+
+    @staticmethod
+    def _refuse(name: str, where: str) -> None:
+        if "site-packages" in where or "dist-packages" in where:
+            raise ImportError(f"the tip imports {name!r}, which a reader who downloads it may not "
+                              "have: a tip imports only torch, numpy, matplotlib and the standard library")
+
+    def __call__(self, name, globals=None, locals=None, fromlist=(), level=0):
+        # torch runs tens of thousands of import statements inside its own functions while a
+        # tip times them: this must cost next to nothing there, or it shifts the timings
+        if level == 0 and self._is_tip(sys._getframe(1).f_code.co_filename):
+            top = name.split(".")[0]
+            if top not in READER_PACKAGES and top not in sys.stdlib_module_names:
+                module = sys.modules.get(top)
+                where = getattr(module, "__file__", None) or ""
+                if not module:
+                    import importlib.util
+
+                    spec = importlib.util.find_spec(top)
+                    where = (spec.origin or "") if spec else ""
+                self._refuse(name, where)
+        return self._import(name, globals, locals, fromlist, level)
 
     def find_spec(self, name, path=None, target=None):
         top = name.split(".")[0]
@@ -181,15 +232,12 @@ class ReaderImports:
         frame = sys._getframe(1)
         while frame is not None and "importlib" in frame.f_code.co_filename:
             frame = frame.f_back
-        if frame is None or os.path.realpath(frame.f_code.co_filename) != self.tip_path:
+        if frame is None or not self._is_tip(frame.f_code.co_filename):
             return None
         import importlib.machinery
 
         spec = importlib.machinery.PathFinder.find_spec(name)
-        origin = (spec.origin or "") if spec else ""
-        if spec and ("site-packages" in origin or "dist-packages" in origin):
-            raise ImportError(f"the tip imports {name!r}, which a reader who downloads it may not have: "
-                              f"a tip imports only torch, numpy, matplotlib and the standard library")
+        self._refuse(name, (spec.origin or "") if spec else "")
         return None
 
 
@@ -238,53 +286,24 @@ class ReaderConditions:
         self.tip_path = os.path.realpath(tip_path)
         self.strict = strict
         self.caught: list[tuple] = []
-        self._callers: dict[str, bool] = {}  # code file -> whether it is the tip
+        self._imports = ReaderImports(tip_path)
 
     def start(self) -> None:
-        import builtins
-
         self._filters = list(warnings.filters)
         self._format = warnings.formatwarning
         self._torch_dirs = _torch_dirs()
         self._restore_cuda = guard_cuda_calls() if self.strict else (lambda: None)
-        # The host has imported much a reader lacks (a finder would not even be asked): check
-        # every import statement the tip's own code runs.
-        self._import = builtins.__import__
-        builtins.__import__ = self._reader_import
+        self._imports.start()
         warnings.simplefilter("default")  # once per place, as Python shows warnings by default
         warnings.formatwarning = self._format_and_record
 
     def stop(self) -> list[dict]:
-        import builtins
-
         warnings.formatwarning = self._format
         warnings.filters[:] = self._filters
         getattr(warnings, "_filters_mutated", lambda: None)()  # the C side caches the filters
-        builtins.__import__ = self._import
+        self._imports.stop()
         self._restore_cuda()
         return warning_entries(self.caught, self.tip_path)
-
-    def _reader_import(self, name, globals=None, locals=None, fromlist=(), level=0):
-        # torch runs tens of thousands of import statements inside its own functions while a
-        # tip times them: this must cost next to nothing there, or it shifts the timings
-        caller = sys._getframe(1).f_code.co_filename
-        is_tip = self._callers.get(caller)
-        if is_tip is None:
-            is_tip = self._callers[caller] = os.path.realpath(caller) == self.tip_path
-        top = name.split(".")[0]
-        if (is_tip and level == 0 and top not in READER_PACKAGES
-                and top not in sys.stdlib_module_names):
-            module = sys.modules.get(top)
-            where = getattr(module, "__file__", None) or ""
-            if not module:
-                import importlib.util
-
-                spec = importlib.util.find_spec(top)
-                where = (spec.origin or "") if spec else ""
-            if "site-packages" in where or "dist-packages" in where:
-                raise ImportError(f"the tip imports {name!r}, which a reader who downloads it may not "
-                                  "have: a tip imports only torch, numpy, matplotlib and the standard library")
-        return self._import(name, globals, locals, fromlist, level)
 
     def _format_and_record(self, message, category, filename, lineno, line=None):
         stack = [f.filename for f in traceback.extract_stack()[:-1]]
@@ -364,9 +383,9 @@ def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
         fakecuda.install()
     elif strict and not fake_cuda:
         restore_cuda = guard_cuda_calls()
-    finder = ReaderImports(tip_path) if strict else None
-    if finder:
-        sys.meta_path.insert(0, finder)
+    imports = ReaderImports(tip_path, finder=True) if strict else None
+    if imports:
+        imports.start()
     saved_argv, saved_path0 = sys.argv, sys.path[0]
     sys.argv = [tip_path]
     sys.path[0] = os.path.dirname(tip_path)
@@ -393,8 +412,8 @@ def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
             print("".join(tb), file=sys.stderr)
     report["seconds"] = round(time.perf_counter() - start, 2)
     sys.argv, sys.path[0] = saved_argv, saved_path0
-    if finder in sys.meta_path:
-        sys.meta_path.remove(finder)
+    if imports:
+        imports.stop()
     restore_cuda()
 
     import torch
