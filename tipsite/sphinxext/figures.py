@@ -144,14 +144,9 @@ def _unit(label: str) -> str:
 QUANTITY_UNITS = ("MiB", "KiB", "GiB", "B", "bytes", "s", "ms", "us", "ns")
 
 
-def _num(x: float) -> str:
-    """``4`` for a whole number, else three significant figures."""
-    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else number(x)
-
-
 def _fmt_x(ax: Axes, x: float) -> str:
     unit = _unit(ax.xlabel)
-    return quantity(x, unit) if unit in QUANTITY_UNITS else _num(x)
+    return quantity(x, unit) if unit in QUANTITY_UNITS else number(x)
 
 
 def _fmt_y(ax: Axes, y: float) -> str:
@@ -350,7 +345,7 @@ def tick_label(x: float) -> str:
         return f"{number(x / 1e6)}M"
     if abs(x) >= 1e4:
         return f"{number(x / 1e3)}k"
-    return _num(x)
+    return number(x)
 
 
 def set_size_ticks(ax, xs: list[float], most: int = 6) -> None:
@@ -666,7 +661,7 @@ def _name_quantity(comps: list[dict]) -> str:
     found = set()
     for c in comps:
         x = c["x"]
-        spelled = {_num(x), f"{x:g}", str(int(x)) if float(x).is_integer() else f"{x:g}"}
+        spelled = {number(x), f"{x:g}", str(int(x)) if float(x).is_integer() else f"{x:g}"}
         hit = next((m for s in spelled for m in [re.search(rf"(?<![\d.,]){re.escape(s)}(?![\d.,])", c["name"])] if m), None)
         if hit is None:
             return ""
