@@ -150,21 +150,27 @@ def test_printed_output_is_capped_and_the_page_says_so(tiny_build, good_tip):
     assert "KiB more was cut. Run the tip to see all of it." in page
 
 
+# These three, and test_a_failed_build_keeps_failing_until_its_cause_is_fixed below, test what
+# Sphinx keeps between builds, so each build runs in a process of its own: in one process Sphinx
+# rewrites every page on each build, which would hide what they look for.
 def test_a_deleted_tip_leaves_nothing_behind(tiny_site, good_tip):
+    """Its page, downloads and index entries go, and the page of a tip left unchanged is written
+    again without its link to it (a stale page would keep it)."""
     other = good_tip.replace("A tiny tip\n==========", "Another tip\n===========")
     tiny_site.write({"correctness/tip_tiny.py": good_tip, "correctness/tip_other.py": other})
-    assert tiny_site.build().returncode == 0
+    first = tiny_site.build(in_process=False)
+    assert first.returncode == 0, first.output
+    assert "tip_other.html" in first.page("correctness", "tip_tiny")
     (tiny_site.src / "gallery" / "correctness" / "tip_other.py").unlink()
-    result = tiny_site.build()
+    result = tiny_site.build(in_process=False)
     assert result.returncode == 0, result.output
     assert not (result.html / "tips" / "correctness" / "tip_other.html").exists()
     assert not list(result.html.glob("_downloads/*/tip_other.*"))
     assert "tip_other" not in (result.html / "searchindex.js").read_text()
     assert "tip_other" not in (result.html / "index.html").read_text()
+    assert "tip_other" not in result.page("correctness", "tip_tiny"), "the remaining tip's page links the deleted one"
 
 
-# These three test what Sphinx keeps between builds, so each build runs in a process of its own:
-# in one process Sphinx rewrites every page on each build, which would hide what they look for.
 def test_a_new_tip_appears_in_every_page_s_navigation(tiny_site, good_tip):
     tiny_site.write({"correctness/tip_tiny.py": good_tip})
     assert tiny_site.build(in_process=False).returncode == 0
