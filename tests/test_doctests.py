@@ -2,10 +2,10 @@
 
 The README, CONTRIBUTING.md and the hand-written pages under ``docs/`` (and the gallery's topic
 READMEs) show Python examples as ``>>>`` sessions; this module runs them with the standard
-library's doctest machinery, one test per file. It is plain pytest, so ``nox -s tests`` runs it
-with the default torch and ``nox -s matrix`` runs it with every release of the matrix (no Sphinx
-needed there: ``sphinx.ext.doctest`` would need a full site build, every tip included, per
-release).
+library's doctest machinery, one test per file (the quick reference's block by block, each as a
+reader pastes it alone). It is plain pytest, so ``nox -s tests`` runs it with the default torch
+and ``nox -s matrix`` runs it with every release of the matrix (no Sphinx needed there:
+``sphinx.ext.doctest`` would need a full site build, every tip included, per release).
 
 A Python code block without ``>>>`` is allowed only when the line right above it says it is not
 executed (``<!-- not a doctest: why -->`` in Markdown, ``.. not a doctest: why`` in reST), so
@@ -111,7 +111,9 @@ def test_files_that_show_examples_yield_doctests():
             assert doctest_for(path).examples, f"{_id(path)}: no >>> examples found; this file must hold doctests"
 
 
-@pytest.mark.parametrize("path", [p for p in doc_sources() if ">>>" in p.read_text(encoding="utf-8")], ids=_id)
+# the quick reference's examples run block by block (test_each_quick_reference_block_runs_pasted_alone)
+@pytest.mark.parametrize("path", [p for p in doc_sources() if p != QUICK and ">>>" in p.read_text(encoding="utf-8")],
+                         ids=_id)
 def test_doctests_pass(path):
     test = doctest_for(path)
     runner = doctest.DocTestRunner(optionflags=OPTIONS)
@@ -174,10 +176,15 @@ def test_each_quick_reference_block_runs_pasted_alone():
     with no name from the blocks above it, ``import torch`` included."""
     blocks = quick_blocks()
     assert len(blocks) >= len(quick_entries()), "fewer code blocks than entries: the parser missed some"
+    tests = [doctest.DocTestParser().get_doctest(text, globs={"__name__": "__main__"}, name=f"quick.rst:{line}",
+                                                 filename=str(QUICK), lineno=line - 1) for line, text in blocks]
+    # the file's examples run here only (not in test_doctests_pass): every one must be in a block
+    whole = len(doctest_for(QUICK).examples)
+    assert sum(len(t.examples) for t in tests) == whole, (
+        f"the blocks hold {sum(len(t.examples) for t in tests)} of the file's {whole} examples: "
+        "the block parser missed some")
     failed = []
-    for line, text in blocks:
-        test = doctest.DocTestParser().get_doctest(text, globs={"__name__": "__main__"}, name=f"quick.rst:{line}",
-                                                   filename=str(QUICK), lineno=line - 1)
+    for (line, _), test in zip(blocks, tests):
         try:
             doctest.DebugRunner(optionflags=OPTIONS).run(test, out=lambda _: None)
         except doctest.UnexpectedException as exc:
