@@ -732,9 +732,9 @@ def _lines_of(record: dict, known: dict[str, tuple[str, str, str]] | None = None
 def _all_lines(view) -> list[_Line]:
     """Every build's lines (:func:`_lines_of`), the builds whose figures name their groups first."""
     known: dict[str, tuple[str, str, str]] = {}
-    ordered = sorted(view.columns, key=lambda r: not (r.get("figures")))
-    for record in ordered:
-        _lines_of(record, known)
+    for record in view.columns:
+        if record.get("figures"):  # only a record's own figures name groups
+            _lines_of(record, known)
     return [ln for record in view.columns for ln in _lines_of(record, known)]
 
 
