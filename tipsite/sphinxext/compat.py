@@ -286,12 +286,11 @@ def charts(tips: list[tipmeta.Tip], runs: dict[str, dict | None], srcdir: Path) 
 
 
 def render_part(part: str, tips: list[tipmeta.Tip], runs: dict[str, dict | None], srcdir: Path) -> str:
-    context: dict = {"part": part, "releases": list(runs), "runs_recorded": sum(1 for r in runs.values() if r)}
+    context: dict = {"part": part, "runs_recorded": sum(1 for r in runs.values() if r)}
     if part == "table":
         context["classes"] = table(tips, runs)
     elif part == "changes":
         by_doc = {t.name: t.docname for t in tips}
-        context["classes"] = classes(runs)
         context["changes"] = [{"doc": Rst(f":doc:`/{by_doc[name]}`"), "device": records.device_word(device),
                                "machine_class": machine,
                                "releases": [{"release": r, "badge": badge(v)} for r, v in by_release.items()]}
