@@ -49,7 +49,8 @@ def pytest_configure(config):
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """With pytest-xdist (``-n``, ``--dist loadgroup``), the tests of one built thing run in one
-    worker, so it is built once: every test of the full site, every test of the shard fixture.
+    worker, so it is built once: every test of the full site, every test of the shard fixture,
+    every test of test_contribute.py's reader's set (a module fixture: one per worker otherwise).
 
     First among the hooks: xdist reads the marks in its own ``pytest_collection_modifyitems``
     (it appends ``@group`` to each test's id); run after it, these marks grouped nothing, and
@@ -63,6 +64,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("shards"))
         elif "fake_cuda_reports" in names:  # one runner process runs them all
             item.add_marker(pytest.mark.xdist_group("fakecuda"))
+        elif "contribution" in names:  # its tips run once, not once on each worker
+            item.add_marker(pytest.mark.xdist_group("contribute"))
 
 
 @pytest.fixture(scope="session")
