@@ -117,8 +117,8 @@ def rate(x: float, per: str) -> str:
     """``812 TFLOP/s`` or ``4.1 TB/s``: a rate with a decimal prefix (``per`` is FLOP or B)."""
     if not finite(x):
         return "–"
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, "")):
-        if abs(x) >= factor or factor == 1:
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= factor:
             return f"{number(x / factor)} {prefix}{per}/s"
     return f"{number(x)} {per}/s"
 
