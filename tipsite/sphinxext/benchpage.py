@@ -89,7 +89,7 @@ def _current_versions() -> dict[str, dict]:
     found = {}
     for path in tipmeta.tip_files():
         try:
-            found[path.stem] = tipsource.file_version(path)
+            found[path.stem] = records.tip_version(path)
         except tipsource.TipSourceError:
             continue
     return found
@@ -107,7 +107,8 @@ def machine_class(data: dict) -> str:
 
 
 def view(data: Any) -> dict[str, Any]:
-    """Every figure the page (and the README summary) shows, formatted once."""
+    """Every figure the page (and the README summary) shows, formatted once (the stability
+    part's older-version marks are added by :func:`render_part`, which alone reads the tips)."""
     if not bench.is_current(data):
         return _old_view(data)
     m = data["machine"]
@@ -143,13 +144,9 @@ def view(data: Any) -> dict[str, Any]:
     rest_share = sum(r["share_pct"] or 0 for r in rest)
 
     stability = []
-    versions = _current_versions()
     for r in data.get("stability") or []:
         device = records.device_word(r["device"]) if r["device"] else "–"
-        current = versions.get(r["tip"])
-        older = not (r.get("version") and current and r["version"] == current)
         row = {"tip": r["tip"], "topic": r["topic"], "kind": r["kind"], "device": device,
-               "older": older,
                "verdicts": [v or "–" for v in r["verdicts"]], "changed": bool(r["verdict_changed"]),
                "note": r.get("note"), "moved": False, "key": "–", "figures": "–", "intervals": "–",
                "rounds": "–", "deviation": "–", "inside": "–"}
@@ -192,7 +189,6 @@ def view(data: Any) -> dict[str, Any]:
         "tip_costs": costs_view,
         "rest_time": _s(rest_s), "rest_share": _pct(rest_share),
         "stability": stability,
-        "older": sum(r["older"] for r in stability),
         "machine_class": machine_class(data),
         "changes": sum(r["changed"] for r in stability),
         "decisions": sum(r["device"] != "–" for r in stability),
@@ -208,11 +204,24 @@ def _link(row: dict, found_docs) -> Rst | None:
     return None
 
 
+def _mark_older(v: dict[str, Any], data: dict) -> None:
+    """The ``stability`` part's marks: each row whose tip has changed since the benchmark ran
+    (or whose version it did not record), and how many."""
+    from tipsite import compat
+
+    versions = _current_versions()
+    for row, r in zip(v["stability"], data.get("stability") or []):
+        row["older"] = not compat.is_current(r.get("version"), versions.get(r["tip"]))
+    v["older"] = sum(row["older"] for row in v["stability"])
+
+
 def render_part(part: str, data: Any, found_docs=()) -> str:
     v = view(data)
     if v["current"]:
         for row in v["tip_costs"] + v["stability"]:
             row["link"] = _link(row, found_docs)
+        if part == "stability":  # the only part that reads the tips' versions
+            _mark_older(v, data)
     return render("bench.rst.jinja", part=part, v=v, badge=badge)
 
 
