@@ -546,8 +546,8 @@ class Checker:
             found.setdefault((f.line, f.code), f)  # one finding per rule and line
         out = sorted(found.values(), key=lambda f: (f.line, f.col, f.code))
         if out and "noqa" in text:
-            comments = _comments(text)
-            out = [f for f in out if not _silenced(tree, comments, f)]
+            comments, spans = _comments(text), _header_spans(tree)
+            out = [f for f in out if not _silenced(spans, comments, f)]
         return out
 
     def _check_piece(self, piece: ast.AST, scan: _Scan, lines: list[str], path: str) -> list[Finding]:
@@ -644,10 +644,11 @@ def _comments(text: str) -> dict[int, str]:
     return found
 
 
-def statement_lines(tree: ast.AST, line: int) -> tuple[int, int]:
-    """The lines of the innermost statement holding ``line``: all of a simple statement, the
-    header of a compound one (``for ...:`` up to its body; decorators included)."""
-    best = (line, line)
+def _header_spans(tree: ast.AST) -> dict[int, list[tuple[int, int]]]:
+    """For each line, the statement spans holding it (in ``ast.walk`` order): all of a simple
+    statement, the header of a compound one (``for ...:`` up to its body; decorators included).
+    One walk per file, however many findings ask."""
+    spans: dict[int, list[tuple[int, int]]] = {}
     for node in ast.walk(tree):
         if not isinstance(node, ast.stmt):
             continue
@@ -655,14 +656,29 @@ def statement_lines(tree: ast.AST, line: int) -> tuple[int, int]:
         body = getattr(node, "body", None)
         last = (body[0].lineno - 1 if body and isinstance(body, list) and body[0].lineno > node.lineno
                 else node.end_lineno if not body else node.lineno)
-        if first <= line <= last and (best == (line, line) or last - first <= best[1] - best[0]):
-            best = (first, max(last, first))
+        for line in range(first, last + 1):
+            spans.setdefault(line, []).append((first, last))
+    return spans
+
+
+def _innermost(spans: dict[int, list[tuple[int, int]]], line: int) -> tuple[int, int]:
+    best = (line, line)
+    for first, last in spans.get(line, ()):
+        if best == (line, line) or last - first <= best[1] - best[0]:
+            best = (first, last)
     return best
 
 
-def _silenced(tree: ast.AST, comments: dict[int, str], f: Finding) -> bool:
-    """A ``# noqa`` (all rules) or ``# noqa: PTT012, PTT013`` on any line of the finding's statement."""
-    first, last = statement_lines(tree, f.line)
+def statement_lines(tree: ast.AST, line: int) -> tuple[int, int]:
+    """The lines of the innermost statement holding ``line``: all of a simple statement, the
+    header of a compound one (``for ...:`` up to its body; decorators included)."""
+    return _innermost(_header_spans(tree), line)
+
+
+def _silenced(spans: dict[int, list[tuple[int, int]]], comments: dict[int, str], f: Finding) -> bool:
+    """A ``# noqa`` (all rules) or ``# noqa: PTT012, PTT013`` on any line of the finding's statement
+    (``spans``: :func:`_header_spans` of the file)."""
+    first, last = _innermost(spans, f.line)
     for line in range(first, last + 1):
         m = _NOQA.search(comments.get(line, ""))
         if m and (m.group(1) is None or f.code in re.split(r"[,\s]+", m.group(1).upper())):
