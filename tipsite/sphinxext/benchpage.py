@@ -98,11 +98,11 @@ def _current_versions() -> dict[str, dict]:
 def machine_class(data: dict) -> str:
     """The machine class of the benchmark's machine: from its hosts, or from the CPU fields older
     data recorded (the model, its flags, its cores)."""
-    from tipsite import devices
+    from tipsite import compat, devices
 
     m = data.get("machine") or {}
     if m.get("hosts"):
-        return devices.machine_class(devices.primary(m["hosts"]), m["hosts"][devices.primary(m["hosts"])])
+        return compat.machine_class(m)  # a matrix run's lookup: the primary device's host
     return devices.machine_class("cpu", {"name": m.get("cpu"), "flags": m.get("cpu_flags"), "cores": m.get("cores")})
 
 
