@@ -91,7 +91,7 @@ def header(view: TipView, compat_page: bool = True) -> str:
                   report_url=report_url(view), compat_page=compat_page, compat_chart=chart)
 
 
-def _provenance(record: dict, current: dict, origin: str) -> str:
+def _provenance(record: dict, current: dict, source: str) -> str:
     hosts = record["hosts"]
     machine = []
     for device, host in hosts.items():
@@ -100,21 +100,19 @@ def _provenance(record: dict, current: dict, origin: str) -> str:
                        + (f" ({', '.join(e for e in extra if e)})" if any(extra) else ""))
     version = ("the tip's current source" if records.is_current(record, current)
                else "an older version of the tip")
-    where = "this build" if origin == "this build" else f"result set {origin.rsplit('/', 1)[-1]}"
     for device, decision in (record.get("verdicts") or {}).items():
         if decision.get("calibration"):
             machine.append(f"{records.device_word(device)} calibration: "
                            + calibration_text(decision["calibration"]))
             break
     return (f"{'; '.join(machine)}; torch {record['torch']}, Python {record['python']}; build "
-            f"threads {record['build_threads']}; {record['date']}; {version}; from {where}.")
+            f"threads {record['build_threads']}; {record['date']}; {version}; from {source}.")
 
 
-def footer(view: TipView, sets: list[dict], srcdir=None) -> str:
+def footer(view: TipView, srcdir=None) -> str:
     current = records.tip_version(view.tip.path)
-    origins = {id(r): s["path"] for s in sets for r in s["records"]}
     columns = [{"label": column_label(r), "stale": not records.is_current(r, current),
-                "provenance": _provenance(r, current, "this build" if r is view.record else origins.get(id(r), "?"))}
+                "provenance": _provenance(r, current, view.source(r))}
                for r in view.columns]
     skipped: dict[str, list[str]] = {}
     for r in view.columns:
@@ -242,7 +240,7 @@ def dress_tip_page(app: Sphinx, docname: str, source: list[str]) -> None:
     cut = text.find(marker)
     if cut < 0:
         state.stop(f"{tip.path.name}: sphinx-gallery page has no download section")
-    source[0] = (text[:cut] + footer(view, state.result_sets(app), srcdir=app.srcdir) + "\n"
+    source[0] = (text[:cut] + footer(view, srcdir=app.srcdir) + "\n"
                  + text[cut:])
     dump = os.environ.get("TIPS_DUMP_DRESSED")
     if dump:  # for debugging a page's reST: the dressed source Sphinx parses

@@ -146,7 +146,6 @@ def load_views(app: Sphinx) -> None:
     views = build_views([t for t in all_tips if executes(app, t) or _has_record(out_dir, t)],
                         out_dir, sets, related, apis, compat_runs)
     app.tips_views = views  # type: ignore[attr-defined]
-    app.tips_result_sets = sets  # type: ignore[attr-defined]
 
 
 def _has_record(out_dir: Path, tip: tipmeta.Tip) -> bool:
@@ -155,10 +154,6 @@ def _has_record(out_dir: Path, tip: tipmeta.Tip) -> bool:
 
 def views(app: Sphinx) -> dict:
     return getattr(app, "tips_views", {})
-
-
-def result_sets(app: Sphinx) -> list[dict]:
-    return getattr(app, "tips_result_sets", [])
 
 
 def tip_for_doc(app: Sphinx, docname: str) -> tipmeta.Tip | None:

@@ -156,6 +156,12 @@ class TipView:
     origins: dict[int, str] = field(default_factory=dict)  # id(record) -> the set file it came from
     compat_runs: dict[str, dict | None] = field(default_factory=dict)  # the torch-version matrix
 
+    def source(self, record: dict) -> str:
+        """Where a record of this tip came from: ``this build``, or ``result set <file name>``."""
+        if record is self.record:
+            return "this build"
+        return f"result set {self.origins.get(id(record), '?').rsplit('/', 1)[-1]}"
+
     def measured_on(self) -> list[dict]:
         """Every run of this tip the site holds, one row per device: this build, the committed
         and given result sets, the torch-version matrix. Each names its machine class, torch,
@@ -167,14 +173,12 @@ class TipView:
         for record in self.columns:
             current = records.is_current(record, version)
             for device, decision in (record.get("verdicts") or {}).items():
-                origin = self.origins.get(id(record), "")
                 rows.append({"device": records.device_word(device),
                              "machine_class": records.machine_class(record, device),
                              "torch": record["torch"], "date": record["date"],
                              "verdict": decision["verdict"], "current": current,
                              "figure": headline(decision), "this": record is self.record,
-                             "source": "this build" if record is self.record else
-                             f"result set {origin.rsplit('/', 1)[-1]}"})
+                             "source": self.source(record)})
         for release, run in self.compat_runs.items():
             entry = (run or {}).get("tips", {}).get(self.name)
             if not entry or entry.get("status") != compat.PASSED:
