@@ -347,3 +347,36 @@ def test_two_ranks_close_ends_rank_1():
     ranks = tipkit.TwoRanks(_RANKS_CODE, 0)
     ranks.close()
     assert ranks.peer.proc.returncode == 0
+
+
+def test_gpu_busy_time_counts_kernels_not_the_spans_of_labels(monkeypatch):
+    """On a GPU, torch.profiler reports each record_function label (Optimizer.step, a
+    DataLoader's __next__) as a CUDA event from its first kernel to its last: counted as busy,
+    it would fill the host's gaps between them and make a host-bound step look device-bound."""
+    import time
+    from types import SimpleNamespace
+
+    import torch
+    from torch.autograd import DeviceType
+
+    def event(start, end, label=False):
+        return SimpleNamespace(time_range=SimpleNamespace(start=start, end=end),
+                               device_type=DeviceType.CUDA, is_user_annotation=label)
+
+    class Profile:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def events(self):  # two 10 us kernels inside a 2 ms label
+            return [event(0.0, 2000.0, label=True), event(0.0, 10.0), event(1990.0, 2000.0)]
+
+    monkeypatch.setattr(torch.profiler, "profile", Profile)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    busy, wall = tipkit.device_busy(lambda: time.sleep(0.003), 1, "cuda")
+    assert busy == pytest.approx(20e-6) and wall >= 0.003

@@ -520,15 +520,25 @@ def _patch_serialization() -> None:
 
 def _profiler_with_fake_kernels():
     """``torch.profiler.profile`` whose events include the fake device's "kernels": every
-    top-level aten operator the CPU ran, reported as a CUDA interval of the same span, so the
-    code that reads GPU busy time (tipsite/tipkit.py ``device_busy``) runs; its figures mean
-    nothing."""
+    outermost aten operator the CPU ran (inside a ``record_function`` label too), reported as
+    a CUDA interval of the same span, and, as a GPU's profile has them, each outermost label
+    as a CUDA user annotation over its span; so the code that reads GPU busy time
+    (tipsite/tipkit.py ``device_busy``) runs; its figures mean nothing."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     class _Kernel:
-        def __init__(self, event):
+        def __init__(self, event, label=False):
             self.name, self.time_range, self.device_type = event.name, event.time_range, DeviceType.CUDA
+            self.is_user_annotation = label
+
+    def outermost_aten(event):
+        parent = getattr(event, "cpu_parent", None)
+        while parent is not None:
+            if parent.name.startswith("aten::"):
+                return False
+            parent = getattr(parent, "cpu_parent", None)
+        return event.name.startswith("aten::")
 
     class FakeProfile(profile):
         def __init__(self, *args, activities=None, **kwargs):
@@ -537,9 +547,10 @@ def _profiler_with_fake_kernels():
 
         def events(self):
             found = super().events()
-            kernels = [_Kernel(e) for e in found
-                       if e.name.startswith("aten::") and getattr(e, "cpu_parent", None) is None]
-            return [*found, *kernels]
+            kernels = [_Kernel(e) for e in found if outermost_aten(e)]
+            labels = [_Kernel(e, label=True) for e in found
+                      if getattr(e, "is_user_annotation", False) and getattr(e, "cpu_parent", None) is None]
+            return [*found, *kernels, *labels]
 
     return FakeProfile
 

@@ -70,8 +70,8 @@ def device_busy(fn, calls, device):
     """GPU time per call and the wall time per call it was busy in, on ``device``.
 
     One pass of ``calls`` calls under ``torch.profiler``: the GPU's busy time is the
-    union of its kernel and copy intervals; the pass's wall time is the host's,
-    synchronised.
+    union of its kernel and copy intervals (labels' spans left out); the pass's wall
+    time is the host's, synchronised.
     Returns ``(busy seconds per call, wall seconds per call)``; busy never exceeds wall.
     ``(None, None)`` on the CPU, which has no separate device to wait for.
     """
@@ -92,8 +92,11 @@ def device_busy(fn, calls, device):
             fn()
         getattr(torch, device.type).synchronize()
         wall = time.perf_counter() - start
+    # kernels and copies, not the GPU-side spans of record_function labels (optimizer.step,
+    # DataLoader): those cover the gaps between their kernels, as torch's own tables know
     spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
-                   if e.device_type == DeviceType.CUDA)
+                   if e.device_type == DeviceType.CUDA
+                   and not getattr(e, "is_user_annotation", False))
     busy, end = 0.0, float("-inf")
     for lo, hi in spans:  # the union of the intervals, in microseconds
         busy += max(0.0, hi - max(lo, end))
