@@ -37,12 +37,12 @@ from __future__ import annotations
 # The helpers a tip may copy, in the order they appear below; tests/test_tipkit.py reads this.
 HELPERS = ("median_interval", "outcome", "device_busy", "compare_times", "compare_values",
            "calibrate", "decide", "report", "plot_ratios", "plot_series",
-           "cpu_ticks", "others_cores", "Peer", "free_port", "TwoRanks")
+           "cpu_ticks", "others_cores", "cores_were_free", "Peer", "free_port", "TwoRanks")
 # What decides a verdict (a change here makes every record of a tip using it an older version's)
 # and what only presents it (a change here leaves recorded verdicts current): tipsite/tipsource.py.
 DECIDES = ("median_interval", "outcome", "device_busy", "compare_times", "compare_values",
-           "calibrate", "decide", "cpu_ticks", "others_cores", "Peer", "free_port",
-           "TwoRanks")
+           "calibrate", "decide", "cpu_ticks", "others_cores", "cores_were_free", "Peer",
+           "free_port", "TwoRanks")
 PRESENTS = ("report", "plot_ratios", "plot_series")
 
 
@@ -527,6 +527,16 @@ def others_cores(spans):
         total += after[1] - before[1]
         own += after[2] - before[2]
     return round(max(busy - own, 0) / max(total / os.cpu_count(), 1), 2)
+
+
+def cores_were_free(spans, cores, limit=0.25):
+    """``(others, free)``: the most cores' worth of CPU other processes used during
+    any one of ``spans`` (one ``(before, after)`` pair of cpu_ticks readings per
+    point timed), and whether that stayed below ``limit`` on a machine of two or
+    more cores. ``(None, None)`` where a reading is missing."""
+    loads = [others_cores([span]) for span in spans]
+    others = None if not loads or None in loads else max(loads)
+    return others, None if others is None or cores < 2 else others < limit
 
 
 class Peer:

@@ -37,8 +37,8 @@ the same gradients, and times a training step as the batch grows.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import (TwoRanks, compare_times, cpu_ticks, decide, free_port,
-                            others_cores, plot_ratios, report)
+from tipsite.tipkit import (TwoRanks, compare_times, cores_were_free, cpu_ticks, decide,
+                            free_port, plot_ratios, report)
 
 
 # %%
@@ -80,7 +80,6 @@ print(f"cores: {cores}, ranks: {world_size}, threads per rank: {threads}, "
 # does what rank 0 asks it, one JSON line per call, so both ranks run the same calls in the
 # same order. Each rank trains on its own batches.
 RANK_CODE = '''
-import time
 from datetime import timedelta
 
 import torch
@@ -268,9 +267,7 @@ finally:
 
 # Overlap needs cores: the cores count as free only if no batch size's timing saw other
 # processes use a quarter of a core (rank 1, a child of this process, is not counted).
-loads = [others_cores([span]) for span in spans]
-others = None if None in loads else max(loads)
-free = None if others is None or cores < 2 else others < 0.25
+others, free = cores_were_free(spans, cores)
 print("other processes' CPU use while timing, cores (busiest batch size):", others)
 
 # %%

@@ -39,8 +39,8 @@ rank 0; a child process is rank 1 and runs ``DataParallel``.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import (TwoRanks, compare_times, cpu_ticks, decide, free_port,
-                            others_cores, plot_ratios, report)
+from tipsite.tipkit import (TwoRanks, compare_times, cores_were_free, cpu_ticks, decide,
+                            free_port, plot_ratios, report)
 
 
 # %%
@@ -220,9 +220,7 @@ finally:
 
 # Both ways need every core; the cores count as free only if no batch's timing saw
 # other processes use a quarter of a core (rank 1, a child, is not counted).
-loads = [others_cores([span]) for span in spans]
-others = None if None in loads else max(loads)
-free = None if others is None or cores < 2 else others < 0.25
+others, free = cores_were_free(spans, cores)
 print("other processes' CPU use while timing, cores (busiest batch):", others)
 
 # %%

@@ -38,7 +38,7 @@ socket, so this page says below what such a measurement can and cannot show.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import (Peer, compare_times, cpu_ticks, decide, others_cores,
+from tipsite.tipkit import (Peer, compare_times, cores_were_free, cpu_ticks, decide,
                             plot_ratios, report)
 
 
@@ -211,9 +211,7 @@ finally:
 # Other processes' CPU use, in cores, during the busiest width's timing (the two
 # children are this process's and are not counted). A bound thread cannot move off a
 # core another process is using; a free one can.
-loads = [others_cores([span]) for span in spans]
-others = None if None in loads else max(loads)
-cores_free = None if others is None or cores < 2 else others < 0.25
+others, cores_free = cores_were_free(spans, cores)
 print("other processes' CPU use while timing, cores (busiest width):", others)
 
 # %%

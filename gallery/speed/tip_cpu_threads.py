@@ -34,8 +34,8 @@ and records how busy the cores were with other processes meanwhile.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import (compare_times, cpu_ticks, decide, others_cores, plot_ratios,
-                            report)
+from tipsite.tipkit import (compare_times, cores_were_free, cpu_ticks, decide,
+                            plot_ratios, report)
 
 
 # %%
@@ -111,9 +111,7 @@ for n in elementwise_sizes:
 # variant needs every core; a core that another process holds stalls each parallel
 # region. The cores count as free only if no size's timing saw others use a quarter
 # of a core. With one core there is nothing to split: the rule cannot judge the advice.
-loads = [others_cores([span]) for span in spans]
-others = None if None in loads else max(loads)
-spare = None if others is None or cores < 2 else others < 0.25
+others, spare = cores_were_free(spans, cores)
 print("other processes' CPU use while timing, cores (busiest size):", others)
 
 # %%

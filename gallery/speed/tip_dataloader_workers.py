@@ -37,8 +37,8 @@ step, loaded with ``num_workers=0`` and with persistent workers.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import (compare_times, cpu_ticks, decide, others_cores, plot_ratios,
-                            report)
+from tipsite.tipkit import (compare_times, cores_were_free, cpu_ticks, decide,
+                            plot_ratios, report)
 
 
 # %%
@@ -167,9 +167,7 @@ else:
 # Workers need cores to run on: other processes' CPU use, in cores, during the
 # busiest work level's timing (the main process and its workers are not counted).
 # The cores count as free only if no level's timing saw others use a quarter of a core.
-loads = [others_cores([span]) for span in spans]
-others = None if not loads or None in loads else max(loads)
-spare = None if others is None or cores < 2 else others < 0.25
+others, spare = cores_were_free(spans, cores)
 print("other processes' CPU use while timing, cores (busiest level):", others)
 
 # %%
