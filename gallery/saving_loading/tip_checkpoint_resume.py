@@ -186,8 +186,6 @@ fig = plot_series({label: (steps, d) for label, d in distance.items()},
 # leave it; the facts also say which other pieces this run needed (scheduler, scaler and
 # random states). It is wrong if the model alone already repeats the run.
 facts = {f"resume with {label}: identical": same for label, same in identical.items()}
-model_only = facts["resume with model only (the anti-pattern): identical"]
-full_same = facts[f"resume with {full}: identical"]
 RULE = ("holds if resuming from the model's state_dict alone, or from everything but "
         "the optimizer's state, does not repeat the uninterrupted run while the full "
         "checkpoint (model, optimizer, scheduler, GradScaler, RNG states) repeats it "
