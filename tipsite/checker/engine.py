@@ -112,7 +112,8 @@ class _Scan:
         self.saved_roots: set[str] = set()  # names torch.save saves (or saves a part of)
         self.pieces: dict[int, ast.AST] = {}
         self.binds: list[tuple[str, ast.expr]] = []
-        self.maybe: list[tuple[str, ast.expr, ast.AST]] = []  # pieces that depend on whole-file facts
+        # pieces that depend on whole-file facts: (why, expression, the enclosing function or the loop)
+        self.maybe: list[tuple[str, ast.expr, ast.AST | None]] = []
         self.spots: dict[str, list[tuple[int, int, int, int]]] = {k: [] for k in POSITIONED}
 
     def qualify(self, node: ast.expr) -> str | None:
@@ -144,9 +145,8 @@ class _Scan:
     def _function(stack: list[ast.AST]) -> ast.AST | None:
         return next((n for n in reversed(stack) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
 
-    def _scope(self, stack: list[ast.AST]) -> None:
-        """The enclosing function, or the whole file for top-level code."""
-        func = self._function(stack)
+    def _scope(self, func: ast.AST | None) -> None:
+        """The enclosing function, or the whole file for top-level code (``func`` None)."""
         if func is None:
             self.whole = True
         else:
@@ -173,7 +173,7 @@ class _Scan:
         elif isinstance(node, ast.AugAssign):
             loop = self._loop(stack)
             if loop is not None and isinstance(node.op, ast.Add):
-                self.maybe.append(("lossy", node.value, stack[:]))
+                self.maybe.append(("lossy", node.value, self._function(stack)))
             if _writes_grad(node.target):
                 self.facts.manual_grad = True
         elif isinstance(node, ast.ClassDef):
@@ -231,7 +231,7 @@ class _Scan:
         if name in STMT_CALLS:
             self._add(self._stmt(stack))
         if name in SCOPE_CALLS:
-            self._scope(stack)
+            self._scope(self._function(stack))
         if (name.endswith("_") and isinstance(node.func, ast.Attribute)
                 and _writes_grad(node.func.value)):  # p.grad.add_(g)
             self.facts.manual_grad = True
@@ -256,7 +256,7 @@ class _Scan:
         elif name == "append" and node.args:
             loop = self._loop(stack)
             if loop is not None:
-                self.maybe.append(("lossy", node.args[0], stack[:]))
+                self.maybe.append(("lossy", node.args[0], self._function(stack)))
         elif name == "step" and any(isinstance(n, ast.If) and any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mod)
                                                                 for b in ast.walk(n.test)) for n in stack):
             self._add(self._loop(stack))
