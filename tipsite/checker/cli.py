@@ -186,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         if f.code not in selected:
             continue
         if cfg.per_file_ignores:
-            prefixes = ignored.setdefault(f.path, cfg.ignored_in(Path(f.path)))
+            prefixes = ignored.get(f.path)
+            if prefixes is None:  # once per file, not per finding
+                prefixes = ignored[f.path] = cfg.ignored_in(Path(f.path))
             if any(f.code.startswith(p) for p in prefixes):
                 continue
         kept.append(f)
