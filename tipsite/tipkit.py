@@ -92,8 +92,8 @@ def device_busy(fn, calls, device):
             fn()
         getattr(torch, device.type).synchronize()
         wall = time.perf_counter() - start
-    # kernels and copies, not the GPU-side spans of record_function labels (optimizer.step,
-    # DataLoader): those cover the gaps between their kernels, as torch's own tables know
+    # kernels and copies, not the GPU spans of record_function labels (optimizer.step,
+    # DataLoader): they cover the gaps between their kernels (torch's tables skip them)
     spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
                    if e.device_type == DeviceType.CUDA
                    and not getattr(e, "is_user_annotation", False))
