@@ -134,3 +134,11 @@ def test_the_coverage_page_names_real_tips_and_every_tuning_guide_claim_s_tip():
     assert guide and guide <= listed, f"tuning-guide tips missing from the coverage page: {sorted(guide - listed)}"
     new = {name for name, t in tips.items() if not any(c[:2] in ("S0", "S1", "S2", "S3", "S4") for c in t.claims)}
     assert new <= listed, f"tips answering no seed claim and missing from the coverage page: {sorted(new - listed)}"
+
+
+def test_the_device_table_and_the_vocabulary_name_the_same_devices():
+    """A device is one entry of tipsite/devices.py and one line of conf/vocab.toml [devices]:
+    metadata is checked against the vocabulary, records and pages read the table."""
+    from tipsite import devices
+
+    assert list(devices.DEVICES) == records.devices()

@@ -5,7 +5,7 @@ metadata and records (``cuda``), the word readers see (``CUDA``), whether it is 
 tip prefers when the machine has one, how to tell it is there, how to wait for its queued work, how
 to read and reset its peak memory, how to describe this machine's device (the record's ``hosts``
 entry), which of those host fields make its **machine class** (the hardware a result depends on,
-:func:`machine_class`), and how its points are drawn.
+:func:`machine_class`).
 
 Adding a device (Apple's MPS, say) is one entry in :data:`DEVICES` and its line in
 ``conf/vocab.toml`` ``[devices]``; the records, the build's hooks, the pages, the charts and the
@@ -164,7 +164,6 @@ class Device:
 
     name: str  # in metadata, records and CSS classes
     word: str  # what readers see
-    marker: str  # its points in the charts
     accelerator: bool  # a tip measures here, not on the CPU, when the machine has it
     is_available: Callable[[], bool]
     synchronize: Callable[[], None]  # wait for the work queued on it
@@ -178,11 +177,11 @@ class Device:
 
 DEVICES: dict[str, Device] = {
     "cpu": Device(
-        name="cpu", word="CPU", marker="o", accelerator=False, is_available=lambda: True,
+        name="cpu", word="CPU", accelerator=False, is_available=lambda: True,
         synchronize=lambda: None, reset_peak=_cpu_peak_reset, peak_bytes=_cpu_peak_bytes,
         host=_cpu_host, machine_class=_cpu_class, describe=_cpu_describe),
     "cuda": Device(
-        name="cuda", word="CUDA", marker="s", accelerator=True,
+        name="cuda", word="CUDA", accelerator=True,
         is_available=lambda: _torch().cuda.is_available(),
         synchronize=lambda: _torch().cuda.synchronize(),
         reset_peak=lambda: _torch().cuda.reset_peak_memory_stats(),
@@ -215,7 +214,7 @@ def primary(names: Iterable[str]) -> str:
 
 def hosts() -> dict[str, dict[str, Any]]:
     """Each device of this machine, described as a record's ``hosts`` holds it."""
-    return {name: DEVICES[name].host() for name in DEVICES if name in available()}
+    return {name: d.host() for name, d in DEVICES.items() if d.is_available()}
 
 
 def machine_class(device: str, host: dict | None) -> str:

@@ -328,11 +328,6 @@ def is_current(record: dict, version: dict[str, str]) -> bool:
     return all(record.get(k) == version[k] for k in VERSION_KEYS)
 
 
-def hosts() -> dict[str, dict]:
-    """Each device of this machine (:func:`tipsite.devices.hosts`)."""
-    return devices_table.hosts()
-
-
 def build_date() -> str:
     """UTC date of the build; SOURCE_DATE_EPOCH wins for reproducible builds."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
@@ -357,7 +352,7 @@ def make_record(tip_path: Path | str, result: dict, *, build_threads: int) -> di
         "python": platform.python_version(),
         "build_threads": build_threads,
         "date": build_date(),
-        "hosts": hosts(),
+        "hosts": devices_table.hosts(),
     }
 
 
@@ -780,10 +775,8 @@ def vet_record(record: dict, tips: dict, versions: dict[str, dict]) -> list[str]
         return [f"no tip named {name!r} in this repository"]
     if record.get("upgraded_from") or any(d.get("legacy") for d in record["verdicts"].values()):
         problems.append("a converted or legacy record is not a contribution")
-    version = {k: record[k] for k in VERSION_KEYS}
-    current = tip_version(tip.path)
     known = [v for v in versions.values() if v["tip"] == name]
-    if version != current and not any({k: v[k] for k in VERSION_KEYS} == version for v in known):
+    if not is_current(record, tip_version(tip.path)) and not any(is_current(record, v) for v in known):
         problems.append(f"its source (code {record['code_sha256'][:12]}, helpers {record['helpers_sha256'][:12]}) "
                         "matches no version of the tip in this repository's history")
     cpu = record["hosts"].get("cpu") or {}
@@ -795,18 +788,14 @@ def vet_record(record: dict, tips: dict, versions: dict[str, dict]) -> list[str]
         if machine_class(record, device) == devices_table.UNKNOWN_CLASS:
             problems.append(f"hosts[{device!r}] lacks what makes its machine class "
                             "(a GPU's name and compute capability; a CPU's flags and cores)")
+    from tipsite import tipmeta
+
     try:
-        if tipmeta_parse_version(record["torch"]) < tipmeta_parse_version(tip.min_torch):
+        if tipmeta.parse_version(record["torch"]) < tipmeta.parse_version(tip.min_torch):
             problems.append(f"torch {record['torch']} is older than the tip's min_torch {tip.min_torch}")
     except ValueError as exc:
         problems.append(str(exc))
     return problems + _plausibility(record)
-
-
-def tipmeta_parse_version(text: str) -> tuple[int, ...]:
-    from tipsite import tipmeta
-
-    return tipmeta.parse_version(text)
 
 
 def vet_set(path: Path, versions: dict[str, dict] | None = None) -> list[str]:
@@ -823,9 +812,10 @@ def vet_set(path: Path, versions: dict[str, dict] | None = None) -> list[str]:
     if len({run_key(r) for r in data["records"]}) > 1 or len(machines) > 1 or not data["records"]:
         return [f"{path}: one set holds the records of one machine and run"]
     tips = {t.name: t for t in tipmeta.read_all()}
-    names = {r["tip"] for r in data["records"]}
-    if versions is None:
-        versions = history_versions(tips=names)
+    if versions is None:  # the history only for records of an older version of their tip
+        older = {r["tip"] for r in data["records"]
+                 if r["tip"] in tips and not is_current(r, tip_version(tips[r["tip"]].path))}
+        versions = history_versions(tips=older) if older else {}
     problems = []
     for record in data["records"]:
         problems += [f"{path}: {record['tip']}: {p}" for p in vet_record(record, tips, versions)]
@@ -1076,7 +1066,8 @@ def expect_device(device: str, paths: list[str]) -> int:
             if device in tip.devices and device not in decided:
                 problems.append(f"{record['tip']}: measures {device} but its record has no {device} decision")
             decision = (record.get("verdicts") or {}).get(device) or {}
-            if device != "cpu" and decision and not decision.get("legacy") and "calibration" not in decision:
+            accelerator = device in devices_table.DEVICES and devices_table.DEVICES[device].accelerator
+            if accelerator and decision and not decision.get("legacy") and "calibration" not in decision:
                 problems.append(f"{record['tip']}: its {device} decision carries no calibration of the GPU")
     if problems:
         print(f"error: expected {device} results:\n" + "\n".join(problems), file=sys.stderr)
