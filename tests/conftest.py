@@ -41,6 +41,14 @@ def build_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def page_text(html: str) -> str:
+    """An HTML page's (or fragment's) text: tags dropped, entities decoded, whitespace collapsed."""
+    import html as html_lib
+    import re
+
+    return " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
 def pytest_configure(config):
     # the mark is pytest-xdist's; declared here too for runs without it (nox -s matrix's doctests)
     config.addinivalue_line("markers", "xdist_group(name): run in the same pytest-xdist worker")

@@ -8,11 +8,11 @@ fake CUDA device (whose figures mean nothing; the pages only show what a CUDA se
 
 from __future__ import annotations
 
-import html as html_lib
 import json
 import re
 
 import pytest
+from conftest import page_text
 from test_shards import build_fixture
 
 from tipsite import records, tipmeta
@@ -29,13 +29,8 @@ def _page(html_dir, tip) -> str:
     return (html_dir / "tips" / tip.parent.name / f"{tip.stem}.html").read_text(encoding="utf-8")
 
 
-def _text(page: str) -> str:
-    """The page's text with tags dropped and entities decoded, whitespace collapsed."""
-    return re.sub(r"\s+", " ", html_lib.unescape(re.sub(r"<[^>]+>", " ", page)))
-
-
 def _header(page: str) -> str:
-    return _text(page[page.index('class="tip-header'):page.index("How this tip measures")
+    return page_text(page[page.index('class="tip-header'):page.index("How this tip measures")
                       if "How this tip measures" in page else page.index("Figures and provenance")])
 
 
@@ -66,7 +61,7 @@ def test_each_build_has_its_column_with_its_figures(fixture_builds):
     ref = {r["tip"]: r for r in records.load_set(fb.ref_sets[0])["records"]}
     for tip in fb.tips:
         this = records.read_record(fb.sharded.tips_out / tip.parent.name / tip.name)
-        text = _text(_page(fb.merged_with_sets, tip))
+        text = page_text(_page(fb.merged_with_sets, tip))
         assert "Figures and provenance" in text
         for record in (this, ref[tip.stem]):
             assert record["date"] in text
@@ -88,7 +83,7 @@ def test_a_page_shows_each_gpu_point_s_busy_time_and_share_of_the_limit(fixture_
     assert timed, "the fixture has no GPU timing"
     for tip in timed:
         decision = cuda[tip.stem]["verdicts"]["cuda"]
-        text = _text(_page(fb.merged_with_sets, tip))
+        text = page_text(_page(fb.merged_with_sets, tip))
         points = decision["comparisons"]
         assert text.count("in a profiled pass the GPU was busy") >= 2 * len(points), tip.stem
         assert text.count("of this GPU's measured device copy") >= 2 * len(points), tip.stem

@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+from conftest import page_text
 
 from conf import settings
 from tipsite import devices, records, tipmeta
@@ -21,15 +22,9 @@ def page(site, tip) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def text(html: str) -> str:
-    import html as html_lib
-
-    return re.sub(r"\s+", " ", html_lib.unescape(re.sub(r"<[^>]+>", " ", html)))
-
-
 def header(html: str) -> str:
     start = html.index('class="tip-header')
-    return text(html[start:html.index("</div>", html.index('class="tip-verdicts', start)) + 200])
+    return page_text(html[start:html.index("</div>", html.index('class="tip-verdicts', start)) + 200])
 
 
 def record_of(tip) -> dict:
@@ -97,7 +92,7 @@ def test_the_recorded_cuda_runs_are_shown_current_or_as_an_older_version(site, t
             continue
         html = page(site, tip)
         start = html.index('class="tip-header')
-        head, body = text(html[start:html.index("Figures and provenance", start)]), text(html)
+        head, body = page_text(html[start:html.index("Figures and provenance", start)]), page_text(html)
         version = records.tip_version(tip.path)
         for r in runs:
             assert r["hosts"]["cuda"]["name"] in body, tip.name
@@ -145,7 +140,7 @@ def test_claims_page_links_every_claim_with_its_verdicts(site, tips):
         for cid in tip.claims:
             assert f'id="claim-{cid.lower()}"' in html
             assert f"{tip.name}.html" in html
-    assert "no tip yet" not in text(html)
+    assert "no tip yet" not in page_text(html)
 
 
 def test_every_claim_is_examined_by_some_tip(tips):
@@ -198,10 +193,10 @@ def test_no_page_shows_a_tip_s_figures_from_two_machine_classes_without_naming_b
 
     sets = records.load_sets(records.committed_paths())
     runs = compat.load_all()
-    compat_html = text((site / "reference" / "compat.html").read_text(encoding="utf-8"))
+    compat_html = page_text((site / "reference" / "compat.html").read_text(encoding="utf-8"))
     classes_seen = set()
     for tip in tips:
-        html = text(page(site, tip))
+        html = page_text(page(site, tip))
         measured = _between(html, "Measured on Every run", "Figures and provenance")
         shown = [r for r in [record_of(tip)] + [r for s in sets for r in s["records"] if r["tip"] == tip.name]
                  if r is not None]
@@ -219,7 +214,7 @@ def test_no_page_shows_a_tip_s_figures_from_two_machine_classes_without_naming_b
                 heading = ("Measured on " + cls) if cls != devices.UNKNOWN_CLASS else "Machine class unknown"
                 assert heading in compat_html, f"compatibility page: no table headed {heading!r}"
     assert len(classes_seen) >= 2, "the site holds results of one machine class only: nothing to tell apart"
-    bench_html = text((site / "how_built.html").read_text(encoding="utf-8"))
+    bench_html = page_text((site / "how_built.html").read_text(encoding="utf-8"))
     data = json.loads((settings.DOCS_DIR / "_data" / "bench.json").read_text(encoding="utf-8"))
     assert f"Machine class: {benchpage.machine_class(data)}" in bench_html
 

@@ -11,12 +11,12 @@ chips in the browser.
 
 from __future__ import annotations
 
-import html as html_lib
 import json
 import re
 from types import SimpleNamespace
 
 import pytest
+from conftest import page_text
 
 from tipsite import records, tipmeta
 from tipsite.sphinxext import cards, view
@@ -93,10 +93,6 @@ def test_the_chips_words_and_devices_cannot_be_confused_with_tags():
 
 # --- on the built site ------------------------------------------------------------------------------
 
-def _text(fragment: str) -> str:
-    return " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", fragment)).split())
-
-
 def _manifest(html_dir) -> list[dict]:
     from conf import settings
 
@@ -124,7 +120,7 @@ def test_cards_and_claims_show_each_devices_label(html_dir):
     claims = (html_dir / cards.GENERATED / "claims.html").read_text(encoding="utf-8")
     labels = {v["label"] for r in rows.values() for v in r["verdicts"]}
     assert {label for _, label in BADGE.findall(claims)} <= labels
-    for name, text in (("index.html", _text(page)), ("claims.html", _text(claims))):
+    for name, text in (("index.html", page_text(page)), ("claims.html", page_text(claims))):
         assert not [w for w in RETIRED if w in text], name
         assert not re.search(r"\bstale\b", text), f"{name} says 'stale'"
 
