@@ -22,7 +22,7 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conf import settings  # noqa: E402
-from tipsite import build, shards  # noqa: E402
+from tipsite import build, contribute, records, shards  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_venv = "yes"
@@ -235,7 +235,7 @@ def vet(session: nox.Session) -> None:
     match a commit of this repository). Without arguments: every contributed set in
     docs/_data/results/ (``contrib-*.json``; CI vets the sets a pull request adds, by name).
     """
-    files = session.posargs or [str(p) for p in sorted((settings.DOCS_DIR / "_data" / "results").glob("contrib-*.json"))]
+    files = session.posargs or [str(p) for p in sorted(records.DATA_DIR.glob(f"{contribute.PREFIX}*.json"))]
     if not files:
         session.log("no contributed result set to vet")
         return

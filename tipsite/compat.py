@@ -72,8 +72,7 @@ def machine_class(run: dict[str, Any] | None) -> str:
     recorded them); older runs named only the device, so theirs is unknown."""
     if not run or "hosts" not in run:
         return devices.UNKNOWN_CLASS
-    device = run.get("device") or devices.primary(run["hosts"])
-    return devices.machine_class(device, run["hosts"].get(device))
+    return records.machine_class(run, run.get("device") or devices.primary(run["hosts"]))
 
 
 def load_all() -> dict[str, dict[str, Any] | None]:
@@ -213,14 +212,15 @@ def run(release: str, only: list[str] | None = None) -> int:
         only = [t.name for t in tips if (t.name not in old or old[t.name].get("status") == FAILED
                                          or not is_current(old[t.name], records.tip_version(t.path)))]
         print(f"[matrix {release}] --changed: re-running {len(only)} tip(s): {' '.join(only) or '(none)'}")
+    hosts = devices.hosts()  # the machine, as a build's records describe it (tipsite/devices.py)
+    device = devices.primary(hosts)
     data: dict[str, Any] = {
         "torch": release,
         "torch_build": built,
         "python": platform.python_version(),
-        "device": devices.primary(devices.available()),
-        "device_name": _device_name(),
-        # the machine, as a build's records describe it: its machine class (tipsite/devices.py)
-        "hosts": devices.hosts(),
+        "device": device,
+        "device_name": hosts[device]["name"],
+        "hosts": hosts,
         "cuda_in_build": torch.version.cuda,
         "threads": torch.get_num_threads(),
         "strict_deprecations": strict,
@@ -283,10 +283,6 @@ def _write(release: str, data: dict[str, Any], start: float, names: set[str]) ->
     tmp = data_path(release).with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(data_path(release))
-
-
-def _device_name() -> str:
-    return devices.hosts()[devices.primary(devices.available())]["name"]
 
 
 def main(argv: list[str]) -> int:

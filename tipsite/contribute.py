@@ -26,6 +26,8 @@ from pathlib import Path
 from conf import settings
 from tipsite import records, tipcheck, tipmeta, tipsource
 
+PREFIX = "contrib-"  # a contributed result set's file name (nox -s vet finds them by it)
+
 
 def tip_paths(names: list[str]) -> list[Path]:
     """Tip files by name (``tip_x``), path, or ``all``."""
@@ -76,7 +78,7 @@ def contribute(paths: list[Path], *, hosts: dict | None = None) -> tuple[dict, l
 def default_out(result_set: dict) -> Path:
     label = records.set_label(result_set["records"][0])
     day = result_set["records"][0]["date"][:10]
-    return records.DATA_DIR / f"contrib-{re.sub(r'[^A-Za-z0-9.+-]+', '-', label)}-{day}.json"
+    return records.DATA_DIR / f"{PREFIX}{re.sub(r'[^A-Za-z0-9.+-]+', '-', label)}-{day}.json"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -185,8 +185,8 @@ def pack(k: int, n: int, tips_out_dir: Path | None = None, dest_root: Path | Non
     for name in names:
         src = by_name[name]
         topic_dir = tips_out_dir / src.parent.name
-        md5_file = topic_dir / f"{name}.py.md5"
-        if not md5_file.exists() or md5_file.read_text().strip() != source_md5(src):
+        md5_file, md5 = topic_dir / f"{name}.py.md5", source_md5(src)
+        if not md5_file.exists() or md5_file.read_text().strip() != md5:
             problems.append(f"{name}: not executed from its current source by this build")
             continue
         if not (topic_dir / f"{name}{records.RECORD_SUFFIX}").exists():
@@ -199,7 +199,7 @@ def pack(k: int, n: int, tips_out_dir: Path | None = None, dest_root: Path | Non
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
             files[rel.as_posix()] = _sha256(path)
-        manifest["tips"][name] = {"topic": src.parent.name, "md5": source_md5(src), "files": files}
+        manifest["tips"][name] = {"topic": src.parent.name, "md5": md5, "files": files}
     if problems:
         raise ShardError(f"shard {k}/{n} is incomplete:\n" + "\n".join(problems))
     dest.mkdir(parents=True, exist_ok=True)
