@@ -138,14 +138,12 @@ def _run_as_reader(gallery_conf: dict, fname: str) -> None:
     lacks cannot be imported, a ``torch.cuda`` call that answers silently without CUDA raises, and
     every warning the run raises is recorded with whose it is (the record's ``warnings``). The
     suite reads that run; it does not run the tip again (tests/test_standalone.py)."""
-    from tipsite.tiprunner import ReaderConditions
-
     end_reader_runs()  # one a stopped tip left behind (its "after" hook never ran)
     name = Path(fname).name
     found = [p for d in _examples_dirs(gallery_conf) for p in sorted(d.glob(f"*/{name}"))]
     if not found:
         return
-    run = ReaderConditions(str(found[0]))
+    run = tiprunner.ReaderConditions(str(found[0]))
     run.start()
     _READER_RUNS[name] = run
 

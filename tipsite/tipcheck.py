@@ -32,29 +32,13 @@ FAKE = Path(__file__).with_name("fakecuda.py")
 
 def run_tip(path: Path, *, fake_cuda: bool = False, timeout: float = 900) -> dict:
     """Run a lone copy of the tip through the runner; return the runner's report."""
-    from tipsite import compat, tipsource
-
-    with tempfile.TemporaryDirectory(prefix=f"{path.stem}-") as tmp:
-        work = Path(tmp)
-        tipsource.write_download(path, work)
-        shutil.copy(RUNNER, work / RUNNER.name)
-        shutil.copy(FAKE, work / FAKE.name)
-        cmd = [sys.executable, RUNNER.name, "--strict", "--json", "report.json", path.name]
-        if fake_cuda:
-            cmd.insert(2, "--fake-cuda")
-        proc = subprocess.run(cmd, cwd=work, env=compat.reader_env(), capture_output=True,
-                              text=True, timeout=timeout)
-        report_file = work / "report.json"
-        report = (json.loads(report_file.read_text(encoding="utf-8")) if report_file.exists()
-                  else {"status": "failed", "error": f"no report (exit {proc.returncode})"})
-        report["stdout"], report["stderr"] = proc.stdout, proc.stderr
-        return report
+    return run_tips([path], fake_cuda=fake_cuda, timeout=timeout)[path.stem]
 
 
 def run_tips(paths: list[Path], *, fake_cuda: bool = False, timeout: float = 1800) -> dict[str, dict]:
     """Run the downloads of several tips one after another in one runner process (Python and
     torch start once); returns each tip's report by name, with its own printed output."""
-    from tipsite import compat, tipsource
+    from tipsite import compat
 
     with tempfile.TemporaryDirectory(prefix="tips-") as tmp:
         work = Path(tmp)
@@ -69,7 +53,7 @@ def run_tips(paths: list[Path], *, fake_cuda: bool = False, timeout: float = 180
         out = work / "reports.json"
         if not out.exists():
             error = f"no report (exit {proc.returncode}): {proc.stderr[-3000:]}"
-            return {p.stem: {"status": "failed", "error": error, "stdout": "", "stderr": proc.stderr}
+            return {p.stem: {"status": "failed", "error": error, "stdout": proc.stdout, "stderr": proc.stderr}
                     for p in paths}
         data = json.loads(out.read_text(encoding="utf-8"))
         reports = data["reports"] if "reports" in data else [data]
