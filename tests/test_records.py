@@ -249,9 +249,10 @@ def test_the_committed_h200_set_is_the_recorded_run():
     assert seen == set(rows)
 
 
-def test_the_committed_h200_set_passes_the_cuda_runners_guard(capsys):
-    """Built from the current tips' sources, it decides CUDA for exactly the tips that measure it
-    (the H100 set predates some tips' device lists, so the guard does not apply to it)."""
+def test_the_cuda_runners_guard_refuses_the_committed_h200_set_for_its_missing_calibration_only(capsys):
+    """It decides CUDA for exactly the tips that measure it (the H100 set predates some tips'
+    device lists, so the guard does not apply to it); it predates the GPU's calibration, the one
+    thing the guard now refuses it for."""
     (path,) = [p for p in COMMITTED if "h200" in p.name]
     assert records.expect_device("cuda", [str(path)]) == 1
     problems = capsys.readouterr().err.splitlines()[1:]
