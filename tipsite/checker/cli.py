@@ -177,14 +177,11 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     files, errors = runner.collect(args.paths, skip=cfg.excluded if cfg.exclude else None)
-    findings, parse_errors = runner.check_files(files, args.jobs, target.release, target.device)
+    findings, parse_errors = runner.check_files(files, args.jobs, target.release, target.device, cfg.codes())
     errors += parse_errors
-    selected = cfg.codes()
     ignored: dict[str, set[str]] = {}
     kept = []
     for f in findings:
-        if f.code not in selected:
-            continue
         if cfg.per_file_ignores:
             prefixes = ignored.get(f.path)
             if prefixes is None:  # once per file, not per finding

@@ -507,12 +507,19 @@ class Checker:
 
     ``torch_release`` (``(2, 13)``; None: unknown) and ``device`` are the reader's: a few rules
     follow a default or an argument that changed between releases (see :mod:`tipsite.checker.visitors`).
+    ``codes``: the rules to run (None: every rule); only their visitors are built and run.
     """
 
-    def __init__(self, torch_release: tuple[int, ...] | None = None, device: str = "cpu") -> None:
+    def __init__(self, torch_release: tuple[int, ...] | None = None, device: str = "cpu",
+                 codes: Iterable[str] | None = None) -> None:
+        wanted = None if codes is None else set(codes)
         self.tracker = V.Tracker()
-        self.own = [cls() for cls in V.OWN_VISITORS]
-        self.torchfix = {cls(): codes for cls, codes in V.TORCHFIX_RULES.items()}
+        self.own = [cls() for cls in V.OWN_VISITORS if wanted is None or cls.CODE in wanted]
+        self.torchfix = {}
+        for cls, mapping in V.TORCHFIX_RULES.items():
+            mapping = {k: c for k, c in mapping.items() if wanted is None or c in wanted}
+            if mapping:
+                self.torchfix[cls()] = mapping
         self.visitors = [*self.own, *self.torchfix]
         for v in self.visitors:
             v.where = self.tracker
@@ -523,7 +530,7 @@ class Checker:
     def check_source(self, text: str, path: str = "<string>") -> list[Finding]:
         """Findings in one file's source, sorted; a file that does not parse raises SyntaxError."""
         tree = ast.parse(text, filename=path)
-        if MARKER not in text:
+        if MARKER not in text or not self.visitors:
             return []
         scan = _Scan()
         scan.facts.mentions_cuda = bool(_ACCELERATOR.search(text))

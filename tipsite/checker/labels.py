@@ -37,7 +37,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tipsite.checker.registry import RULES
+from tipsite.checker.registry import RULES, default_codes
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = ROOT / "tests" / "checker_data"
@@ -111,12 +111,12 @@ def _checker(config: dict):
     from tipsite.checker.engine import Checker
 
     release = tuple(int(x) for x in config["torch"].split(".")) if config.get("torch") else None
-    return Checker(release, config["device"])
+    return Checker(release, config["device"], codes=default_codes())  # the rules on by default
 
 
 def findings_of(text: str, config: dict, path: str = "<excerpt>", checker=None) -> set[tuple[int, str]]:
     checker = checker or _checker(config)
-    return {(f.line, f.code) for f in checker.check_source(text, path) if RULES[f.code].default}
+    return {(f.line, f.code) for f in checker.check_source(text, path)}
 
 
 def _by_file(items: list[dict]) -> dict[tuple[str, str], list[dict]]:
@@ -320,8 +320,6 @@ def run(labels: Labels, corpus: Path) -> int:
             for file in corpus_files(corpus, c["repo"]):
                 rel = file.relative_to(base).as_posix()
                 for f in checker.check_source(file.read_text(encoding="utf-8"), str(file)):
-                    if not RULES[f.code].default:
-                        continue
                     key = (c["repo"], rel, f.line, f.code, config["name"])
                     seen.add(key)
                     if key not in known:

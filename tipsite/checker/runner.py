@@ -39,13 +39,15 @@ def collect(paths: list[str], skip: Callable[[Path], bool] | None = None) -> tup
     return files, errors
 
 
-def init(torch_release: tuple[int, ...] | None = None, device: str = "cpu") -> None:
-    """Build the checker once per process (imports libcst and TorchFix: not timed per file)."""
+def init(torch_release: tuple[int, ...] | None = None, device: str = "cpu",
+         codes: set[str] | None = None) -> None:
+    """Build the checker once per process (imports libcst and TorchFix: not timed per file), with
+    the visitors of ``codes`` only (None: every rule)."""
     global _checker, _options
     from tipsite.checker.engine import Checker
 
-    _options = {"torch_release": torch_release, "device": device}
-    _checker = Checker(torch_release=torch_release, device=device)
+    _options = {"torch_release": torch_release, "device": device, "codes": codes}
+    _checker = Checker(torch_release=torch_release, device=device, codes=codes)
 
 
 def check_file(path: Path) -> tuple[list, str | None]:
@@ -76,9 +78,9 @@ def processes(n_files: int, jobs: int) -> int:
 
 
 def check_files(files: list[Path], jobs: int, torch_release: tuple[int, ...] | None = None,
-                device: str = "cpu") -> tuple[list, list[str]]:
-    if _checker is None or _options != {"torch_release": torch_release, "device": device}:
-        init(torch_release, device)  # once, here: forked workers inherit the imports and the visitors
+                device: str = "cpu", codes: set[str] | None = None) -> tuple[list, list[str]]:
+    if _checker is None or _options != {"torch_release": torch_release, "device": device, "codes": codes}:
+        init(torch_release, device, codes)  # once, here: forked workers inherit the imports and the visitors
     if processes(len(files), jobs) > 1:
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
             results = pool.map(check_file, files, chunksize=max(1, len(files) // (jobs * 4)))
