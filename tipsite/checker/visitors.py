@@ -980,11 +980,14 @@ class DetachBeforeLayers(RuleVisitor):
 
 # --- loops ------------------------------------------------------------------------------------------
 
+def _calls_backward(node: cst.CSTNode, *, into_loops: bool = True) -> bool:
+    return any(isinstance(n, cst.Call) and _method(n) == "backward" for n in walk(node, into_loops=into_loops))
+
+
 def _training_step(loop: cst.CSTNode) -> bool:
     """The loop's own body (not a nested loop or function) calls ``.backward()``: one
     iteration is one training step."""
-    return any(isinstance(n, cst.Call) and _method(n) == "backward"
-               for n in walk(loop.body, into_loops=False))
+    return _calls_backward(loop.body, into_loops=False)
 
 
 class HostReadInLoop(RuleVisitor):
@@ -996,10 +999,9 @@ class HostReadInLoop(RuleVisitor):
     CODE = "PTT011"
 
     def reset(self) -> None:
-        self.loops: dict[int, tuple[bool, set[str]]] = {}  # id(loop) -> (training step, names tested)
-        self.exempt: set[int] = set()
+        self.loops: dict[int, bool] = {}  # id(loop) -> a training step that does not already wait
 
-    def _loop(self, loop: cst.CSTNode) -> tuple[bool, set[str]]:
+    def _loop(self, loop: cst.CSTNode) -> bool:
         known = self.loops.get(id(loop))
         if known is None:
             tested: set[str] = set()
@@ -1020,7 +1022,7 @@ class HostReadInLoop(RuleVisitor):
                         and any(isinstance(c, cst.Call) and _method(c) in HOST_READS
                                 for c in [n.value, *walk(n.value)]):
                     decides = True
-            known = self.loops[id(loop)] = (_training_step(loop) and not decides, tested)
+            known = self.loops[id(loop)] = _training_step(loop) and not decides
         return known
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -1029,8 +1031,7 @@ class HostReadInLoop(RuleVisitor):
         loop = self.where.loop()
         if loop is None or self.where.gated_in(loop):
             return
-        training, _ = self._loop(loop)
-        if training:
+        if self._loop(loop):
             self.flag(node)
 
 
@@ -1138,10 +1139,6 @@ class AccumulationWithoutScaling(RuleVisitor):
 
 def _binds(node: cst.CSTNode) -> bool:
     return any(isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign)) for n in walk(node))
-
-
-def _calls_backward(node: cst.CSTNode) -> bool:
-    return any(isinstance(n, cst.Call) and _method(n) == "backward" for n in walk(node))
 
 
 def _uses_memory_after(stmts: list[cst.CSTNode]) -> bool:
