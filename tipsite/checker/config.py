@@ -28,7 +28,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tipsite.checker.registry import RULES
+from tipsite.checker.registry import RULES, default_codes
 
 SECTION = "torch-tips"
 KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores", "fail-on", "torch", "device",
@@ -58,7 +58,7 @@ class Config:
 
     def codes(self) -> set[str]:
         """The rules that run: the selection, extended, minus the ignored ones."""
-        chosen = pick(self.select) if self.select is not None else {c for c, r in RULES.items() if r.default}
+        chosen = pick(self.select) if self.select is not None else set(default_codes())
         chosen |= pick(self.extend_select)
         return {c for c in chosen if not any(c.startswith(p) for p in self.ignore)}
 
