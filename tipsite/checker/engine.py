@@ -551,7 +551,7 @@ class Checker:
                        for f in self._check_piece(piece, scan, lines, path)]
         for f in sorted(results, key=lambda f: (f.line, f.col, f.code)):
             found.setdefault((f.line, f.code), f)  # one finding per rule and line
-        out = sorted(found.values(), key=lambda f: (f.line, f.col, f.code))
+        out = list(found.values())  # still in that order
         if out and "noqa" in text:
             comments, spans = _comments(text), _header_spans(tree)
             out = [f for f in out if not _silenced(spans, comments, f)]

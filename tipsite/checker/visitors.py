@@ -107,14 +107,14 @@ def children(node: cst.CSTNode):
 SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
 
-def walk(node: cst.CSTNode, *, into_scopes: bool = False, into_loops: bool = True):
-    """Every node under ``node`` (not ``node`` itself), not entering nested functions and classes
-    (unless ``into_scopes``) or nested loops (when ``into_loops`` is false)."""
+def walk(node: cst.CSTNode, *, into_loops: bool = True):
+    """Every node under ``node`` (not ``node`` itself), not entering nested functions, lambdas and
+    classes, or nested loops (when ``into_loops`` is false)."""
     stack = list(children(node))
     while stack:
         n = stack.pop()
         yield n
-        if not into_scopes and isinstance(n, SCOPES):
+        if isinstance(n, SCOPES):
             continue
         if not into_loops and isinstance(n, (cst.For, cst.While)):
             continue
@@ -662,11 +662,8 @@ class FactoryWithoutDevice(RuleVisitor):
         if (name not in FACTORIES or self.get_specific_arg(node, "device", -1) is not None
                 or _star_kwargs(node) or id(node) in self.moved or not self.where.method_of_model("forward")):
             return
-        if name == "torch.tensor" and node.args and (
-                names_in(node.args[0].value) & {"shape", "size", "len"}
-                or any(isinstance(n, cst.Attribute) and n.attr.value in ("shape", "size")
-                       for n in walk(node.args[0].value))):
-            return
+        if name == "torch.tensor" and node.args and names_in(node.args[0].value) & {"shape", "size", "len"}:
+            return  # (names_in holds an attribute's own name: x.shape gives "shape")
         self.flag(node)
 
 
@@ -1358,9 +1355,9 @@ class ConvBiasBeforeBatchNorm(RuleVisitor):
         for conv, norm in zip(elements, elements[1:]):
             if not (isinstance(conv, cst.Call) and isinstance(norm, cst.Call)):
                 continue
-            if self.qname(conv) not in _CONVS or self.qname(norm) not in _BATCH_NORMS or _star_kwargs(conv):
+            if self.qname(conv) not in _CONVS or self.qname(norm) not in _BATCH_NORMS:
                 continue
-            if any(a.star for a in conv.args):
+            if any(a.star for a in conv.args):  # *args or **kwargs: bias may be in them
                 continue
             arg = self.get_specific_arg(conv, "bias", 7)
             if arg is None or (isinstance(arg.value, cst.Name) and arg.value.value == "True"):
