@@ -28,6 +28,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tipsite.checker.evidence import FAIL_ON
 from tipsite.checker.registry import RULES, default_codes
 
 SECTION = "torch-tips"
@@ -167,8 +168,8 @@ def load(path: Path | None = None, start: Path | None = None) -> Config:
             if not isinstance(section[key], str):
                 raise ConfigError(f"{where}: {key} must be a string")
             setattr(cfg, key.replace("-", "_"), section[key])
-    if cfg.fail_on is not None and cfg.fail_on not in ("holds", "any", "never"):
-        raise ConfigError(f"{where}: fail-on must be holds, any or never")
+    if cfg.fail_on is not None and cfg.fail_on not in FAIL_ON:
+        raise ConfigError(f"{where}: fail-on must be {', '.join(FAIL_ON[:-1])} or {FAIL_ON[-1]}")
     if cfg.device is not None and cfg.device not in ("cpu", "cuda"):
         raise ConfigError(f"{where}: device must be cpu or cuda")
     return cfg

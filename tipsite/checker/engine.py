@@ -51,15 +51,13 @@ DEFAULT_ALIASES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional
 STMT_CALLS = {"save", "zero_grad", "Variable", "ModuleList", "tensor",
               "DataLoader", "register_parameter",
               "Linear", "set_detect_anomaly", "detect_anomaly", "autocast", "GradScaler",
-              "DataParallel", "Sequential", *(f"{k}{n}d" for k in ("Conv", "ConvTranspose") for n in (1, 2, 3)),
-              *(n.rsplit(".", 1)[1] for n in V.OPTIMIZERS)}
+              "DataParallel", "Sequential", *(n.rsplit(".", 1)[1] for n in V.CONVS | V.OPTIMIZERS)}
 SCOPE_CALLS = {"load", "no_grad", "load_state_dict", "eval"}  # judged with the rest of the function
 LOOP_CALLS = V.HOST_READS | {"empty_cache"}
 FUNCTION_CALLS = {"autocast"}  # judged with the rest of the function, not the whole file at top level
 CLASS_CALLS = {"cuda", "cpu", "to", "no_grad", "eval", "train", *(n.rsplit(".", 1)[1] for n in V.FACTORIES)}
 _CPU_PATH = re.compile(r"""^[^#\n]*["']cpu["']""", re.MULTILINE)
 _ACCELERATOR = re.compile(r"^[^#\n]*(cuda|accelerator)", re.MULTILINE)  # in code, not in a comment
-_IMAGE_DATASETS = ("ImageFolder", "DatasetFolder")
 _NOQA = re.compile(r"#\s*noqa(?::\s*([\w, ]+))?", re.IGNORECASE)
 _CLAUSE = re.compile(r"\s*(else|elif|except|finally|case)\b")
 
@@ -330,7 +328,7 @@ class _Scan:
                         f.load_names.add(name)
                 elif last in f.module_classes or (q.startswith("torch.nn.") and last[:1].isupper()):
                     f.module_names.add(name)
-                if (q.startswith("torchvision.datasets.") or last.endswith(_IMAGE_DATASETS)
+                if (q.startswith("torchvision.datasets.") or last.endswith(V.IMAGE_DATASETS)
                         or any(k.arg == "transform" for k in value.keywords)):
                     f.decoding_datasets.add(name)
             elif isinstance(value, (ast.List, ast.ListComp)):

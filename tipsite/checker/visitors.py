@@ -48,6 +48,8 @@ OPTIMIZERS = set(FUSED_SINCE)
 HOST_READS = {"item", "tolist", "numpy"}  # reads of a value: .cpu() alone also moves modules, for RPC
 UNTRACKED = {"item", "detach", "tolist", "numpy"}  # calls that leave no graph behind
 LOADER_WRAPPERS = {"enumerate", "tqdm", "iter", "zip", "tqdm.tqdm"}
+IMAGE_DATASETS = ("ImageFolder", "DatasetFolder")  # datasets that decode an image file per sample
+CONVS = {f"torch.nn.{k}{n}d" for k in ("Conv", "ConvTranspose") for n in (1, 2, 3)}
 SAFE_GLOBALS = {"torch.serialization.safe_globals"}
 # Classes whose forward is not a model's: losses, matchers, post-processing. Their no_grad,
 # .cpu() and CPU tensors are part of what they compute for the model, not a model's choice.
@@ -338,7 +340,7 @@ def decodes_per_sample(value: cst.BaseExpression | None, visitor: RuleVisitor) -
         return value.value in visitor.facts.decoding_datasets
     if isinstance(value, cst.Call):
         name = visitor.qname(value) or ""
-        return (name.startswith("torchvision.datasets.") or name.endswith(("ImageFolder", "DatasetFolder"))
+        return (name.startswith("torchvision.datasets.") or name.endswith(IMAGE_DATASETS)
                 or visitor.get_specific_arg(value, "transform", -1) is not None)
     return False
 
@@ -1340,7 +1342,6 @@ class EmptyCacheEveryStep(RuleVisitor):
         self.flag(node)
 
 
-_CONVS = {f"torch.nn.{k}{n}d" for k in ("Conv", "ConvTranspose") for n in (1, 2, 3)}
 _BATCH_NORMS = {f"torch.nn.BatchNorm{n}d" for n in (1, 2, 3)} | {"torch.nn.SyncBatchNorm"}
 _SEQUENTIAL = {"torch.nn.Sequential"}
 
@@ -1355,7 +1356,7 @@ class ConvBiasBeforeBatchNorm(RuleVisitor):
         for conv, norm in zip(elements, elements[1:]):
             if not (isinstance(conv, cst.Call) and isinstance(norm, cst.Call)):
                 continue
-            if self.qname(conv) not in _CONVS or self.qname(norm) not in _BATCH_NORMS:
+            if self.qname(conv) not in CONVS or self.qname(norm) not in _BATCH_NORMS:
                 continue
             if any(a.star for a in conv.args):  # *args or **kwargs: bias may be in them
                 continue
