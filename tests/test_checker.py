@@ -672,6 +672,21 @@ def test_cli_verbose_and_explain(tmp_path, capsys, monkeypatch):
     assert "PTT019 torch.no_grad() for inference [off by default]" in listed
 
 
+def test_explain_quotes_each_measured_state_as_a_finding_does(capsys, monkeypatch):
+    """--explain's line for each release reads the state as the finding's verdict does: a legacy
+    record says so there too."""
+    data = evidence.load_data()
+    state = {"state": "measured", "verdict": "holds", "key": None, "torch": "2.13.0+cu130",
+             "host": "test GPU", "date": "2026-11-26 00:00 UTC", "legacy": True, "set": "test"}
+    data["tips"]["tip_foreach_fused_optimizers"]["states"]["cuda"] = {"2.13": state, "any": state}
+    monkeypatch.setattr(evidence, "load_data", lambda: data)
+    assert cli.main(["--explain", "PTT031", *ARGS]) == 0
+    lines = capsys.readouterr()[0].splitlines()
+    quoted = "holds on CUDA (torch 2.13.0+cu130, test GPU, 2026-11-26, legacy record)"
+    assert f"  CUDA, torch 2.13: {quoted}" in lines
+    assert f"For torch 2.13 (--torch), CUDA (--device): {quoted} -> findings fail the run" in lines
+
+
 def test_configuration_in_pyproject(tmp_path, capsys, monkeypatch):
     holding_evidence(monkeypatch, {"tip_weights_only_load", "tip_foreach_fused_optimizers"})
     (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""\

@@ -72,8 +72,7 @@ def explain(code: str, ev: evidence.Evidence) -> str:
             for rel, state in sorted(states.items()):
                 if rel == evidence.ANY:
                     continue
-                v = evidence.Verdict(rule.tip, tip["title"], device, state["state"], state["verdict"],
-                                     state.get("key"), state["torch"], state.get("host"), state.get("date"))
+                v = ev.state_verdict(rule.tip, device, state)
                 lines.append(f"  {ev.word(device)}, torch {rel}: {evidence.tail(v, ev.word)}")
         if not tip["states"]:
             lines.append("  not measured on any device yet")

@@ -232,9 +232,15 @@ class Evidence:
                 stale = ", an older version of the tip" if other["state"] == "stale" else ""
                 elsewhere = f"{other['verdict']} with torch {other['torch']}{stale}"
             return Verdict(name, tip["title"], device, NOT_MEASURED, elsewhere=elsewhere, link=link)
-        return Verdict(name, tip["title"], device, state["state"], verdict=state["verdict"], key=state.get("key"),
+        return self.state_verdict(name, device, state)
+
+    def state_verdict(self, tip_name: str, device: str, state: dict) -> Verdict:
+        """The verdict one measured state of the tip gives (``tips[tip_name]["states"][device][release]``),
+        as a finding quotes it: for the target, and for each release ``--explain`` lists."""
+        tip = self.data["tips"][tip_name]
+        return Verdict(tip_name, tip["title"], device, state["state"], verdict=state["verdict"], key=state.get("key"),
                        torch=state["torch"], host=state.get("host"), date=state.get("date"),
-                       origin=state.get("set"), legacy=bool(state.get("legacy")), link=link)
+                       origin=state.get("set"), legacy=bool(state.get("legacy")), link=self.link(tip_name))
 
 
 # --- what a finding says --------------------------------------------------------------------------
