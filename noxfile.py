@@ -170,11 +170,12 @@ def docs(session: nox.Session) -> None:
         k, n = shard
         where = shards.SHARD_BUILDS_DIR / shards.pack_name(k, n)
         sphinx_build(session, *args, out=where / "html", doctrees=where / "doctrees",
-                     env={shards.ENV_VAR: f"{k}/{n}"})
+                     env={shards.ENV_VAR: f"{k}/{n}", shards.ONLY_VAR: ""})
         session.run("python", "-m", "tipsite.shards", "pack", f"{k}/{n}")
         session.log("Shard built: merge every shard with `nox -s docs_merge`")
         return
-    sphinx_build(session, *args, env={shards.ENV_VAR: ""})  # every tip, whatever the shell says
+    # every tip, whatever the shell says
+    sphinx_build(session, *args, env={shards.ENV_VAR: "", shards.ONLY_VAR: ""})
     session.run("python", "-m", "tipsite.records", "export")
     session.log(f"Site built: open {settings.HTML_DIR / 'index.html'}")
 
@@ -188,7 +189,7 @@ def docs_merge(session: nox.Session) -> None:
     """
     install(session, "docs.txt")
     session.run("python", "-m", "tipsite.shards", "merge", *session.posargs)
-    sphinx_build(session, env={shards.ENV_VAR: shards.MERGED})
+    sphinx_build(session, env={shards.ENV_VAR: shards.MERGED, shards.ONLY_VAR: ""})
     session.run("python", "-m", "tipsite.records", "export")
     session.log(f"Merged site built: open {settings.HTML_DIR / 'index.html'}")
 
@@ -202,6 +203,17 @@ def tests(session: nox.Session) -> None:
         "-n", "auto", "--dist", "loadgroup"]
     # a hung test fails, naming where it hangs, instead of holding the run (conf/settings.py)
     session.run("pytest", *parallel, *settings.TESTS_TIMEOUT_ARGS, *session.posargs)
+
+
+@nox.session(default=False)
+def gpu_run(session: nox.Session) -> None:
+    """The CUDA build of the tips whose CUDA record is not current: `nox -s gpu_run -- rest`.
+
+    The procedure of a lent GPU machine (tipsite/gpurun.py, docs/how_built.rst "CUDA results")
+    in a virtualenv with torch's CUDA build (TIPS_TORCH_BUILD=cuda): the self-hosted runner's.
+    """
+    install(session, "docs.txt")
+    session.run("python", "-m", "tipsite.gpurun", *(session.posargs or ["rest"]))
 
 
 @nox.session(default=False)

@@ -447,6 +447,39 @@ def test_record_timings_reads_the_builds_costs(fixture_builds, tmp_path):
     assert shards.load_timings(path) == seconds
 
 
+def test_every_tip_has_a_committed_timing():
+    """The plan balances on measured times, not on the median guessed for a missing tip."""
+    seconds = shards.load_timings()
+    names = {p.stem for p in tipmeta.tip_files()}
+    missing = sorted(names - set(seconds))
+    assert not missing, f"conf/timings.json has no time for {missing}: " \
+        "python -m tipsite.shards timings --update after a full build"
+    assert not set(seconds) - names, "conf/timings.json times tips that are gone"
+    assert all(s > 0 for s in seconds.values())
+
+
+def test_the_timings_say_how_they_were_measured():
+    data = json.loads(shards.TIMINGS_FILE.read_text(encoding="utf-8"))
+    measured = data.get("measured") or {}
+    for key in ("date", "commit", "cores", "nice", "load1"):
+        assert key in measured, f"conf/timings.json: 'measured' lacks {key!r}"
+    assert {"min", "mean", "max"} <= set(measured["load1"])
+
+
+def test_record_timings_keeps_or_replaces_the_conditions(tmp_path):
+    gallery, out = tmp_path / "gallery", tmp_path / "tips"
+    fixture_tips(gallery)
+    (out / "speed").mkdir(parents=True)
+    (out / "speed" / "tip_fixture_sweep.cost.json").write_text('{"time": 1.5, "memory": 0}')
+    path, kw = tmp_path / "timings.json", {"gallery_dir": gallery}
+    shards.record_timings(out, path, conditions={"load1": {"mean": 1}}, **kw)
+    shards.record_timings(out, path, **kw)
+    data = json.loads(path.read_text())
+    assert data["measured"] == {"load1": {"mean": 1}} and data["seconds"] == {"tip_fixture_sweep": 1.5}
+    shards.record_timings(out, path, conditions={"load1": {"mean": 2}}, **kw)
+    assert json.loads(path.read_text())["measured"] == {"load1": {"mean": 2}}
+
+
 def test_workflows_lint_clean():
     # nox puts the venv's bin first on PATH; a direct `python -m pytest` may not
     actionlint = shutil.which("actionlint", path=os.pathsep.join([str(Path(sys.executable).parent),

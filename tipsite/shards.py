@@ -33,6 +33,9 @@ from conf import settings
 from tipsite import build, records, tipmeta, tipsource
 
 ENV_VAR = "TIPS_SHARD"
+# TIPS_ONLY=tip_a,tip_b executes only the tips named (the CUDA build's incremental runs,
+# tipsite/gpurun.py); it cannot be combined with TIPS_SHARD.
+ONLY_VAR = "TIPS_ONLY"
 MERGED = "merged"
 TIMINGS_FILE = settings.CONF_DIR / "timings.json"
 PACKS_DIR = settings.BUILD_DIR / "shards"
@@ -126,22 +129,42 @@ def shard_tips(k: int, n: int, gallery_dir: Path | None = None,
     return plan(names, n, timings)[k - 1]
 
 
-def filename_pattern(gallery_dir: Path | None = None, default: str = r"/tip_",
-                     shard: str | None = None) -> str:
-    """sphinx-gallery's ``filename_pattern`` for this build, from ``TIPS_SHARD``.
+def only_pattern(names: list[str]) -> str:
+    """The ``filename_pattern`` that executes exactly the tips ``names`` (none if empty)."""
+    if not names:
+        return NOTHING
+    return r"[\\/](?:" + "|".join(re.escape(t) for t in sorted(names)) + r")\.py$"
 
-    Unset: ``default`` (every tip executes). ``K/N``: only shard K's tips. ``merged``: none.
+
+def parse_only(text: str, gallery_dir: Path | None = None) -> list[str]:
+    """``TIPS_ONLY``'s tip names, each checked to be a tip of the gallery."""
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    known = {p.stem for p in tipmeta.tip_files(gallery_dir)}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise ShardError(f"{ONLY_VAR} names tips that are not in the gallery: {', '.join(unknown)}")
+    return names
+
+
+def filename_pattern(gallery_dir: Path | None = None, default: str = r"/tip_",
+                     shard: str | None = None, only: str | None = None) -> str:
+    """sphinx-gallery's ``filename_pattern`` for this build, from ``TIPS_SHARD``/``TIPS_ONLY``.
+
+    Both unset: ``default`` (every tip executes). ``TIPS_SHARD=K/N``: only shard K's tips;
+    ``merged``: none. ``TIPS_ONLY=a,b``: only the tips named.
     """
     shard = os.environ.get(ENV_VAR, "") if shard is None else shard
+    only = os.environ.get(ONLY_VAR, "") if only is None else only
+    if only.strip():
+        if shard.strip():
+            raise ShardError(f"{ENV_VAR} and {ONLY_VAR} cannot both be set")
+        return only_pattern(parse_only(only, gallery_dir))
     if not shard.strip():
         return default
     if shard.strip() == MERGED:
         return NOTHING
     k, n = parse_shard(shard)
-    names = shard_tips(k, n, gallery_dir)
-    if not names:
-        return NOTHING
-    return r"[\\/](?:" + "|".join(re.escape(t) for t in names) + r")\.py$"
+    return only_pattern(shard_tips(k, n, gallery_dir))
 
 
 # --- what sphinx-gallery generates for one tip ------------------------------------------------
@@ -309,22 +332,30 @@ def merge(packs: list[Path], tips_out_dir: Path | None = None,
 
 
 def record_timings(tips_out_dir: Path | None = None, path: Path | None = None,
-                   gallery_dir: Path | None = None) -> dict[str, float]:
-    """Update the timings file with each tip's last run time (sphinx-gallery's ``.cost.json``)."""
+                   gallery_dir: Path | None = None, conditions: dict | None = None) -> dict[str, float]:
+    """Update the timings file with each tip's last run time (sphinx-gallery's ``.cost.json``).
+
+    ``conditions`` says how the build that measured them ran (the machine, its load, ``nice``):
+    stored beside the times, as the file's ``measured``; kept from before when not given."""
     tips_out_dir = Path(tips_out_dir or settings.TIPS_OUT_DIR)
     path = Path(path or TIMINGS_FILE)
     seconds = load_timings(path)
+    old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     names = {p.stem for p in tipmeta.tip_files(gallery_dir)}
     for cost in tips_out_dir.glob("*/*.cost.json"):
         name = cost.name[: -len(".cost.json")]
         if name in names:
             seconds[name] = round(float(json.loads(cost.read_text(encoding="utf-8"))["time"]), 2)
     seconds = {k: v for k, v in sorted(seconds.items()) if k in names}
-    path.write_text(json.dumps({
+    data = {
         "about": "Each tip's last recorded run time in seconds, for balancing sharded builds "
                  "(python -m tipsite.shards timings --update).",
         "seconds": seconds,
-    }, indent=1) + "\n", encoding="utf-8")
+    }
+    measured = conditions if conditions is not None else old.get("measured")
+    if measured is not None:
+        data["measured"] = measured
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return seconds
 
 
@@ -339,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     mg.add_argument("packs", nargs="*", type=Path, help="default: every pack in build/shards/")
     tm = sub.add_parser("timings", help="show (or --update) the run times the plan balances")
     tm.add_argument("--update", action="store_true", help="read the last build's .cost.json files")
+    tm.add_argument("--conditions", type=Path,
+                    help="with --update: a JSON file saying how that build ran (machine, load)")
     args = parser.parse_args(argv)
     try:
         if args.command == "plan":
@@ -355,7 +388,9 @@ def main(argv: list[str] | None = None) -> int:
             names = merge(packs)
             print(f"merged {len(names)} tips from {len(packs)} shards into {settings.TIPS_OUT_DIR}")
         else:
-            seconds = record_timings() if args.update else load_timings()
+            conditions = (json.loads(args.conditions.read_text(encoding="utf-8"))
+                          if args.conditions else None)
+            seconds = record_timings(conditions=conditions) if args.update else load_timings()
             print(json.dumps(seconds, indent=1))
     except (ShardError, records.RecordError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -59,7 +59,7 @@ print(f"device: {device}, threads: {torch.get_num_threads()}, "
 if device.type == "cuda":
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     base = max(128, 8 * sms // 128 * 128)
-    sizes = [base, 2 * base, 4 * base, 8 * base]
+    sizes = [base, 4 * base, 8 * base]
 else:
     sizes = [64, 128, 512, 1024]
 print("matrix sizes:", sizes)
