@@ -154,7 +154,7 @@ def docs(session: nox.Session) -> None:
     """Build the site, executing every changed tip (`-- --clean` re-runs every tip).
 
     `-- --shard K/N` executes only shard K of N and packs its output for `nox -s docs_merge`.
-    After a build, its results go to build/results/ as one result set (tipsite/records.py).
+    After a build, its results go to build/results/ as one result set (tipsite/records/).
     """
     try:
         shard, clean, args = shards.docs_options(session.posargs)  # before anything is deleted

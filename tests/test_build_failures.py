@@ -141,6 +141,39 @@ def test_a_tip_past_its_time_limit_stops_the_build_naming_it(tiny_build, good_ti
     assert SPHINX_CRASH_REPORT not in result.output
 
 
+STUBBORN = {
+    # catches every TipTimeout, again and again
+    "catches BaseException": "import time\nwhile True:\n    try:\n        time.sleep(0.2)\n"
+                             "    except BaseException:\n        pass\n",
+    # a C loop: no Python signal handler runs until it returns
+    "loops in C": "import itertools\nsum(itertools.repeat(1, 10**13))\n",
+}
+
+
+@pytest.mark.parametrize("body", STUBBORN.values(), ids=STUBBORN.keys())
+def test_a_tip_that_will_not_stop_is_ended_with_its_process_naming_it(tiny_site, good_tip, body):
+    """Issue 32: the time limit raised once inside the tip; a tip catching BaseException or looping
+    in C hung the build with nothing printed. Its process is killed, the tip named."""
+    tiny_site.write({"correctness/tip_tiny.py": good_tip.replace("RULE =", body + "RULE =")})
+    start = time.monotonic()
+    result = tiny_site.build(in_process=False, timeout=300, TIPS_TIMEOUT="3")
+    assert result.returncode != 0
+    assert time.monotonic() - start < 240
+    assert "tip_tiny.py ran for more than 3 s (TIPS_TIMEOUT) and did not stop" in result.output, result.output[-3000:]
+    assert not list((tiny_site.src / "tips").glob("*/tip_tiny.result.json"))
+
+
+def test_a_tip_that_catches_its_time_limit_and_ends_still_fails(tiny_site, good_tip):
+    """Caught once, the limit still holds: the build fails naming the tip, and no record stays."""
+    caught = "import time\ntry:\n    time.sleep(30)\nexcept BaseException:\n    pass\n"
+    tiny_site.write({"correctness/tip_tiny.py": good_tip.replace("RULE =", caught + "RULE =")})
+    result = tiny_site.build(in_process=False, timeout=300, TIPS_TIMEOUT="3")
+    assert result.returncode != 0
+    assert "tip_tiny.py ran for more than 3 s (TIPS_TIMEOUT)" in result.output, result.output[-3000:]
+    assert "did not stop" not in result.output  # it stopped: the build failed, nothing was killed
+    assert not list((tiny_site.src / "tips").glob("*/tip_tiny.result.json"))
+
+
 def test_printed_output_is_capped_and_the_page_says_so(tiny_build, good_tip):
     noisy = good_tip.replace("RULE =", "for i in range(100_000):\n    print('x' * 50)\nRULE =")
     result = tiny_build({"correctness/tip_tiny.py": noisy})

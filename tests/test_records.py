@@ -1,4 +1,4 @@
-"""Records and result sets (tipsite/records.py): every field from another machine is checked, a
+"""Records and result sets (tipsite/records/): every field from another machine is checked, a
 verdict is one device's and follows from its evidence, and the recorded H100 run is read with
 each tip on the device it really ran on."""
 

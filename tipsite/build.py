@@ -67,8 +67,10 @@ def digest(paths) -> str:
 # metadata contract, the thread setting. tests/test_build.py checks that every tipsite module
 # these import is listed.
 EXECUTION_LAYER = ("tipsite/gallery.py", "tipsite/tipsource.py", "tipsite/tiprunner.py",
-                   "tipsite/devices.py", "tipsite/records.py", "tipsite/tipkit.py",
-                   "tipsite/tipmeta.py", "conf/settings.py", "conf/vocab.toml")
+                   "tipsite/devices.py", "tipsite/tipkit.py", "tipsite/tipmeta.py",
+                   *(f"tipsite/records/{m}.py" for m in ("__init__", "check", "versions", "store",
+                                                         "views", "vet", "legacy", "cli")),
+                   "conf/settings.py", "conf/vocab.toml")
 
 
 def execution_fingerprint(root: Path = settings.ROOT) -> str:

@@ -82,15 +82,67 @@ def timeout_s() -> float:
     return value
 
 
+def grace_s(limit: float) -> float:
+    """How long a tip past its limit has to stop before its process is killed."""
+    return min(60.0, max(5.0, limit / 10))
+
+
+# What a watchdog process runs: past the deadline, if the build it watches is still its parent,
+# it names the tip on the build's stderr and kills the build; it ends itself when the build does.
+_WATCHDOG = """
+import os, signal, sys, time
+pid, deadline, message = int(sys.argv[1]), time.monotonic() + float(sys.argv[2]), sys.argv[3]
+while time.monotonic() < deadline:
+    time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+    if os.getppid() != pid:
+        sys.exit(0)
+os.write(2, message.encode() + b"\\n")
+os.kill(pid, signal.SIGKILL)
+"""
+
+# The tip whose time limit is armed: its file name, whether its limit passed, its watchdog.
+_ARMED: dict[str, Any] = {}
+
+
 def _arm_timeout(fname: str) -> None:
+    """The per-tip time limit, in two steps. At the limit a :class:`TipTimeout` is raised in the
+    tip, and again every second while it runs on (a tip may catch it); a tip that ends after
+    that still fails the build (:func:`_disarm_timeout`). A tip that does not end within
+    :func:`grace_s` more (it catches every exception, or loops in C where no Python signal
+    handler runs) is ended with its process by a watchdog process, which names it."""
+    _disarm_timeout()
     limit = timeout_s()
+    name = Path(fname).name
+    said = (f"error: {name} ran for more than {limit:g} s (TIPS_TIMEOUT): the build stopped. "
+            "Make the tip faster, or raise TIPS_TIMEOUT.")
 
     def expired(signum, frame):
-        raise TipTimeout(f"error: {Path(fname).name} ran for more than {limit:g} s (TIPS_TIMEOUT): "
-                         "the build stopped. Make the tip faster, or raise TIPS_TIMEOUT.")
+        _ARMED["expired"] = True
+        raise TipTimeout(said)
 
+    import subprocess
+    import sys
+
+    killed = (f"error: {name} ran for more than {limit:g} s (TIPS_TIMEOUT) and did not stop within "
+              f"{grace_s(limit):g} s more: the build was killed with it.")
+    watchdog = subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid()),
+                                 str(limit + grace_s(limit)), killed],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    _ARMED.update(name=name, expired=False, watchdog=watchdog, said=said)
     signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, limit)
+    signal.setitimer(signal.ITIMER_REAL, limit, 1.0)
+
+
+def _disarm_timeout() -> bool:
+    """Cancel the armed time limit and its watchdog; whether the limit had passed."""
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    watchdog = _ARMED.pop("watchdog", None)
+    if watchdog is not None:
+        watchdog.kill()
+        watchdog.wait()
+    expired = _ARMED.pop("expired", False)
+    _ARMED.clear()
+    return expired
 
 
 def reset_torch(gallery_conf: dict, fname: str | None, when: str) -> None:
@@ -99,7 +151,10 @@ def reset_torch(gallery_conf: dict, fname: str | None, when: str) -> None:
     After it: the time limit disarmed, the conditions lifted, the warnings the run raised added
     to its record."""
     if when == "after":
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        said = _ARMED.get("said")
+        if _disarm_timeout():  # the tip caught its TipTimeout and ran on: it still failed
+            _discard_record(gallery_conf, fname)
+            raise TipTimeout(said)
         if fname is not None:
             _end_reader_run(gallery_conf, fname)
         return
@@ -138,7 +193,7 @@ def _run_as_reader(gallery_conf: dict, fname: str) -> None:
     lacks cannot be imported, a ``torch.cuda`` call that answers silently without CUDA raises, and
     every warning the run raises is recorded with whose it is (the record's ``warnings``). The
     suite reads that run; it does not run the tip again (tests/test_standalone.py)."""
-    end_reader_runs()  # one a stopped tip left behind (its "after" hook never ran)
+    end_reader_runs(disarm=False)  # one a stopped tip left behind (its "after" hook never ran)
     name = Path(fname).name
     found = [p for d in _examples_dirs(gallery_conf) for p in sorted(d.glob(f"*/{name}"))]
     if not found:
@@ -148,11 +203,25 @@ def _run_as_reader(gallery_conf: dict, fname: str) -> None:
     _READER_RUNS[name] = run
 
 
-def end_reader_runs() -> None:
-    """Lift every reader's condition still set (a tip stopped before its "after" hook): the
-    process goes on, as a test's in-process build does, with torch and imports as they were."""
+def end_reader_runs(disarm: bool = True) -> None:
+    """Lift every reader's condition still set (a tip stopped before its "after" hook), and its
+    time limit: the process goes on, as a test's in-process build does, with torch and imports as
+    they were."""
+    if disarm:
+        _disarm_timeout()
     while _READER_RUNS:
         _READER_RUNS.popitem()[1].stop()
+
+
+def _discard_record(gallery_conf: dict, fname: str | None) -> None:
+    """A tip that ran past its limit leaves no record, even one it wrote before."""
+    from tipsite import records
+
+    dirs = gallery_conf["gallery_dirs"]
+    for d in dirs if isinstance(dirs, (list, tuple)) else [dirs]:
+        for path in (Path(gallery_conf["src_dir"]) / d).glob(f"*/{Path(fname or '').stem}{records.RECORD_SUFFIX}"):
+            path.unlink(missing_ok=True)
+    end_reader_runs()
 
 
 def _end_reader_run(gallery_conf: dict, fname: str) -> None:
@@ -270,7 +339,7 @@ def collect_result(block, block_vars: dict, gallery_conf: dict) -> str:
     from tipsite import records
 
     result = block_vars["example_globals"].get("RESULT")
-    if result is None:
+    if result is None or _ARMED.get("expired"):  # past its time limit: no record
         return ""
     src = Path(block_vars["src_file"])
     problems = records.result_problems(result)

@@ -290,7 +290,7 @@ def merge(packs: list[Path], tips_out_dir: Path | None = None,
     for pack_dir, m in manifests:
         if m.get("execution") != fingerprint:
             raise ShardError(f"{pack_dir}: built by another version of the build's execution layer "
-                             "(tipsite/gallery.py, records.py, tipkit.py, tipmeta.py or conf/settings.py "
+                             "(tipsite/gallery.py, records/, tipkit.py, tipmeta.py or conf/settings.py "
                              "differ from this checkout): rebuild the shards from this commit")
     commits = {m.get("commit") for _, m in manifests}
     if len(commits) > 1:
