@@ -432,6 +432,14 @@ def test_check_plausible_fails_a_speed_up_beyond_what_the_resources_allow():
     with pytest.raises(RuntimeError, match="more than the 2x that 2 processes on 2 cores"):
         tipkit.check_plausible({"name": "DDP", "median": 5.0, "low": 4.0, "high": 9.0},
                                at_most=2, because="2 processes on 2 cores")
+    # timed while other processes took the cores (record format "cores"): it decides nothing
+    # and is never published, and the contention explains it: no defect of the tip's
+    busy = {"name": "DDP", "median": 15.5, "low": 6.4, "high": 39.1,
+            "cores": {"needed": 2, "others": 1.85, "free": False}}
+    assert tipkit.check_plausible(busy, at_most=2, because="2 processes") is busy
+    with pytest.raises(RuntimeError):
+        tipkit.check_plausible({**busy, "cores": {"needed": 2, "others": 0.0, "free": True}},
+                               at_most=2, because="2 processes")
 
 
 def test_gpu_busy_time_counts_kernels_not_the_spans_of_labels(monkeypatch):
