@@ -473,3 +473,51 @@ def test_gpu_busy_time_counts_kernels_not_the_spans_of_labels(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     busy, wall = tipkit.device_busy(lambda: time.sleep(0.003), 1, "cuda")
     assert busy == pytest.approx(20e-6) and wall >= 0.003
+
+
+def test_peer_sends_functions_and_classes_of_a_page_run_as_sphinx_gallery_runs_it(tmp_path):
+    """sphinx-gallery executes a page's blocks with ``exec`` in a fake ``__main__`` that has
+    no ``__file__`` (inspect.getsource cannot find a class there): the peer still finds each
+    function's and class's statement in the file the code was compiled from."""
+    import importlib.util
+    import os
+    import sys
+    import textwrap
+
+    page = tmp_path / "page.py"
+    page.write_text(textwrap.dedent('''
+        import os
+
+        SCALE = 4
+
+
+        class Base:
+            def value(self, n):
+                return n * SCALE
+
+
+        class Doubled(Base):
+            def value(self, n):
+                return 2 * super().value(n)
+
+
+        def start(n):
+            return {"n": n}
+
+
+        def answer(me):
+            return [Doubled().value(me["n"]), os.getpid()]
+        '''), encoding="utf-8")
+    fake_main = importlib.util.module_from_spec(importlib.util.spec_from_loader("__main__", None))
+    old_main = sys.modules["__main__"]
+    sys.modules["__main__"] = fake_main
+    try:
+        exec(compile(page.read_text(encoding="utf-8"), str(page), "exec"), fake_main.__dict__)
+        peer = tipkit.Peer(fake_main.start, 3)
+        try:
+            value, pid = peer.call(fake_main.answer)
+        finally:
+            peer.close()
+    finally:
+        sys.modules["__main__"] = old_main
+    assert value == 24 and pid != os.getpid()
