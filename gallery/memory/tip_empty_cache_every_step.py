@@ -121,6 +121,7 @@ if on_cuda:
 # so the first step of each round without ``empty_cache()`` finds the cache emptied by the
 # other variant and allocates too: if anything, the ratio understates the cost.
 peaks, reserved, lowered_peak, handed_back, cost = {}, {}, [], [], []
+free_segments = []  # without empty_cache: releasable bytes between steps
 
 
 def measure(fn, model, optimizer, x):
@@ -129,7 +130,17 @@ def measure(fn, model, optimizer, x):
     torch.cuda.reset_peak_memory_stats()
     fn(model, optimizer, x)
     torch.cuda.synchronize()
-    return torch.cuda.max_memory_reserved(), torch.cuda.memory_reserved()
+    return torch.cuda.max_memory_reserved(), torch.cuda.memory_reserved(), releasable()
+
+
+def releasable():
+    """Bytes in cached segments that hold no tensor: what empty_cache() can release
+    (a segment with any live block stays); None where no snapshot can be read."""
+    try:
+        segments = torch.cuda.memory_snapshot()
+    except (RuntimeError, AttributeError):
+        return None
+    return sum(s["total_size"] for s in segments if s["allocated_size"] == 0)
 
 
 if on_cuda:
@@ -140,9 +151,11 @@ if on_cuda:
         for name, fn in (("empty_cache every step", step_then_empty_cache),
                          ("no empty_cache", step)):
             torch.cuda.empty_cache()  # both start from the same allocator state
-            peak, held = measure(fn, model, optimizer, x)
+            peak, held, free = measure(fn, model, optimizer, x)
             peaks.setdefault(name, []).append(peak / 2**20)
             reserved.setdefault(name, []).append(held / 2**20)
+            if fn is step:
+                free_segments.append(free)
         lowered_peak.append(compare_values(
             f"step's peak reserved, without / with empty_cache, width {width}",
             {"no empty_cache": [peaks["no empty_cache"][-1]],
@@ -199,7 +212,9 @@ if on_cuda:
 # hands memory back and the step's peak is lowered at no width: the step needs as much from
 # the GPU as before, so it gains no room against an out-of-memory error. It depends (on the
 # pattern of allocations) if the peak is lowered somewhere, and it is wrong if it hands
-# nothing back (the claim says it returns cached memory to the driver). These steps allocate
+# nothing back although the cache held segments with no tensor in them between steps (the
+# claim says it returns cached, unused memory to the driver; ``memory_snapshot()`` shows
+# the segments); a cache with no such segment has nothing to hand back: that depends too. These steps allocate
 # the same sizes every time, not the changing sizes that fragment the cache (for those, see
 # the tips on expandable segments and on preallocation). The time is shown beside it. The
 # key figure is the quantity that decided: the memory handed back at the largest width, or
@@ -207,20 +222,26 @@ if on_cuda:
 RULE = ("CUDA only: holds if empty_cache() every step lowers the memory reserved "
         "between steps by more than 1% at the largest width (ratio without/with above "
         "1.01) and the step's peak reserved memory by more than 1% at no width; "
-        "depends if it lowers that peak at some width (fragmentation); wrong if it "
-        "does not lower the memory reserved between steps")
+        "depends if it lowers that peak at some width (fragmentation), or the "
+        "cache held no segment free of tensors between steps; wrong if it held one "
+        "(at the largest width) and empty_cache() does not lower what is reserved")
 verdicts = {}
 if on_cuda:
     lowered = [c for c in lowered_peak if c["outcome"] == "above"]
     deciding = (max(lowered, key=lambda c: c["median"]) if lowered
                 else handed_back[-1])
-    decision = decide(device, [("wrong", {"handed back, largest width": "none above"}),
-                               ("holds", {"peak lowered": "none above"}),
+    facts = {"segments free of tensors between steps, largest width (bytes)":
+             free_segments[-1],
+             "the cache held a free segment": bool(free_segments[-1])}
+    decision = decide(device, [("wrong", {"the cache held a free segment": True,
+                                          "handed back, largest width": "none above"}),
+                               ("holds", {"handed back, largest width": "all above",
+                                          "peak lowered": "none above"}),
                                ("depends", {})],
                       groups={"handed back, largest width": handed_back[-1:],
                               "handed back": handed_back, "peak lowered": lowered_peak,
                               "time cost": cost},
-                      key=deciding, about="host")
+                      facts=facts, key=deciding, about="host")
     report(decision, RULE)
     verdicts[device.type] = decision
 else:
