@@ -145,3 +145,26 @@ def test_filter_chips_say_words_and_never_two_alike(new_page, base_url):
         assert "-" not in text or facet == "tag", f"a chip shows a token: {text}"
         assert label.endswith(text) and label != text, label  # "Measured on: CUDA", "Tag: #cuda"
     assert not page.js_errors, page.js_errors
+
+
+def test_a_headline_never_shows_an_interval_wider_than_2x():
+    """Two processes on two cores measured 4.86x [1.78-9.10]: a figure whose interval's ends
+    are more than 2x apart says nothing settled. The header, the cards and the checker show
+    it as not settled, with the interval that says why, and never its value; a narrower
+    interval keeps its figure."""
+    from tipsite.checker import evidence
+
+    wide = {"name": "DDP speed-up, layers 512 wide", "value": 4.86, "low": 1.78,
+            "high": 9.10, "unit": "x", "rounds": 6}
+    narrow = dict(wide, value=1.88, low=1.3, high=2.5)
+    for text in (view.key_text(wide), evidence.key_text(wide)):
+        assert "not settled" in text and "4.86" not in text and "9.1" in text, text
+    for text in (view.key_text(narrow), evidence.key_text(narrow)):
+        assert "not settled" not in text and "1.88" in text, text
+    comparisons = [{"name": n, "measure": "ratio", "median": m, "low": lo, "high": hi}
+                   for n, m, lo, hi in (("batch 16", 16.6, 6.22, 29.2),
+                                        ("batch 1024", 0.9, 0.85, 0.95))]
+    decision = {"verdict": "depends", "device": "cpu", "comparisons": comparisons,
+                "groups": {}, "key": wide}
+    assert "16.6" not in view.headline(decision)
+    assert "not settled" in view.headline(decision)

@@ -297,56 +297,149 @@ def test_a_claim_about_both_names_each_group_s_side():
     assert both_host["verdict"] == "holds" and tipkit.rederive(copy.deepcopy(both_host)) == ("holds", [])
 
 
-_RANKS_CODE = '''
-import os
+LIMIT = 3  # a constant the rank functions read: sent to rank 1 as code
 
 
-class Rank:
-    def __init__(self, rank, base):
-        self.rank, self.base = rank, base
+def _join(rank, base):
+    return {"rank": rank, "base": base}
 
-    def who(self):
-        return [self.rank, self.base, os.getpid()]
 
-    def noisy(self):
-        print("a line from Python")
-        os.write(1, b"[Gloo] a line from C++ on fd 1\\n")
-        return 7
+def _who(me):
+    import os
 
-    def boom(self):
-        raise ValueError("rank one broke")
+    return [me["rank"], me["base"], os.getpid(), _limited(me["base"])]
 
-    def mark(self):
-        return os.environ.get("TIPS_TEST_MARK")
 
-    def close(self):
-        return "closed"
-'''
+def _limited(n):  # a function of this module that a rank function calls
+    return min(n, LIMIT)
+
+
+class _Scaled:  # classes of this module that a rank function uses: sent as their statement
+    def __init__(self, n):
+        self.n = n
+
+    def scaled(self):
+        return self.n * LIMIT
+
+
+class _Doubled(_Scaled):
+    def scaled(self):
+        return 2 * super().scaled()
+
+
+def _classes(me):
+    return _Doubled(me["base"]).scaled()
+
+
+def _noisy(me):
+    import os
+
+    print("a line from Python")
+    os.write(1, b"[Gloo] a line from C++ on fd 1\n")
+    return 7
+
+
+def _boom(me):
+    raise ValueError("rank one broke")
+
+
+def _mark(me):
+    import os
+
+    return os.environ.get("TIPS_TEST_MARK")
+
+
+def _leave(me):
+    return "left"
 
 
 def test_two_ranks_answer_in_order_keep_stdout_for_answers_and_say_why_rank_1_stopped():
-    """TwoRanks (the distributed tips' harness): rank 0 here, rank 1 in a fresh process with the
-    same code and arguments; what rank 1 prints, from Python or C++, never reaches its answers;
-    a rank 1 that raises fails rank 0 with rank 1's error."""
+    """TwoRanks (the distributed tips' harness): rank 0 here, rank 1 in a fresh process running
+    the same ordinary functions (sent as their source, with the functions and constants they
+    use); what rank 1 prints, from Python or C++, never reaches its answers; a rank 1 that
+    raises fails rank 0 with rank 1's error."""
     import os
 
-    ranks = tipkit.TwoRanks(_RANKS_CODE, 5, env={"TIPS_TEST_MARK": "1"})
+    ranks = tipkit.TwoRanks(_join, 5, env={"TIPS_TEST_MARK": "1"})
     try:
-        (r0, base0, pid0), (r1, base1, pid1) = ranks.both("who")
-        assert (r0, r1, base0, base1) == (0, 1, 5, 5) and pid0 == os.getpid() != pid1
-        assert ranks.both("noisy") == (7, 7) and ranks.on_rank_1("who")[0] == 1
-        assert ranks.both("mark") == (os.environ.get("TIPS_TEST_MARK"), "1")  # env: rank 1's only
+        (r0, base0, pid0, lim0), (r1, base1, pid1, lim1) = ranks.both(_who)
+        assert (r0, r1, base0, base1, lim0, lim1) == (0, 1, 5, 5, 3, 3)
+        assert pid0 == os.getpid() != pid1
+        assert ranks.both(_noisy) == (7, 7) and ranks.on_rank_1(_who)[0] == 1
+        assert ranks.both(_classes) == (30, 30)
+        assert ranks.both(_mark) == (os.environ.get("TIPS_TEST_MARK"), "1")  # env: rank 1's only
         with pytest.raises(RuntimeError, match="rank one broke"):
-            ranks.on_rank_1("boom")
+            ranks.on_rank_1(_boom)
     finally:
         ranks.peer.proc.kill()
-        ranks.workdir.cleanup()
 
 
-def test_two_ranks_close_ends_rank_1():
-    ranks = tipkit.TwoRanks(_RANKS_CODE, 0)
+def test_two_ranks_close_runs_leave_and_ends_rank_1():
+    ranks = tipkit.TwoRanks(_join, 0, leave=_leave)
     ranks.close()
     assert ranks.peer.proc.returncode == 0
+
+
+def test_peer_refuses_a_function_that_reads_what_cannot_travel_as_code():
+    """A global that is no module, function or literal (a tensor, an open file) cannot be sent:
+    the peer says which, instead of failing in the other process with a NameError."""
+    peer = tipkit.Peer(_join, 0, 1)
+    try:
+        with pytest.raises(TypeError, match="_UNSENDABLE"):
+            peer.call(_reads_unsendable)
+        assert peer.call(_who)[:2] == [0, 1]
+    finally:
+        peer.close()
+    assert peer.proc.returncode == 0
+
+
+_UNSENDABLE = object()
+
+
+def _sleep(me, seconds):
+    import time
+
+    time.sleep(seconds)
+    return seconds
+
+
+def test_peer_times_out_an_answer_not_an_idle_peer():
+    """``timeout_s`` bounds each wait for an answer: a peer left idle longer than that between
+    calls lives on (a page plots, a tip measures for minutes), one that does not answer in time
+    is killed and fails the call."""
+    import time
+
+    peer = tipkit.Peer(_join, 0, 1, timeout_s=2)
+    try:
+        time.sleep(3)
+        assert peer.call(_sleep, 0.1) == 0.1
+        with pytest.raises(RuntimeError, match="the other process stopped"):
+            peer.call(_sleep, 30)
+    finally:
+        peer.proc.kill()
+
+
+def _reads_unsendable(me):
+    return repr(_UNSENDABLE)
+
+
+def test_check_plausible_fails_a_speed_up_beyond_what_the_resources_allow():
+    """Two processes on two cores cannot train 5x faster than one: an interval wholly above
+    the bound is a measurement defect and fails the tip, naming the bound's reason; an interval
+    that reaches down to the bound passes, unchanged."""
+    fine = {"name": "DDP", "median": 2.1, "low": 1.8, "high": 2.4}
+    assert tipkit.check_plausible(fine, at_most=2, because="2 processes") is fine
+    with pytest.raises(RuntimeError, match="more than the 2x that 2 processes on 2 cores"):
+        tipkit.check_plausible({"name": "DDP", "median": 5.0, "low": 4.0, "high": 9.0},
+                               at_most=2, because="2 processes on 2 cores")
+    # timed while other processes took the cores (record format "cores"): it decides nothing
+    # and is never published, and the contention explains it: no defect of the tip's
+    busy = {"name": "DDP", "median": 15.5, "low": 6.4, "high": 39.1,
+            "cores": {"needed": 2, "others": 1.85, "free": False}}
+    assert tipkit.check_plausible(busy, at_most=2, because="2 processes") is busy
+    with pytest.raises(RuntimeError):
+        tipkit.check_plausible({**busy, "cores": {"needed": 2, "others": 0.0, "free": True}},
+                               at_most=2, because="2 processes")
 
 
 def test_gpu_busy_time_counts_kernels_not_the_spans_of_labels(monkeypatch):
@@ -380,3 +473,51 @@ def test_gpu_busy_time_counts_kernels_not_the_spans_of_labels(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     busy, wall = tipkit.device_busy(lambda: time.sleep(0.003), 1, "cuda")
     assert busy == pytest.approx(20e-6) and wall >= 0.003
+
+
+def test_peer_sends_functions_and_classes_of_a_page_run_as_sphinx_gallery_runs_it(tmp_path):
+    """sphinx-gallery executes a page's blocks with ``exec`` in a fake ``__main__`` that has
+    no ``__file__`` (inspect.getsource cannot find a class there): the peer still finds each
+    function's and class's statement in the file the code was compiled from."""
+    import importlib.util
+    import os
+    import sys
+    import textwrap
+
+    page = tmp_path / "page.py"
+    page.write_text(textwrap.dedent('''
+        import os
+
+        SCALE = 4
+
+
+        class Base:
+            def value(self, n):
+                return n * SCALE
+
+
+        class Doubled(Base):
+            def value(self, n):
+                return 2 * super().value(n)
+
+
+        def start(n):
+            return {"n": n}
+
+
+        def answer(me):
+            return [Doubled().value(me["n"]), os.getpid()]
+        '''), encoding="utf-8")
+    fake_main = importlib.util.module_from_spec(importlib.util.spec_from_loader("__main__", None))
+    old_main = sys.modules["__main__"]
+    sys.modules["__main__"] = fake_main
+    try:
+        exec(compile(page.read_text(encoding="utf-8"), str(page), "exec"), fake_main.__dict__)
+        peer = tipkit.Peer(fake_main.start, 3)
+        try:
+            value, pid = peer.call(fake_main.answer)
+        finally:
+            peer.close()
+    finally:
+        sys.modules["__main__"] = old_main
+    assert value == 24 and pid != os.getpid()

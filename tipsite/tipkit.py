@@ -37,12 +37,13 @@ from __future__ import annotations
 # The helpers a tip may copy, in the order they appear below; tests/test_tipkit.py reads this.
 HELPERS = ("median_interval", "outcome", "device_busy", "compare_times", "compare_values",
            "calibrate", "decide", "report", "plot_ratios", "plot_series",
-           "cpu_ticks", "others_cores", "cores_were_free", "Peer", "free_port", "TwoRanks")
+           "cpu_ticks", "others_cores", "cores_were_free", "check_plausible", "Peer",
+           "free_port", "TwoRanks")
 # What decides a verdict (a change here makes every record of a tip using it an older version's)
 # and what only presents it (a change here leaves recorded verdicts current): tipsite/tipsource.py.
 DECIDES = ("median_interval", "outcome", "device_busy", "compare_times", "compare_values",
-           "calibrate", "decide", "cpu_ticks", "others_cores", "cores_were_free", "Peer",
-           "free_port", "TwoRanks")
+           "calibrate", "decide", "cpu_ticks", "others_cores", "cores_were_free",
+           "check_plausible", "Peer", "free_port", "TwoRanks")
 PRESENTS = ("report", "plot_ratios", "plot_series")
 
 
@@ -539,16 +540,63 @@ def cores_were_free(spans, cores, limit=0.25):
     return others, None if others is None or cores < 2 else others < limit
 
 
-class Peer:
-    """``script`` in a fresh Python process, answering what it is sent.
+def check_plausible(comparison, *, at_most, because):
+    """``comparison``, if the resources could give its ratio: a speed-up whose whole
+    interval lies above ``at_most`` (the most that ``because`` allows, e.g. the
+    ratio of cores or processes, or of bandwidths) measured a defect (oversubscribed
+    threads, contention, a variant that skipped work), not the pattern, and fails
+    the tip with the reason. A comparison whose cores were not free is left alone:
+    it decides nothing and is not published."""
+    if (comparison.get("cores") or {}).get("free") is not False and \
+            comparison["low"] > at_most:
+        raise RuntimeError(
+            f"{comparison['name']}: {comparison['median']:.3g}x "
+            f"[{comparison['low']:.3g}-{comparison['high']:.3g}] is more than the "
+            f"{at_most:.3g}x that {because} allows: a measurement defect, "
+            f"not an effect")
+    return comparison
 
-    ``send(name, *args)`` writes one JSON line to its stdin; ``receive()`` reads
-    one from its stdout; ``call`` does both. ``env`` is added to this process's
-    environment, or with ``inherit=False`` is the whole of it. A peer that exits,
-    or runs past ``timeout_s``, raises RuntimeError with the end of its error output.
+
+class Peer:
+    """A fresh Python process that runs this script's functions when asked.
+
+    ``Peer(start, *args, env=...)`` starts it and calls ``start(*args)`` there;
+    what that returns stays there as the peer's state. ``call(fn, *args)`` runs
+    ``fn(state, *args)`` there and gives its answer (arguments and answers travel
+    as JSON). ``fn`` is an ordinary function of the script: its source, and that of
+    the functions, imports and constants it uses, is sent over the first time
+    (read with ``inspect``, so it must be defined in a file or a notebook cell).
+    ``env`` is added to this process's environment, or with ``inherit=False`` is
+    the whole of it. A peer that exits, or takes more than ``timeout_s`` to
+    answer, raises RuntimeError with the end of its error output.
     """
 
-    def __init__(self, script, env, timeout_s=120, inherit=True):
+    SERVE = """
+import json, os, sys
+
+# Only answers go to the real stdout. Anything else written there, by Python or
+# by C++ code (gloo prints "[Gloo] Rank 1 is connected to ..." on some
+# releases), goes to stderr.
+answer = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+space, state = {"__name__": "__peer__"}, None
+for number, line in enumerate(sys.stdin):
+    code, name, args = json.loads(line)
+    if name is None:
+        break
+    exec(code, space)
+    if number == 0:
+        state, result = space[name](*args), "ready"
+    else:
+        result = space[name](state, *args)
+    print(json.dumps(result), file=answer, flush=True)
+sys.stderr.flush()
+os._exit(0)  # at once: a process group's threads can hold up an interpreter's exit
+"""
+
+    def __init__(self, start, *args, env=None, timeout_s=120, inherit=True,
+                 wait=True):
         import os
         import subprocess
         import sys
@@ -556,34 +604,109 @@ class Peer:
         import threading
 
         self.err = tempfile.TemporaryFile("w+")
-        self.proc = subprocess.Popen([sys.executable, script],
-                                     env={**os.environ, **env} if inherit else env,
-                                     text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.err)
-        self.watchdog = threading.Timer(timeout_s, self.proc.kill)
-        self.watchdog.daemon = True
-        self.watchdog.start()
+        self.proc = subprocess.Popen([sys.executable, "-c", self.SERVE],
+                                     env={**os.environ, **(env or {})} if inherit
+                                     else env, text=True, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.err)
+        self.timeout_s, self.deadline = timeout_s, float("inf")
+        threading.Thread(target=self.watch, daemon=True).start()
+        self.sent = set()
+        self.send(start, *args)  # answered "ready" once started
+        if wait and self.receive() != "ready":
+            self.fail()
 
-    def send(self, name, *args):
+    def source(self, fn):
+        """The source of ``fn`` (a function or class of this script), after that of
+        the functions, classes, imports and constants it uses not sent yet."""
+        import ast
+        import dis
+        import inspect
+        import linecache
+        import types
+
+        self.sent.add(fn.__name__)
+        parts = [fn] if inspect.isfunction(fn) else [
+            f for f in vars(fn).values() if inspect.isfunction(f)]
+        if not parts:
+            raise TypeError(f"{fn.__name__}: only functions, and classes with methods, "
+                            "can be sent to another process as code")
+        space, code = parts[0].__globals__, parts[0].__code__
+        names, todo = [], [f.__code__ for f in parts]
+        if inspect.isfunction(fn):
+            text = inspect.getsource(fn)
+        else:  # its statement in the file (inspect needs a __file__ for a class,
+            # which a page run by sphinx-gallery lacks), and the names it reads
+            lines = linecache.getlines(code.co_filename)
+            node = next(n for n in ast.parse("".join(lines)).body
+                        if isinstance(n, ast.ClassDef) and n.name == fn.__name__
+                        and n.lineno <= code.co_firstlineno <= n.end_lineno)
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            text = "".join(lines[first - 1:node.end_lineno])
+            heads = node.bases + node.keywords + node.decorator_list
+            names += [n.id for h in heads for n in ast.walk(h)
+                      if isinstance(n, ast.Name)]
+        while todo:  # the globals its functions, and the functions inside them, read
+            c = todo.pop()
+            names += [i.argval for i in dis.get_instructions(c)
+                      if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+            todo += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+        before = []
+        for name in dict.fromkeys(names):
+            if name in self.sent or name not in space:
+                continue  # sent, or a builtin
+            self.sent.add(name)
+            value = space[name]
+            here = getattr(value, "__module__", None) == fn.__module__
+            if isinstance(value, types.ModuleType):
+                before.append(f"import {value.__name__} as {name}")
+            elif (inspect.isfunction(value) or inspect.isclass(value)) and here:
+                before.append(self.source(value))
+            elif callable(value) and getattr(value, "__module__", None):
+                before.append(f"from {value.__module__} import "
+                              f"{value.__qualname__} as {name}")
+            else:
+                try:
+                    assert ast.literal_eval(repr(value)) == value
+                except (AssertionError, ValueError, SyntaxError):
+                    raise TypeError(f"{fn.__name__} uses {name}, which cannot be sent "
+                                    f"to another process as code") from None
+                before.append(f"{name} = {value!r}")
+        return "\n".join(before + [text])
+
+    def send(self, fn, *args):
         import json
+        import textwrap
 
+        code = "" if fn is None or fn.__name__ in self.sent else self.source(fn)
         try:
-            self.proc.stdin.write(json.dumps([name, args]) + "\n")
+            self.proc.stdin.write(json.dumps([textwrap.dedent(code), fn and
+                                              fn.__name__, args]) + "\n")
             self.proc.stdin.flush()
         except OSError:
             self.fail()
 
+    def watch(self):
+        """Kill the peer once it has kept this process waiting ``timeout_s``."""
+        import time
+
+        while self.proc.poll() is None:
+            time.sleep(0.5)
+            if time.monotonic() > self.deadline:
+                self.proc.kill()
+
     def receive(self):
         import json
+        import time
 
+        self.deadline = time.monotonic() + self.timeout_s
         line = self.proc.stdout.readline()
+        self.deadline = float("inf")
         if not line:
             self.fail()
         return json.loads(line)
 
-    def call(self, name, *args):
-        self.send(name, *args)
+    def call(self, fn, *args):
+        self.send(fn, *args)
         return self.receive()
 
     def fail(self):
@@ -594,9 +717,14 @@ class Peer:
                            + self.err.read()[-3000:])
 
     def close(self):
-        self.watchdog.cancel()
+        import subprocess
+
+        self.send(None)
         self.proc.stdin.close()
-        self.proc.wait(timeout=30)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.fail()
         self.err.close()
 
 
@@ -610,68 +738,36 @@ def free_port():
 
 
 class TwoRanks:
-    """Two ranks running ``code``: rank 0 in this process, rank 1 in a fresh one.
+    """Two ranks: rank 0 in this process, rank 1 in a fresh one (a Peer).
 
-    ``code`` is a module's source that defines ``class Rank`` whose
-    ``Rank(rank, *args)`` joins the process group. It is written to a file that
-    this process imports (its names: ``self.module``) to make rank 0
-    (``self.me``), and that a fresh Python process runs as rank 1, with ``env``
-    added to its environment (a fresh interpreter, not a fork: forking a process
-    whose OpenMP threads run can hang). ``both(name, *args)`` calls a method on
-    both ranks at once and gives both answers; ``on_rank_1`` calls it on rank 1
-    alone; ``close()`` calls ``close`` on both and ends rank 1.
+    ``join(rank, *args)`` is an ordinary function of the script that joins the
+    process group and returns the rank's state (rank 0's: ``self.me``); each
+    rank runs it, rank 1 with ``env`` added to its environment (a fresh
+    interpreter, not a fork: forking a process whose OpenMP threads run can
+    hang). ``both(fn, *args)`` runs ``fn(state, *args)`` on both ranks at once
+    and gives both answers; ``on_rank_1`` runs it on rank 1 alone. ``close()``
+    runs ``leave`` (if given) on both, then ends rank 1.
     """
 
-    SERVE = """
-
-if __name__ == "__main__":  # rank 1: run what rank 0 sends, one JSON line each
-    import json as _json
-    import os as _os
-    import sys as _sys
-
-    # Only answers go to the real stdout. Anything else written there, by Python
-    # or by torch's C++ code (gloo prints "[Gloo] Rank 1 is connected to ..." on
-    # some releases), goes to stderr.
-    _answer = _os.fdopen(_os.dup(1), "w")
-    _os.dup2(2, 1)
-    _sys.stdout = _sys.stderr
-    _me = Rank(1, *_json.loads(_os.environ["TWO_RANKS_ARGS"]))
-    print(_json.dumps("ready"), file=_answer, flush=True)
-    for _line in _sys.stdin:
-        _name, _args = _json.loads(_line)
-        print(_json.dumps(getattr(_me, _name)(*_args)), file=_answer, flush=True)
-        if _name == "close":
-            break
-"""
-
-    def __init__(self, code, *args, env=None):
-        import json
-        import os
-        import runpy
-        import tempfile
-
-        self.workdir = tempfile.TemporaryDirectory()
-        script = os.path.join(self.workdir.name, "rank.py")
-        with open(script, "w", encoding="utf-8") as fh:
-            fh.write(code + self.SERVE)
-        self.module = runpy.run_path(script)  # the same code, imported here
-        self.peer = Peer(script, {**(env or {}), "TWO_RANKS_ARGS": json.dumps(args)})
-        self.me = self.module["Rank"](0, *args)  # waits for rank 1 to join
+    def __init__(self, join, *args, env=None, leave=None):
+        self.leave = leave
+        self.peer = Peer(join, 1, *args, env=env, wait=False)
+        self.me = join(0, *args)  # waits for rank 1 to join
         if self.peer.receive() != "ready":
             self.peer.fail()
 
-    def both(self, name, *args):
-        self.peer.send(name, *args)
-        mine = getattr(self.me, name)(*args)
+    def both(self, fn, *args):
+        self.peer.send(fn, *args)
+        mine = fn(self.me, *args)
         return mine, self.peer.receive()
 
-    def on_rank_1(self, name, *args):
-        return self.peer.call(name, *args)
+    def on_rank_1(self, fn, *args):
+        return self.peer.call(fn, *args)
 
     def close(self):
-        self.both("close")
+        if self.leave is not None:
+            self.both(self.leave)
         self.peer.close()
-        self.workdir.cleanup()
 
 
 # --- used by the build only (never copied into a tip) ------------------------------------------

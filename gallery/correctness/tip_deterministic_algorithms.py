@@ -11,10 +11,12 @@ the sources of randomness (seeds), and make PyTorch avoid nondeterministic algor
 
 This tip runs both steps: two seeded runs against two unseeded ones, then the flag, what raises
 under it (an op with no deterministic implementation), and what it changes. Then it times the
-ops the flag switches, with the flag off and on, across sizes: the backward of ``x[idx]``
-(``index_put_`` with ``accumulate=True``), ``index_add_``, and a plain ``torch.zeros``, which
-the flag also changes (it fills uninitialized memory first). Everything it switches on, it
-switches back off: the flags, the seeds and the random states are global to your session.
+ops the flag's documentation lists as switched to a deterministic algorithm on this device,
+with the flag off and on, across sizes: on the CPU ``index_put_`` with ``accumulate=True``
+(the backward of ``x[idx]``) and ``put_`` with ``accumulate=True``; on CUDA ``index_add_``.
+The other ops, and ``torch.zeros`` (which the flag fills first: a separate, documented cost
+with its own switch), are shown as controls. Everything it switches on, it switches back off:
+the flags, the seeds and the random states are global to your session.
 """
 # sphinx_gallery_tips_claims = ["S6-20"]
 # sphinx_gallery_tips_tags = ["reproducibility", "training"]
@@ -40,9 +42,9 @@ from tipsite.tipkit import compare_times, decide, plot_ratios, report
 # %%
 # Setup
 # -----
-# One CPU thread keeps timings stable on a busy machine. On the CPU that hides one of the
-# flag's switches: ``index_put_`` with ``accumulate=True`` adds in parallel (float32, large
-# tensors) only with more than one thread, and the flag makes it serial, so at one thread
+# Every core's thread (torch's default): on the CPU the flag's switches act only there.
+# ``index_put_`` and ``put_`` with ``accumulate=True`` add in parallel (float32, large
+# tensors) only with more than one thread, and the flag makes them serial, so at one thread
 # both runs take the same serial kernel. ``kept_global_state`` saves what this tip changes
 # (the determinism flags, cuDNN's flags, every random generator's state) and puts it back
 # after each block, so running the tip leaves your session as it found it.
@@ -56,7 +58,6 @@ import torch.utils.deterministic  # the fill_uninitialized_memory switch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-torch.set_num_threads(1)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 print(f"device: {device}, threads: {torch.get_num_threads()}, "
       f"torch {torch.__version__}")
@@ -192,10 +193,11 @@ torch.testing.assert_close(outs[0], torch.zeros(rows, 64, device=device)
 # Each timed call first sets the flag (both variants pay that call), then runs one op:
 #
 # * ``index_put_(..., accumulate=True)``: what the backward of ``weight[idx]`` runs, which
-#   the flag's documentation lists for the CPU (where it only turns parallel adding off: see
+#   the flag's documentation lists for the CPU (where it turns parallel adding off: see
 #   the setup; on CUDA it adds after sorting the indices either way);
+# * ``put_(..., accumulate=True)``: the same adding into a flat index, listed for the CPU;
 # * ``index_add_``: listed for CUDA (its default kernel adds with atomics);
-# * ``torch.zeros``: allocation, which the flag fills before zeroing it; with
+# * ``torch.zeros``: allocation, which the flag fills before zeroing it, a control; with
 #   ``torch.utils.deterministic.fill_uninitialized_memory = False`` once more at the largest
 #   size, the documented way to skip that fill.
 #
@@ -217,7 +219,8 @@ if device.type == "cuda":
     sizes = [sm * 2**k for k in (14, 17, 20)]
 else:
     sizes = [2**12, 2**14, 2**16, 2**18]
-names = ["x[idx] backward: index_put_ accumulate", "index_add_", "torch.zeros"]
+names = ["x[idx] backward: index_put_ accumulate", "put_ accumulate", "index_add_",
+         "torch.zeros"]
 series = {name: [] for name in names}
 with kept_global_state():
     for n in sizes:
@@ -225,7 +228,9 @@ with kept_global_state():
         target = torch.zeros(max(updates // 4, 1), 64, device=device)  # [rows, 64]
         idx = torch.randint(target.shape[0], (updates,), device=device)
         src = torch.randn(updates, 64, device=device)  # [updates, 64]
+        flat = torch.randint(target.numel(), (updates * 64,), device=device)
         ops = [lambda: target.index_put_((idx,), src, accumulate=True),
+               lambda: target.put_(flat, src.flatten(), accumulate=True),
                lambda: target.index_add_(0, idx, src),
                lambda: torch.zeros(n, device=device)]
         for name, op in zip(names, ops):
@@ -251,26 +256,38 @@ fig = plot_ratios({**series, "torch.zeros, fill off": [no_fill]},
 # Verdict
 # -------
 # The claim is that deterministic operations are *often* slower and that performance *may*
-# decrease. Only the ops the flag switches on this device can be slower because of it: on the
-# CPU at one thread, ``torch.zeros`` (the fill; ``index_put_`` takes its serial kernel either
-# way and ``index_add_`` has one kernel), on CUDA ``index_add_`` and ``torch.zeros``
-# (``index_put_`` sorts either way). The others are shown as controls. An op and size is
-# *slower* when the interval of its ratio lies above 1.10. The claim holds if a switched op is
-# slower at the largest size; it is wrong here if none is slower at any size; otherwise it
-# depends on the size. On a GPU, a size at which the GPU was busy less than half the time
-# measured the launch, not the op, and does not count. The ``fill_uninitialized_memory``
-# comparison shows the fix for one cost and does not enter the rule.
-RULE = ("holds if use_deterministic_algorithms(True) makes an op it switches on "
-        "this device >10% slower at the largest size (interval above 1.10); wrong if "
-        "no switched op is at any size; depends otherwise; on a GPU only sizes that "
-        "kept it busy at least half the time count")
+# decrease. Only the ops the documentation lists as switched on this device can be slower
+# because of the algorithm it picks: on the CPU ``index_put_`` and ``put_`` with
+# ``accumulate=True`` (with more than one thread: at one they run their serial kernel either
+# way, and nothing is switched), on CUDA ``index_add_`` (``index_put_`` sorts either way).
+# The others are controls, and so is ``torch.zeros``: its fill is a separate cost, which
+# ``fill_uninitialized_memory = False`` removes. An op and size is *slower* when the interval
+# of its ratio lies above 1.10. The claim holds if a switched op is slower at the largest
+# size; it is wrong here if none is slower at any size; otherwise, or with no op switched,
+# it depends (on the size, on the threads). On a GPU, a size at which the GPU was busy less
+# than half the time measured the launch, not the op, and does not count. The key figure is
+# the point that decided: the slowest switched op at the largest size (holds), or the
+# switched point nearest to slower (otherwise).
+RULE = ("holds if use_deterministic_algorithms(True) makes an op its documentation "
+        "lists as switched on this device (CPU, 2 or more threads: index_put_ and put_ "
+        "with accumulate=True; CUDA: index_add_) >10% slower at the largest size "
+        "(interval above 1.10); wrong if no switched op is at any size; depends "
+        "otherwise, or with no op switched; on a GPU only sizes that kept it busy at "
+        "least half the time count")
 if device.type == "cuda":
-    switched = ["index_add_", "torch.zeros"]
+    switched = ["index_add_"]
 else:
-    switched = ["torch.zeros"] + ([names[0]] if torch.get_num_threads() > 1 else [])
-print("ops the flag switches here:", ", ".join(switched))
-decision = decide(device, [("holds", {"switched, largest size": "any above"}),
-                           ("wrong", {"switched, every size": "none above"}),
+    switched = names[:2] if torch.get_num_threads() > 1 else []
+print("ops the flag switches here:", ", ".join(switched) or "none")
+slower = [series[n][-1] for n in switched if series[n][-1]["outcome"] == "above"]
+points = [c for n in switched for c in series[n]]
+deciding = (max(slower, key=lambda c: c["low"]) if slower
+            else max(points, key=lambda c: c["high"]) if points
+            else series[names[0]][-1])
+decision = decide(device, [("holds", {"an op switches": True,
+                                      "switched, largest size": "any above"}),
+                           ("wrong", {"an op switches": True,
+                                      "switched, every size": "none above"}),
                            ("depends", {})],
                   groups={"switched, largest size": [series[n][-1] for n in switched],
                           "switched, every size": [c for n in switched
@@ -278,12 +295,13 @@ decision = decide(device, [("holds", {"switched, largest size": "any above"}),
                           "controls": [c for n in names if n not in switched
                                        for c in series[n]],
                           "fill off": [no_fill]},
-                  facts={"seeded runs repeat": seeded_same,
+                  facts={"an op switches": bool(switched),
+                         "seeded runs repeat": seeded_same,
                          "unseeded runs repeat": unseeded_same,
                          "op without deterministic implementation raises": raised,
                          "index_add_ distinct results, default": distinct[False],
                          "index_add_ distinct results, deterministic": distinct[True]},
-                  key=series["torch.zeros"][-1], about="device")
+                  key=deciding, about="device")
 report(decision, RULE)
 RESULT = {"rule": RULE, "verdicts": {device.type: decision}, "measurements": [],
           "skipped": []}

@@ -50,8 +50,12 @@ from tipsite.tipkit import (TwoRanks, compare_times, cores_were_free, cpu_ticks,
 # ``python`` process and passes calls to it; a rank that fails, or does not answer within
 # 120 s, fails this page with its error output.
 import os
+from datetime import timedelta
 
 import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 world_size = 2
 cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
@@ -73,20 +77,12 @@ print(f"cores: {cores}, ranks: {world_size}, threads per rank: {threads}, "
 # runs them; ``Reversed`` registers the same layers (same weights) last to first, like a
 # model whose ``__init__`` defines its decoder before its encoder. ``bucket_cap_mb=0.5`` puts
 # about two layers in a bucket, so this small model has several buckets, as a large model
-# has with the default 25 MiB. All of it lives in one small module that every rank runs: this
-# page's process imports it as rank 0, and a fresh Python process runs it as rank 1 (a fresh
-# interpreter, not a fork: a page run by sphinx-gallery or a notebook has no importable
-# module of its own, and forking a process whose OpenMP threads are running can hang). Rank 1
-# does what rank 0 asks it, one JSON line per call, so both ranks run the same calls in the
-# same order. Each rank trains on its own batches.
-RANK_CODE = '''
-from datetime import timedelta
-
-import torch
-import torch.distributed as dist
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
-
+# has with the default 25 MiB. The functions and classes below are what every rank runs:
+# this page's process calls them as rank 0, and ``TwoRanks`` sends their source to a fresh
+# Python process, rank 1, which calls them when rank 0 asks (a fresh interpreter, not a
+# fork: forking a process whose OpenMP threads are running can hang), so both ranks run the
+# same calls in the same order. ``join`` returns a rank's state, which every other function
+# takes first. Each rank trains on its own batches.
 WIDTH, DEPTH, BUCKET_MB = 256, 8, 0.5
 
 
@@ -119,99 +115,100 @@ class Reversed(InOrder):
         return list(self.layers)[::-1]
 
 
-MODELS = {"reversed": Reversed, "in order": InOrder}
-
-
-def wrap(model, find_unused_parameters=True):
+def wrap(name, find_unused_parameters=True):
+    """A fresh model of kind ``name`` in DDP."""
+    model = {"reversed": Reversed, "in order": InOrder}[name]()
     return DDP(model, find_unused_parameters=find_unused_parameters,
                bucket_cap_mb=BUCKET_MB)
 
 
-class Rank:
-    """One rank: both DDP models, their optimizers and this rank's own batches."""
+def join(rank, world_size, port, threads):
+    """Join the process group; both DDP models, their optimizers, this rank's data."""
+    torch.set_num_threads(threads)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world_size,
+                            timeout=timedelta(seconds=60))
+    models = {name: wrap(name) for name in ("reversed", "in order")}
+    return {"models": models,
+            "optimizers": {name: torch.optim.SGD(m.parameters(), lr=0.01)
+                           for name, m in models.items()},
+            "gen": torch.Generator().manual_seed(rank), "data": {}}
 
-    def __init__(self, rank, world_size, port, threads):
-        torch.set_num_threads(threads)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                                rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=60))
-        self.models = {name: wrap(cls()) for name, cls in MODELS.items()}
-        self.optimizers = {name: torch.optim.SGD(m.parameters(), lr=0.01)
-                           for name, m in self.models.items()}
-        self.gen = torch.Generator().manual_seed(rank)
-        self.data = {}
 
-    def batch(self, size):  # [size, WIDTH]
-        if size not in self.data:
-            self.data[size] = torch.randn(size, WIDTH, generator=self.gen)
-        return self.data[size]
+def batch(me, size):  # [size, WIDTH]
+    if size not in me["data"]:
+        me["data"][size] = torch.randn(size, WIDTH, generator=me["gen"])
+    return me["data"][size]
 
-    def step(self, name, size):
-        model, optimizer = self.models[name], self.optimizers[name]
-        model(self.batch(size)).square().mean().backward()
-        optimizer.step()
-        optimizer.zero_grad()
 
-    def same_gradients(self, size):
-        """Both models' gradients after one backward, layer by layer in run order."""
-        grads = {}
-        for name, model in self.models.items():
-            model(self.batch(size)).square().mean().backward()
-            grads[name] = [p.grad.clone() for layer in model.module.run_order()
-                           for p in layer.parameters()]
-            self.optimizers[name].zero_grad()
-        pairs = zip(grads["reversed"], grads["in order"])
-        return all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in pairs)
+def step(me, name, size):
+    model, optimizer = me["models"][name], me["optimizers"][name]
+    model(batch(me, size)).square().mean().backward()
+    optimizer.step()
+    optimizer.zero_grad()
 
-    def error_without_the_flag(self):
-        """Two steps of a model with an unused head and find_unused_parameters=False:
-        the first sentence of the error DDP raises (None if it raises none)."""
-        model = wrap(InOrder(), find_unused_parameters=False)
-        try:
-            for _ in range(2):
-                model(self.batch(8)).square().mean().backward()
-        except RuntimeError as err:
-            return str(err).split(". ")[0] + "."
-        return None
 
-    def gradients_after_first_allreduce(self, name, find_unused_parameters):
-        """In the third step of a fresh DDP model: the gradients backward() computed
-        after the first all-reduce started, and all the gradients it computed."""
-        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import (
-            allreduce_hook)
+def same_gradients(me, size):
+    """Both models' gradients after one backward, layer by layer in run order."""
+    grads = {}
+    for name, model in me["models"].items():
+        model(batch(me, size)).square().mean().backward()
+        grads[name] = [p.grad.clone() for layer in model.module.run_order()
+                       for p in layer.parameters()]
+        me["optimizers"][name].zero_grad()
+    pairs = zip(grads["reversed"], grads["in order"])
+    return all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in pairs)
 
-        model = wrap(MODELS[name](), find_unused_parameters)
-        events = []  # "grad" or "all-reduce", in the order backward() ran them
 
-        def stamp(grad):  # runs as each gradient is computed
-            events.append("grad")
+def error_without_the_flag(me):
+    """Two steps of a model with an unused head and find_unused_parameters=False:
+    the first sentence of the error DDP raises (None if it raises none)."""
+    model = wrap("in order", find_unused_parameters=False)
+    try:
+        for _ in range(2):
+            model(batch(me, 8)).square().mean().backward()
+    except RuntimeError as err:
+        return str(err).split(". ")[0] + "."
+    return None
 
-        def logging_hook(state, bucket):  # runs as each bucket's all-reduce starts
-            events.append("all-reduce")
-            return allreduce_hook(state, bucket)
 
-        for p in model.parameters():
-            p.register_hook(stamp)
-        model.register_comm_hook(None, logging_hook)
-        for _ in range(3):  # without find_unused_parameters: re-buckets after step 1
-            events.clear()
-            # every parameter gets a gradient when the head is used
-            out = model(self.batch(8), use_aux=not find_unused_parameters)
-            out.square().mean().backward()
-            model.zero_grad()
-        first = events.index("all-reduce")
-        return [events[first:].count("grad"), events.count("grad")]
+def gradients_after_first_allreduce(me, name, find_unused_parameters):
+    """In the third step of a fresh DDP model: the gradients backward() computed
+    after the first all-reduce started, and all the gradients it computed."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import (
+        allreduce_hook)
 
-    def close(self):
-        dist.destroy_process_group()
+    model = wrap(name, find_unused_parameters)
+    events = []  # "grad" or "all-reduce", in the order backward() ran them
 
-'''
+    def stamp(grad):  # runs as each gradient is computed
+        events.append("grad")
+
+    def logging_hook(state, bucket):  # runs as each bucket's all-reduce starts
+        events.append("all-reduce")
+        return allreduce_hook(state, bucket)
+
+    for p in model.parameters():
+        p.register_hook(stamp)
+    model.register_comm_hook(None, logging_hook)
+    for _ in range(3):  # without find_unused_parameters: re-buckets after step 1
+        events.clear()
+        # every parameter gets a gradient when the head is used
+        out = model(batch(me, 8), use_aux=not find_unused_parameters)
+        out.square().mean().backward()
+        model.zero_grad()
+    first = events.index("all-reduce")
+    return [events[first:].count("grad"), events.count("grad")]
+
+
+def leave(me):
+    dist.destroy_process_group()
+
 
 # %%
 # Check: the same gradients, and when the all-reduces start
 # ----------------------------------------------------------
-# First the two ranks start: the module above is written to a file, imported here as rank 0
-# and run by a fresh Python process as rank 1. Both models compute the same function, so
+# First the two ranks start. Both models compute the same function, so
 # their gradients must agree layer by layer, on both ranks. Without
 # ``find_unused_parameters=True``, the head that gets no gradient makes DDP fail at the next
 # step (on torch 2.13: ``RuntimeError: Expected to have finished reduction in the prior
@@ -222,18 +219,18 @@ class Rank:
 # pass that communication can overlap. The all-reduces *start early* when more than half of
 # the gradients remain to be computed.
 port = free_port()
-ranks = TwoRanks(RANK_CODE, world_size, port, threads,
+ranks = TwoRanks(join, world_size, port, threads, leave=leave,
                  env={"OMP_NUM_THREADS": str(threads), "CUDA_VISIBLE_DEVICES": ""})
 both = ranks.both
 
-same = all(both("same_gradients", 8))
+same = all(both(same_gradients, 8))
 assert same, "the two models' gradients differ"
-error = both("error_without_the_flag")[0]
+error = both(error_without_the_flag)[0]
 print("without find_unused_parameters=True, the second step raises:", error)
 early = {}
 for name in ("in order", "reversed"):
     for unused in (True, False):
-        after, total = both("gradients_after_first_allreduce", name, unused)[0]
+        after, total = both(gradients_after_first_allreduce, name, unused)[0]
         early[name, unused] = after > total / 2
         print(f"{name}, find_unused_parameters={unused}: {after} of {total} gradients "
               "computed after the first all-reduce started")
@@ -250,7 +247,7 @@ sizes = [4, 16, 64, 256]
 
 
 def timed(name, size):
-    return lambda: both("step", name, size)
+    return lambda: both(step, name, size)
 
 
 speedups, spans = [], []

@@ -36,8 +36,8 @@ communication).
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import (TwoRanks, compare_times, decide, free_port, plot_ratios,
-                            report)
+from tipsite.tipkit import (TwoRanks, check_plausible, compare_times, decide, free_port,
+                            plot_ratios, report)
 
 
 # %%
@@ -47,8 +47,12 @@ from tipsite.tipkit import (TwoRanks, compare_times, decide, free_port, plot_rat
 # other rank as a fresh ``python`` process and passes calls to it; a rank that fails, or does
 # not answer within 120 s, fails this page with its error output.
 import os
+from datetime import timedelta
 
 import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 world_size = 2
 cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
@@ -63,20 +67,12 @@ print(f"cores: {cores}, ranks: {world_size}, threads per rank: {threads}, "
 # %%
 # The anti-pattern and the recommended pattern
 # --------------------------------------------
-# Both loops live in one small module that every rank runs: this page's process imports it
-# as rank 0, and a fresh Python process runs it as rank 1 (a fresh interpreter, not a fork:
-# a page run by sphinx-gallery or a notebook has no importable module of its own, and forking
-# a process whose OpenMP threads are running can hang). Rank 1 does what rank 0 asks it,
-# one JSON line per call, so both ranks run the same calls in the same order, as the ranks of
-# a real training run do. Each rank trains on its own micro-batches.
-RANK_CODE = '''
-from datetime import timedelta
-
-import torch
-import torch.distributed as dist
-import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel as DDP
-
+# The functions below are what every rank runs: this page's process calls them as rank 0,
+# and ``TwoRanks`` sends their source to a fresh Python process, rank 1, which calls them
+# when rank 0 asks (a fresh interpreter, not a fork: forking a process whose OpenMP threads
+# are running can hang), so both ranks run the same calls in the same order, as the ranks of
+# a real training run do. ``join`` returns a rank's state, which every other function takes
+# first. Each rank trains on its own micro-batches.
 WIDTH, DEPTH, MICRO_BATCHES = 256, 4, 4
 
 
@@ -102,7 +98,11 @@ def step_no_sync(model, optimizer, micro_batches):
     optimizer.zero_grad()
 
 
-STEPS = {"all-reduce every micro-batch": step_syncing, "no_sync()": step_no_sync}
+SYNCING, SKIPPING = "all-reduce every micro-batch", "no_sync()"
+
+
+def loop(variant):
+    return {SYNCING: step_syncing, SKIPPING: step_no_sync}[variant]
 
 
 def make_model():
@@ -113,83 +113,81 @@ def make_model():
     return torch.nn.Sequential(*layers)
 
 
-class Rank:
-    """One rank: a DDP model, its optimizer and this rank's own micro-batches."""
+def join(rank, world_size, port, threads):
+    """Join the process group; this rank's DDP model, its optimizer and its data."""
+    torch.set_num_threads(threads)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world_size,
+                            timeout=timedelta(seconds=60))
+    model = DDP(make_model())
+    return {"model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=0.01),
+            "start": {k: v.clone() for k, v in model.state_dict().items()},
+            "gen": torch.Generator().manual_seed(rank), "data": {}}
 
-    def __init__(self, rank, world_size, port, threads):
-        torch.set_num_threads(threads)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                                rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=60))
-        self.model = DDP(make_model())
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01)
-        self.start = {k: v.clone() for k, v in self.model.state_dict().items()}
-        self.gen = torch.Generator().manual_seed(rank)
-        self.data = {}
 
-    def micro_batches(self, size):  # [size, WIDTH] inputs and targets
-        if size not in self.data:
-            self.data[size] = [(torch.randn(size, WIDTH, generator=self.gen),
-                                torch.randn(size, WIDTH, generator=self.gen))
-                               for _ in range(MICRO_BATCHES)]
-        return self.data[size]
+def micro_batches(me, size):  # [size, WIDTH] inputs and targets
+    if size not in me["data"]:
+        me["data"][size] = [(torch.randn(size, WIDTH, generator=me["gen"]),
+                             torch.randn(size, WIDTH, generator=me["gen"]))
+                            for _ in range(MICRO_BATCHES)]
+    return me["data"][size]
 
-    def step(self, variant, size):
-        STEPS[variant](self.model, self.optimizer, self.micro_batches(size))
 
-    def weights_after_one_step(self, variant, size):
-        self.model.load_state_dict(self.start)
-        self.step(variant, size)
-        return [p.detach().clone() for p in self.model.parameters()]
+def step(me, variant, size):
+    loop(variant)(me["model"], me["optimizer"], micro_batches(me, size))
 
-    def checksum_after_one_step(self, variant, size):
-        self.last = self.weights_after_one_step(variant, size)
-        return sum(w.double().sum().item() for w in self.last)
 
-    def allreduces_per_step(self, variant, size):
-        """All-reduces launched in one optimizer step, counted by a comm hook."""
-        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import (
-            allreduce_hook)
+def checksum_after_one_step(me, variant, size):
+    """From the same start, one step; the sum of the weights (kept: ``me["last"]``)."""
+    me["model"].load_state_dict(me["start"])
+    step(me, variant, size)
+    me["last"] = [p.detach().clone() for p in me["model"].parameters()]
+    return sum(w.double().sum().item() for w in me["last"])
 
-        model = DDP(make_model())
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-        launched = []
 
-        def counting_hook(state, bucket):
-            launched.append(bucket.index())
-            return allreduce_hook(state, bucket)
+def allreduces_per_step(me, variant, size):
+    """All-reduces launched in one optimizer step, counted by a comm hook."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import (
+        allreduce_hook)
 
-        model.register_comm_hook(None, counting_hook)
-        # one step first: DDP settles its buckets in the first one
-        STEPS[variant](model, optimizer, self.micro_batches(size))
-        launched.clear()
-        STEPS[variant](model, optimizer, self.micro_batches(size))
-        return len(launched)
+    model = DDP(make_model())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    launched = []
 
-    def close(self):
-        dist.destroy_process_group()
+    def counting_hook(state, bucket):
+        launched.append(bucket.index())
+        return allreduce_hook(state, bucket)
 
-'''
+    model.register_comm_hook(None, counting_hook)
+    # one step first: DDP settles its buckets in the first one
+    loop(variant)(model, optimizer, micro_batches(me, size))
+    launched.clear()
+    loop(variant)(model, optimizer, micro_batches(me, size))
+    return len(launched)
+
+
+def leave(me):
+    dist.destroy_process_group()
+
 
 # %%
 # Check: both loops give the same weights
 # ---------------------------------------
-# First the two ranks start: the module above is written to a file, imported here as rank 0
-# and run by a fresh Python process as rank 1 (DDP needs both before any step). From the
+# First the two ranks start (DDP needs both before any step). From the
 # same start, one optimizer step with each loop: the weights after it must agree (to
 # float32 rounding: the sums run in another order), and rank 1 must hold the same weights as
 # rank 0. A communication hook that counts the all-reduces DDP launches shows what
 # ``no_sync()`` saves.
 port = free_port()
-ranks = TwoRanks(RANK_CODE, world_size, port, threads,
+ranks = TwoRanks(join, world_size, port, threads, leave=leave,
                  env={"OMP_NUM_THREADS": str(threads), "CUDA_VISIBLE_DEVICES": ""})
 me, both = ranks.me, ranks.both  # rank 0 is this process
 
-syncing, skipping = list(ranks.module["STEPS"])
+syncing, skipping = SYNCING, SKIPPING
 weights, rank_sums = {}, {}
 for v in (syncing, skipping):
-    rank_sums[v] = both("checksum_after_one_step", v, 8)  # rank 0's sum, rank 1's
-    weights[v] = me.last  # rank 0's weights after that step
+    rank_sums[v] = both(checksum_after_one_step, v, 8)  # rank 0's sum, rank 1's
+    weights[v] = me["last"]  # rank 0's weights after that step
 # the two loops reach the same weights (the rule's "wrong" where they do not) ...
 same_weights = all(torch.allclose(b, a, rtol=1.3e-6, atol=1e-5)
                    for a, b in zip(weights[syncing], weights[skipping]))
@@ -197,7 +195,7 @@ same_weights = all(torch.allclose(b, a, rtol=1.3e-6, atol=1e-5)
 ranks_agree = all(abs(r0 - r1) <= 1e-6 * max(1.0, abs(r0))
                   for r0, r1 in rank_sums.values())
 assert ranks_agree, f"the ranks' weights differ: {rank_sums}"
-allreduces = {v: both("allreduces_per_step", v, 8)[0] for v in (syncing, skipping)}
+allreduces = {v: both(allreduces_per_step, v, 8)[0] for v in (syncing, skipping)}
 print(f"same weights with both loops: {same_weights}; the ranks agree; all-reduces per "
       f"optimizer step: {allreduces}")
 
@@ -213,7 +211,7 @@ sizes = [1, 4, 16, 64]
 
 
 def timed(variant, size):
-    return lambda: both("step", variant, size)
+    return lambda: both(step, variant, size)
 
 
 speedups = []
@@ -225,6 +223,14 @@ try:
             threshold=1.05, device=device, x=size, budget_s=0.5))
 finally:
     ranks.close()
+
+# The same computation either way, a quarter of the all-reduces: a step can at best
+# take a quarter of the time (were it all communication). A speed-up whose whole
+# interval is above that measured something else, and fails this page.
+fewer = allreduces[syncing] / allreduces[skipping]
+for speedup in speedups:
+    check_plausible(speedup, at_most=fewer, because=f"{allreduces[syncing]} "
+                    f"all-reduces against {allreduces[skipping]}")
 
 # %%
 # Where it pays

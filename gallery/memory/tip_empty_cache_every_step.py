@@ -12,9 +12,9 @@ PyTorch's caching allocator keeps the memory of freed tensors (``memory_reserved
 to the next tensors without asking the driver again; ``empty_cache()`` returns the unused part
 to the driver, where other programs (and ``nvidia-smi``) see it free. The next step then asks
 the driver for it again. This tip trains MLPs of four widths with and without a per-step
-``empty_cache()`` and measures three things: the step's peak of tensor memory (what the step
-needs, and what an out-of-memory error is about), the memory reserved between steps, and the
-time per step. The claim is about the CUDA caching allocator: a CPU has none, and a machine
+``empty_cache()`` and measures three things: the memory reserved between steps (what
+``empty_cache()`` hands back), the step's peak of reserved memory (what the step needs from
+the GPU, and what an out-of-memory error is about), and the time per step. The claim is about the CUDA caching allocator: a CPU has none, and a machine
 without CUDA measures nothing here.
 """
 # sphinx_gallery_tips_claims = ["S6-3"]
@@ -113,23 +113,34 @@ if on_cuda:
 # Measurement
 # -----------
 # Memory, per width: one warm-up step, then one step measured with
-# ``reset_peak_memory_stats()`` before it: the peak of tensor memory above what was allocated
-# before the step (``max_memory_allocated()``), and ``memory_reserved()`` after it, between
-# steps. Time: time per step with / without ``empty_cache()``, one ratio per round;
+# ``reset_peak_memory_stats()`` before it: the peak of memory the allocator reserved from the
+# GPU during the step (``max_memory_reserved()``), which ``empty_cache()`` lowers only where
+# cached blocks of the wrong sizes made the step reserve more (fragmentation), and
+# ``memory_reserved()`` after it, between steps, which it lowers by what it hands back. Time: time per step with / without ``empty_cache()``, one ratio per round;
 # ``torch.utils.benchmark`` synchronises CUDA around the timed calls. The variants alternate,
 # so the first step of each round without ``empty_cache()`` finds the cache emptied by the
 # other variant and allocates too: if anything, the ratio understates the cost.
-peaks, reserved, lowered_peak, cost = {}, {}, [], []
+peaks, reserved, lowered_peak, handed_back, cost = {}, {}, [], [], []
+free_segments = []  # without empty_cache: releasable bytes between steps
 
 
 def measure(fn, model, optimizer, x):
     fn(model, optimizer, x)  # warm-up: from here on gradients and workspaces exist
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    start = torch.cuda.memory_allocated()
     fn(model, optimizer, x)
     torch.cuda.synchronize()
-    return torch.cuda.max_memory_allocated() - start, torch.cuda.memory_reserved()
+    return torch.cuda.max_memory_reserved(), torch.cuda.memory_reserved(), releasable()
+
+
+def releasable():
+    """Bytes in cached segments that hold no tensor: what empty_cache() can release
+    (a segment with any live block stays); None where no snapshot can be read."""
+    try:
+        segments = torch.cuda.memory_snapshot()
+    except (RuntimeError, AttributeError):
+        return None
+    return sum(s["total_size"] for s in segments if s["allocated_size"] == 0)
 
 
 if on_cuda:
@@ -140,13 +151,20 @@ if on_cuda:
         for name, fn in (("empty_cache every step", step_then_empty_cache),
                          ("no empty_cache", step)):
             torch.cuda.empty_cache()  # both start from the same allocator state
-            peak, held = measure(fn, model, optimizer, x)
+            peak, held, free = measure(fn, model, optimizer, x)
             peaks.setdefault(name, []).append(peak / 2**20)
             reserved.setdefault(name, []).append(held / 2**20)
+            if fn is step:
+                free_segments.append(free)
         lowered_peak.append(compare_values(
-            f"step peak without / with empty_cache, width {width}",
+            f"step's peak reserved, without / with empty_cache, width {width}",
             {"no empty_cache": [peaks["no empty_cache"][-1]],
              "empty_cache every step": [peaks["empty_cache every step"][-1]]},
+            threshold=1.01, device=device, metric="memory", unit="MiB", x=width))
+        handed_back.append(compare_values(
+            f"reserved between steps, without / with empty_cache, width {width}",
+            {"no empty_cache": [reserved["no empty_cache"][-1]],
+             "empty_cache every step": [reserved["empty_cache every step"][-1]]},
             threshold=1.01, device=device, metric="memory", unit="MiB", x=width))
         cost.append(compare_times(
             f"time with / without empty_cache, width {width}",
@@ -166,7 +184,7 @@ if on_cuda:
 # %%
 # What it frees, what it costs
 # ----------------------------
-# First the memory: the step's peak of tensor memory, and the memory reserved between steps,
+# First the memory: the step's peak of reserved memory, and the memory reserved between steps,
 # with and without ``empty_cache()``. Then the time per step with it over the time without:
 # above 1.0 it slows training.
 if on_cuda:
@@ -186,25 +204,44 @@ if on_cuda:
 # %%
 # Verdict
 # -------
-# Decided on CUDA only. The claim holds if ``empty_cache()`` every step leaves the step's peak
-# of tensor memory where it was (within 1%) at every width: the step needs as much memory as
-# before, so it gains no room against an out-of-memory error. It is wrong if the peak drops by
-# more than 1% at some width. The reserved memory and the time are reported beside it. The
-# claim's second sentence, that it may reduce fragmentation in certain cases, is not tested
-# here: these steps allocate the same sizes every time, not the changing sizes that fragment
-# the cache (for those, see the tips on expandable segments and on preallocation).
-RULE = ("CUDA only: holds if empty_cache() every step lowers the step's peak allocated "
-        "memory by no more than 1% at every width (ratio without/with not above 1.01); "
-        "wrong if by more at some width")
+# Decided on CUDA only, on the two quantities ``empty_cache()`` can change. It hands
+# memory back when the memory reserved between steps is more than 1% lower with it (ratio
+# without / with above 1.01), at the largest width. It gives the step more room when the
+# step's peak of reserved memory is more than 1% lower with it at some width: what the
+# claim's second sentence allows "in certain cases" (fragmentation). The claim holds if it
+# hands memory back and the step's peak is lowered at no width: the step needs as much from
+# the GPU as before, so it gains no room against an out-of-memory error. It depends (on the
+# pattern of allocations) if the peak is lowered somewhere, and it is wrong if it hands
+# nothing back although the cache held segments with no tensor in them between steps (the
+# claim says it returns cached, unused memory to the driver; ``memory_snapshot()`` shows
+# the segments); a cache with no such segment has nothing to hand back: that depends too. These steps allocate
+# the same sizes every time, not the changing sizes that fragment the cache (for those, see
+# the tips on expandable segments and on preallocation). The time is shown beside it. The
+# key figure is the quantity that decided: the memory handed back at the largest width, or
+# the width whose peak was lowered most.
+RULE = ("CUDA only: holds if empty_cache() every step lowers the memory reserved "
+        "between steps by more than 1% at the largest width (ratio without/with above "
+        "1.01) and the step's peak reserved memory by more than 1% at no width; "
+        "depends if it lowers that peak at some width (fragmentation), or the "
+        "cache held no segment free of tensors between steps; wrong if it held one "
+        "(at the largest width) and empty_cache() does not lower what is reserved")
 verdicts = {}
 if on_cuda:
-    facts = {"reserved between steps is lower with empty_cache()": all(
-        a < b for a, b in zip(reserved["empty_cache every step"],
-                              reserved["no empty_cache"]))}
-    decision = decide(device, [("holds", {"peak lowered": "none above"}),
-                               ("wrong", {})],
-                      groups={"peak lowered": lowered_peak, "time cost": cost},
-                      facts=facts, key=cost[0], about="host")
+    lowered = [c for c in lowered_peak if c["outcome"] == "above"]
+    deciding = (max(lowered, key=lambda c: c["median"]) if lowered
+                else handed_back[-1])
+    facts = {"segments free of tensors between steps, largest width (bytes)":
+             free_segments[-1],
+             "the cache held a free segment": bool(free_segments[-1])}
+    decision = decide(device, [("wrong", {"the cache held a free segment": True,
+                                          "handed back, largest width": "none above"}),
+                               ("holds", {"handed back, largest width": "all above",
+                                          "peak lowered": "none above"}),
+                               ("depends", {})],
+                      groups={"handed back, largest width": handed_back[-1:],
+                              "handed back": handed_back, "peak lowered": lowered_peak,
+                              "time cost": cost},
+                      facts=facts, key=deciding, about="host")
     report(decision, RULE)
     verdicts[device.type] = decision
 else:

@@ -50,15 +50,15 @@ from tipsite.tipkit import (Peer, compare_times, cores_were_free, cpu_ticks, dec
 # 120 s, fails this page with its error output. The sockets, NUMA nodes and whether the
 # machine is a virtual one are read from Linux's ``/proc`` and ``/sys``.
 import os
-import tempfile
 
 import torch
+import torch.nn.functional as F
 
 device = torch.device("cpu")
 allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 cores = len(allowed) or os.cpu_count()
 AFFINITY_VARIABLES = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY",
-                      "KMP_AFFINITY", "OMP_SCHEDULE", "BIND_CORES")
+                      "KMP_AFFINITY", "OMP_SCHEDULE")
 
 
 def machine():
@@ -84,53 +84,52 @@ print(f"cores: {cores} {allowed}, sockets: {sockets}, NUMA nodes: {numa_nodes}, 
 # %%
 # The anti-pattern and the recommended pattern
 # --------------------------------------------
-# The code both processes run. A process started with ``BIND_CORES`` first restricts itself
-# to those cores with ``os.sched_setaffinity``, then (as the guide's ``export`` lines would)
-# puts the OpenMP variables in its environment, all before ``import torch``. The other
-# process leaves placement to the operating system. Either way it then waits for calls, one
-# JSON line each: prepare a model, run training steps, report which of its threads are bound
-# to a single core (Linux's ``/proc``).
-WORKER_CODE = '''
-import json
-import os
-import sys
-
-if os.environ.get("BIND_CORES"):  # recommended: bind before torch (and OpenMP) start
-    cores = [int(c) for c in os.environ["BIND_CORES"].split(",")]
-    os.sched_setaffinity(0, cores)  # this process runs on these cores only
-    os.environ["OMP_SCHEDULE"] = "STATIC"
-    os.environ["OMP_PROC_BIND"] = "CLOSE"  # threads stay where they start
-    os.environ["GOMP_CPU_AFFINITY"] = ",".join(map(str, cores))  # thread i: i-th core
-
-import torch  # after the environment is set
-import torch.nn.functional as F
-
-torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+# The functions both processes run. ``Peer`` starts a fresh Python process, calls ``start``
+# there, and sends it the source of each function it is asked to run, with what that
+# function uses. ``start`` in the process told to bind (``bind_cores``) first restricts it to
+# those cores with ``os.sched_setaffinity``, then (as the guide's ``export`` lines would) puts
+# the OpenMP variables in its environment, all before ``import torch``. The other process
+# leaves placement to the operating system. Either way it then prepares a model, runs
+# training steps, and reports which of its threads are bound to a single core (Linux's
+# ``/proc``).
 BATCH, DEPTH = 64, 2
-runs = {}
 
 
-def prepare(width):
+def start(bind_cores, threads):
+    """Bind to ``bind_cores`` (if any) before torch starts; this process's state."""
+    if bind_cores:  # recommended: bind before torch (and OpenMP) start
+        os.sched_setaffinity(0, bind_cores)  # this process runs on these cores only
+        os.environ["OMP_SCHEDULE"] = "STATIC"
+        os.environ["OMP_PROC_BIND"] = "CLOSE"  # threads stay where they start
+        # thread i: i-th core
+        os.environ["GOMP_CPU_AFFINITY"] = ",".join(map(str, bind_cores))
+    import torch  # after the environment is set
+
+    torch.set_num_threads(threads)
+    return {"runs": {}}
+
+
+def prepare(me, width):
     torch.manual_seed(0)
     layers = []
     for _ in range(DEPTH):
         layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
     model = torch.nn.Sequential(*layers)
     x, y = torch.randn(BATCH, width), torch.randn(BATCH, width)  # [BATCH, width]
-    runs[width] = (model, torch.optim.SGD(model.parameters(), lr=0.01), x, y)
+    me["runs"][width] = (model, torch.optim.SGD(model.parameters(), lr=0.01), x, y)
     with torch.no_grad():
         return model(x).double().sum().item()  # the same in both processes
 
 
-def train_steps(width, steps):
-    model, optimizer, x, y = runs[width]
+def train_steps(me, width, steps):
+    model, optimizer, x, y = me["runs"][width]
     for _ in range(steps):
         F.mse_loss(model(x), y).backward()
         optimizer.step()
         optimizer.zero_grad()
 
 
-def threads_on_one_core():
+def threads_on_one_core(me):
     """This process's threads, and how many may run on one core only (Linux)."""
     if not os.path.isdir("/proc/self/task"):
         return [0, 0]
@@ -146,39 +145,25 @@ def threads_on_one_core():
     return [len(found), sum(found)]
 
 
-# Only answers go to the real stdout; anything else written there, by Python or by
-# C++ code, goes to stderr.
-answer = os.fdopen(os.dup(1), "w")
-os.dup2(2, 1)
-sys.stdout = sys.stderr
-for line in sys.stdin:
-    name, args = json.loads(line)
-    print(json.dumps(globals()[name](*args)), file=answer, flush=True)
-'''
-
 # %%
 # Check: the same results, and the threads really bound
 # -----------------------------------------------------
-# First the two processes start, from the code above written to a file. Binding moves
+# First the two processes start. Binding moves
 # threads, not arithmetic: both processes must compute the same outputs. Then
 # each reports its threads that may run on one core only: in the bound process the OpenMP
 # threads (the main thread among them), in the free one none.
-workdir = tempfile.TemporaryDirectory()
-script = os.path.join(workdir.name, "affinity_worker.py")
-with open(script, "w", encoding="utf-8") as fh:
-    fh.write(WORKER_CODE)
 env = {k: v for k, v in os.environ.items() if k not in AFFINITY_VARIABLES}
 env.update(OMP_NUM_THREADS=str(cores), CUDA_VISIBLE_DEVICES="")
-free = Peer(script, env, inherit=False)  # env is the whole environment
-bound = Peer(script, {**env, "BIND_CORES": ",".join(map(str, allowed))}, inherit=False)
+free = Peer(start, [], cores, env=env, inherit=False)  # env is the whole environment
+bound = Peer(start, allowed, cores, env=env, inherit=False)
 
 widths = [64, 128, 256, 512]
 for width in widths:
-    assert free.call("prepare", width) == bound.call("prepare", width)
-free.call("train_steps", widths[0], 1)
-bound.call("train_steps", widths[0], 1)  # the OpenMP threads exist from here on
-on_one_core = {"free": free.call("threads_on_one_core"),
-               "bound": bound.call("threads_on_one_core")}
+    assert free.call(prepare, width) == bound.call(prepare, width)
+free.call(train_steps, widths[0], 1)
+bound.call(train_steps, widths[0], 1)  # the OpenMP threads exist from here on
+on_one_core = {"free": free.call(threads_on_one_core),
+               "bound": bound.call(threads_on_one_core)}
 for name, (total, pinned) in on_one_core.items():
     print(f"{name}: {pinned} of {total} threads may run on one core only")
 really_bound = on_one_core["bound"][1] >= cores and on_one_core["free"][1] == 0
@@ -199,14 +184,13 @@ try:
         before = cpu_ticks()
         speedups.append(compare_times(
             f"bound threads, width {width}",
-            {"free": lambda: free.call("train_steps", width, steps),
-             "bound": lambda: bound.call("train_steps", width, steps)},
+            {"free": lambda: free.call(train_steps, width, steps),
+             "bound": lambda: bound.call(train_steps, width, steps)},
             threshold=1.05, device=device, x=width, budget_s=0.5))
         spans.append((before, cpu_ticks()))
 finally:
     free.close()
     bound.close()
-    workdir.cleanup()
 
 # Other processes' CPU use, in cores, during the busiest width's timing (the two
 # children are this process's and are not counted). A bound thread cannot move off a

@@ -34,8 +34,8 @@ and records how busy the cores were with other processes meanwhile.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import (compare_times, cores_were_free, cpu_ticks, decide,
-                            plot_ratios, report)
+from tipsite.tipkit import (check_plausible, compare_times, cores_were_free, cpu_ticks,
+                            decide, plot_ratios, report)
 
 
 # %%
@@ -113,6 +113,11 @@ for n in elementwise_sizes:
 # of a core. With one core there is nothing to split: the rule cannot judge the advice.
 others, spare = cores_were_free(spans, cores)
 print("other processes' CPU use while timing, cores (busiest size):", others)
+
+# One thread per core can at best divide the time by the cores: a speed-up whose whole
+# interval is above that measured something else (a defect), and fails this page.
+for point in matmuls + elementwise:
+    check_plausible(point, at_most=cores, because=f"{cores} threads on {cores} cores")
 
 # %%
 # Where it pays

@@ -155,6 +155,12 @@ def key_text(key: dict | None) -> str:
     if not key:
         return ""
     unit = key.get("unit") or ""
+    low, high = key.get("low"), key.get("high")
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)) and 0 < low < high / 2:
+        # as the site's pages: an interval whose ends are more than 2x apart settles nothing
+        sep = "" if unit == "x" else " "
+        return (f"{key['name']}: not settled (interval {_fmt(low)}-{_fmt(high)}{sep}{unit}: "
+                "its ends are more than 2x apart)")
     value = _fmt(key["value"])
     text = f"{value}{unit} {key['name']}" if unit == "x" else f"{value} {unit} {key['name']}".replace("  ", " ")
     low, high = key.get("low"), key.get("high")

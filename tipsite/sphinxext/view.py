@@ -291,15 +291,30 @@ def _figure(value: float, unit: str, name: str) -> str:
     return f"{quantity(value, unit)} {name}".strip()
 
 
+WIDEST = 2.0  # a headline never shows a figure whose interval's ends are further apart
+
+
+def unsettled(low, high) -> bool:
+    """Whether an interval is too wide for its figure to head a page: its high end more
+    than :data:`WIDEST` times its low end (positive quantities: ratios, times, bytes)."""
+    return (isinstance(low, (int, float)) and isinstance(high, (int, float))
+            and 0 < low and WIDEST * low < high < float("inf"))
+
+
 def key_text(key: dict | None) -> str:
-    """A key figure in words: value, name, and its interval when the interval says something."""
+    """A key figure in words: value, name, and its interval when the interval says something;
+    a key whose interval spans more than :data:`WIDEST` times is shown without its value, as
+    not settled, with the interval that says why."""
     if not key:
         return ""
-    text = _figure(key["value"], key["unit"], key["name"])
     span = interval(key.get("low"), key.get("high"), key["unit"])
     low, high = key.get("low"), key.get("high")
+    rounds = f", {key['rounds']} rounds" if key.get("rounds") else ""
+    if unsettled(low, high):
+        return (f"{key['name']}: not settled (interval {span}{rounds}: its ends are more "
+                f"than {WIDEST:g}x apart)")
+    text = _figure(key["value"], key["unit"], key["name"])
     if span and low is not None and high is not None and number(low) != number(high):
-        rounds = f", {key['rounds']} rounds" if key.get("rounds") else ""
         text += f" (interval {span}{rounds})"
     return text
 
@@ -325,7 +340,9 @@ def headline(decision: dict) -> str:
     if decision.get("verdict") == "depends":
         ranked = sorted((c for c in deciding_comparisons(decision) if c["measure"] == "ratio"),
                         key=lambda c: c["median"])
-        if len(ranked) >= 2 and number(ranked[0]["median"]) != number(ranked[-1]["median"]):
+        wide = any(unsettled(c["low"], c["high"]) for c in ranked[:1] + ranked[-1:])
+        if len(ranked) >= 2 and number(ranked[0]["median"]) != number(ranked[-1]["median"]) \
+                and not wide:
             hi, lo = ranked[-1], ranked[0]
             return f"{quantity(hi['median'], 'x')} with {hi['name']}; {quantity(lo['median'], 'x')} with {lo['name']}"
     return key_text(decision.get("key"))
