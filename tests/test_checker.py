@@ -493,11 +493,17 @@ def test_findings_labelled_wrong_stay_gone(label_data):
 
 
 def test_precision_targets(label_data):
+    """No rule is wrong on the tuning set, and the stable rules (on by default) together are at
+    least 90% useful there; the preview rules are those below the bar (tipsite/checker/status.json)."""
+    from tipsite.checker.registry import is_stable
+
     table = labels.table(label_data)
     total = table["total"]
     assert total["files"] >= 150 and len(label_data.corpora) >= 3
     assert total["wrong"] == 0
-    assert total["useful"] >= 0.9 * total["findings"], total
+    stable = [row for code, row in table.items() if code != "total" and is_stable(code)]
+    findings, useful = sum(r["findings"] for r in stable), sum(r["useful"] for r in stable)
+    assert stable and useful >= 0.9 * findings, (useful, findings)
 
 
 def test_the_docs_publish_the_current_table(label_data):
@@ -669,7 +675,7 @@ def test_cli_verbose_and_explain(tmp_path, capsys, monkeypatch):
         cli.main(["--explain", "PTT999"])
     assert cli.main(["--list-rules"]) == 0
     listed = capsys.readouterr()[0]
-    assert "PTT019 torch.no_grad() for inference [off by default]" in listed
+    assert "PTT019 torch.no_grad() for inference [preview]" in listed
 
 
 def test_explain_quotes_each_measured_state_as_a_finding_does(capsys, monkeypatch):
