@@ -32,6 +32,7 @@ SILENT = {
     "wrapper built for export": ("PTT030",), "validation under inference mode": ("PTT026",),
     # formatting a number, not a tensor; a benchmark that waits on purpose
     "formatted float": ("PTT039",), "synchronize in a benchmark": ("PTT040",),
+    "synchronize beside a deciding read": ("PTT040",),
     "namespace on an old torch": ("PTT042",), "state_dict in the checkpoint": ("PTT041", "PTT004"),
 }
 SOURCES = {
@@ -203,6 +204,17 @@ SOURCES = {
                 if step % 10 == 0:
                     print(step)
         ''',
+    "synchronize beside a deciding read": '''
+        import math
+        import torch
+        for x, y in metric_logger.log_every(loader, 20, "train"):
+            loss = crit(model(x), y)
+            value = loss.item()
+            if not math.isfinite(value):
+                raise SystemExit(1)
+            loss_scaler(loss, optimizer, parameters=model.parameters())
+            torch.cuda.synchronize()
+        ''',
     "namespace on an old torch": None,  # below: PTT042 with --torch 2.5
     "state_dict in the checkpoint": '''
         import argparse
@@ -296,6 +308,14 @@ FOUND = {
             loss = crit(model(x), y)
             loss.backward()
             torch.cuda.synchronize()
+        '''),
+    "synchronize every step through a loss scaler": ("PTT040", '''
+        import torch
+        for x, y in metric_logger.log_every(loader, 20, "train"):
+            loss = crit(model(x), y)
+            loss_scaler(loss, optimizer, parameters=model.parameters())
+            torch.cuda.synchronize()
+            metric_logger.update(loss=loss.detach())
         '''),
     "a deep copy of the model in a checkpoint": ("PTT041", '''
         from copy import deepcopy
@@ -395,6 +415,11 @@ def test_preview_rules_run_with_preview_or_by_code_and_say_so(tmp_path, capsys, 
     ("PTT039", "import torch\nfor x, y in pbar:\n    loss = crit(model(x.cuda()), y)\n    loss.backward()\n"
                "    mem = torch.cuda.memory_reserved() / 1e9\n    pbar.set_description(f'{mem:.3g}G')\n"),
     ("PTT041", "import torch\ntorch.save({'model': args.model, 'epoch': 3}, 'c.pt')\n"),
+    ("PTT041", "import torch\nmodel = net.state_dict()\ntorch.save({'model': model}, 'c.pt')\n"),
+    ("PTT039", "import torch\nfor x, y in loader:\n    loss = crit(model(x.cuda()), y)\n    loss.backward()\n"
+               "    n = torch.numel(x)\n    print(f'{n} samples')\n"),
+    ("PTT023", "import torch\ndef run(model, phase):\n    model.eval()\n"
+               "    with torch.set_grad_enabled(phase == 'train'):\n        out = model(x)\n"),
     ("PTT042", "import argparse\nimport torch\nargs = argparse.ArgumentParser().parse_args()\n"
                "torch.save({'args': args}, 'c.pt')\nckpt = torch.load('c.pt', weights_only=False)\n"),
 ])

@@ -419,10 +419,13 @@ class _Scan:
                 V.returns_tensor(self.qualify(value.func)) or _last_name(value.func) in _TENSOR_METHODS)
             tensors[name] = tensors.get(name, True) and torchy
         f.tensor_names = {n for n, t in tensors.items() if t} - f.numpy_names
+        f.state_names = {n for n, v in self.binds
+                         if isinstance(v, ast.Call) and "state_dict" in (_last_name(v.func) or "")}
         if "parse_args" in text_has or "Namespace" in text_has:
             for name, value in self.binds:
                 if isinstance(value, ast.Call) and (_last_name(value.func) in ("parse_args", "Namespace")):
                     f.namespace_names.add(name)
+        f.module_names -= f.state_names
         for name, value in [*self.binds, *self.item_binds]:
             if isinstance(value, ast.Dict):
                 values = value.values
@@ -431,7 +434,7 @@ class _Scan:
             for v in values:
                 if isinstance(v, ast.Name) and v.id in f.namespace_names:
                     f.namespace_dicts.add(name)
-                if _whole_module(v, f.module_names):
+                if _whole_module(v, f.module_names, f.state_names):
                     f.module_dicts.add(name)
         for loop, piece in self.formatted:
             if id(loop) in self.backward_loops:
@@ -454,7 +457,7 @@ _TENSOR_METHODS = {"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor
 _MODULE_WORD = re.compile(r"(^|_)(model|net|module|network)s?\d*$", re.IGNORECASE)
 
 
-def _whole_module(value: ast.AST, module_names: set[str]) -> bool:
+def _whole_module(value: ast.AST, module_names: set[str], state_names: set[str] = frozenset()) -> bool:
     """A module object itself (``model``, ``deepcopy(model)``, ``model.half()``), not its weights."""
     while isinstance(value, ast.Call):
         name = _last_name(value.func) or ""
@@ -472,6 +475,8 @@ def _whole_module(value: ast.AST, module_names: set[str]) -> bool:
         value = value.value
     name = _dotted(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
     if not name or name.split(".", 1)[0] in V._SETTINGS or name.split(".")[:2] == ["self", "args"]:
+        return False
+    if name in state_names:
         return False
     return bool(_MODULE_WORD.search(name.rsplit(".", 1)[-1])) or name in module_names
 

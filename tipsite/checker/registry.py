@@ -265,11 +265,12 @@ print(total.item())
 """),
         short=".item() on every training step makes the host wait for the GPU",
         fix="accumulate with .detach() on the device, read it every N steps",
-        scope="Only in a loop whose own body calls backward() (one iteration is one step), not under an "
-              "if inside it (logging every N steps), and not in a loop that already reads a value every "
-              "step to decide something (if not math.isfinite(loss.item())) or calls torch.cuda.synchronize(), "
-              "where one more read costs nothing. Reads are .item(), .tolist() and .numpy(): a bare .cpu() "
-              "also moves modules (for RPC, for saving).",
+        scope="Only in a loop whose own body calls backward() (itself, in a closure it defines, or through "
+              "a loss scaler: one iteration is one step), not under an if inside it (logging every N steps; "
+              "a rank or distributed guard is no such if), not under no_grad (an evaluation inside the "
+              "loop), and not in a loop that already reads a value every step to decide something (if not "
+              "math.isfinite(loss.item())), where one more read costs nothing. Reads are .item(), .tolist() "
+              "and .numpy(): a bare .cpu() also moves modules (for RPC, for saving).",
         unlike_tip="The tip sweeps the log spacing (a read under `if step % every == 0`); the rule flags "
                    "only reads on every step, where the tip measured the cost.",
     ),
@@ -961,9 +962,11 @@ for step, (x, y) in enumerate(loader):
 """),
         short="torch.cuda.synchronize() on every step, for a value logged every N",
         fix="synchronize only in the steps that log",
-        scope="Only in a loop whose body calls backward() and also has an if with % (a logging "
-              "interval), not under an if itself, and not in a function named for benchmarking or "
-              "profiling, where waiting is the point.",
+        scope="Only in a loop whose body calls backward() (or a loss scaler) and has an if with % (a logging "
+              "interval, or a loop over metric_logger.log_every()), not under an if itself, not in a "
+              "function named for benchmarking or profiling, where waiting is the point, and not in a "
+              "loop that already reads a value every step to decide something (if not "
+              "math.isfinite(loss.item())).",
         unlike_tip="The tip measures .item() reads; synchronize() waits for the same queue.",
     ),
     Rule(

@@ -60,7 +60,8 @@ EVALUATION = re.compile(r"eval|valid|test|infer|predict", re.IGNORECASE)
 # torch namespaces whose calls return numbers, devices or handles, not tensors
 _NOT_TENSORS = re.compile(r"^torch\.(cuda|distributed|backends|utils|version|hub|jit|onnx|profiler|accelerator|mps"
                           r"|cpu|xpu|mtia|compiler|_dynamo|fx|export|nn|optim|amp|autograd|serialization|testing"
-                          r"|get_|is_|set_|manual_seed|load|save|device|dtype|Size|Generator|__)")
+                          r"|get_|is_|set_|manual_seed|load|save|device|dtype|Size|Generator|__|numel|finfo|iinfo"
+                          r"|typename|result_type|promote_types|can_cast|use_deterministic|compile)")
 
 
 def returns_tensor(qualified: str | None) -> bool:
@@ -97,6 +98,7 @@ class Facts:
     grad_free_factories: set[str] = field(default_factory=set)  # functions here that return no_grad()...
     grad_free_functions: set[str] = field(default_factory=set)  # functions here run under a grad-free decorator
     tensor_names: set[str] = field(default_factory=set)  # every binding in the file is a torch call
+    state_names: set[str] = field(default_factory=set)  # bound to a .state_dict() (weights, not a module)
     namespace_names: set[str] = field(default_factory=set)  # bound to parse_args() / argparse.Namespace
     namespace_dicts: set[str] = field(default_factory=set)  # dicts here holding such a Namespace
     module_dicts: set[str] = field(default_factory=set)  # dicts here holding a whole module
@@ -251,7 +253,8 @@ def grad_free(expr: cst.BaseExpression, visitor: "RuleVisitor") -> bool:
     if name in GRAD_FREE:
         return True
     if name in ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled") and call is not None:
-        return bool(call.args) and _is_false(call.args[0].value)
+        # set_grad_enabled(phase == "train"): off on the evaluation path, where the rules would look
+        return bool(call.args) and not _is_true(call.args[0].value)
     last = name.rsplit(".", 1)[-1]
     return last in visitor.facts.grad_free_factories or bool(GRAD_FREE_NAME.search(last))
 
@@ -1107,12 +1110,19 @@ def _calls_backward(node: cst.CSTNode, *, into_loops: bool = True) -> bool:
     return any(isinstance(n, cst.Call) and _method(n) == "backward" for n in walk(node, into_loops=into_loops))
 
 
+def _scaler_step(call: cst.Call) -> bool:
+    """``loss_scaler(loss, optimizer, ...)``: timm's and DeiT's NativeScaler calls ``backward()``
+    and ``optimizer.step()`` for the loop."""
+    name = (get_full_name_for_node(call.func) or "").rsplit(".", 1)[-1]
+    return name.endswith("scaler") and len(_positional(call)) >= 2
+
+
 def _training_step(loop: cst.CSTNode) -> bool:
-    """The loop's own body (not a nested loop) calls ``.backward()``, itself or in a closure it
-    defines (``def closure(): ...; loss.backward()`` for ``optimizer.step(closure)``): one
+    """The loop's own body (not a nested loop) calls ``.backward()`` (or a loss scaler that does),
+    itself or in a closure it defines (``def closure(): ...; loss.backward()`` for ``optimizer.step(closure)``): one
     iteration is one training step."""
     for n in walk(loop.body, into_loops=False):
-        if isinstance(n, cst.Call) and _method(n) == "backward":
+        if isinstance(n, cst.Call) and (_method(n) == "backward" or _scaler_step(n)):
             return True
         if isinstance(n, (cst.FunctionDef, cst.Lambda)) and _calls_backward(n, into_loops=False):
             return True
@@ -1136,6 +1146,24 @@ def rank_guard(test: cst.CSTNode) -> bool:
     return any(_RANK.search(n) for n in names) and not any(_INTERVAL.search(n) for n in names)
 
 
+def _decides(loop: cst.CSTNode) -> bool:
+    """The loop reads a value on every step to decide something (``if not math.isfinite(
+    loss.item())``, ``value = loss.item(); assert ...``): it waits for the GPU each step anyway."""
+    tested: set[str] = set()
+    for n in walk(loop.body, into_loops=False):
+        if isinstance(n, (cst.If, cst.While)):
+            tested |= names_in(n.test)
+            if any(isinstance(c, cst.Call) and _method(c) in HOST_READS for c in [n.test, *walk(n.test)]):
+                return True
+        elif isinstance(n, cst.Assert):
+            tested |= names_in(n.test)
+    for n in walk(loop.body, into_loops=False):  # value = loss.item(); if not isfinite(value)
+        if isinstance(n, cst.Assign) and any(target_names(t.target) & tested for t in n.targets) \
+                and any(isinstance(c, cst.Call) and _method(c) in HOST_READS for c in [n.value, *walk(n.value)]):
+            return True
+    return False
+
+
 class HostReadInLoop(RuleVisitor):
     """A read of a tensor's value on every step of a training loop: not one gated by an ``if``
     (logging every N steps; a rank guard is no gate), and not in a loop that already waits for
@@ -1150,21 +1178,7 @@ class HostReadInLoop(RuleVisitor):
     def _loop(self, loop: cst.CSTNode) -> bool:
         known = self.loops.get(id(loop))
         if known is None:
-            tested: set[str] = set()
-            decides = False
-            for n in walk(loop.body, into_loops=False):
-                if isinstance(n, (cst.If, cst.While)):
-                    tested |= names_in(n.test)
-                    decides = decides or any(isinstance(c, cst.Call) and _method(c) in HOST_READS
-                                             for c in [n.test, *walk(n.test)])
-                elif isinstance(n, cst.Assert):
-                    tested |= names_in(n.test)
-            for n in walk(loop.body, into_loops=False):  # value = loss.item(); if not isfinite(value)
-                if isinstance(n, cst.Assign) and any(target_names(t.target) & tested for t in n.targets) \
-                        and any(isinstance(c, cst.Call) and _method(c) in HOST_READS
-                                for c in [n.value, *walk(n.value)]):
-                    decides = True
-            known = self.loops[id(loop)] = _training_step(loop) and not decides
+            known = self.loops[id(loop)] = _training_step(loop) and not _decides(loop)
         return known
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -1723,7 +1737,7 @@ class SynchronizeEveryStep(RuleVisitor):
     """``torch.cuda.synchronize()`` on every step of a training loop that logs every N steps (an
     ``if`` with ``%`` in it, or a loop over ``metric_logger.log_every(...)``): the wait is paid each
     step for a value read every N; not in a function named for benchmarking or profiling, where
-    waiting is the point."""
+    waiting is the point, nor in a loop that reads a value every step to decide something."""
 
     CODE = "PTT040"
 
@@ -1732,8 +1746,8 @@ class SynchronizeEveryStep(RuleVisitor):
                 "torch.cuda.synchronize", "torch.accelerator.synchronize"):
             return
         loop = self.where.loop()
-        if loop is None or self.where.gated_in(loop) or not _training_step(loop):
-            return
+        if loop is None or self.where.gated_in(loop) or not _training_step(loop) or _decides(loop):
+            return  # (a loop that reads a value every step to decide something waits anyway)
         func = self.where.function()
         if func is not None and _BENCHMARK.search(func.name.value):
             return
@@ -1758,7 +1772,8 @@ def _whole_module_cst(value: cst.BaseExpression, facts: Facts) -> bool:
     while isinstance(value, cst.Attribute) and value.attr.value == "module":
         value = value.value
     name = get_full_name_for_node(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
-    if not name or name.split(".", 1)[0] in _SETTINGS or name.split(".")[:2] == ["self", "args"]:
+    if (not name or name.split(".", 1)[0] in _SETTINGS or name.split(".")[:2] == ["self", "args"]
+            or name in facts.state_names):
         return False
     return bool(_MODULE_NAME.search(name.rsplit(".", 1)[-1])) or name in facts.module_names
 
