@@ -425,3 +425,72 @@ def test_preview_rules_run_with_preview_or_by_code_and_say_so(tmp_path, capsys, 
 ])
 def test_near_misses_of_the_new_rules(code, source):
     assert code not in codes(source), source
+
+
+# --- linter habits and hostile input -------------------------------------------------------------
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    from tipsite.checker import cli
+
+    try:
+        rc = cli.main([*argv])
+    except SystemExit as exc:
+        rc = exc.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_hostile_input_gets_a_clear_error_and_exit_2(tmp_path, capsys, monkeypatch):
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "zero.py").symlink_to("/dev/zero")
+    rc, out, err = _run(capsys, str(tmp_path / "pipe.py"), str(tmp_path / "zero.py"), "--jobs", "1")
+    assert rc == 2 and err.count("not a regular file") == 2, err
+    rc, out, err = _run(capsys, str(tmp_path), "--jobs", "1")  # found by the folder walk too
+    assert rc == 2 and "pipe.py: cannot be read: not a regular file" in err, err
+    for text, says in (("[tool.torch-tips\nfail-on = 'any'\n", "not valid TOML"),
+                       ("[tool]\ntorch-tips = 5\n", "must be a table"),
+                       ("tool = 3\n", "[tool] must be a table")):
+        (tmp_path / "pyproject.toml").write_text(text)
+        rc, out, err = _run(capsys, str(tmp_path / "pipe.py"))
+        assert rc == 2 and says in err and "Traceback" not in err, (text, err)
+    (tmp_path / "pyproject.toml").unlink()
+    rc, out, err = _run(capsys, str(tmp_path / "pipe.py"), "--torch", "banana")
+    assert rc == 2 and "--torch: 'banana' is not a torch release" in err
+    rc, out, err = _run(capsys, "--version")
+    assert rc == 0 and out.startswith("torch-tips ")
+
+
+def test_pep_263_encodings_are_read(tmp_path, capsys):
+    path = tmp_path / "latin.py"
+    path.write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\nname = '\xe9t\xe9'\ntorch.save(model, 'm.pt')\n")
+    rc, out, err = _run(capsys, str(path), "--torch", "2.13", "--device", "cuda", "--fail-on", "never",
+                        "--select", "PTT004")
+    assert rc == 0 and "latin.py:4:1: PTT004" in out, (out, err)
+
+
+def test_configuration_is_found_upward_from_each_checked_path(tmp_path, capsys, monkeypatch):
+    """As ruff: the nearest pyproject.toml with the section, from the checked file's folder up;
+    not the working directory's."""
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[tool.torch-tips]\nignore = ['PTT004']\n")
+    (project / "src" / "t.py").write_text("import torch\ntorch.save(model, 'm.pt')\n")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "t.py").write_text("import torch\ntorch.save(model, 'm.pt')\n")
+    monkeypatch.chdir(tmp_path)  # the parent: no configuration here
+    rc, out, err = _run(capsys, str(project / "src"), str(other), "--torch", "2.13", "--device", "cuda",
+                        "--fail-on", "never", "--extend-select", "PTT004")
+    assert "other/t.py:2:1: PTT004" in out and "project/src/t.py" not in out, out
+
+
+def test_maintainer_tools_are_hidden_outside_the_repository(monkeypatch, capsys):
+    from tipsite.checker import cli
+
+    assert "--bench" in cli.parser().format_help()  # in the repository
+    monkeypatch.setattr(cli, "IN_REPOSITORY", False)
+    text = cli.parser().format_help()
+    assert "--bench" not in text and "--records" not in text and "--preview" in text
