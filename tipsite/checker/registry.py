@@ -109,7 +109,7 @@ with torch.device("meta"):
 model.load_state_dict(sd, assign=True)
 """),
         short="load_state_dict(torch.load(...)) holds two copies of the weights",
-        fix="torch.load(..., mmap=True), build under torch.device('meta'), load_state_dict(sd, assign=True)",
+        fix="load with mmap=True, build under torch.device('meta'), assign=True",
         scope="Off by default: it pays only for models whose weights are a large share of memory, "
               "which the code does not show; select it where they are.",
         default=False,
@@ -150,7 +150,7 @@ with torch.amp.autocast("cuda"):
     loss = model(x).sum()
 """),
         short="torch.cuda.amp is deprecated (FutureWarning since torch 2.4)",
-        fix="use torch.amp.autocast('cuda') / torch.amp.GradScaler('cuda')",
+        fix="use torch.amp.autocast('cuda') / GradScaler('cuda')",
         scope="Not for a torch older than 2.4, where it is not deprecated.",
     ),
     Rule(
