@@ -494,3 +494,37 @@ def test_maintainer_tools_are_hidden_outside_the_repository(monkeypatch, capsys)
     monkeypatch.setattr(cli, "IN_REPOSITORY", False)
     text = cli.parser().format_help()
     assert "--bench" not in text and "--records" not in text and "--preview" in text
+
+
+# --- a gate that can fail where the evidence holds -----------------------------------------------
+
+def test_the_shipped_evidence_counts_the_release_matrix_and_can_fail_a_run(tmp_path, capsys):
+    """evidence.json holds each release's verdicts from the torch-release matrix (docs/_data/compat/)
+    with its machine class; with it, a finding whose tip holds on the reader's device and release
+    fails the default gate, and the others are notes. (test_shipped_evidence_is_what_the_records_give
+    keeps the file equal to what the records and the matrix give.)"""
+    import json
+
+    from tipsite.checker import evidence, registry
+
+    data = json.loads((ROOT / "tipsite" / "checker" / "evidence.json").read_text(encoding="utf-8"))
+    assert any(s.startswith("compat/torch-") for s in data["sets"])
+    cpu_213 = {name: tip["states"].get("cpu", {}).get("2.13") for name, tip in data["tips"].items()}
+    assert all(s is None or s["machine_class"] for s in cpu_213.values())
+    holds = sorted(c for c, r in registry.RULES.items()
+                   if (cpu_213.get(r.tip) or {}).get("state") == "measured"
+                   and cpu_213[r.tip]["verdict"] == "holds")
+    assert holds, "no rule's tip holds on the CPU with torch 2.13: the default gate could never fail"
+    for code in (holds[0], *[c for c in registry.RULES if c not in holds][:1]):
+        path = tmp_path / f"{code}.py"
+        path.write_text(registry.RULES[code].example)
+        rc, out, err = _run(capsys, str(path), "--torch", "2.13", "--device", "cpu", "--select", code)
+        if code in holds:
+            assert rc == 1 and f" {code} " in out and "note:" not in out, out
+        else:
+            assert rc == 0, out
+    target = evidence.Target(torch="2.13", device="cpu", torch_from="test", device_from="test")
+    assert evidence.Evidence(target).verdict(registry.RULES[holds[0]].tip).holds
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
