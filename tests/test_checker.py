@@ -493,11 +493,17 @@ def test_findings_labelled_wrong_stay_gone(label_data):
 
 
 def test_precision_targets(label_data):
+    """No rule is wrong on the tuning set, and the stable rules (on by default) together are at
+    least 90% useful there; the preview rules are those below the bar (tipsite/checker/status.json)."""
+    from tipsite.checker.registry import is_stable
+
     table = labels.table(label_data)
     total = table["total"]
     assert total["files"] >= 150 and len(label_data.corpora) >= 3
     assert total["wrong"] == 0
-    assert total["useful"] >= 0.9 * total["findings"], total
+    stable = [row for code, row in table.items() if code != "total" and is_stable(code)]
+    findings, useful = sum(r["findings"] for r in stable), sum(r["useful"] for r in stable)
+    assert stable and useful >= 0.9 * findings, (useful, findings)
 
 
 def test_the_docs_publish_the_current_table(label_data):
@@ -551,8 +557,11 @@ def test_message_and_severity_follow_the_verdict(gallery, verdict, says, fails):
     text = evidence.short(rule, v, ev.word)
     assert text.startswith(rule.short) and evidence.fails(v, "holds") is fails
     assert (says in text) or (says in evidence.message(rule, v, ev.word))
-    if verdict != "holds":
-        assert rule.fix not in text and rule.advice not in evidence.message(rule, v, ev.word)
+    if verdict != "holds":  # the line names the fix, as the tip's, not as advice
+        assert text.endswith(f"{evidence.NOT_ADVISED} {rule.fix})"), text
+        assert rule.advice not in evidence.message(rule, v, ev.word)
+    else:
+        assert text == f"{rule.short}; {rule.fix}"
     assert evidence.tail(v, ev.word).startswith(f"{verdict} on CPU (torch 2.13.0+cpu, test machine, 2026-11-22)")
     assert ev.link(tip.name) == "https://x.test/tips/speed/tip_inference_mode.html"
     assert evidence.fails(v, "any") and not evidence.fails(v, "never")
@@ -633,7 +642,8 @@ def test_cli_lines_severity_and_exit_codes(tmp_path, capsys, monkeypatch):
     assert lines[0] == (f"{bad}:2:9: PTT001 torch.load may unpickle arbitrary objects: a checkpoint can run "
                         "code; pass weights_only=True https://x.test/tips/saving_loading/tip_weights_only_load.html")
     assert lines[1].startswith(f"{bad}:3:7: PTT031 note: Adam/AdamW without fused=True")
-    assert all(len(line.split(" ", 2)[2].rsplit(" https://", 1)[0]) < 160 for line in lines), lines  # messages
+    # messages: what the code does and its fix in a clause (a note adds what the evidence says)
+    assert all(len(line.split(" ", 2)[2].rsplit(" https://", 1)[0]) < 240 for line in lines), lines
     assert "1 failing finding(s) and 1 note(s) in 1 of 2 file(s)" in err
     assert cli.main([str(pkg), *ARGS, "--ignore", "PTT001"]) == 0  # a note alone does not fail
     assert cli.main([str(pkg), *ARGS, "--ignore", "PTT001", "--fail-on", "any"]) == 1
@@ -669,7 +679,7 @@ def test_cli_verbose_and_explain(tmp_path, capsys, monkeypatch):
         cli.main(["--explain", "PTT999"])
     assert cli.main(["--list-rules"]) == 0
     listed = capsys.readouterr()[0]
-    assert "PTT019 torch.no_grad() for inference [off by default]" in listed
+    assert "PTT019 torch.no_grad() for inference [preview]" in listed
 
 
 def test_explain_quotes_each_measured_state_as_a_finding_does(capsys, monkeypatch):

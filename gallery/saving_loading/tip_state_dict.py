@@ -24,7 +24,7 @@ moves to another module. The file sizes, the article's second reason, are shown 
 # sphinx_gallery_tips_takeaway = "A pickled model fails under weights_only=True, after its class moves or gains an attribute; a state_dict loads. File sizes barely differ."
 # sphinx_gallery_tips_keywords = ["state_dict", "torch.save", "torch.load", "pickle", "weights_only", "load_state_dict", "checkpoint", "ModuleNotFoundError"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/tutorials/beginner/saving_loading_models.html"]
-# sphinx_gallery_tips_rules = ["PTT004"]
+# sphinx_gallery_tips_rules = ["PTT004", "PTT041"]
 
 # %%
 # How this tip measures and decides

@@ -26,7 +26,7 @@ how to allow your own classes with ``torch.serialization.safe_globals``.
 # sphinx_gallery_tips_statement = "weights_only=True restricts the unpickler used in torch.load to only executing functions/building classes required for state_dicts of plain torch.Tensors as well as some other primitive types."
 # sphinx_gallery_tips_keywords = ["torch.load", "weights_only", "pickle", "UnpicklingError", "add_safe_globals", "safe_globals", "security"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/notes/serialization.html#weights-only"]
-# sphinx_gallery_tips_rules = ["PTT001"]
+# sphinx_gallery_tips_rules = ["PTT001", "PTT042"]
 
 # %%
 # How this tip measures and decides

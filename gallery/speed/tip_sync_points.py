@@ -29,7 +29,7 @@ more. The claim is about CUDA: a machine without a GPU decides nothing.
 # sphinx_gallery_tips_takeaway = "print, .item(), .cpu(), pageable .cuda(), nonzero and if-on-tensor all sync; each sync costs most when little GPU work runs between two of them."
 # sphinx_gallery_tips_keywords = ["sync", "synchronization", "item", "set_sync_debug_mode", "nonzero", "count_nonzero", "print tensor", "cpu gpu sync"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.cuda.set_sync_debug_mode.html", "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#avoid-unnecessary-cpu-gpu-synchronization"]
-# sphinx_gallery_tips_rules = ["PTT011"]
+# sphinx_gallery_tips_rules = ["PTT011", "PTT039", "PTT040"]
 
 # %%
 # How this tip measures and decides

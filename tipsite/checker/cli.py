@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
 
 from tipsite.checker import config as configuration
 from tipsite.checker import evidence, runner
-from tipsite.checker.registry import RULES
+from tipsite.checker.registry import RULES, is_stable
 
 
 def report(findings: list, ev: evidence.Evidence, fail_on: str) -> list[dict]:
@@ -27,6 +28,7 @@ def report(findings: list, ev: evidence.Evidence, fail_on: str) -> list[dict]:
         v = ev.verdict(rule.tip)
         fails = evidence.fails(v, fail_on)
         rows.append({"path": f.path, "line": f.line, "col": f.col, "code": f.code, "torchfix": f.torchfix,
+                     "preview": not is_stable(f.code), "fix": rule.fix,
                      "severity": "error" if fails else "note", "advice": v.holds,
                      "message": evidence.short(rule, v, ev.word), "long": evidence.message(rule, v, ev.word),
                      "tip": rule.tip, "tip_title": v.title, "device": v.device, "state": v.state,
@@ -39,7 +41,8 @@ def report(findings: list, ev: evidence.Evidence, fail_on: str) -> list[dict]:
 def text_line(row: dict) -> str:
     link = f" {row['link']}" if row["link"] else ""
     note = "" if row["advice"] else "note: "  # the evidence gives no advice (whatever --fail-on says)
-    return f"{row['path']}:{row['line']}:{row['col']}: {row['code']} {note}{row['message']}{link}"
+    preview = "[preview] " if row["preview"] else ""
+    return f"{row['path']}:{row['line']}:{row['col']}: {row['code']} {preview}{note}{row['message']}{link}"
 
 
 def _escape(text: str, prop: bool = False) -> str:
@@ -57,10 +60,13 @@ def github_line(row: dict) -> str:
     return f"::{level} {props}::{_escape(row['message'] + link)}"
 
 
+PREVIEW_NOTE = " (preview: runs with --preview, or selected by its code)"
+
+
 def explain(code: str, ev: evidence.Evidence) -> str:
     rule = RULES[code]
     tip = ev.data["tips"].get(rule.tip)
-    lines = [f"{rule.code}: {rule.title}" + ("" if rule.default else " (off by default: --select it)"), "",
+    lines = [f"{rule.code}: {rule.title}" + ("" if is_stable(code) else PREVIEW_NOTE), "",
              f"What the code does: {rule.finding}.", f"The tip's advice: {rule.advice}."]
     if rule.scope:
         lines.append(f"Not flagged: {rule.scope}")
@@ -96,6 +102,22 @@ def _codes(value: str | None, parser: argparse.ArgumentParser, flag: str) -> lis
         parser.error(str(exc))
 
 
+IN_REPOSITORY = (Path(__file__).resolve().parents[2] / "gallery").is_dir()
+
+
+def version() -> str:
+    try:
+        from importlib.metadata import PackageNotFoundError, version as dist_version
+
+        return dist_version("torch-tips")
+    except (ImportError, PackageNotFoundError):
+        return "(from the source tree)"
+
+
+def _release_ok(value: str) -> bool:
+    return value == "any" or bool(re.fullmatch(r"\d+\.\d+(\.\d+)?", value.strip()))
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="torch-tips", description=__doc__.split("\n\n")[0])
     p.add_argument("paths", nargs="*", help="Python files or folders to check")
@@ -103,6 +125,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--select", help="comma-separated code prefixes to run (replaces the default rules)")
     p.add_argument("--extend-select", help="comma-separated codes added to the selection")
     p.add_argument("--ignore", help="comma-separated code prefixes never reported")
+    p.add_argument("--preview", action="store_true",
+                   help="run the preview rules too (rules not yet shown precise on held-out code)")
     p.add_argument("--fail-on", choices=evidence.FAIL_ON,
                    help="which findings fail the run: those whose tip holds for your device and torch "
                         "(default), any finding, or none")
@@ -116,12 +140,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="the evidence under each finding")
     p.add_argument("--hide-notes", action="store_true", help="print only the findings that fail the run")
     p.add_argument("--list-rules", action="store_true", help="print every rule and its tip, then exit")
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    in_repo = IN_REPOSITORY  # maintainer tools: shown only in a clone of the project's repository
     p.add_argument("--records", action="store_true",
                    help="in the project's repository: read the result records (this build, committed sets, "
-                        "$TIPS_RESULT_SETS) instead of the evidence shipped with the checker")
+                        "$TIPS_RESULT_SETS) instead of the evidence shipped with the checker"
+                   if in_repo else argparse.SUPPRESS)
     p.add_argument("--jobs", type=int, default=runner.default_jobs(), help="worker processes (default: cores)")
     p.add_argument("--bench", type=int, nargs="?", const=200, metavar="N",
-                   help="in the project's repository: check N files of 200 lines cut from the tips, report speed")
+                   help="in the project's repository: check N files of 200 lines cut from the tips, report speed"
+                   if in_repo else argparse.SUPPRESS)
     return p
 
 
@@ -132,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list_rules:
         for rule in RULES.values():
             via = f" (TorchFix {rule.torchfix})" if rule.torchfix else ""
-            off = "" if rule.default else " [off by default]"
+            off = "" if is_stable(rule.code) else " [preview]"
             print(f"{rule.code}{via} {rule.title}{off} -> {rule.tip}")
         return 0
     if args.bench:
@@ -145,14 +173,38 @@ def main(argv: list[str] | None = None) -> int:
         result = bench.run(args.bench, jobs=args.jobs, texts=texts)
         print(json.dumps(result) if args.format == "json" else bench.describe(result))
         return 0
+    overrides = {attr: _codes(getattr(args, attr), ap, flag) for flag, attr in
+                 (("--select", "select"), ("--extend-select", "extend_select"), ("--ignore", "ignore"))}
+
+    def settle(cfg: configuration.Config) -> configuration.Config:
+        for attr, codes in overrides.items():
+            if codes is not None:
+                setattr(cfg, attr, codes if attr != "extend_select" else cfg.extend_select + codes)
+        if args.preview:
+            cfg.preview = True
+        return cfg
+
+    configs: dict[Path | None, configuration.Config] = {}
+    groups: dict[Path | None, list[str]] = {}
     try:
-        cfg = configuration.load(args.config)
+        if args.config is not None:
+            configs[args.config] = configuration.load(args.config)
+            groups[args.config] = list(args.paths)
+        else:
+            for p in args.paths or ["."]:
+                found = configuration.find_pyproject(Path(p).resolve())
+                if found not in configs:
+                    configs[found] = configuration.load(found) if found else configuration.Config()
+                groups.setdefault(found, []).append(p)
     except configuration.ConfigError as exc:
         ap.error(str(exc))
-    for flag, attr in (("--select", "select"), ("--extend-select", "extend_select"), ("--ignore", "ignore")):
-        codes = _codes(getattr(args, attr), ap, flag)
-        if codes is not None:
-            setattr(cfg, attr, codes if attr != "extend_select" else cfg.extend_select + codes)
+    for c in configs.values():
+        settle(c)
+    cfg = next(iter(configs.values()))  # the first path's: the run's fail-on, torch, device, site-url
+    if args.torch is not None and not _release_ok(args.torch):
+        ap.error(f"--torch: {args.torch!r} is not a torch release like 2.13 (or 'any')")
+    if cfg.torch is not None and not _release_ok(cfg.torch):
+        ap.error(f"{cfg.path} [tool.torch-tips]: torch = {cfg.torch!r} is not a torch release like 2.13 (or 'any')")
     fail_on = args.fail_on or cfg.fail_on or "holds"
     target = evidence.detect_target(args.torch or cfg.torch, args.device or cfg.device,
                                     torch_from="--torch" if args.torch else f"{cfg.path}",
@@ -175,19 +227,24 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("name at least one file or folder")
 
     start = time.perf_counter()
-    files, errors = runner.collect(args.paths, skip=cfg.excluded if cfg.exclude else None)
-    findings, parse_errors = runner.check_files(files, args.jobs, target.release, target.device, cfg.codes())
-    errors += parse_errors
-    ignored: dict[str, set[str]] = {}
-    kept = []
-    for f in findings:
-        if cfg.per_file_ignores:
-            prefixes = ignored.get(f.path)
-            if prefixes is None:  # once per file, not per finding
-                prefixes = ignored[f.path] = cfg.ignored_in(Path(f.path))
-            if any(f.code.startswith(p) for p in prefixes):
-                continue
-        kept.append(f)
+    files, errors, kept = [], [], []
+    for key, paths in groups.items():
+        c = configs[key]
+        found_files, found_errors = runner.collect(paths, skip=c.excluded if c.exclude else None)
+        files += found_files
+        errors += found_errors
+        findings, parse_errors = runner.check_files(found_files, args.jobs, target.release, target.device,
+                                                    c.codes())
+        errors += parse_errors
+        ignored: dict[str, set[str]] = {}
+        for f in findings:
+            if c.per_file_ignores:
+                prefixes = ignored.get(f.path)
+                if prefixes is None:  # once per file, not per finding
+                    prefixes = ignored[f.path] = c.ignored_in(Path(f.path))
+                if any(f.code.startswith(p) for p in prefixes):
+                    continue
+            kept.append(f)
     kept.sort(key=lambda f: (f.path, f.line, f.col, f.code))
     rows = report(kept, ev, fail_on)
     seconds = time.perf_counter() - start

@@ -1,7 +1,11 @@
 """The checker's configuration: ``[tool.torch-tips]`` in ``pyproject.toml``, then the command line.
 
-The section is looked for in the ``pyproject.toml`` closest to the working directory (itself or a
-parent folder; the first file that has the section wins), or in the file ``--config`` names. Its
+The section is looked for in the ``pyproject.toml`` closest to each checked path (its folder or a
+parent folder; the first file that has the section wins, as ruff finds its own), or in the file
+``--config`` names. Files under different configurations are checked with each one's selection,
+exclusions and ignores; the settings of the whole run (``fail-on``, ``torch``, ``device``,
+``site-url``) come from the configuration of the first path named. A ``pyproject.toml`` on the
+way that is not valid TOML, or a section that is not a table, is an error (exit status 2). Its
 paths (``exclude``, ``per-file-ignores``) are relative to that file's folder. Keys, all optional::
 
     [tool.torch-tips]
@@ -14,9 +18,10 @@ paths (``exclude``, ``per-file-ignores``) are relative to that file's folder. Ke
     torch = "2.5"                    # whose verdicts (default: the installed torch; "any")
     device = "cuda"                  # cpu | cuda (default: the best device present)
     site-url = "https://example.org/tips"   # where the links point
+    preview = true                   # run the preview rules too (default: false)
 
-A prefix shorter than a full code (``PTT``, ``PTT01``) selects only the rules that are on by
-default; a full code selects its rule even when it is off by default. The command line's
+A prefix shorter than a full code (``PTT``, ``PTT01``) selects only the stable rules (and the
+preview ones with ``preview``); a full code selects its rule even when it is in preview. The command line's
 ``--select``, ``--extend-select``, ``--ignore``, ``--fail-on``, ``--torch``, ``--device`` and
 ``--site-url`` override the file's values.
 """
@@ -29,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tipsite.checker.evidence import FAIL_ON
-from tipsite.checker.registry import RULES, default_codes
+from tipsite.checker.registry import RULES, default_codes, is_stable
 
 SECTION = "torch-tips"
 KEYS = {"select", "extend-select", "ignore", "exclude", "per-file-ignores", "fail-on", "torch", "device",
-        "site-url"}
+        "site-url", "preview"}
 
 
 class ConfigError(ValueError):
@@ -52,6 +57,7 @@ class Config:
     torch: str | None = None
     device: str | None = None
     site_url: str | None = None
+    preview: bool = False  # run the preview rules too (--preview)
 
     @property
     def root(self) -> Path:
@@ -59,8 +65,9 @@ class Config:
 
     def codes(self) -> set[str]:
         """The rules that run: the selection, extended, minus the ignored ones."""
-        chosen = pick(self.select) if self.select is not None else set(default_codes())
-        chosen |= pick(self.extend_select)
+        chosen = (pick(self.select, self.preview) if self.select is not None
+                  else set(RULES) if self.preview else set(default_codes()))
+        chosen |= pick(self.extend_select, self.preview)
         return {c for c in chosen if not any(c.startswith(p) for p in self.ignore)}
 
     def ignored_in(self, path: Path) -> set[str]:
@@ -103,27 +110,49 @@ def check_prefixes(prefixes: list[str], key: str) -> list[str]:
     return out
 
 
-def pick(prefixes: list[str]) -> set[str]:
-    """The codes ``prefixes`` select: a full code its rule, a shorter prefix the default rules."""
+def pick(prefixes: list[str], preview: bool = False) -> set[str]:
+    """The codes ``prefixes`` select: a full code its rule (stable or preview), a shorter prefix
+    the stable rules (and the preview ones with ``preview``), as ruff does."""
     out = set()
     for p in prefixes:
         if p in RULES:
             out.add(p)
         else:
-            out |= {c for c, r in RULES.items() if c.startswith(p) and r.default}
+            out |= {c for c in RULES if c.startswith(p) and (preview or is_stable(c))}
     return out
 
 
+def _read_toml(path: Path) -> dict:
+    try:
+        if not path.is_file():
+            raise ConfigError(f"{path}: not a regular file")
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def _section(data: dict, path: Path) -> dict | None:
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: [tool] must be a table")
+    if SECTION not in tool:
+        return None
+    if not isinstance(tool[SECTION], dict):
+        raise ConfigError(f"{path}: tool.{SECTION} must be a table ([tool.{SECTION}]), got {tool[SECTION]!r}")
+    return tool[SECTION]
+
+
 def find_pyproject(start: Path) -> Path | None:
-    """The closest ``pyproject.toml`` with a ``[tool.torch-tips]`` section, from ``start`` up."""
+    """The closest ``pyproject.toml`` with a ``[tool.torch-tips]`` section, from ``start`` (a
+    folder, or a file's folder) up, as ruff finds its own. A pyproject.toml on the way that is
+    not valid TOML is an error (its settings would be lost in silence)."""
+    start = start if start.is_dir() else start.parent
     for folder in [start, *start.parents]:
         candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError):
-                continue
-            if SECTION in data.get("tool", {}):
+        if candidate.exists():
+            if _section(_read_toml(candidate), candidate) is not None:
                 return candidate
     return None
 
@@ -142,11 +171,7 @@ def load(path: Path | None = None, start: Path | None = None) -> Config:
         path = find_pyproject((start or Path.cwd()).resolve())
         if path is None:
             return Config()
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    section = data.get("tool", {}).get(SECTION, {})
+    section = _section(_read_toml(Path(path)), Path(path)) or {}
     where = f"{path} [tool.{SECTION}]"
     unknown = set(section) - KEYS
     if unknown:
@@ -163,6 +188,10 @@ def load(path: Path | None = None, start: Path | None = None) -> Config:
         raise ConfigError(f"{where}: per-file-ignores must be a table of glob = [codes]")
     cfg.per_file_ignores = {k: check_prefixes(_strings(v, k), f"{where} per-file-ignores {k!r}")
                             for k, v in pfi.items()}
+    if "preview" in section:
+        if not isinstance(section["preview"], bool):
+            raise ConfigError(f"{where}: preview must be true or false")
+        cfg.preview = section["preview"]
     for key in ("fail-on", "torch", "device", "site-url"):
         if key in section:
             if not isinstance(section[key], str):

@@ -53,11 +53,14 @@ STMT_CALLS = {"save", "zero_grad", "Variable", "ModuleList", "tensor",
               "Linear", "set_detect_anomaly", "detect_anomaly", "autocast", "GradScaler",
               "DataParallel", "Sequential", *(n.rsplit(".", 1)[1] for n in V.CONVS | V.OPTIMIZERS)}
 SCOPE_CALLS = {"load", "no_grad", "load_state_dict", "eval"}  # judged with the rest of the function
-LOOP_CALLS = V.HOST_READS | {"empty_cache"}
+LOOP_CALLS = V.HOST_READS | {"empty_cache", "synchronize"}
 FUNCTION_CALLS = {"autocast"}  # judged with the rest of the function, not the whole file at top level
 CLASS_CALLS = {"cuda", "cpu", "to", "no_grad", "eval", "train", *(n.rsplit(".", 1)[1] for n in V.FACTORIES)}
 _CPU_PATH = re.compile(r"""^[^#\n]*["']cpu["']""", re.MULTILINE)
 _ACCELERATOR = re.compile(r"^[^#\n]*(cuda|accelerator)", re.MULTILINE)  # in code, not in a comment
+_EXPORTS = re.compile(r"onnx|torch\.jit\.(trace|script)|torch\.export|coremltools|openvino|tensorrt|tflite")
+_DDP = re.compile(r"DistributedDataParallel|FullyShardedDataParallel|\bDDP\b|_DDP\b|torch\.distributed\.run|torchrun")
+_UNSAFE_LOAD = re.compile(r"weights_only\s*=\s*False")
 _NOQA = re.compile(r"#\s*noqa(?::\s*([\w, ]+))?", re.IGNORECASE)
 _CLAUSE = re.compile(r"\s*(else|elif|except|finally|case)\b")
 
@@ -110,6 +113,15 @@ class _Scan:
         self.saved_roots: set[str] = set()  # names torch.save saves (or saves a part of)
         self.pieces: dict[int, ast.AST] = {}
         self.binds: list[tuple[str, ast.expr]] = []
+        self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+        self.text = ""
+        self.formatted: list[tuple[ast.AST, ast.AST]] = []  # (loop, piece) of text formatted in a loop
+        self.backward_loops: set[int] = set()  # loops whose body (or a closure in it) calls backward()
+        # torch.no_grad / torch.inference_mode named in a function's body: (node, the functions around it)
+        self.grad_free_refs: list[tuple[ast.expr, set[str]]] = []
+        self.numpy = False  # PTT014 can fire: the file names numpy
+        self.formats = False  # PTT039 can fire: the file names CUDA and calls backward()
+        self.item_binds: list[tuple[str, ast.expr]] = []  # d["args"] = args: (d, args)
         # pieces that depend on whole-file facts: (why, expression, the enclosing function or the loop)
         self.maybe: list[tuple[str, ast.expr, ast.AST | None]] = []
         self.spots: dict[str, list[tuple[int, int, int, int]]] = {k: [] for k in POSITIONED}
@@ -138,6 +150,16 @@ class _Scan:
             if isinstance(n, self.STOP):
                 return None
         return None
+
+    def _guard(self, stack: list[ast.AST]) -> ast.AST | None:
+        """The outermost ``try`` or ``if`` around the node, within its function."""
+        found = None
+        for n in reversed(stack):
+            if isinstance(n, self.STOP):
+                break
+            if isinstance(n, (ast.Try, ast.If)):
+                found = n
+        return found
 
     @staticmethod
     def _function(stack: list[ast.AST]) -> ast.AST | None:
@@ -181,7 +203,11 @@ class _Scan:
             if any(isinstance(k, ast.Constant) and k.value == "pin_memory" and isinstance(v, ast.Constant)
                    and v.value for k, v in zip(node.keys, node.values)):
                 self.pin_dict = True
-        elif isinstance(node, ast.ExceptHandler):
+        elif isinstance(node, (ast.JoinedStr, ast.BinOp)):
+            if self.formats and (isinstance(node, ast.JoinedStr) or (
+                    isinstance(node.op, ast.Mod) and isinstance(node.left, (ast.Constant, ast.BinOp)))):
+                self._formatting(stack)
+        if isinstance(node, ast.ExceptHandler):
             if node.type is not None and "RuntimeError" in ast.dump(node.type):
                 self._add(self._loop(stack))
         elif isinstance(node, ast.Subscript):
@@ -190,9 +216,15 @@ class _Scan:
                     and _last_name(sl.elts[0].func) == "arange"):
                 self._add(self._stmt(stack))
         elif isinstance(node, ast.Attribute):
+            if node.attr in ("no_grad", "inference_mode"):
+                funcs = {n.name for n in stack if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                         and node not in n.decorator_list}
+                if funcs:
+                    self.grad_free_refs.append((node, funcs))
             if node.attr == "amp" and isinstance(node.value, ast.Attribute) and node.value.attr == "cuda":
-                self._add(self._stmt(stack))
+                self._add(self._guard(stack) or self._stmt(stack))  # judged with a fallback around it
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.functions.append(node)
             if any(_last_name(d.func if isinstance(d, ast.Call) else d) == "no_grad" for d in node.decorator_list):
                 self._add(node)
         for field in node._fields:
@@ -204,6 +236,22 @@ class _Scan:
             elif isinstance(value, ast.AST) and type(value) not in _AST_LEAVES:
                 self.walk(value, stack)
         stack.pop()
+
+    def _top_loop(self, stack: list[ast.AST]) -> ast.AST | None:
+        """The outermost loop around the node, within its function (or the file's top level)."""
+        found = None
+        for n in reversed(stack):
+            if isinstance(n, self.STOP):
+                break
+            if isinstance(n, self.LOOPS):
+                found = n
+        return found
+
+    def _formatting(self, stack: list[ast.AST]) -> None:
+        """Text formatted in a loop: PTT039 reads the bindings of the function around it."""
+        loop = self._loop(stack)
+        if loop is not None:  # kept in finish() only when the loop calls backward()
+            self.formatted.append((loop, self._function(stack) or self._top_loop(stack)))
 
     def imports(self, node: ast.Import | ast.ImportFrom) -> None:
         aliases = self.facts.aliases
@@ -226,10 +274,18 @@ class _Scan:
         name = _last_name(node.func)
         if name is None:
             return
-        if name in STMT_CALLS:
+        if name == "tensor" and self.numpy:  # PTT014 judges it with the loop or per-sample function
+            func = self._function(stack)
+            self._add(self._loop(stack) or (func if func is not None and V._PER_SAMPLE.search(func.name)
+                                            else None) or self._stmt(stack))
+        elif name == "DataParallel":
+            self._add(self._guard(stack) or self._stmt(stack))  # PTT035 reads the branches around it
+        elif name in STMT_CALLS:
             self._add(self._stmt(stack))
         if name in SCOPE_CALLS:
             self._scope(self._function(stack))
+        if name == "format" and self.formats:
+            self._formatting(stack)
         if (name.endswith("_") and isinstance(node.func, ast.Attribute)
                 and _writes_grad(node.func.value)):  # p.grad.add_(g)
             self.facts.manual_grad = True
@@ -259,6 +315,7 @@ class _Scan:
                                                                 for b in ast.walk(n.test)) for n in stack):
             self._add(self._loop(stack))
         if name == "backward":
+            self.backward_loops |= {id(n) for n in stack if isinstance(n, self.LOOPS)}
             receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
             if isinstance(receiver, ast.Name):
                 self.facts.backward_receivers.add(receiver.id)
@@ -287,10 +344,29 @@ class _Scan:
                     self._add(self._method_class(stack, ("__init__",)))
                 if isinstance(value, ast.Call) and _last_name(value.func) == "DataLoader":
                     self.binds.append((t.attr, value))
+            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                self.item_binds.append((t.value.id, value))
             if _writes_grad(t):  # p.grad = p.grad + g, p.grad[...] = g
                 self.facts.manual_grad = True
         if isinstance(value, ast.Call) and _last_name(value.func) == "detach":
             self._add(self._function(stack) or self._stmt(stack))
+
+    def _grad_free(self) -> None:
+        """The functions of this file that return a grad-free mode (a decorator factory that picks
+        ``inference_mode`` or ``no_grad`` by torch version), and those decorated with one."""
+        if "no_grad" not in self.text and "inference_mode" not in self.text:
+            return
+        f = self.facts
+        for node, funcs in self.grad_free_refs:
+            if self.qualify(node) in V.GRAD_FREE:
+                f.grad_free_factories |= funcs
+        for func in self.functions:
+            for d in func.decorator_list:
+                target = d.func if isinstance(d, ast.Call) else d
+                q = self.qualify(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
+                last = (q or "").rsplit(".", 1)[-1]
+                if q in V.GRAD_FREE or last in f.grad_free_factories or V.GRAD_FREE_NAME.search(last):
+                    f.grad_free_functions.add(func.name)
 
     def finish(self) -> None:
         """Facts about bindings need the whole import table: resolved once the walk is done."""
@@ -335,6 +411,34 @@ class _Scan:
                 elts = value.elts if isinstance(value, ast.List) else [value.elt]
                 if elts and all(isinstance(e, ast.Call) and _last_name(e.func) == "Parameter" for e in elts):
                     f.param_list_names.add(name)
+        text_has = self.text
+        self._grad_free()
+        tensors: dict[str, bool] = {}
+        for name, value in self.binds:
+            torchy = isinstance(value, ast.Call) and (
+                V.returns_tensor(self.qualify(value.func)) or _last_name(value.func) in _TENSOR_METHODS)
+            tensors[name] = tensors.get(name, True) and torchy
+        f.tensor_names = {n for n, t in tensors.items() if t} - f.numpy_names
+        f.state_names = {n for n, v in self.binds
+                         if isinstance(v, ast.Call) and "state_dict" in (_last_name(v.func) or "")}
+        if "parse_args" in text_has or "Namespace" in text_has:
+            for name, value in self.binds:
+                if isinstance(value, ast.Call) and (_last_name(value.func) in ("parse_args", "Namespace")):
+                    f.namespace_names.add(name)
+        f.module_names -= f.state_names
+        for name, value in [*self.binds, *self.item_binds]:
+            if isinstance(value, ast.Dict):
+                values = value.values
+            else:
+                values = [value] if (name, value) in self.item_binds else []
+            for v in values:
+                if isinstance(v, ast.Name) and v.id in f.namespace_names:
+                    f.namespace_dicts.add(name)
+                if _whole_module(v, f.module_names, f.state_names):
+                    f.module_dicts.add(name)
+        for loop, piece in self.formatted:
+            if id(loop) in self.backward_loops:
+                self._add(piece)
         for why, expr, where in self.maybe:
             if why == "lossy" and (_mentions_any(expr, lossy) or _calls_loss(expr)):
                 self._scope(where)
@@ -346,6 +450,35 @@ class _Scan:
                 name = _dotted(it) or ""
                 if name in f.loader_names or "loader" in name.rsplit(".", 1)[-1].lower():
                     self._add(loop)
+
+
+_TENSOR_METHODS = {"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "clone", "zeros_like",
+                   "ones_like", "empty_like", "full_like"}
+_MODULE_WORD = re.compile(r"(^|_)(model|net|module|network)s?\d*$", re.IGNORECASE)
+
+
+def _whole_module(value: ast.AST, module_names: set[str], state_names: set[str] = frozenset()) -> bool:
+    """A module object itself (``model``, ``deepcopy(model)``, ``model.half()``), not its weights."""
+    while isinstance(value, ast.Call):
+        name = _last_name(value.func) or ""
+        if name in ("deepcopy", "copy") and value.args:
+            value = value.args[0]
+        elif name in ("half", "float", "cpu", "eval") and isinstance(value.func, ast.Attribute):
+            value = value.func.value
+        elif name.startswith("de_parallel") or name == "unwrap_model":
+            if not value.args:
+                return False
+            value = value.args[0]
+        else:
+            return False
+    while isinstance(value, ast.Attribute) and value.attr == "module":  # model.module (DDP)
+        value = value.value
+    name = _dotted(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+    if not name or name.split(".", 1)[0] in V._SETTINGS or name.split(".")[:2] == ["self", "args"]:
+        return False
+    if name in state_names:
+        return False
+    return bool(_MODULE_WORD.search(name.rsplit(".", 1)[-1])) or name in module_names
 
 
 def _root(node: ast.AST) -> str | None:
@@ -533,6 +666,12 @@ class Checker:
         scan = _Scan()
         scan.facts.mentions_cuda = bool(_ACCELERATOR.search(text))
         scan.facts.cpu_path = bool(_CPU_PATH.search(text))
+        scan.facts.has_ddp = bool(_DDP.search(text))
+        scan.facts.exports = bool(_EXPORTS.search(text))
+        scan.facts.loads_unsafely = bool(_UNSAFE_LOAD.search(text))
+        scan.text = text
+        scan.formats = scan.facts.mentions_cuda and "backward" in text
+        scan.numpy = "numpy" in text
         scan.walk(tree, [])
         scan.finish()
         qn = self.qn = _QualifiedNames(scan.facts.aliases)

@@ -269,11 +269,16 @@ def note(v: Verdict, word) -> str:
     return f"{v.verdict} on {dev}: no advice"  # a verdict word this checker does not know
 
 
+NOT_ADVISED = "its fix, not advised here:"
+
+
 def short(rule: Rule, v: Verdict, word) -> str:
-    """The finding's one-line message: what the code does, and the fix where its tip holds."""
+    """The finding's one-line message: what the code does and its fix in a short clause, as
+    advice where its tip holds, else named as the tip's fix, not advised, after what the
+    evidence says instead."""
     if v.holds:
         return f"{rule.short}; {rule.fix}"
-    return f"{rule.short} ({note(v, word)})"
+    return f"{rule.short} ({note(v, word)}; {NOT_ADVISED} {rule.fix})"
 
 
 def message(rule: Rule, v: Verdict, word) -> str:

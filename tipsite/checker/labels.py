@@ -37,11 +37,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tipsite.checker.registry import RULES, default_codes
+from tipsite.checker.registry import RULES, STATUS_PATH, is_stable
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = ROOT / "tests" / "checker_data"
-LABELS = DATA_DIR / "labels.json"
+LABELS = DATA_DIR / "labels.json"  # the tuning set: the codebases the rules were written against
+HELDOUT = DATA_DIR / "heldout.json"  # the held-out set: labelled after the rules were frozen
+STABLE_MIN_FINDINGS, STABLE_MIN_USEFUL = 5, 0.9
 EXCERPTS = DATA_DIR / "excerpts"
 DOCS_PAGE = ROOT / "docs" / "reference" / "checker.rst"
 KINDS = ("useful", "not applicable", "wrong")
@@ -49,6 +51,11 @@ BEGIN, END = ".. precision-table-begin", ".. precision-table-end"
 README = ROOT / "README.md"
 README_BEGIN, README_END = "<!-- precision-table -->", "<!-- /precision-table -->"
 RULES_BEGIN, RULES_END = ".. rules-table-begin", ".. rules-table-end"
+HELD_BEGIN, HELD_END = ".. heldout-table-begin", ".. heldout-table-end"
+README_HELD_BEGIN, README_HELD_END = "<!-- heldout-table -->", "<!-- /heldout-table -->"
+NOT_YET = ("Not yet labelled. The held-out codebases are labelled after the rules are frozen, by "
+           "someone who did not write them, in ``tests/checker_data/heldout.json``; this table is "
+           "generated from that file, and until it exists every rule's status comes from the tuning set.")
 
 
 @dataclass
@@ -111,7 +118,7 @@ def _checker(config: dict):
     from tipsite.checker.engine import Checker
 
     release = tuple(int(x) for x in config["torch"].split(".")) if config.get("torch") else None
-    return Checker(release, config["device"], codes=default_codes())  # the rules on by default
+    return Checker(release, config["device"])  # every rule, preview included: all are measured
 
 
 def findings_of(text: str, config: dict, path: str = "<excerpt>", checker=None) -> set[tuple[int, str]]:
@@ -197,6 +204,38 @@ def minimize(text: str, ok, required: set[int] = frozenset()) -> set[int]:
     return (keep & inside) - comments
 
 
+# --- held-out labels and the rules' status ---------------------------------------------------------
+
+def load_heldout(path: Path = HELDOUT) -> Labels | None:
+    """The held-out labels, or None until they exist (same format as ``labels.json``; each
+    finding may carry its ``excerpt``: the lines read to label it)."""
+    if not Path(path).is_file():
+        return None
+    out = load(path)
+    return out if out.corpora else None
+
+
+def status(tuning: Labels, heldout: Labels | None) -> dict:
+    """Each rule's counts on the basis set (held-out once labelled, else tuning) and whether it
+    is stable there: at least 5 findings, at least 90% useful, none wrong. ``status.json``."""
+    basis = heldout if heldout is not None else tuning
+    t = table(basis)
+    rules = {}
+    for code, rule in RULES.items():
+        row = t.get(code, {"findings": 0, **{k: 0 for k in KINDS}})
+        stable = (row["findings"] >= STABLE_MIN_FINDINGS and row["wrong"] == 0
+                  and row["useful"] >= STABLE_MIN_USEFUL * row["findings"])
+        rules[code] = {**{k: row[k] for k in ("findings", *KINDS)}, "stable": stable}
+    return {"basis": "held-out" if heldout is not None else "tuning",
+            "rule": f"stable: at least {STABLE_MIN_FINDINGS} findings, at least {STABLE_MIN_USEFUL:.0%} useful "
+                    "and none wrong on the basis set; every other rule is in preview",
+            "rules": rules}
+
+
+def dumps_status(data: dict) -> str:
+    return json.dumps(data, indent=1) + "\n"
+
+
 # --- the table ---------------------------------------------------------------------------------------
 
 def table(labels: Labels) -> dict:
@@ -237,17 +276,54 @@ def render_rst(labels: Labels) -> str:
     tot = t["total"]
     body += ["   * - all rules", f"     - {tot['findings']}", f"     - {tot['useful']}",
              f"     - {tot['not applicable']}", f"     - {tot['wrong']}", f"     - {_pct(tot['useful'], tot['findings'])}"]
-    silent = sorted(c for c, r in RULES.items() if c not in t and r.default)
-    off = sorted(c for c, r in RULES.items() if not r.default)
-    tail = ["", f"Rules on by default with no finding on these codebases (precision not measured): "
-            f"{', '.join(silent)}."] if silent else []
-    if off:
-        tail += ["", f"Off by default, so not in these runs: {', '.join(off)}."]
+    silent = sorted(c for c in RULES if c not in t)
+    tail = ["", f"Rules with no finding on these codebases (precision not measured): {', '.join(silent)}."
+            ] if silent else []
     regress = Counter(f["label"] for f in labels.regressions)
     if labels.regressions:
         tail += ["", f"The earlier checker's findings on the same code that the rules now leave alone, kept as "
                  f"regression tests: {regress['wrong']} wrong, {regress['not applicable']} not applicable."]
     return "\n".join(head + body + tail) + "\n"
+
+
+def render_heldout_rst(heldout: Labels | None) -> str:
+    """The held-out set's table: generated from ``heldout.json``, or "not yet labelled"."""
+    return NOT_YET + "\n" if heldout is None else render_rst(heldout)
+
+
+def render_heldout_markdown(heldout: Labels | None) -> str:
+    if heldout is None:
+        return NOT_YET.replace("``", "`") + "\n"
+    return render_markdown(heldout)
+
+
+def excerpt_lines(heldout: Labels) -> set[str]:
+    """The held-out findings' excerpt lines worth matching (stripped, 20 characters or more)."""
+    out = set()
+    for f in heldout.findings + heldout.regressions:
+        for line in str(f.get("excerpt", "")).splitlines():
+            line = re.sub(r"^\s*\d+\|", "", line).strip()
+            if len(line) >= 20 and not line.startswith(("#", "import ", "from ")):
+                out.add(line)
+    return out
+
+
+def own_test_data() -> dict[str, str]:
+    """The rules' own test data: the registry's examples and clean forms, the checker's tests,
+    the tuning excerpts. Held-out code must never appear in them."""
+    texts = {f"registry {code}": r.example + r.clean for code, r in RULES.items()}
+    for path in sorted((ROOT / "tests").glob("test_checker*.py")) + sorted(EXCERPTS.rglob("*.txt")):
+        texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+    return texts
+
+
+def leaks(heldout: Labels, texts: dict[str, str] | None = None) -> list[str]:
+    """Held-out excerpt lines found in the rules' own test data."""
+    texts = own_test_data() if texts is None else texts
+    stripped = {name: {line.strip() for line in re.sub(r"(?m)^\s*\d+\|", "", t).splitlines()}
+                for name, t in texts.items()}
+    return [f"{name}: {line!r}" for line in sorted(excerpt_lines(heldout))
+            for name, lines in stripped.items() if line in lines]
 
 
 def render_markdown(labels: Labels) -> str:
@@ -266,10 +342,11 @@ def render_rules_rst() -> str:
     """Every rule: its code, what it flags, whether it runs by default, the tip that judges it,
     and what it leaves alone."""
     out = [".. list-table::", "   :header-rows: 1", "   :widths: 10 30 10 20 30", "",
-           "   * - code", "     - flags", "     - default", "     - judged by", "     - leaves alone"]
+           "   * - code", "     - flags", "     - status", "     - judged by", "     - leaves alone"]
     for code, rule in RULES.items():
         via = f" (TorchFix {rule.torchfix})" if rule.torchfix else ""
-        out += [f"   * - {code}{via}", f"     - {_escape(rule.short)}", f"     - {'on' if rule.default else 'off'}",
+        status = "stable" if is_stable(code) else "preview"
+        out += [f"   * - {code}{via}", f"     - {_escape(rule.short)}", f"     - {status}",
                 f"     - :doc:`{rule.tip} </tips/{_topic(rule.tip)}/{rule.tip}>`",
                 f"     - {_escape(rule.scope) or '-'}"]
     return "\n".join(out) + "\n"
@@ -294,9 +371,13 @@ def write_docs(labels: Labels, page: Path = DOCS_PAGE) -> None:
     text = page.read_text(encoding="utf-8")
     text = _replace(text, BEGIN, END, render_rst(labels))
     text = _replace(text, RULES_BEGIN, RULES_END, render_rules_rst())
+    heldout = load_heldout()
+    text = _replace(text, HELD_BEGIN, HELD_END, render_heldout_rst(heldout))
     page.write_text(text, encoding="utf-8")
     readme = README.read_text(encoding="utf-8")
-    README.write_text(_replace(readme, README_BEGIN, README_END, render_markdown(labels)), encoding="utf-8")
+    readme = _replace(readme, README_BEGIN, README_END, render_markdown(labels))
+    readme = _replace(readme, README_HELD_BEGIN, README_HELD_END, render_heldout_markdown(heldout))
+    README.write_text(readme, encoding="utf-8")
 
 
 # --- the commands ------------------------------------------------------------------------------------
@@ -330,7 +411,7 @@ def run(labels: Labels, corpus: Path) -> int:
     return 1 if missing or known - seen else 0
 
 
-def write_all_excerpts(labels: Labels, corpus: Path, baseline=None) -> None:
+def write_all_excerpts(labels: Labels, corpus: Path, baseline=None, only: set[str] | None = None) -> None:
     """Rewrite every excerpt: the smallest set of statements that keeps, in every configuration,
     the file's labelled findings exactly, and (with ``baseline``, an earlier checker) the
     regressions it reported."""
@@ -340,6 +421,8 @@ def write_all_excerpts(labels: Labels, corpus: Path, baseline=None) -> None:
     commits = {c["repo"]: c for c in labels.corpora}
     for key in sorted(set(files) | set(regress)):
         repo, path = key
+        if only and f"{repo}:{path}" not in only:
+            continue
         text = (corpus / repo.replace("/", "+") / path).read_text(encoding="utf-8")
         items, olds = files.get(key, []), regress.get(key, [])
 
@@ -372,16 +455,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("corpus", type=Path)
     p = sub.add_parser("excerpts", help="rewrite the excerpts from the checkouts")
     p.add_argument("corpus", type=Path)
+    p.add_argument("--only", action="append", metavar="REPO:PATH", help="only this file's excerpt")
     p = sub.add_parser("table", help="print the precision table (reStructuredText)")
     p.add_argument("--write", action="store_true",
                    help=f"write it and the rules table into {DOCS_PAGE.relative_to(ROOT)}, "
                         f"and its Markdown form into {README.name}")
+    p = sub.add_parser("status", help="print each rule's status (stable or preview) from the labels")
+    p.add_argument("--write", action="store_true",
+                   help=f"write it into {STATUS_PATH.name}, which the checker reads")
     args = parser.parse_args(argv)
     labels = load()
+    if args.command == "status":
+        text = dumps_status(status(labels, load_heldout()))
+        if args.write:
+            STATUS_PATH.write_text(text, encoding="utf-8")
+        else:
+            print(text, end="")
+        return 0
     if args.command == "run":
         return run(labels, args.corpus)
     if args.command == "excerpts":
-        write_all_excerpts(labels, args.corpus)
+        write_all_excerpts(labels, args.corpus, only=set(args.only or ()))
         return 0
     if args.write:
         write_docs(labels)

@@ -9,8 +9,12 @@ the code does, whatever any tip found. ``fix`` and ``advice`` say what to do ins
 printed only where the tip's verdict for the reader's device and torch is "holds". Elsewhere the
 finding is a note that says what the evidence is instead (:mod:`tipsite.checker.evidence`).
 ``scope`` says what the rule leaves alone, so that it flags only code where its advice applies.
-A rule with ``default=False`` runs only when selected (``--select PTT019``): its static signal is
-too weak for a default run (see its ``scope``).
+Rules are stable or in preview, as ruff has them. A stable rule runs by default; a preview rule
+runs only with ``--preview`` or when selected by its full code (``--select PTT019``), and its
+findings say so. A rule is stable only where its labelled findings show it (``status.json``: at
+least 5 findings, at least 90% useful, none wrong, on the held-out codebases once they are
+labelled); ``default=False`` keeps a rule in preview whatever the labels say (its static signal
+is too weak for a default run: see its ``scope``).
 
 ``example`` is a small snippet the rule flags (exactly once, at ``example_at``: line, column);
 ``clean`` is the recommended form of the same code, which no rule may flag. The tests run both.
@@ -18,7 +22,9 @@ too weak for a default run (see its ``scope``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -34,7 +40,7 @@ class Rule:
     short: str = ""  # ``finding`` in a few words, for the one-line report
     fix: str = ""  # ``advice`` in a few words
     scope: str = ""  # what the rule does not flag, and why
-    default: bool = True  # runs without --select
+    default: bool = True  # may be stable (status.json decides); False: always preview
     unlike_tip: str = ""  # why the rule does not flag its tip's own anti-pattern (it is narrower)
     torchfix: str | None = None  # the TorchFix error code this rule reports, where TorchFix has it
 
@@ -103,7 +109,7 @@ with torch.device("meta"):
 model.load_state_dict(sd, assign=True)
 """),
         short="load_state_dict(torch.load(...)) holds two copies of the weights",
-        fix="torch.load(..., mmap=True), build under torch.device('meta'), load_state_dict(sd, assign=True)",
+        fix="load with mmap=True, build under torch.device('meta'), assign=True",
         scope="Off by default: it pays only for models whose weights are a large share of memory, "
               "which the code does not show; select it where they are.",
         default=False,
@@ -144,7 +150,7 @@ with torch.amp.autocast("cuda"):
     loss = model(x).sum()
 """),
         short="torch.cuda.amp is deprecated (FutureWarning since torch 2.4)",
-        fix="use torch.amp.autocast('cuda') / torch.amp.GradScaler('cuda')",
+        fix="use torch.amp.autocast('cuda') / GradScaler('cuda')",
         scope="Not for a torch older than 2.4, where it is not deprecated.",
     ),
     Rule(
@@ -259,11 +265,12 @@ print(total.item())
 """),
         short=".item() on every training step makes the host wait for the GPU",
         fix="accumulate with .detach() on the device, read it every N steps",
-        scope="Only in a loop whose own body calls backward() (one iteration is one step), not under an "
-              "if inside it (logging every N steps), and not in a loop that already reads a value every "
-              "step to decide something (if not math.isfinite(loss.item())) or calls torch.cuda.synchronize(), "
-              "where one more read costs nothing. Reads are .item(), .tolist() and .numpy(): a bare .cpu() "
-              "also moves modules (for RPC, for saving).",
+        scope="Only in a loop whose own body calls backward() (itself, in a closure it defines, or through "
+              "a loss scaler: one iteration is one step), not under an if inside it (logging every N steps; "
+              "a rank or distributed guard is no such if), not under no_grad (an evaluation inside the "
+              "loop), and not in a loop that already reads a value every step to decide something (if not "
+              "math.isfinite(loss.item())), where one more read costs nothing. Reads are .item(), .tolist() "
+              "and .numpy(): a bare .cpu() also moves modules (for RPC, for saving).",
         unlike_tip="The tip sweeps the log spacing (a read under `if step % every == 0`); the rule flags "
                    "only reads on every step, where the tip measured the cost.",
     ),
@@ -291,8 +298,11 @@ for inputs, target in loader:
         short="a loss tensor added to a running total keeps every step's graph alive",
         fix="add loss.detach()",
         scope="Not a total that is itself differentiated later (style_loss += ...; (content + "
-              "style_loss).backward()), nor one returned by a forward() or a function named after a loss: "
-              "those build the loss.",
+              "style_loss).backward()), nor one returned by a forward() or a function named after a loss, "
+              "nor one returned by any function unless its terms were backpropagated already or the loop "
+              "runs over batches: the caller may backpropagate it (.detach() on a term would stop that "
+              "branch training); not under no_grad/inference_mode (a decorator of the project's own "
+              "that returns one included).",
     ),
     Rule(
         "PTT013", "tip_detach_logged_values", "logging tensors that carry a graph",
@@ -316,7 +326,9 @@ for inputs, target in loader:
         short="a loss tensor appended to a list keeps its graph alive",
         fix="append loss.detach()",
         scope="Not a list that is differentiated later (torch.stack(losses).sum().backward()), nor one "
-              "returned by a forward() or a function named after a loss.",
+              "returned by a forward() or a function named after a loss, nor one returned by any function "
+              "unless its terms were backpropagated already or the loop runs over batches; not under "
+              "no_grad/inference_mode.",
     ),
     Rule(
         "PTT014", "tip_from_numpy", "torch.tensor(ndarray)",
@@ -325,17 +337,23 @@ for inputs, target in loader:
         _snippet("""
 import numpy as np
 import torch
-array = np.zeros(1000, dtype=np.float32)
-t = torch.tensor(array)
-"""), (4, 5),
+for step in range(100):
+    array = np.zeros(1000, dtype=np.float32)
+    t = torch.tensor(array)
+"""), (5, 9),
         _snippet("""
 import numpy as np
 import torch
-array = np.zeros(1000, dtype=np.float32)
-t = torch.from_numpy(array)
+for step in range(100):
+    array = np.zeros(1000, dtype=np.float32)
+    t = torch.from_numpy(array)
 """),
         short="torch.tensor(ndarray) copies the array",
         fix="use torch.from_numpy(array)",
+        scope="Only a copy made again and again: in a loop, or in __getitem__, forward, a collate "
+              "function or a step; a one-off copy at start-up saves nothing that matters.",
+        unlike_tip="The tip copies one array at top level to time the copy; the rule flags only copies "
+                   "made again and again, where the copy's cost adds up.",
     ),
     Rule(
         "PTT015", "tip_module_conventions", ".cuda() / .cpu() in forward",
@@ -623,8 +641,8 @@ def train(model, loader):
         short="the training loop's last batch stays alive through the evaluation after it",
         fix="move the step into a function, or del its tensors",
         scope="Only where code after the loop needs memory of its own: an evaluation call (eval/valid/"
-              "test in its name; not the .eval() mode switch) or another loop; not when the function ends or "
-              "deletes the names.",
+              "test in its name; not the .eval() mode switch, not a function of the file under a grad-free "
+              "decorator) or another training loop; not when the function ends or deletes the names.",
         unlike_tip="The tip's loop is followed by probe(), a measurement standing where validation "
                    "would start; the rule waits for an evaluation call or another loop.",
     ),
@@ -806,8 +824,10 @@ model = DDP(Net().to(rank), device_ids=[rank])
 """),
         short="nn.DataParallel: one process copies the model to every GPU on every forward",
         fix="use DistributedDataParallel, one process per GPU",
-        scope="Every nn.DataParallel(...) call: the tip measures only a machine without a GPU, so on "
-              "CUDA the finding is a note until a multi-GPU run measures it.",
+        scope="Every nn.DataParallel(...) call, except a single-process fallback that the code warns "
+              "about beside a DistributedDataParallel path (the advice is taken where it can be). The tip "
+              "measures only a machine without a GPU, so on CUDA the finding is a note until a multi-GPU "
+              "run measures it.",
         unlike_tip="The tip's DataParallel runs in a second process from code held in a string, which "
                    "the checker does not read as code.",
     ),
@@ -888,6 +908,110 @@ def train_step(model, x, y):
               "/ autocast(\"cuda\") without a dtype, whose default is float16), not disabled, in a "
               "function that itself calls backward() and never names a scaler (no name with 'scale' in it).",
     ),
+    Rule(
+        "PTT039", "tip_sync_points", "tensor formatted into text every step",
+        "formatting a CUDA tensor into text (an f-string, %g, .format) on every training step reads "
+        "its value: the host waits for the GPU's queue to drain before it can queue the next step",
+        "format the value every N steps, or accumulate with .detach() and read it after the loop",
+        _snippet("""
+import torch
+for x, y in loader:
+    loss = loss_fn(model(x.cuda()), y.cuda())
+    loss.backward()
+    pbar.set_description(f"loss {loss:.3f}")
+"""), (5, 26),
+        _snippet("""
+import torch
+for step, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x.cuda()), y.cuda())
+    loss.backward()
+    if step % 100 == 0:
+        pbar.set_description(f"loss {loss:.3f}")
+"""),
+        short="a CUDA tensor formatted into text on every training step makes the host wait",
+        fix="format it every N steps",
+        scope="Only names with evidence of holding a tensor (what backward() is called on, a loss "
+              "call's result, a torch call's), in a file that names CUDA, in a loop whose body calls "
+              "backward(), not under an if that runs on some steps only (a rank guard is not one).",
+        unlike_tip="The tip reads values with .item(); formatting reads them the same way.",
+    ),
+    Rule(
+        "PTT040", "tip_sync_points", "torch.cuda.synchronize() every step",
+        "torch.cuda.synchronize() on every step of a training loop that logs every N steps makes "
+        "the host wait for the GPU each step for a value read every N",
+        "synchronize (and read the clock) only in the steps that log",
+        _snippet("""
+import time
+import torch
+for step, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    torch.cuda.synchronize()
+    if step % 100 == 0:
+        print(time.perf_counter())
+"""), (6, 5),
+        _snippet("""
+import time
+import torch
+for step, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    if step % 100 == 0:
+        torch.cuda.synchronize()
+        print(time.perf_counter())
+"""),
+        short="torch.cuda.synchronize() on every step, for a value logged every N",
+        fix="synchronize only in the steps that log",
+        scope="Only in a loop whose body calls backward() (or a loss scaler) and has an if with % (a logging "
+              "interval, or a loop over metric_logger.log_every()), not under an if itself, not in a "
+              "function named for benchmarking or profiling, where waiting is the point, and not in a "
+              "loop that already reads a value every step to decide something (if not "
+              "math.isfinite(loss.item())).",
+        unlike_tip="The tip measures .item() reads; synchronize() waits for the same queue.",
+    ),
+    Rule(
+        "PTT041", "tip_state_dict", "checkpoint dict holding a whole module",
+        "torch.save of a checkpoint dict with a whole module as a value (\"model\": model, or a deep "
+        "copy) pickles the module object: loading needs the same classes and weights_only=False",
+        "save the module's state_dict() in the dict",
+        _snippet("""
+import torch
+torch.save({"epoch": 3, "model": model}, "last.pt")
+"""), (2, 1),
+        _snippet("""
+import torch
+torch.save({"epoch": 3, "model": model.state_dict()}, "last.pt")
+"""),
+        short="a checkpoint dict holding a whole module pickles the module object",
+        fix="store model.state_dict() in the dict",
+        scope="Only a value named like a model (model, net, module, network) or bound to an nn.Module "
+              "built in the same file, itself or through deepcopy(), .half(), .module or de_parallel().",
+        unlike_tip="The tip saves the module itself (PTT004's case), not inside a dict.",
+    ),
+    Rule(
+        "PTT042", "tip_weights_only_load", "argparse.Namespace in a checkpoint",
+        "a checkpoint holding an argparse.Namespace cannot be loaded with weights_only=True, "
+        "torch.load's default from torch 2.6: the load raises UnpicklingError",
+        "save vars(args) (a plain dict) instead of the Namespace",
+        _snippet("""
+import argparse
+import torch
+args = argparse.ArgumentParser().parse_args()
+torch.save({"model": model.state_dict(), "args": args}, "ckpt.pt")
+"""), (4, 1),
+        _snippet("""
+import argparse
+import torch
+args = argparse.ArgumentParser().parse_args()
+torch.save({"model": model.state_dict(), "args": vars(args)}, "ckpt.pt")
+"""),
+        short="a checkpoint holding an argparse.Namespace is refused by torch.load from 2.6",
+        fix="save vars(args)",
+        scope="Only a name bound to parse_args() or argparse.Namespace() in the same file, stored in the "
+              "saved dict literal (or in a dict name of the file); not for a torch older than 2.6.",
+        unlike_tip="The tip loads a checkpoint of tensors; the rule flags the save that a weights-only "
+                   "load refuses.",
+    ),
 ]
 
 RULES: dict[str, Rule] = {r.code: r for r in _RULES}
@@ -899,8 +1023,33 @@ def codes() -> list[str]:
     return sorted(RULES)
 
 
+STATUS_PATH = Path(__file__).with_name("status.json")
+
+
+def _status() -> dict:
+    try:
+        return json.loads(STATUS_PATH.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # pragma: no cover - a broken install: every rule in preview
+        return {"basis": "none", "rules": {}}
+
+
+STATUS = _status()
+
+
+def is_stable(code: str) -> bool:
+    """On by default: the rule may be (``default``) and its labelled findings say so
+    (``status.json``, written by ``python -m tipsite.checker.labels status --write`` from the
+    held-out labels, or the tuning labels until those exist)."""
+    return RULES[code].default and bool(STATUS["rules"].get(code, {}).get("stable"))
+
+
 def default_codes() -> list[str]:
-    return sorted(c for c, r in RULES.items() if r.default)
+    """The stable rules: those that run without --preview or a selection by code."""
+    return sorted(c for c in RULES if is_stable(c))
+
+
+def preview_codes() -> list[str]:
+    return sorted(c for c in RULES if not is_stable(c))
 
 
 def rules_for_tip(tip_name: str) -> list[Rule]:

@@ -6,9 +6,12 @@ Both the command line (:mod:`tipsite.checker.cli`) and the benchmark
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import os
+import stat
 import threading
+import tokenize
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +19,22 @@ SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "build", "dist", "v
 
 _checker = None
 _options: dict = {}
+MAX_BYTES = 8 * 2**20  # a larger .py file is generated data, not code to check
+
+
+def read_source(path: Path) -> str:
+    """The file's text, decoded as Python decodes it (a PEP 263 coding line, a UTF-8 BOM, else
+    UTF-8). Only a regular file is opened: a FIFO or a device named ``.py`` would block the read
+    or never end. Raises OSError, UnicodeDecodeError or SyntaxError (a bad coding line)."""
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError("not a regular file (a FIFO, a device or a socket)")
+    if info.st_size > MAX_BYTES:
+        raise OSError(f"larger than {MAX_BYTES // 2**20} MiB")
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_BYTES + 1)
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding)
 
 
 def collect(paths: list[str], skip: Callable[[Path], bool] | None = None) -> tuple[list[Path], list[str]]:
@@ -24,16 +43,16 @@ def collect(paths: list[str], skip: Callable[[Path], bool] | None = None) -> tup
     files, errors = [], []
     for p in paths:
         path = Path(p)
-        if path.is_file():
-            if skip is None or not skip(path):
-                files.append(path)
-        elif path.is_dir():
+        if path.is_dir():
             for found in sorted(path.rglob("*.py")):
                 rel = found.relative_to(path).parts[:-1]
                 if any(part.startswith(".") or part in SKIP_DIRS for part in rel):
                     continue
                 if skip is None or not skip(found):
                     files.append(found)
+        elif path.exists():  # a file, or a FIFO or device named on purpose: read_source() judges it
+            if skip is None or not skip(path):
+                files.append(path)
         else:
             errors.append(f"{p}: no such file or folder")
     return files, errors
@@ -55,9 +74,11 @@ def check_file(path: Path) -> tuple[list, str | None]:
     if _checker is None:
         init()
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_source(path)
+    except (OSError, UnicodeDecodeError, LookupError) as exc:
         return [], f"{path}: cannot be read: {exc}"
+    except SyntaxError as exc:  # an unknown encoding in the coding line
+        return [], f"{path}: cannot be read: {exc.msg if hasattr(exc, 'msg') else exc}"
     try:
         return _checker.check_source(text, str(path)), None
     except SyntaxError as exc:

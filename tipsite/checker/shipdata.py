@@ -29,15 +29,49 @@ from tipsite.checker.registry import RULES
 DATA_PATH = Path(__file__).with_name(evidence.DATA_FILE)
 
 
-def _state(state: dict) -> dict:
+COMPAT_DIR = settings.DOCS_DIR / "_data" / "compat"  # the torch-release matrix's runs (tipsite/compat.py)
+
+
+def _state(state: dict, device: str) -> dict:
     if state["state"] == records.NOT_MEASURED:
         return {}
-    d, r, device = state["decision"], state["record"], state["decision"].get("device")
-    host = (r["hosts"].get(device) or {}).get("name") if device else None
+    d, r = state["decision"], state["record"]
+    host = (r["hosts"].get(device) or {}).get("name")
     origin = state["origin"]
     return {"state": state["state"], "verdict": d["verdict"], "key": d.get("key"), "torch": r["torch"],
-            "host": host, "date": r["date"], "legacy": bool(d.get("legacy")),
-            "set": origin if origin == "this build" else Path(origin).name}
+            "host": host, "machine_class": records.machine_class(r, device), "date": r["date"],
+            "legacy": bool(d.get("legacy")),
+            "set": origin if origin == "this build" else "/".join(Path(origin).parts[-2:])
+            if Path(origin).parent.name == "compat" else Path(origin).name}
+
+
+def compat_sets(paths: list[Path] | None = None) -> tuple[list[dict], list[str]]:
+    """The torch-release matrix's runs as result sets: each tip's entry that passed with verdicts
+    becomes a record of that run (its torch, machine and date, the tip's version digests), so a
+    release's verdicts count per torch release, device and machine class like any record's."""
+    paths = sorted(COMPAT_DIR.glob("torch-*.json")) if paths is None else paths
+    sets, warnings = [], []
+    for path in paths:
+        try:
+            run = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            warnings.append(f"matrix run ignored: {path}: {exc}")
+            continue
+        problems = records.compat_run_problems(run)
+        if problems:
+            warnings.append(f"matrix run ignored: {path}: {problems[0]}")
+            continue
+        recs = []
+        for name, entry in sorted(run["tips"].items()):
+            if entry.get("status") != "passed" or not entry.get("verdicts") or not all(
+                    entry.get(k) for k in records.VERSION_KEYS):
+                continue
+            recs.append({"tip": name, "topic": entry.get("topic"), "torch": run.get("torch_build") or run["torch"],
+                         "date": entry.get("date") or run["date"], "hosts": run.get("hosts") or {},
+                         "verdicts": entry["verdicts"], "source_sha256": entry.get("sha256"),
+                         **{k: entry[k] for k in records.VERSION_KEYS}})
+        sets.append({"path": str(path), "records": recs})
+    return sets, warnings
 
 
 def _release_text(version: str) -> str | None:
@@ -53,13 +87,13 @@ def tip_entry(tip: tipmeta.Tip, this: dict | None, sets: list[dict], devices: li
     states: dict[str, dict] = {}
     for device in devices:
         by_release = {}
-        found = _state(records.device_states(tip.name, [device], version, this, sets)[device])
+        found = _state(records.device_states(tip.name, [device], version, this, sets)[device], device)
         if found:
             by_release[evidence.ANY] = found
         for rel in releases:
             keep_this = this if this is not None and _release_text(this["torch"]) == rel else None
             kept = [{**s, "records": [r for r in s["records"] if _release_text(r["torch"]) == rel]} for s in sets]
-            found = _state(records.device_states(tip.name, [device], version, keep_this, kept)[device])
+            found = _state(records.device_states(tip.name, [device], version, keep_this, kept)[device], device)
             if found:
                 by_release[rel] = found
         if by_release:
@@ -69,9 +103,11 @@ def tip_entry(tip: tipmeta.Tip, this: dict | None, sets: list[dict], devices: li
 
 
 def build(*, result_paths: list[Path] | None = None, tips_out_dir: Path | None = None,
-          gallery_dir: Path | None = None) -> dict:
-    """The evidence for every tip a rule quotes. ``result_paths`` default to the committed sets;
-    ``tips_out_dir`` adds that build's records ("this build"), as a site build would."""
+          gallery_dir: Path | None = None, compat_paths: list[Path] | None = None) -> dict:
+    """The evidence for every tip a rule quotes, per torch release, device and machine class.
+    ``result_paths`` default to the committed sets; the torch-release matrix's runs
+    (``docs/_data/compat/``, or ``compat_paths``; ``[]`` for none) count as well; ``tips_out_dir`` adds that
+    build's records ("this build"), as a site build would."""
     warnings: list[str] = []
     paths = records.committed_paths() if result_paths is None else result_paths
     sets = []
@@ -80,6 +116,9 @@ def build(*, result_paths: list[Path] | None = None, tips_out_dir: Path | None =
             sets.append(records.load_set(path))
         except records.RecordError as exc:
             warnings.append(f"result set ignored: {exc}")
+    matrix, problems = compat_sets(compat_paths)
+    sets += matrix
+    warnings += problems
     wanted = {r.tip for r in RULES.values()}
     tips = {}
     for path in tipmeta.tip_files(gallery_dir):
@@ -98,7 +137,8 @@ def build(*, result_paths: list[Path] | None = None, tips_out_dir: Path | None =
                 warnings.append(f"built record ignored: {exc}")
         tips[tip.name] = tip_entry(tip, this, sets, records.devices())
     return {"schema": evidence.SCHEMA,
-            "sets": [Path(p).name for p in paths] if result_paths is None else [str(p) for p in paths],
+            "sets": ([Path(p).name for p in paths] if result_paths is None else [str(p) for p in paths])
+            + ["/".join(Path(m["path"]).parts[-2:]) for m in matrix],
             "devices": {d: records.device_word(d) for d in records.devices()},
             "tips": dict(sorted(tips.items())),
             **({"warnings": warnings} if warnings else {})}

@@ -57,6 +57,24 @@ NOT_A_MODEL = re.compile(r"loss|criterion|matcher|postprocess|metric|evaluat", r
 EVALUATION = re.compile(r"eval|valid|test|infer|predict", re.IGNORECASE)
 
 
+# torch namespaces whose calls return numbers, devices or handles, not tensors
+_NOT_TENSORS = re.compile(r"^torch\.(cuda|distributed|backends|utils|version|hub|jit|onnx|profiler|accelerator|mps"
+                          r"|cpu|xpu|mtia|compiler|_dynamo|fx|export|nn|optim|amp|autograd|serialization|testing"
+                          r"|get_|is_|set_|manual_seed|load|save|device|dtype|Size|Generator|__|numel|finfo|iinfo"
+                          r"|typename|result_type|promote_types|can_cast|use_deterministic|compile)")
+
+
+def returns_tensor(qualified: str | None) -> bool:
+    """A call of torch's own that returns a tensor (``torch.zeros``, ``torch.cat``), not a
+    number or a handle (``torch.cuda.memory_reserved()``, ``torch.distributed.get_rank()``)."""
+    return bool(qualified) and qualified.startswith("torch.") and not _NOT_TENSORS.match(qualified)
+
+
+# the roots of names that hold settings, not modules: args.model is a name or a path
+_SETTINGS = {"args", "opt", "opts", "cfg", "config", "conf", "hparams", "hp", "params", "flags", "FLAGS", "options",
+             "hyp", "settings"}
+
+
 @dataclass
 class Facts:
     """Whole-file facts from ``ast`` (gathered by :class:`tipsite.checker.engine._Scan`)."""
@@ -77,6 +95,16 @@ class Facts:
     saves_from_cpu: bool = False  # torch.save of something moved to the CPU first (x.cpu(), model.cpu())
     mentions_cuda: bool = False  # the file says "cuda" or "accelerator" (torch.accelerator)
     cpu_path: bool = False  # the file names the CPU as a device ("cpu")
+    grad_free_factories: set[str] = field(default_factory=set)  # functions here that return no_grad()...
+    grad_free_functions: set[str] = field(default_factory=set)  # functions here run under a grad-free decorator
+    tensor_names: set[str] = field(default_factory=set)  # every binding in the file is a torch call
+    state_names: set[str] = field(default_factory=set)  # bound to a .state_dict() (weights, not a module)
+    namespace_names: set[str] = field(default_factory=set)  # bound to parse_args() / argparse.Namespace
+    namespace_dicts: set[str] = field(default_factory=set)  # dicts here holding such a Namespace
+    module_dicts: set[str] = field(default_factory=set)  # dicts here holding a whole module
+    has_ddp: bool = False  # the file names DistributedDataParallel (a DDP path beside DataParallel)
+    loads_unsafely: bool = False  # the file loads with weights_only=False (its own checkpoints)
+    exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -126,7 +154,8 @@ def walk(node: cst.CSTNode, *, into_loops: bool = True):
 class Tracker:
     """The enclosing nodes of the one being visited (the engine pushes and pops every node)."""
 
-    KINDS = frozenset({cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.With, cst.If})
+    KINDS = frozenset({cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.With, cst.If,
+                       cst.ExceptHandler})
 
     def __init__(self) -> None:
         self.stack: list[cst.CSTNode] = []
@@ -155,11 +184,12 @@ class Tracker:
         return self._inner(cst.FunctionDef, stop=(cst.ClassDef,))
 
     def gated_in(self, loop: cst.CSTNode) -> bool:
-        """Whether an ``if`` between ``loop`` and the node runs it on some iterations only."""
+        """Whether an ``if`` between ``loop`` and the node runs it on some iterations only (not a
+        rank guard, which a single-process run takes on every step)."""
         for node in reversed(self.stack):
             if node is loop:
                 return False
-            if isinstance(node, cst.If):
+            if isinstance(node, cst.If) and not rank_guard(node.test):
                 return True
         return False
 
@@ -190,8 +220,43 @@ class Tracker:
                 return True
         return False
 
+    def grad_free(self, visitor: "RuleVisitor") -> bool:
+        """Inside a grad-free ``with`` or a function under a grad-free decorator (the innermost
+        function, and the functions around it that define it)."""
+        for node in reversed(self.stack):
+            if isinstance(node, cst.ClassDef):
+                return False
+            if isinstance(node, cst.FunctionDef) and any(grad_free(d.decorator, visitor) for d in node.decorators):
+                return True
+            if isinstance(node, cst.With) and any(grad_free(i.item, visitor) for i in node.items):
+                return True
+        return False
+
     def under_cuda_check(self) -> bool:
         return any(isinstance(n, cst.If) and _mentions(n.test, "cuda") for n in self.stack)
+
+
+# A decorator or context manager named for a grad-free mode (a project's own factory imported from
+# another file: ``smart_inference_mode()``, ``no_grad_if(...)``).
+GRAD_FREE_NAME = re.compile(r"inference_mode|no_grad", re.IGNORECASE)
+
+
+def grad_free(expr: cst.BaseExpression, visitor: "RuleVisitor") -> bool:
+    """Whether ``expr`` (a decorator or a ``with`` item) turns autograd off: ``torch.no_grad()``,
+    ``torch.inference_mode()``, ``torch.set_grad_enabled(False)``, a function of this file that
+    returns one of them (followed to what it returns), or a name that says so."""
+    call = expr if isinstance(expr, cst.Call) else None
+    target = call.func if call is not None else expr
+    if not isinstance(target, (cst.Name, cst.Attribute)):
+        return False
+    name = visitor.qualify(target) or ""
+    if name in GRAD_FREE:
+        return True
+    if name in ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled") and call is not None:
+        # set_grad_enabled(phase == "train"): off on the evaluation path, where the rules would look
+        return bool(call.args) and not _is_true(call.args[0].value)
+    last = name.rsplit(".", 1)[-1]
+    return last in visitor.facts.grad_free_factories or bool(GRAD_FREE_NAME.search(last))
 
 
 def _decorated(func: cst.FunctionDef, names: set[str], visitor: TorchVisitor) -> bool:
@@ -462,6 +527,10 @@ class LoadWithoutMapLocation(RuleVisitor):
         self._finish(0)
 
 
+_MODEL_WORD = re.compile(r"model|(^|[._])net|net(\d*|[A-Z])$|network|module|encoder|decoder|backbone|generator"
+                         r"|discriminator", re.IGNORECASE)
+
+
 class LoadStateDictWithoutMmap(RuleVisitor):
     CODE = "PTT003"
 
@@ -486,6 +555,9 @@ class LoadStateDictWithoutMmap(RuleVisitor):
         assign = self.get_specific_arg(node, "assign", -1)
         if assign is not None and _is_true(assign.value):
             return  # the meta-device recipe
+        receiver = get_full_name_for_node(node.func.value) or ""
+        if not (_MODEL_WORD.search(receiver) or receiver in self.facts.module_names):
+            return  # an optimizer, a scheduler, a scaler: no weights to build on the meta device
         value = node.args[0].value
         while isinstance(value, cst.Subscript):  # checkpoint["model"]
             value = value.value
@@ -527,8 +599,25 @@ class CudaAmp(RuleVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.qname(node)
-        if name and name.startswith("torch.cuda.amp.") and not self.torch_before((2, 4)):
+        if (name and name.startswith("torch.cuda.amp.") and not self.torch_before((2, 4))
+                and not self._fallback()):
             self.flag(node)
+
+    def _fallback(self) -> bool:
+        """A deliberate old-torch path: in ``except (AttributeError, TypeError, ImportError)``
+        after the new API was tried, or under an ``if`` that checks the version or ``hasattr``."""
+        for n in self.where.stack:
+            if isinstance(n, cst.ExceptHandler) and n.type is not None:
+                types = [e.value for e in n.type.elements] if isinstance(n.type, cst.Tuple) else [n.type]
+                if any((get_full_name_for_node(t) or "").rsplit(".", 1)[-1] in _FALLBACK_ERRORS for t in types):
+                    return True
+            if isinstance(n, cst.If) and (_mentions(n.test, "version") or _mentions(n.test, "hasattr")
+                                          or _mentions(n.test, "TORCH_")):
+                return True
+        return False
+
+
+_FALLBACK_ERRORS = {"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError"}
 
 
 class ZeroGradKeepsZeros(RuleVisitor):
@@ -613,7 +702,8 @@ class TensorAttributeNotBuffer(RuleVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if (_self_target(node) and isinstance(node.value, cst.Call)
-                and self.qname(node.value) in FACTORIES and self.where.method_of_module("__init__")):
+                and self.qname(node.value) in FACTORIES and self.where.method_of_module("__init__")
+                and not self.facts.exports):
             self.flag(node)
 
 
@@ -770,7 +860,7 @@ class EvalWithoutNoGrad(RuleVisitor):
         if not isinstance(node.func, (cst.Name, cst.Attribute)):
             return
         callee = get_full_name_for_node(node.func)
-        if callee in seen and (id(func), callee) not in self.done and not self.where.under(GRAD_FREE, self):
+        if callee in seen and (id(func), callee) not in self.done and not self.where.grad_free(self):
             self.done.add((id(func), callee))
             self.flag(node)
 
@@ -839,6 +929,33 @@ class _Flow:
         return seen
 
 
+def _reached(name: str, reach: set[str]) -> bool:
+    return name in reach or name.split(".", 1)[0] in reach - {"self"}
+
+
+_BATCHES = re.compile(r"loader|batches|dataset|^data$|iterator", re.IGNORECASE)
+
+
+def _over_batches(node: cst.BaseExpression, facts: Facts) -> bool:
+    """A loop over a DataLoader or batches (through enumerate/tqdm/zip): one step each."""
+    while isinstance(node, cst.Call) and get_full_name_for_node(node.func) in LOADER_WRAPPERS and node.args:
+        node = node.args[0].value
+    if isinstance(node, cst.Call):
+        node = node.func
+    name = get_full_name_for_node(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+    return bool(name) and (name in facts.loader_names or bool(_BATCHES.search(name.rsplit(".", 1)[-1])))
+
+
+def _subscript_root(node: cst.CSTNode) -> set[str]:
+    """``out["loss"] = total``: the dict (or list) ``out`` now holds ``total``."""
+    while isinstance(node, cst.Subscript):
+        node = node.value
+    if node is None or not isinstance(node, (cst.Name, cst.Attribute)):
+        return set()
+    full = get_full_name_for_node(node)
+    return {full} if full else set()
+
+
 class _LossTracking(RuleVisitor):
     """Names that hold a loss tensor, and where each function's values flow.
 
@@ -863,9 +980,11 @@ class _LossTracking(RuleVisitor):
     def carries_loss(self, node: cst.BaseExpression) -> bool:
         return _loss_like(node, self.loss_names, self.clean)
 
-    def candidate(self, node: cst.CSTNode, name: str | None) -> None:
-        if name:
-            self.candidates.setdefault(self._key()[0], []).append((node, name))
+    def candidate(self, node: cst.CSTNode, name: str | None, term: cst.BaseExpression) -> None:
+        if name and not self.where.grad_free(self):  # no graph is recorded there
+            loop = self.where.loop()
+            per_step = isinstance(loop, cst.For) and _over_batches(loop.iter, self.facts)
+            self.candidates.setdefault(self._key()[0], []).append((node, name, names_in(term), per_step))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
@@ -876,7 +995,7 @@ class _LossTracking(RuleVisitor):
         read = names_in(value)
         flow = self.flow()
         for t in node.targets:
-            for name in target_names(t.target):
+            for name in target_names(t.target) | _subscript_root(t.target):
                 flow.edges.setdefault(name, set()).update(read)
             if isinstance(t.target, cst.Name):
                 if lossy:
@@ -887,7 +1006,7 @@ class _LossTracking(RuleVisitor):
                     self.loss_names.discard(t.target.value)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        for name in target_names(node.target):
+        for name in target_names(node.target) | _subscript_root(node.target):
             self.flow().edges.setdefault(name, set()).update(names_in(node.value))
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
@@ -909,11 +1028,19 @@ class _LossTracking(RuleVisitor):
 
     def _finish(self, key: int, func: cst.FunctionDef | None) -> None:
         flow = self.flows.pop(key, _Flow())
+        # What a function returns may be the loss its caller backpropagates (loss = a + b + c):
+        # a .detach() on one of its terms would stop that branch training, so it is not advised,
+        # unless the term was backpropagated already or the loop runs over batches (one step
+        # each: a total over steps is a log); a forward() or a loss function builds the loss.
         builds = func is not None and (func.name.value == "forward" or "loss" in func.name.value.lower())
-        reach = flow.reaching(returns=builds)
-        for node, name in self.candidates.pop(key, []):
-            if name not in reach and name.split(".", 1)[0] not in reach - {"self"}:
-                self.flag(node)
+        backward = flow.reaching(returns=False)
+        returned = flow.reaching(returns=True) if func is not None else backward
+        for node, name, term, per_step in self.candidates.pop(key, []):
+            if _reached(name, backward):
+                continue
+            if _reached(name, returned) and (builds or not (per_step or term & backward)):
+                continue
+            self.flag(node)
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._finish(id(node), node)
@@ -931,7 +1058,7 @@ class RunningLossTensor(_LossTracking):
                 and self.carries_loss(node.value)
                 and not (isinstance(node.target, cst.Name)
                          and node.target.value in self.facts.backward_receivers)):
-            self.candidate(node, get_full_name_for_node(node.target))
+            self.candidate(node, get_full_name_for_node(node.target), node.value)
 
 
 class LoggedLossTensor(_LossTracking):
@@ -941,7 +1068,7 @@ class LoggedLossTensor(_LossTracking):
         super().visit_Call(node)
         if (_method(node) == "append" and len(node.args) == 1 and self.where.loop() is not None
                 and self.carries_loss(node.args[0].value)):
-            self.candidate(node, get_full_name_for_node(node.func.value))
+            self.candidate(node, get_full_name_for_node(node.func.value), node.args[0].value)
 
 
 class DetachBeforeLayers(RuleVisitor):
@@ -983,17 +1110,65 @@ def _calls_backward(node: cst.CSTNode, *, into_loops: bool = True) -> bool:
     return any(isinstance(n, cst.Call) and _method(n) == "backward" for n in walk(node, into_loops=into_loops))
 
 
+def _scaler_step(call: cst.Call) -> bool:
+    """``loss_scaler(loss, optimizer, ...)``: timm's and DeiT's NativeScaler calls ``backward()``
+    and ``optimizer.step()`` for the loop."""
+    name = (get_full_name_for_node(call.func) or "").rsplit(".", 1)[-1]
+    return name.endswith("scaler") and len(_positional(call)) >= 2
+
+
 def _training_step(loop: cst.CSTNode) -> bool:
-    """The loop's own body (not a nested loop or function) calls ``.backward()``: one
+    """The loop's own body (not a nested loop) calls ``.backward()`` (or a loss scaler that does),
+    itself or in a closure it defines (``def closure(): ...; loss.backward()`` for ``optimizer.step(closure)``): one
     iteration is one training step."""
-    return _calls_backward(loop.body, into_loops=False)
+    for n in walk(loop.body, into_loops=False):
+        if isinstance(n, cst.Call) and (_method(n) == "backward" or _scaler_step(n)):
+            return True
+        if isinstance(n, (cst.FunctionDef, cst.Lambda)) and _calls_backward(n, into_loops=False):
+            return True
+    return False
+
+
+# An ``if`` that picks a process, not an interval: true on every step of a single-process run.
+_RANK = re.compile(r"(^|_)rank$|get_rank|main_process|is_main|is_master|master_process|global_zero|is_primary"
+                   r"|is_rank_zero|rank_zero|distributed|world_size|(^|_)ddp$|is_initialized|multi_?gpu|n_gpu",
+                   re.IGNORECASE)
+_INTERVAL = re.compile(r"step|iter|batch|epoch|log|every|interval|freq|print|verbose|debug|idx|^i$|^it$",
+                       re.IGNORECASE)
+
+
+def rank_guard(test: cst.CSTNode) -> bool:
+    """``if rank == 0:``, ``if is_main_process():``, ``if args.local_rank in (-1, 0):``: a test
+    of which process runs, with no step counter or modulo in it."""
+    if _has_mod(test):
+        return False
+    names = [n.value for n in [test, *walk(test)] if isinstance(n, cst.Name)]
+    return any(_RANK.search(n) for n in names) and not any(_INTERVAL.search(n) for n in names)
+
+
+def _decides(loop: cst.CSTNode) -> bool:
+    """The loop reads a value on every step to decide something (``if not math.isfinite(
+    loss.item())``, ``value = loss.item(); assert ...``): it waits for the GPU each step anyway."""
+    tested: set[str] = set()
+    for n in walk(loop.body, into_loops=False):
+        if isinstance(n, (cst.If, cst.While)):
+            tested |= names_in(n.test)
+            if any(isinstance(c, cst.Call) and _method(c) in HOST_READS for c in [n.test, *walk(n.test)]):
+                return True
+        elif isinstance(n, cst.Assert):
+            tested |= names_in(n.test)
+    for n in walk(loop.body, into_loops=False):  # value = loss.item(); if not isfinite(value)
+        if isinstance(n, cst.Assign) and any(target_names(t.target) & tested for t in n.targets) \
+                and any(isinstance(c, cst.Call) and _method(c) in HOST_READS for c in [n.value, *walk(n.value)]):
+            return True
+    return False
 
 
 class HostReadInLoop(RuleVisitor):
     """A read of a tensor's value on every step of a training loop: not one gated by an ``if``
-    (logging every N steps), and not in a loop that already waits for the GPU every step, for a
-    decision (``if not math.isfinite(loss.item())``) or with ``torch.cuda.synchronize()``, where
-    one more read costs nothing."""
+    (logging every N steps; a rank guard is no gate), and not in a loop that already waits for
+    the GPU every step for a decision (``if not math.isfinite(loss.item())``), where one more read
+    costs nothing. (A ``torch.cuda.synchronize()`` every step is PTT040's finding, not a reason.)"""
 
     CODE = "PTT011"
 
@@ -1003,33 +1178,15 @@ class HostReadInLoop(RuleVisitor):
     def _loop(self, loop: cst.CSTNode) -> bool:
         known = self.loops.get(id(loop))
         if known is None:
-            tested: set[str] = set()
-            decides = False
-            for n in walk(loop.body, into_loops=False):
-                if isinstance(n, (cst.If, cst.While)):
-                    tested |= names_in(n.test)
-                    decides = decides or any(isinstance(c, cst.Call) and _method(c) in HOST_READS
-                                             for c in [n.test, *walk(n.test)])
-                elif isinstance(n, cst.Assert):
-                    tested |= names_in(n.test)
-            for n in walk(loop.body, into_loops=False):
-                if (isinstance(n, cst.Call) and isinstance(n.func, (cst.Name, cst.Attribute))
-                        and (self.qualify(n.func) or "").endswith(".synchronize")):
-                    decides = True  # the loop already waits for the device (gated or not: conservative)
-            for n in walk(loop.body, into_loops=False):  # value = loss.item(); if not isfinite(value)
-                if isinstance(n, cst.Assign) and any(target_names(t.target) & tested for t in n.targets) \
-                        and any(isinstance(c, cst.Call) and _method(c) in HOST_READS
-                                for c in [n.value, *walk(n.value)]):
-                    decides = True
-            known = self.loops[id(loop)] = _training_step(loop) and not decides
+            known = self.loops[id(loop)] = _training_step(loop) and not _decides(loop)
         return known
 
     def visit_Call(self, node: cst.Call) -> None:
         if _method(node) not in HOST_READS or node.args:
             return
         loop = self.where.loop()
-        if loop is None or self.where.gated_in(loop):
-            return
+        if loop is None or self.where.gated_in(loop) or self.where.grad_free(self):
+            return  # (an evaluation inside the loop, under no_grad: its results are for the host)
         if self._loop(loop):
             self.flag(node)
 
@@ -1140,15 +1297,20 @@ def _binds(node: cst.CSTNode) -> bool:
     return any(isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign)) for n in walk(node))
 
 
-def _uses_memory_after(stmts: list[cst.CSTNode]) -> bool:
+def _uses_memory_after(stmts: list[cst.CSTNode], visitor: RuleVisitor) -> bool:
     """Code after a training loop that needs memory of its own: an evaluation call
-    (eval/valid/test in its name), or another loop."""
+    (eval/valid/test in its name), or another training loop; not one run without autograd (a
+    function of this file under a grad-free decorator, or a grad-free ``with``)."""
     for s in stmts:
+        if isinstance(s, cst.With) and any(grad_free(i.item, visitor) for i in s.items):
+            continue
         for n in [s, *walk(s)]:
-            if isinstance(n, (cst.For, cst.While)):
+            if isinstance(n, (cst.For, cst.While)) and _calls_backward(n.body):
                 return True
             if isinstance(n, cst.Call):
                 last = (get_full_name_for_node(n.func) or "").rsplit(".", 1)[-1]
+                if last in visitor.facts.grad_free_functions:
+                    continue
                 if last not in ("eval", "train") and EVALUATION.search(last):  # not the mode switches
                     return True
     return False
@@ -1171,7 +1333,7 @@ class LoopTensorsOutliveLoop(RuleVisitor):
             small = [x for s in after if isinstance(s, cst.SimpleStatementLine) for x in s.body]
             if any(isinstance(x, cst.Del) for x in small):
                 continue  # the loop's names are deleted after it
-            if _uses_memory_after(after):
+            if _uses_memory_after(after, self):
                 self.flag(stmt)
 
 
@@ -1190,17 +1352,20 @@ class RowLoop(RuleVisitor):
         if not sized or not isinstance(node.target, cst.Name):
             return
         var = node.target.value
-        if _writes_element(node.body, var):
+        if _writes_element(node.body, var, self.facts.tensor_names):
             self.flag(node)
 
 
-def _writes_element(node: cst.CSTNode, var: str) -> bool:
+def _writes_element(node: cst.CSTNode, var: str, tensors: set[str]) -> bool:
+    """Whether the loop writes ``t[var] = ...`` into a tensor: a name every binding of which in
+    the file is a torch call (not a list, a NumPy array or an unknown value)."""
     for n in walk(node):
         if isinstance(n, cst.Assign):
             for t in n.targets:
-                if isinstance(t.target, cst.Subscript) and any(
+                if (isinstance(t.target, cst.Subscript) and isinstance(t.target.value, cst.Name)
+                        and t.target.value.value in tensors and any(
                         isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name)
-                        and e.slice.value.value == var for e in t.target.slice):
+                        and e.slice.value.value == var for e in t.target.slice)):
                     return True
     return False
 
@@ -1233,12 +1398,18 @@ class ArangePairing(RuleVisitor):
             self.flag(node)
 
 
+_PER_SAMPLE = re.compile(r"^(__getitem__|__iter__|__next__|forward|collate\w*|\w*_step|step)$")
+
+
 class TensorFromNdarray(RuleVisitor):
     CODE = "PTT014"
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.qname(node) != "torch.tensor" or not node.args or node.args[0].keyword:
             return
+        func = self.where.function()
+        if self.where.loop() is None and not (func is not None and _PER_SAMPLE.search(func.name.value)):
+            return  # a one-off copy (at start-up): sharing the memory would save nothing that matters
         value = node.args[0].value
         if isinstance(value, cst.Call):
             name = self.qname(value) or ""
@@ -1269,8 +1440,38 @@ class MemoryAllocated(RuleVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         if (self.qname(node) in ("torch.cuda.memory_allocated", "torch.cuda.max_memory_allocated")
-                and self.facts.cpu_path and not self.where.under_cuda_check()):
+                and self.facts.cpu_path and not self.where.under_cuda_check()
+                and not _after_device_exit(self.where, node)):
             self.flag(node)
+
+
+def _device_test(test: cst.CSTNode) -> bool:
+    return _mentions(test, "cpu") or _mentions(test, "cuda") or _mentions(test, "device")
+
+
+def _exits(block: cst.BaseSuite) -> bool:
+    body = block.body if isinstance(block, cst.IndentedBlock) else [block]
+    last = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        return any(isinstance(x, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for x in last.body)
+    return isinstance(last, cst.SimpleStatementSuite) and any(
+        isinstance(x, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for x in last.body)
+
+
+def _after_device_exit(where: Tracker, node: cst.CSTNode) -> bool:
+    """An earlier ``if`` of the same block that tests the device and leaves (``if device ==
+    "cpu": return 0``): the node is reached only on the other path."""
+    for outer in reversed(where.stack):
+        body = getattr(outer, "body", None)
+        stmts = body.body if isinstance(body, cst.IndentedBlock) else []
+        for stmt in stmts:
+            if any(n is node for n in walk(stmt)):
+                break
+            if isinstance(stmt, cst.If) and _device_test(stmt.test) and _exits(stmt.body):
+                return True
+        if isinstance(outer, (cst.FunctionDef, cst.ClassDef)):
+            break
+    return False
 
 
 class OptimizerNotFused(RuleVisitor):
@@ -1313,8 +1514,17 @@ class DataParallelWrapper(RuleVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.qname(node) in ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
-                                "torch.nn.parallel.data_parallel.DataParallel"):
+                                "torch.nn.parallel.data_parallel.DataParallel") and not self._warned_fallback():
             self.flag(node)
+
+    def _warned_fallback(self) -> bool:
+        """A single-process fallback the code warns about, beside a DistributedDataParallel path
+        in the same file: the advice is already taken where it can be."""
+        if not self.facts.has_ddp:
+            return False
+        return any(isinstance(n, cst.If) and any(
+            isinstance(c, cst.Call) and re.search(r"warn", (get_full_name_for_node(c.func) or "").rsplit(".", 1)[-1])
+            for c in walk(n)) for n in self.where.stack)
 
 
 class EmptyCacheEveryStep(RuleVisitor):
@@ -1416,6 +1626,203 @@ class Float16WithoutScaler(RuleVisitor):
             return
         for call in calls:
             self.flag(call)
+
+
+# --- per-step syncs that read no value (preview) -----------------------------------------------
+
+def _tensor_names_in(scope: cst.CSTNode, loop: cst.CSTNode, facts: Facts, visitor: RuleVisitor) -> set[str]:
+    """Names that hold a tensor in ``loop``: what it calls ``backward()`` on, what a loss call
+    returns in it, what a torch call binds in ``scope``, and arithmetic on those; never a name
+    also bound to a Python number (``.item()``, ``float()``, a literal)."""
+    tensors = set(facts.tensor_names)
+    numbers: set[str] = set()
+    assigns = [n for n in walk(scope) if isinstance(n, cst.Assign)]
+    for n in walk(loop.body):
+        if isinstance(n, cst.Call) and _method(n) == "backward" and isinstance(n.func.value, cst.Name):
+            tensors.add(n.func.value.value)
+    for a in assigns:
+        names = {x for t in a.targets for x in target_names(t.target)}
+        v = a.value
+        if isinstance(v, cst.Call):
+            callee = (get_full_name_for_node(v.func) or "")
+            q = visitor.qualify(v.func) if isinstance(v.func, (cst.Name, cst.Attribute)) else None
+            if _method(v) in UNTRACKED or callee in ("float", "int", "round", "len", "str"):
+                numbers |= names
+            elif returns_tensor(q) or "loss" in callee.lower() or "criterion" in callee.lower():
+                tensors |= names
+        elif isinstance(v, (cst.Integer, cst.Float, cst.SimpleString, cst.List, cst.Dict)):
+            numbers |= names
+    for _ in range(2):
+        for a in assigns:
+            if isinstance(a.value, (cst.BinaryOperation, cst.Subscript)) and not any(
+                    isinstance(c, cst.Call) for c in walk(a.value)) and names_in(a.value) & tensors:
+                tensors |= {x for t in a.targets for x in target_names(t.target)}
+    return tensors - numbers
+
+
+def _is_text(node: cst.CSTNode) -> bool:
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        return True
+    return isinstance(node, cst.BinaryOperation) and (_is_text(node.left) or _is_text(node.right))
+
+
+def _formatted(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The values a string formatting reads: ``f"{x:.3f}"``, ``"%g" % x``, ``"{}".format(x)``."""
+    if isinstance(node, cst.FormattedStringExpression):
+        return [node.expression]
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo) and _is_text(node.left):
+        right = node.right
+        return [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
+    if (isinstance(node, cst.Call) and _method(node) == "format" and _is_text(node.func.value)):
+        return [a.value for a in node.args]
+    return []
+
+
+def _tensor_value(node: cst.BaseExpression, tensors: set[str]) -> bool:
+    while isinstance(node, cst.Subscript):
+        node = node.value
+    return isinstance(node, cst.Name) and node.value in tensors
+
+
+class FormattedTensorEveryStep(RuleVisitor):
+    """A CUDA tensor formatted into text (f-string, ``%``, ``.format``) on every training step:
+    formatting reads the value (``__format__`` calls ``.item()``), so the host waits for the GPU.
+    Only names with evidence of holding a tensor, in a file that names CUDA, in a loop whose body
+    calls ``backward()``, not under an ``if`` that runs on some steps only."""
+
+    CODE = "PTT039"
+
+    def reset(self) -> None:
+        self.cache: dict[tuple[int, int], set[str]] = {}
+        self.steps: dict[int, bool] = {}
+
+    def _check(self, node: cst.CSTNode, values: list[cst.BaseExpression]) -> None:
+        loop = self.where.loop()
+        if loop is None or not self.facts.mentions_cuda or self.where.gated_in(loop):
+            return
+        step = self.steps.get(id(loop))
+        if step is None:
+            step = self.steps[id(loop)] = _training_step(loop)
+        if not step:
+            return
+        scope = self.where.function() or loop
+        key = (id(scope), id(loop))
+        if key not in self.cache:
+            self.cache[key] = _tensor_names_in(scope, loop, self.facts, self)
+        tensors = self.cache[key]
+        if any(_tensor_value(v.value if isinstance(v, cst.StarredElement) else v, tensors) for v in values):
+            self.flag(node)
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        values = [p.expression for p in node.parts if isinstance(p, cst.FormattedStringExpression)]
+        if values:
+            self._check(node, values)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        values = _formatted(node)
+        if values:
+            self._check(node, values)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if _method(node) == "format":
+            values = _formatted(node)
+            if values:
+                self._check(node, values)
+
+
+_BENCHMARK = re.compile(r"bench|profil|timing|measure|speed", re.IGNORECASE)
+
+
+class SynchronizeEveryStep(RuleVisitor):
+    """``torch.cuda.synchronize()`` on every step of a training loop that logs every N steps (an
+    ``if`` with ``%`` in it, or a loop over ``metric_logger.log_every(...)``): the wait is paid each
+    step for a value read every N; not in a function named for benchmarking or profiling, where
+    waiting is the point, nor in a loop that reads a value every step to decide something."""
+
+    CODE = "PTT040"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not isinstance(node.func, (cst.Name, cst.Attribute)) or self.qualify(node.func) not in (
+                "torch.cuda.synchronize", "torch.accelerator.synchronize"):
+            return
+        loop = self.where.loop()
+        if loop is None or self.where.gated_in(loop) or not _training_step(loop) or _decides(loop):
+            return  # (a loop that reads a value every step to decide something waits anyway)
+        func = self.where.function()
+        if func is not None and _BENCHMARK.search(func.name.value):
+            return
+        logs_every = isinstance(loop, cst.For) and "log_every" in (get_full_name_for_node(
+            loop.iter.func) or "" if isinstance(loop.iter, cst.Call) else "")
+        if logs_every or any(isinstance(n, cst.If) and _has_mod(n.test) for n in walk(loop.body, into_loops=False)):
+            self.flag(node)
+
+
+def _whole_module_cst(value: cst.BaseExpression, facts: Facts) -> bool:
+    """A module object itself (``model``, ``deepcopy(model)``, ``model.half()``), not its weights."""
+    while isinstance(value, cst.Call):
+        name = (get_full_name_for_node(value.func) or "").rsplit(".", 1)[-1]
+        if name in ("deepcopy", "copy") and value.args:
+            value = value.args[0].value
+        elif name in ("half", "float", "cpu", "eval") and isinstance(value.func, cst.Attribute):
+            value = value.func.value
+        elif (name.startswith("de_parallel") or name == "unwrap_model") and value.args:
+            value = value.args[0].value
+        else:
+            return False
+    while isinstance(value, cst.Attribute) and value.attr.value == "module":
+        value = value.value
+    name = get_full_name_for_node(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+    if (not name or name.split(".", 1)[0] in _SETTINGS or name.split(".")[:2] == ["self", "args"]
+            or name in facts.state_names):
+        return False
+    return bool(_MODULE_NAME.search(name.rsplit(".", 1)[-1])) or name in facts.module_names
+
+
+def _saved_dict(visitor: RuleVisitor, node: cst.Call) -> tuple[list[cst.BaseExpression], str | None] | None:
+    """For ``torch.save({...}, f)`` the dict's values; for ``torch.save(ckpt, f)`` the name."""
+    if visitor.qname(node) != "torch.save":
+        return None
+    args = _positional(node)
+    if not args:
+        return None
+    value = args[0].value
+    if isinstance(value, cst.Dict):
+        return [e.value for e in value.elements if isinstance(e, cst.DictElement)], None
+    if isinstance(value, cst.Name):
+        return [], value.value
+    return None
+
+
+class SaveDictWithModule(RuleVisitor):
+    """``torch.save`` of a checkpoint dict one of whose values is a whole module (``"model":
+    deepcopy(model)``): the module object is pickled, as in PTT004."""
+
+    CODE = "PTT041"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        saved = _saved_dict(self, node)
+        if saved is None:
+            return
+        values, name = saved
+        if any(_whole_module_cst(v, self.facts) for v in values) or (name and name in self.facts.module_dicts):
+            self.flag(node)
+
+
+class SaveNamespace(RuleVisitor):
+    """``torch.save`` of a checkpoint holding an ``argparse.Namespace`` (``"args": args``): from
+    torch 2.6 ``torch.load`` loads with ``weights_only=True`` by default and refuses it. Not in a
+    file that loads with ``weights_only=False`` (it reads its own checkpoints that way)."""
+
+    CODE = "PTT042"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        saved = _saved_dict(self, node)
+        if saved is None or self.torch_before((2, 6)) or self.facts.loads_unsafely:
+            return
+        values, name = saved
+        if any(isinstance(v, cst.Name) and v.value in self.facts.namespace_names for v in values) or (
+                name and name in self.facts.namespace_dicts):
+            self.flag(node)
 
 
 OWN_VISITORS = [cls for cls in list(globals().values())

@@ -1,0 +1,34 @@
+"""The held-out set stays held out: its code never reaches the rules' own test data, and the
+docs publish its table exactly as ``tests/checker_data/heldout.json`` gives it (or say that it
+is not yet labelled, with no number)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tipsite.checker import labels
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_held_out_excerpts_are_not_in_the_rules_test_data():
+    heldout = labels.load_heldout()
+    if heldout is not None:
+        assert all(f.get("excerpt") for f in heldout.findings), "every held-out finding carries its excerpt"
+        found = labels.leaks(heldout)
+        assert not found, "held-out code in the rules' own test data:\n" + "\n".join(found)
+    # the check itself finds a copied line (so that it can fail)
+    fake = labels.Labels(findings=[{"excerpt": "  12|    total_loss = criterion(outputs, targets) * scale\n"}])
+    assert labels.leaks(fake, {"tests/x.py": "x = 1\n    total_loss = criterion(outputs, targets) * scale\n"})
+    assert not labels.leaks(fake, {"tests/x.py": "import torch\n"})
+
+
+def test_the_docs_publish_the_held_out_table_or_say_it_is_not_labelled():
+    heldout = labels.load_heldout()
+    page = (ROOT / "docs" / "reference" / "checker.rst").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert labels.render_heldout_rst(heldout) in page, "run python -m tipsite.checker.labels table --write"
+    assert labels.render_heldout_markdown(heldout) in readme, "run python -m tipsite.checker.labels table --write"
+    if heldout is None:
+        section = page[page.index(labels.HELD_BEGIN):page.index(labels.HELD_END)]
+        assert "Not yet labelled" in section and "%" not in section

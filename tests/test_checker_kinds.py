@@ -1,0 +1,530 @@
+"""The error kinds of issue 33, each as a small file of its own: where a rule must stay silent
+(its advice cannot help, or would break training) and the per-step syncs it must not miss.
+Written from the issue's descriptions, never from held-out code (tests/test_checker_heldout.py)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from tipsite.checker import engine
+
+
+def codes(source: str, torch=(2, 13), device="cuda") -> list[str]:
+    return [f.code for f in engine.Checker(torch, device).check_source(textwrap.dedent(source))]
+
+
+SILENT = {
+    # decorators followed to what they return: a project's own factory, in the file or imported
+    "own grad-free factory": ("PTT012", "PTT023"), "imported grad-free decorator": ("PTT012", "PTT023"),
+    "with no_grad": ("PTT012",), "inference_mode decorator": ("PTT012",),
+    "set_grad_enabled(False)": ("PTT012", "PTT013"),
+    # a loss term summed into the loss that is returned (its caller backpropagates it)
+    "term of a returned loss": ("PTT012",), "term stored in a returned dict": ("PTT012",),
+    # evidence that a value is a tensor before a tensor rule fires
+    "loop over a list": ("PTT033",), "loop over a NumPy array": ("PTT033",),
+    # early-return device paths, version fallbacks
+    "CPU path returned earlier": ("PTT027",), "fallback after the new API": ("PTT005",),
+    "fallback under a version check": ("PTT005",),
+    # where the advice cannot help
+    "warned fallback beside DDP": ("PTT035",), "one-off copy at start-up": ("PTT014",),
+    "wrapper built for export": ("PTT030",), "validation under inference mode": ("PTT026",),
+    # formatting a number, not a tensor; a benchmark that waits on purpose
+    "formatted float": ("PTT039",), "synchronize in a benchmark": ("PTT040",),
+    "synchronize beside a deciding read": ("PTT040",),
+    "namespace on an old torch": ("PTT042",), "state_dict in the checkpoint": ("PTT041", "PTT004"),
+}
+SOURCES = {
+    "own grad-free factory": '''
+        import torch
+        def smart_inference_mode():
+            def decorate(fn):
+                return (torch.inference_mode if torch.__version__ >= "1.9" else torch.no_grad)()(fn)
+            return decorate
+        @smart_inference_mode()
+        def run(model, loader):
+            model.eval()
+            total = 0
+            for x, y in loader:
+                loss = crit(model(x), y)
+                total += loss
+            print(total)
+        ''',
+    "imported grad-free decorator": '''
+        import torch
+        from utils.torch_utils import smart_inference_mode
+        @smart_inference_mode()
+        def run(model, loader):
+            model.eval()
+            total = 0
+            for x, y in loader:
+                loss = crit(model(x), y)
+                total += loss
+            print(total)
+        ''',
+    "with no_grad": '''
+        import torch
+        def val(model, loader):
+            total = 0
+            with torch.no_grad():
+                for x, y in loader:
+                    loss = crit(model(x), y)
+                    total += loss
+            print(total)
+        ''',
+    "inference_mode decorator": '''
+        import torch
+        @torch.inference_mode()
+        def val(model, loader):
+            total = 0
+            for x, y in loader:
+                loss = crit(model(x), y)
+                total += loss
+            print(total)
+        ''',
+    "set_grad_enabled(False)": '''
+        import torch
+        def val(model, loader):
+            total, seen = 0, []
+            with torch.set_grad_enabled(False):
+                for x, y in loader:
+                    loss = crit(model(x), y)
+                    total += loss
+                    seen.append(loss)
+            print(total, seen)
+        ''',
+    "term of a returned loss": '''
+        import torch
+        def compute(model, batch):
+            box = 0
+            for pred, target in zip(model(batch.x), batch.targets):
+                box += crit(pred, target)
+            loss = box + cls + obj
+            return loss
+        ''',
+    "term stored in a returned dict": '''
+        import torch
+        def compute(outputs, targets):
+            total = 0
+            out = {}
+            for p, t in zip(outputs, targets):
+                total += crit(p, t)
+            out["loss"] = total
+            return out
+        ''',
+    "loop over a list": '''
+        import torch
+        def f(boxes):
+            out = [0] * len(boxes)
+            for i in range(len(boxes)):
+                out[i] = boxes[i] * 2
+            return out
+        ''',
+    "loop over a NumPy array": '''
+        import numpy as np
+        import torch
+        def f(boxes):
+            arr = np.zeros(len(boxes))
+            for i in range(len(boxes)):
+                arr[i] = boxes[i]
+            return arr
+        ''',
+    "CPU path returned earlier": '''
+        import torch
+        def memory(device):
+            if device.type == "cpu":
+                return 0
+            return torch.cuda.memory_allocated(device)
+        ''',
+    "fallback after the new API": '''
+        import torch
+        try:
+            scaler = torch.amp.GradScaler("cuda")
+        except (AttributeError, TypeError):
+            scaler = torch.cuda.amp.GradScaler()
+        ''',
+    "fallback under a version check": '''
+        import torch
+        def autocast(enabled):
+            if check_version(torch.__version__, "1.10.0"):
+                return torch.amp.autocast("cuda", enabled=enabled)
+            else:
+                return torch.cuda.amp.autocast(enabled)
+        ''',
+    "warned fallback beside DDP": '''
+        import torch
+        import warnings
+        if distributed:
+            model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
+        else:
+            warnings.warn("DataParallel is not recommended, use DDP")
+            model = torch.nn.DataParallel(model)
+        ''',
+    "one-off copy at start-up": '''
+        import numpy as np
+        import torch
+        anchors = np.array([[10, 13], [16, 30]], dtype=np.float32)
+        ANCHORS = torch.tensor(anchors)
+        ''',
+    "wrapper built for export": '''
+        import torch
+        class ExportWrapper(torch.nn.Module):
+            def __init__(self, model):
+                super().__init__()
+                self.model = model
+                self.scale = torch.ones(3)
+        torch.onnx.export(ExportWrapper(model), x, "model.onnx")
+        ''',
+    "validation under inference mode": '''
+        import torch
+        @torch.inference_mode()
+        def validate(model, loader):
+            return sum(model(x).sum() for x in loader)
+        def train(model, loader):
+            for x, y in loader:
+                loss = crit(model(x), y)
+                loss.backward()
+            validate(model, loader)
+        ''',
+    "formatted float": '''
+        import torch
+        for x, y in pbar:
+            loss = crit(model(x.cuda()), y)
+            loss.backward()
+            value = loss.item()
+            pbar.set_description(f"loss {value:.3f}")
+        ''',
+    "synchronize in a benchmark": '''
+        import torch
+        def benchmark(model, loader):
+            for step, (x, y) in enumerate(loader):
+                model(x).sum().backward()
+                torch.cuda.synchronize()
+                if step % 10 == 0:
+                    print(step)
+        ''',
+    "synchronize beside a deciding read": '''
+        import math
+        import torch
+        for x, y in metric_logger.log_every(loader, 20, "train"):
+            loss = crit(model(x), y)
+            value = loss.item()
+            if not math.isfinite(value):
+                raise SystemExit(1)
+            loss_scaler(loss, optimizer, parameters=model.parameters())
+            torch.cuda.synchronize()
+        ''',
+    "namespace on an old torch": None,  # below: PTT042 with --torch 2.5
+    "state_dict in the checkpoint": '''
+        import argparse
+        import torch
+        args = argparse.ArgumentParser().parse_args()
+        torch.save({"model": model.state_dict(), "args": vars(args), "ema": ema.state_dict()}, "c.pt")
+        ''',
+}
+NAMESPACE = '''
+    import argparse
+    import torch
+    args = argparse.ArgumentParser().parse_args()
+    ckpt = {"model": model.state_dict()}
+    ckpt["args"] = args
+    torch.save(ckpt, "ckpt.pt")
+    '''
+
+
+@pytest.mark.parametrize("case", sorted(SILENT))
+def test_rules_stay_silent_where_their_advice_cannot_help(case):
+    if case == "namespace on an old torch":
+        assert "PTT042" not in codes(NAMESPACE, (2, 5)) and "PTT042" in codes(NAMESPACE, (2, 6))
+        return
+    found = codes(SOURCES[case])
+    assert not set(SILENT[case]) & set(found), (case, found)
+
+
+FOUND = {
+    "loss.item() with backward() in a closure": ("PTT011", '''
+        import torch
+        for x, y in loader:
+            def closure():
+                optimizer.zero_grad()
+                loss = crit(model(x), y)
+                loss.backward()
+                return loss
+            loss = optimizer.step(closure)
+            total = loss.item()
+        '''),
+    "loss.item() under a rank guard": ("PTT011", '''
+        import torch
+        for x, y in loader:
+            loss = crit(model(x), y)
+            loss.backward()
+            optimizer.step()
+            if rank == 0:
+                print(loss.item())
+        '''),
+    "a collective and .item() under a distributed guard": ("PTT011", '''
+        import torch
+        import torch.distributed as dist
+        for step, (x, y) in enumerate(loader):
+            loss = crit(model(x), y)
+            loss.backward()
+            if dist.is_initialized():
+                dist.all_reduce(loss)
+            value = loss.item()
+            if step % 50 == 0:
+                print(value)
+        '''),
+    "f-string of a CUDA loss into a progress bar": ("PTT039", '''
+        import torch
+        for x, y in pbar:
+            loss = crit(model(x.cuda()), y)
+            loss.backward()
+            pbar.set_description(f"loss {loss:.3f}")
+        '''),
+    "%g of a running CUDA mean into a progress bar": ("PTT039", '''
+        import torch
+        mloss = torch.zeros(3, device="cuda")
+        for i, (x, y) in enumerate(pbar):
+            loss, loss_items = compute_loss(model(x), y)
+            loss.backward()
+            mloss = (mloss * i + loss_items) / (i + 1)
+            pbar.set_description(("%10s" + "%10.4g" * 3) % ("train", *mloss))
+        '''),
+    "synchronize every step for a logged time": ("PTT040", '''
+        import time
+        import torch
+        for step, (x, y) in enumerate(loader):
+            loss = crit(model(x), y)
+            loss.backward()
+            torch.cuda.synchronize()
+            t = time.time()
+            if step % 10 == 0:
+                print(t)
+        '''),
+    "synchronize every step under a metric logger": ("PTT040", '''
+        import torch
+        for x, y in metric_logger.log_every(loader, 20, "train"):
+            loss = crit(model(x), y)
+            loss.backward()
+            torch.cuda.synchronize()
+        '''),
+    "synchronize every step through a loss scaler": ("PTT040", '''
+        import torch
+        for x, y in metric_logger.log_every(loader, 20, "train"):
+            loss = crit(model(x), y)
+            loss_scaler(loss, optimizer, parameters=model.parameters())
+            torch.cuda.synchronize()
+            metric_logger.update(loss=loss.detach())
+        '''),
+    "a deep copy of the model in a checkpoint": ("PTT041", '''
+        from copy import deepcopy
+        import torch
+        ckpt = {"epoch": epoch, "model": deepcopy(de_parallel(model)).half(), "optimizer": opt.state_dict()}
+        torch.save(ckpt, last)
+        '''),
+    "a checkpoint holding argparse.Namespace": ("PTT042", NAMESPACE),
+    "DataParallel without a warned fallback": ("PTT035", '''
+        import torch
+        if distributed:
+            model = torch.nn.parallel.DistributedDataParallel(model)
+        else:
+            model = torch.nn.DataParallel(model)
+        '''),
+    "a tensor written row by row": ("PTT033", '''
+        import torch
+        out = torch.empty(x.size(0))
+        for i in range(x.size(0)):
+            out[i] = x[i].max()
+        '''),
+    "torch.tensor(ndarray) per sample": ("PTT014", '''
+        import numpy as np
+        import torch
+        class Data(torch.utils.data.Dataset):
+            def __getitem__(self, i):
+                image = np.asarray(load(self.files[i]))
+                return torch.tensor(image)
+        '''),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FOUND))
+def test_rules_find_the_per_step_syncs_and_checkpoints_they_exist_for(case):
+    code, source = FOUND[case]
+    assert codes(source).count(code) == 1, (case, codes(source))
+
+
+# --- stable and preview rules, as ruff has them ------------------------------------------------------
+
+def test_a_rules_status_comes_from_the_labels_file():
+    """status.json is what the labels give (held-out once labelled, tuning until then): stable
+    only with at least 5 findings, at least 90% useful and none wrong."""
+    from tipsite.checker import labels, registry
+
+    assert labels.dumps_status(labels.status(labels.load(), labels.load_heldout())) == \
+        registry.STATUS_PATH.read_text(encoding="utf-8"), "run python -m tipsite.checker.labels status --write"
+    for code, row in registry.STATUS["rules"].items():
+        stable = row["findings"] >= 5 and row["wrong"] == 0 and row["useful"] >= 0.9 * row["findings"]
+        assert row["stable"] == stable, code
+        assert registry.is_stable(code) == (stable and registry.RULES[code].default), code
+    never = [c for c, r in registry.STATUS["rules"].items() if r["findings"] == 0]
+    assert never and not any(registry.is_stable(c) for c in never)
+
+
+def test_status_follows_the_held_out_labels_once_they_exist():
+    from tipsite.checker import labels
+
+    tuning = labels.load()
+    finding = {"repo": "o/r", "path": "a.py", "line": 1, "code": "PTT011", "configs": ["c"], "why": "-"}
+    held = labels.Labels(corpora=[{"repo": "o/r", "commit": "0" * 40, "files": 1, "lines": 1}],
+                         findings=[{**finding, "line": n, "label": "useful"} for n in range(1, 6)]
+                         + [{**finding, "code": "PTT001", "label": "wrong"}])
+    got = labels.status(tuning, held)
+    assert got["basis"] == "held-out"
+    assert got["rules"]["PTT011"]["stable"] and not got["rules"]["PTT001"]["stable"]
+    assert not got["rules"]["PTT031"]["stable"]  # no held-out finding: preview
+    assert labels.status(tuning, None)["basis"] == "tuning"
+
+
+def test_preview_rules_run_with_preview_or_by_code_and_say_so(tmp_path, capsys, monkeypatch):
+    from tipsite.checker import cli, config, registry
+
+    preview = registry.preview_codes()
+    assert "PTT042" in preview
+    assert not set(preview) & config.Config().codes()
+    assert set(preview) <= config.Config(preview=True).codes()
+    assert "PTT042" in config.Config(select=["PTT042"]).codes()
+    assert "PTT042" not in config.Config(select=["PTT04"]).codes()
+    assert "PTT042" in config.Config(select=["PTT04"], preview=True).codes()
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "save.py"
+    path.write_text("import argparse\nimport torch\nargs = argparse.ArgumentParser().parse_args()\n"
+                    "torch.save({'args': args}, 'c.pt')\n")
+    args = ["--torch", "2.13", "--device", "cuda", "--fail-on", "never"]
+    cli.main([str(path), *args])
+    assert "PTT042" not in capsys.readouterr()[0]
+    cli.main([str(path), *args, "--preview"])
+    out = capsys.readouterr()[0]
+    assert "PTT042 [preview] " in out, out
+    (tmp_path / "pyproject.toml").write_text("[tool.torch-tips]\npreview = true\n")
+    cli.main([str(path), *args])
+    assert "PTT042 [preview] " in capsys.readouterr()[0]
+
+
+@pytest.mark.parametrize("code, source", [
+    ("PTT039", "import torch\nfor x, y in pbar:\n    loss = crit(model(x.cuda()), y)\n    loss.backward()\n"
+               "    mem = torch.cuda.memory_reserved() / 1e9\n    pbar.set_description(f'{mem:.3g}G')\n"),
+    ("PTT041", "import torch\ntorch.save({'model': args.model, 'epoch': 3}, 'c.pt')\n"),
+    ("PTT041", "import torch\nmodel = net.state_dict()\ntorch.save({'model': model}, 'c.pt')\n"),
+    ("PTT039", "import torch\nfor x, y in loader:\n    loss = crit(model(x.cuda()), y)\n    loss.backward()\n"
+               "    n = torch.numel(x)\n    print(f'{n} samples')\n"),
+    ("PTT023", "import torch\ndef run(model, phase):\n    model.eval()\n"
+               "    with torch.set_grad_enabled(phase == 'train'):\n        out = model(x)\n"),
+    ("PTT042", "import argparse\nimport torch\nargs = argparse.ArgumentParser().parse_args()\n"
+               "torch.save({'args': args}, 'c.pt')\nckpt = torch.load('c.pt', weights_only=False)\n"),
+])
+def test_near_misses_of_the_new_rules(code, source):
+    assert code not in codes(source), source
+
+
+# --- linter habits and hostile input -------------------------------------------------------------
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    from tipsite.checker import cli
+
+    try:
+        rc = cli.main([*argv])
+    except SystemExit as exc:
+        rc = exc.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_hostile_input_gets_a_clear_error_and_exit_2(tmp_path, capsys, monkeypatch):
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "zero.py").symlink_to("/dev/zero")
+    rc, out, err = _run(capsys, str(tmp_path / "pipe.py"), str(tmp_path / "zero.py"), "--jobs", "1")
+    assert rc == 2 and err.count("not a regular file") == 2, err
+    rc, out, err = _run(capsys, str(tmp_path), "--jobs", "1")  # found by the folder walk too
+    assert rc == 2 and "pipe.py: cannot be read: not a regular file" in err, err
+    for text, says in (("[tool.torch-tips\nfail-on = 'any'\n", "not valid TOML"),
+                       ("[tool]\ntorch-tips = 5\n", "must be a table"),
+                       ("tool = 3\n", "[tool] must be a table")):
+        (tmp_path / "pyproject.toml").write_text(text)
+        rc, out, err = _run(capsys, str(tmp_path / "pipe.py"))
+        assert rc == 2 and says in err and "Traceback" not in err, (text, err)
+    (tmp_path / "pyproject.toml").unlink()
+    rc, out, err = _run(capsys, str(tmp_path / "pipe.py"), "--torch", "banana")
+    assert rc == 2 and "--torch: 'banana' is not a torch release" in err
+    rc, out, err = _run(capsys, "--version")
+    assert rc == 0 and out.startswith("torch-tips ")
+
+
+def test_pep_263_encodings_are_read(tmp_path, capsys):
+    path = tmp_path / "latin.py"
+    path.write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\nname = '\xe9t\xe9'\ntorch.save(model, 'm.pt')\n")
+    rc, out, err = _run(capsys, str(path), "--torch", "2.13", "--device", "cuda", "--fail-on", "never",
+                        "--select", "PTT004")
+    assert rc == 0 and "latin.py:4:1: PTT004" in out, (out, err)
+
+
+def test_configuration_is_found_upward_from_each_checked_path(tmp_path, capsys, monkeypatch):
+    """As ruff: the nearest pyproject.toml with the section, from the checked file's folder up;
+    not the working directory's."""
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[tool.torch-tips]\nignore = ['PTT004']\n")
+    (project / "src" / "t.py").write_text("import torch\ntorch.save(model, 'm.pt')\n")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "t.py").write_text("import torch\ntorch.save(model, 'm.pt')\n")
+    monkeypatch.chdir(tmp_path)  # the parent: no configuration here
+    rc, out, err = _run(capsys, str(project / "src"), str(other), "--torch", "2.13", "--device", "cuda",
+                        "--fail-on", "never", "--extend-select", "PTT004")
+    assert "other/t.py:2:1: PTT004" in out and "project/src/t.py" not in out, out
+
+
+def test_maintainer_tools_are_hidden_outside_the_repository(monkeypatch, capsys):
+    from tipsite.checker import cli
+
+    assert "--bench" in cli.parser().format_help()  # in the repository
+    monkeypatch.setattr(cli, "IN_REPOSITORY", False)
+    text = cli.parser().format_help()
+    assert "--bench" not in text and "--records" not in text and "--preview" in text
+
+
+# --- a gate that can fail where the evidence holds -----------------------------------------------
+
+def test_the_shipped_evidence_counts_the_release_matrix_and_can_fail_a_run(tmp_path, capsys):
+    """evidence.json holds each release's verdicts from the torch-release matrix (docs/_data/compat/)
+    with its machine class; with it, a finding whose tip holds on the reader's device and release
+    fails the default gate, and the others are notes. (test_shipped_evidence_is_what_the_records_give
+    keeps the file equal to what the records and the matrix give.)"""
+    import json
+
+    from tipsite.checker import evidence, registry
+
+    data = json.loads((ROOT / "tipsite" / "checker" / "evidence.json").read_text(encoding="utf-8"))
+    assert any(s.startswith("compat/torch-") for s in data["sets"])
+    cpu_213 = {name: tip["states"].get("cpu", {}).get("2.13") for name, tip in data["tips"].items()}
+    assert all(s is None or s["machine_class"] for s in cpu_213.values())
+    holds = sorted(c for c, r in registry.RULES.items()
+                   if (cpu_213.get(r.tip) or {}).get("state") == "measured"
+                   and cpu_213[r.tip]["verdict"] == "holds")
+    assert holds, "no rule's tip holds on the CPU with torch 2.13: the default gate could never fail"
+    for code in (holds[0], *[c for c in registry.RULES if c not in holds][:1]):
+        path = tmp_path / f"{code}.py"
+        path.write_text(registry.RULES[code].example)
+        rc, out, err = _run(capsys, str(path), "--torch", "2.13", "--device", "cpu", "--select", code)
+        if code in holds:
+            assert rc == 1 and f" {code} " in out and "note:" not in out, out
+        else:
+            assert rc == 0, out
+    target = evidence.Target(torch="2.13", device="cpu", torch_from="test", device_from="test")
+    assert evidence.Evidence(target).verdict(registry.RULES[holds[0]].tip).holds
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
