@@ -128,7 +128,7 @@ class DeviceView:
         if self.state == "measured":
             return str(self.verdict)
         if self.state == "stale":
-            return f"{self.verdict}, {STATE_WORDS['stale']} ({self.date})"
+            return f"{self.verdict}, {STATE_WORDS['stale']}" + (f" ({self.date})" if self.date else "")
         if self.busy:
             return f"{STATE_WORDS['not measured']}: {_states.BUSY_WORD}"
         return STATE_WORDS[self.state]
