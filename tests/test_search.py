@@ -362,3 +362,123 @@ def test_a_page_opened_from_disk_falls_back_to_sphinx_search(new_page, html_dir)
     assert page.locator("#search-results").is_visible()
     assert page.locator(SEARCH_PANEL).count() == 0
     assert re.search(r"tip_from_numpy", page.locator("#search-results").inner_html())
+
+
+# --- issue 34: a pasted error line finds the tip that explains it; never "No results" alone ------------
+# A tiny site (tests/tinysite) whose tips declare the lines real tips declare (the gallery's
+# sphinx_gallery_tips_errors), among decoys sharing their common words; the lines pasted are
+# torch's own (tests/test_reader.py PASTED: from readers' logs and torch's source).
+
+def _tiny_tip(title: str, keywords: list[str], errors: tuple[str, ...] = ()) -> str:
+    from conftest import GOOD_BODY, make_tip
+
+    meta = f"# sphinx_gallery_tips_keywords = {json.dumps(keywords)}"
+    if errors:
+        meta += f"\n# sphinx_gallery_tips_errors = {json.dumps(list(errors))}"
+    return make_tip(GOOD_BODY, title=title, extra_meta=meta)
+
+
+@pytest.fixture(scope="module")
+def pasted_site(tmp_path_factory):
+    """The tiny site built once, served on 127.0.0.1: ``(base_url, {name: docname})``."""
+    import functools
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from _browser import _QuietHandler
+    from conftest import TinySite
+
+    from tipsite import tipmeta
+
+    real = {t.name: t for t in tipmeta.read_all()}
+    tips = {
+        "model_design/tip_device_mismatch": _tiny_tip(
+            "Create tensors on the input's device", ["new_zeros", "device"],
+            real["tip_tensors_in_forward"].errors),
+        "memory/tip_oom": _tiny_tip("Retrying after out of memory", ["OutOfMemoryError", "batch size"],
+                                    real["tip_oom_retry"].errors),
+        "memory/tip_fragmentation": _tiny_tip("Expandable segments", ["PYTORCH_CUDA_ALLOC_CONF"],
+                                              real["tip_expandable_segments"].errors),
+        "distributed/tip_dataparallel": _tiny_tip(
+            "DataParallel against DistributedDataParallel", ["DataParallel", "DDP"],
+            real["tip_ddp_vs_dataparallel"].errors),
+        "saving_loading/tip_load": _tiny_tip("Loading a GPU checkpoint on a CPU", ["map_location"],
+                                             real["tip_map_location"].errors),
+        "speed/tip_pin": _tiny_tip("Pinned memory copies to the GPU", ["pin_memory", "cuda", "tensors",
+                                                                      "device", "memory", "allocate"]),
+        # "still" and "ok" are words of the index, on another page than DataParallel: Pagefind
+        # leaves out a word no page has, so a query finds nothing only where its words are apart
+        "correctness/tip_seed": _tiny_tip("Seed every device", ["cuda", "device", "cpu", "memory",
+                                                                "expected", "same", "still ok"]),
+    }
+    site = TinySite(tmp_path_factory.mktemp("pasted"))
+    site.write({f"{k}.py": v for k, v in tips.items()})
+    result = site.build()
+    assert result.returncode == 0, result.output[-3000:]
+    handler = functools.partial(_QuietHandler, directory=str(site.html))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", {k.rsplit("/", 1)[1]: f"tips/{k}" for k in tips}
+    server.shutdown()
+    server.server_close()
+
+
+def _ask(page, base_url: str, text: str) -> list[str]:
+    box = page.locator("input.sidebar-search")
+    box.fill(text)
+    wait_for_search(page, text)
+    return top_results(page, base_url)
+
+
+PASTED_LINES = {
+    "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, "
+    "cuda:1 and cuda:0!": {"tip_device_mismatch"},
+    "RuntimeError: Expected all tensors to be on the same device, but got mat1 is on cpu, different "
+    "from other tensors on cuda:0 (when checking argument in method wrapper_CUDA_addmm)": {"tip_device_mismatch"},
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a total capacity "
+    "of 47.53 GiB of which 16.88 MiB is free. Process 3652628 has 47.51 GiB memory in use. Of the "
+    "allocated memory 47.14 GiB is allocated by PyTorch, and 57.79 MiB is reserved by PyTorch but "
+    "unallocated. If reserved but unallocated memory is large try setting "
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for "
+    "Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)":
+        {"tip_oom", "tip_fragmentation"},
+    "RuntimeError: CUDA error: out of memory": {"tip_oom"},
+    "RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
+    "False. If you are running on a CPU-only machine, please use torch.load with "
+    "map_location=torch.device('cpu') to map your storages to the CPU.": {"tip_load"},
+}
+
+
+def test_a_pasted_error_line_finds_the_tip_that_explains_it(new_page, pasted_site):
+    base_url, docnames = pasted_site
+    page = new_page()
+    page.goto(f"{base_url}/index.html")
+    # the browser keeps the words the build indexed (search.pasted_words)
+    for line in PASTED_LINES:
+        assert page.evaluate("t => window.TipsSearchQuery.pastedTerms(t)", line) == search.pasted_words(line)
+    for line, wanted in PASTED_LINES.items():
+        top = _ask(page, base_url, line)
+        assert {docnames[n] for n in wanted} & set(top), (line, top)
+        exact = page.locator(SEARCH_PANEL).get_attribute("data-nearest") in ("", None)
+        print(f"{'all words' if exact else 'nearest'}: {line[:60]!r} -> {top}")
+    screenshot(page, "search-pasted.png", full_page=False)
+    assert not page.js_errors, page.js_errors
+
+
+def test_a_query_no_page_holds_offers_the_nearest_tips(new_page, pasted_site):
+    base_url, docnames = pasted_site
+    page = new_page()
+    page.goto(f"{base_url}/index.html")
+    top = _ask(page, base_url, "is DataParallel still ok")
+    panel = page.locator(SEARCH_PANEL)
+    assert docnames["tip_dataparallel"] in top, top
+    assert panel.get_attribute("data-nearest").lower() == "dataparallel"
+    note = panel.locator(".tips-search-note")
+    assert note.is_visible() and "nearest tips" in note.inner_text(), note.inner_text()
+    screenshot(page, "search-nearest.png", full_page=False)
+    # nothing at all: the note says so and where to browse, instead of "No results" alone
+    page.locator("input.sidebar-search").fill("zxqvw frobnicate")
+    page.wait_for_function("() => (document.querySelector('.tips-search-note') || {}).textContent"
+                           "?.includes('No tip matches')")
+    assert note.locator("a").get_attribute("href").endswith("generated/tags/index.html")
+    assert not page.js_errors, page.js_errors
