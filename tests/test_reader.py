@@ -288,6 +288,11 @@ def test_a_tip_page_lets_the_reader_act_and_the_site_lists_what_is_not_current(t
     # each device's own state on the card: CPU current, CUDA not applicable
     home = (result.html / "index.html").read_text(encoding="utf-8")
     assert "tc-d-cpu-current-holds" in home and "tc-d-cuda-not-applicable-none" in home
+    # the home page counts them per device and machine class, and links the list of the others
+    summary = page_text(home)
+    assert "What is current. CPU: 1 of 1 tips have a current result (" in summary, summary[:600]
+    assert "CUDA:" not in summary.split("What is current.")[1].split("The tips without")[0]
+    assert 'href="generated/not_current.html"' in home
     # the list of tips without a current result: none here, and it says so
     missing = page_text((result.html / "generated" / "not_current.html").read_text(encoding="utf-8"))
     assert "Every tip that runs on CPU has a current result." in missing
