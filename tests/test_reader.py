@@ -1,6 +1,6 @@
 """What a reader sees (issue 34): each device's own state, a way to act, search by a pasted error.
 
-* One table of a device's states (:data:`tipsite.sphinxext.state.STATES`): the words, the
+* One table of a device's states (:data:`tipsite.sphinxext.vocabulary.STATES`): the words, the
   tokens, the labels (an older tip version named so, with its date; "not measured: machine busy";
   "not applicable"); a card's classes carry each device's state and verdict together.
 * A takeaway types no number about the tip's own measurement.

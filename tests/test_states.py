@@ -2,7 +2,7 @@
 
 A reader met five names for one state ("CUDA stale" on a card, "holds, older tip version" in a
 thumbnail, "not measured" in search, "not-measured" on a chip...) and two "cuda" chips (a tag
-and a device). The words are defined once, in the one table :data:`tipsite.sphinxext.state.STATES` (issue 34:
+and a device). The words are defined once, in the one table :data:`tipsite.sphinxext.vocabulary.STATES` (issue 34:
 "older tip version", not "older version", which read as an older torch), through
 :mod:`tipsite.sphinxext.view` (``DeviceView.label`` and ``DeviceView.token``); the cards, the
 claims page, the filter chips, the search results and the thumbnails take them from there. These tests check the definitions,

@@ -4,6 +4,8 @@
 
 * :mod:`.state`: the tips' metadata (validated before anything runs), their records (checked
   after sphinx-gallery ran them), the result sets and one view per tip;
+* :mod:`.vocabulary`: the one table of a device's states on a tip (current, older tip version,
+  not measured, not applicable) in the words every page shows;
 * :mod:`.pages`: each tip page's header and footer (templates ``tip_header``/``tip_footer``);
 * :mod:`.figures`: the figure a speed or memory tip owes, alt text from the plotted data,
   thumbnails for tips that draw none, every device's points side by side;

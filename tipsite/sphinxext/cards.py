@@ -11,7 +11,7 @@
   its template. Pages showing cards depend on the manifest, so a new tip or a changed verdict
   re-reads them and nothing else.
 * Every ``:tip-tag:`` badge on the site links to its tag page.
-* A device's state is shown in the words of the one table, :data:`.state.STATES`, through
+* A device's state is shown in the words of the one table, :data:`.vocabulary.STATES`, through
   :mod:`.view` (``DeviceView.label``: ``holds``, ``holds, older tip version (2026-11-20)``,
   ``not measured``, ``not applicable``) in a badge styled by its token
   (``DeviceView.token``): :func:`state_badge` writes the ``:tip-state:`` role for it, which the
@@ -180,7 +180,7 @@ def currency_data(views: dict) -> list[dict]:
 def currency(app: Sphinx) -> tuple[str, str]:
     """The home page's summary of what is current and the page of the tips without a current
     result (``generated/not_current``)."""
-    from tipsite.sphinxext.pages import state_words
+    from tipsite.sphinxext.vocabulary import state_words
 
     data = [d for d in currency_data(state.views(app)) if d["runs"]]
     words = state_words()
@@ -224,7 +224,7 @@ class TipCards(SphinxDirective):
 
 
 class TipsStates(SphinxDirective):
-    """``.. tips-states::``: the verdicts (conf/vocab.toml) and a device's states (state.STATES)
+    """``.. tips-states::``: the verdicts (conf/vocab.toml) and a device's states (vocabulary.STATES)
     as a table, each in the word every page shows, its badge and its meaning: the one table, on
     the page that explains the site."""
 

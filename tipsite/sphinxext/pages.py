@@ -27,6 +27,7 @@ from tipsite import devices, records
 from tipsite.sphinxext import apis, compat, figures, state
 from tipsite.sphinxext.render import Rst, anchor_name, calibration_text, render
 from tipsite.sphinxext.view import TipView, column_label
+from tipsite.sphinxext.vocabulary import state_words
 
 HELPERS_TITLE = "How this tip measures and decides"
 _KEYWORD_CLEAN = re.compile(r"[^\w .()+/'-]+")
@@ -87,11 +88,6 @@ def search_errors(tip) -> list[str]:
     from tipsite.sphinxext.search import pasted_words
 
     return [pasted_words(e) for e in tip.errors]
-
-
-def state_words() -> dict[str, str]:
-    """The states' words by their key (state.STATES), for the templates: ``words.stale``."""
-    return {k.replace(" ", "_"): v["word"] for k, v in state.STATES.items()}
 
 
 def header(view: TipView, compat_page: bool = True) -> str:

@@ -18,7 +18,7 @@ from sphinx.util import logging
 
 from conf import settings
 from tipsite import devices, records, tipmeta
-from tipsite.sphinxext import state as _states
+from tipsite.sphinxext import vocabulary as _states
 from tipsite.sphinxext.render import anchor_name, interval, number, quantity
 
 CLAIM_MAX = 180
@@ -63,7 +63,7 @@ def related_tips(tip: tipmeta.Tip, tips: list[tipmeta.Tip], limit: int = 3) -> l
     return chosen + ranked[:max(0, limit - len(chosen))]
 
 
-# One word per state of a device on a tip, from the one table (state.STATES), used by the header,
+# One word per state of a device on a tip, from the one table (vocabulary.STATES), used by the header,
 # the cards, the filter chips, the search results and the thumbnails: "measured" shows the
 # verdict itself. The same states as tokens for CSS classes and search metadata.
 STATE_WORDS = {k: v["word"] for k, v in _states.STATES.items()}
@@ -83,7 +83,7 @@ def state_token(state: str, verdict: str | None = None) -> str:
 @dataclass
 class DeviceView:
     device: str
-    state: str  # a key of state.STATES: "measured" | "stale" | "not measured" | "not applicable"
+    state: str  # a key of vocabulary.STATES: "measured" | "stale" | "not measured" | "not applicable"
     decision: dict | None = None
     record: dict | None = None
     origin: str | None = None

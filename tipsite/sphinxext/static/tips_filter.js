@@ -10,7 +10,7 @@
 // facet, pressed values are alternatives; facets narrow each other.
 // The choice is mirrored in the URL (?device=cuda&verdict=holds) so a filtered view can be shared.
 // A chip says what the rest of the site says: a state in its word (the bar's data-words, written
-// from the one table, tipsite/sphinxext/state.py STATES), a device by its name ("CUDA"), a tag
+// from the one table, tipsite/sphinxext/vocabulary.py STATES), a device by its name ("CUDA"), a tag
 // as the tag badges show it, with "#" before it.
 (function () {
   "use strict";
