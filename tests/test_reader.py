@@ -333,3 +333,22 @@ def test_the_home_page_counts_current_results_per_device_and_machine_class():
     assert gpu_class["name"] == records.machine_class(gpu, "cuda") and gpu_class["stale"] == 2
     assert len(data["cuda"]["missing"]) == 3 and not data["cpu"]["missing"]
     assert "older tip version (2026-11-19)" in data["cuda"]["missing"][-1]["badge"]
+
+
+def test_the_header_names_each_devices_own_state():
+    """An older tip version's verdict with its date, a busy run as not measured, a device the tip
+    does not run on as not applicable (the search filter), and the report link prefilled."""
+    from tipsite.sphinxext import pages
+
+    tip = next(t for t in tipmeta.read_all() if t.name == "tip_tensors_in_forward")
+    rec = {**RECORD, "hosts": {"cuda": {"name": "NVIDIA H200"}}, "verdicts": {}}
+    devices = {"cpu": DeviceView("cpu", "measured", {"verdict": state.BUSY}, rec),
+               "cuda": DeviceView("cuda", "stale", {"verdict": "wrong"}, rec)}
+    head = pages.header(view.TipView(tip=tip, record=None, devices=devices, columns=[]),
+                        compat_page=False)
+    assert "**CPU:** :tip-state:`not measured: machine busy <not-measured>`" in head
+    assert "**CUDA:** :tip-state:`wrong, older tip version (2026-11-20) <older-tip-version>`" in head
+    assert 'data-pagefind-filter="cuda:wrong, older tip version"' in head
+    assert 'data-pagefind-filter="cpu:not measured"' in head
+    assert f"{settings.repo_url()}/issues/new?title=Verdict+of+tip_tensors_in_forward+looks+wrong" in head
+    assert "older version" not in head.replace("older tip version", "")
