@@ -865,7 +865,8 @@ def _comparisons_at(line: _Line) -> list[dict]:
 
 # --- every figure of a page links to its full image (issue 34) -----------------------------------
 
-_FIGURE_IMG = re.compile(r'<img\b[^>]*\bclass="[^"]*\bsphx-glr-(?:single|multi)-img\b[^"]*"[^>]*>')
+# sphinx-gallery writes ``class = "sphx-glr-single-img"`` (spaces around "=")
+_FIGURE_IMG = re.compile(r'<img\b[^>]*\bclass\s*=\s*"[^"]*\bsphx-glr-(?:single|multi)-img\b[^"]*"[^>]*>')
 _SRC = re.compile(r'\bsrc="([^"]+)"')
 
 
