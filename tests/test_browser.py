@@ -561,3 +561,37 @@ def test_figures_have_a_dark_variant_link_to_their_image_and_read_on_a_phone(new
         assert ("invert" in box["filter"]) == (theme == "dark"), box
         screenshot(page, f"figure-360-{theme}.png", full_page=False)
         assert not page.js_errors, page.js_errors
+
+
+TABLE_WIDTHS = """() => Array.from(document.querySelectorAll('article table')).map(t => ({
+    cls: t.className, width: Math.round(t.getBoundingClientRect().width),
+    column: Math.round(t.closest('article').getBoundingClientRect().width)}))"""
+
+
+def test_no_table_is_wider_than_its_column_and_rows_stack_on_a_phone(new_page, base_url, tips):
+    """At 1280 px the benchmark's tables (How this site is built) and a tip's tables fit their
+    column; at 390 px, dark, a tip's "Measured on" rows are blocks holding device and verdict."""
+    page = new_page(width=1280, height=900)
+    tip = _example_tip(tips)
+    wide = []
+    for url in ("how_built.html", f"{tip.docname}.html"):
+        page.goto(f"{base_url}/{url}")
+        widths = page.evaluate(TABLE_WIDTHS)
+        assert widths, url
+        wide += [(url, w) for w in widths if w["width"] > w["column"] + 1]
+    assert not wide, f"tables wider than their column at 1280 px: {wide}"
+    page = new_page(width=390, height=844, dark=True)
+    page.goto(f"{base_url}/{tip.docname}.html")
+    rows = page.evaluate("""() => Array.from(document.querySelectorAll('table.tip-measured-on tbody tr'))
+        .map(tr => { const r = tr.getBoundingClientRect();
+          const cell = name => Array.from(tr.cells).find(td => td.dataset.label === name);
+          const inside = td => { const b = td.getBoundingClientRect();
+            return b.top >= r.top - 1 && b.bottom <= r.bottom + 1 && b.right <= window.innerWidth; };
+          return {device: inside(cell('device')), verdict: inside(cell('verdict')),
+                  display: getComputedStyle(tr).display}; })""")
+    assert rows and all(r["device"] and r["verdict"] and r["display"] == "block" for r in rows), rows
+    overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 1, overflow
+    page.locator("table.tip-measured-on").scroll_into_view_if_needed()
+    screenshot(page, "measured-on-phone-dark.png", full_page=False)
+    assert not page.js_errors, page.js_errors
