@@ -46,12 +46,25 @@ TIPS_OUTPUT_MAX_BYTES = 64 * 1024
 TIP_GLOB = "tip_*.py"
 
 
-def repo_url() -> str | None:
-    """The project's repository, for "report a wrong verdict" links: ``TIPS_REPO_URL``, or the
-    repository a GitHub Actions build runs in; None when neither is known (the page then offers
-    the report's text to copy instead of a link)."""
+# The project's repository: the one place its address is set. Every page links to it (the footer),
+# "Report a wrong verdict" opens a new issue there with the tip and its record filled in, and the
+# page "Contribute your results" names it. The real address is not known to this checkout yet:
+# replace OWNER/REPO here once it is published (a build in GitHub Actions, or TIPS_REPO_URL, names
+# the repository it runs in instead, see repo_url()).
+REPOSITORY_URL = "https://github.com/OWNER/REPO"
+REPOSITORY_PLACEHOLDER = "OWNER/REPO"
+
+
+def repo_url() -> str:
+    """The project's repository: ``TIPS_REPO_URL``, or the repository a GitHub Actions build runs
+    in, or :data:`REPOSITORY_URL`."""
     url = os.environ.get("TIPS_REPO_URL")
     if url:
         return url.rstrip("/")
     server, repo = os.environ.get("GITHUB_SERVER_URL"), os.environ.get("GITHUB_REPOSITORY")
-    return f"{server}/{repo}" if server and repo else None
+    return f"{server}/{repo}" if server and repo else REPOSITORY_URL
+
+
+def repo_is_placeholder() -> bool:
+    """Whether the address is still :data:`REPOSITORY_URL`'s placeholder (pages say so)."""
+    return REPOSITORY_PLACEHOLDER in repo_url()

@@ -140,6 +140,23 @@ QUESTIONS = {
     "distributed training on CPU with multiple sockets": ["tip_cpu_ddp_gloo"],
     "how to set CPU affinity for PyTorch threads": ["tip_cpu_thread_affinity"],
     "pin OpenMP threads to cores GOMP_CPU_AFFINITY": ["tip_cpu_thread_affinity"],
+    # issue 34: lines pasted whole from torch's output (readers' logs; torch's own text), and a
+    # question no page holds every word of (the search offers the nearest tips)
+    "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, "
+    "cuda:0 and cpu!": ["tip_tensors_in_forward"],
+    "RuntimeError: Expected all tensors to be on the same device, but got mat1 is on cpu, different "
+    "from other tensors on cuda:0 (when checking argument in method wrapper_CUDA_addmm)": ["tip_tensors_in_forward"],
+    "RuntimeError: CUDA error: out of memory": ["S4-1", "tip_expandable_segments", "tip_preallocate_variable_length",
+                                                "tip_empty_cache_every_step", "tip_activation_checkpointing"],
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a total capacity "
+    "of 47.53 GiB of which 16.88 MiB is free. Process 3652628 has 47.51 GiB memory in use. Of the "
+    "allocated memory 47.14 GiB is allocated by PyTorch, and 57.79 MiB is reserved by PyTorch but "
+    "unallocated. If reserved but unallocated memory is large try setting "
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for "
+    "Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)":
+        ["S4-1", "tip_expandable_segments", "tip_preallocate_variable_length"],
+    "ValueError: persistent_workers option needs num_workers > 0": ["tip_dataloader_persistent_workers"],
+    "is DataParallel still ok": ["tip_ddp_vs_dataparallel"],
 }
 
 

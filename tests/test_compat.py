@@ -168,7 +168,7 @@ def test_older_entries_are_shown_as_such_on_the_real_page(site):
             assert not any(run and tip.name in run["tips"] for run in runs.values()), tip.name
             continue
         row = html[start:html.index("</tr>", start)]
-        assert row.count("older version: the tip has changed since this run") == len(older), tip.name
+        assert row.count("older tip version: the tip has changed since this run") == len(older), tip.name
 
 
 def test_verdicts_that_differ_between_releases_are_listed():

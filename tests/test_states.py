@@ -2,9 +2,10 @@
 
 A reader met five names for one state ("CUDA stale" on a card, "holds, older tip version" in a
 thumbnail, "not measured" in search, "not-measured" on a chip...) and two "cuda" chips (a tag
-and a device). The words are defined once, in :mod:`tipsite.sphinxext.view` (``STATE_WORDS``,
-``DeviceView.label`` and ``DeviceView.token``); the cards, the claims page, the filter chips,
-the search results and the thumbnails take them from there. These tests check the definitions,
+and a device). The words are defined once, in the one table :data:`tipsite.sphinxext.vocabulary.STATES` (issue 34:
+"older tip version", not "older version", which read as an older torch), through
+:mod:`tipsite.sphinxext.view` (``DeviceView.label`` and ``DeviceView.token``); the cards, the
+claims page, the filter chips, the search results and the thumbnails take them from there. These tests check the definitions,
 then the built pages (``html_dir``: the full site, or ``TIPS_TEST_HTML``) and the home page's
 chips in the browser.
 """
@@ -24,8 +25,12 @@ from tipsite.sphinxext.view import DeviceView
 
 pytest_plugins = ["_browser"]
 
-# What no page may show any more: the old names of "older version" and "not measured".
-RETIRED = ("older tip version", "CUDA stale", "CPU stale", "not-measured", "older-version")
+# What no page may show any more: the old names of "older tip version" and "not measured", and
+# tokens where words belong.
+RETIRED = ("CUDA stale", "CPU stale", "not-measured", "older-version", "older-tip-version",
+           "not-applicable")
+# "holds, older version": the label before issue 34 ("an older version of the tip" is prose)
+RETIRED_RE = re.compile(r", older version\b|\bstale\b")
 
 
 def _device(state: str, verdict: str | None = "holds", device: str = "cuda") -> DeviceView:
@@ -34,13 +39,14 @@ def _device(state: str, verdict: str | None = "holds", device: str = "cuda") -> 
 
 
 def test_the_words_are_defined_once_and_tokens_spell_them():
-    assert set(view.STATE_WORDS) == set(view.STATE_TOKENS) == {"measured", "stale", "not measured"}
+    assert set(view.STATE_WORDS) == set(view.STATE_TOKENS) == {
+        "measured", "stale", "not measured", "not applicable"}
     for state, word in view.STATE_WORDS.items():
-        if state != "measured":  # a token is its word, hyphenated (CSS classes, search metadata)
-            assert view.STATE_TOKENS[state] == word.replace(" ", "-")
+        # a token is its word, hyphenated (CSS classes, search metadata)
+        assert view.STATE_TOKENS[state] == word.replace(" ", "-")
     assert _device("measured").label == "holds" and _device("measured").token == "holds"
-    assert _device("stale", "depends").label == "depends, older version"
-    assert _device("stale", "depends").token == "older-version"
+    assert _device("stale", "depends").label == "depends, older tip version"
+    assert _device("stale", "depends").token == "older-tip-version"
     assert _device("not measured", None).label == "not measured"
     assert _device("not measured", None).token == "not-measured"
 
@@ -81,14 +87,16 @@ def test_a_badge_refuses_a_token_it_does_not_know(state_role):
 
 def test_the_chips_words_and_devices_cannot_be_confused_with_tags():
     words = cards.filter_words()
-    tokens = {t for k, t in view.STATE_TOKENS.items() if k != "measured"}
-    assert {words["verdict"][t] for t in tokens} == {"older version", "not measured"}
-    assert all(words["verdict"][v] == v for v in records.verdicts())
+    assert set(words["state"].values()) == {"current", "older tip version", "not measured",
+                                             "not applicable"}
+    assert all(words["verdict"][v] == v for v in cards.verdict_words())
     devices = words["device"]
     assert devices == {d: records.device_word(d) for d in tipmeta.vocab()["devices"]}
     # a device chip says "CUDA", a tag chip "#cuda": never the same text, whatever the case
     tags = {f"#{t}" for t in tipmeta.vocab()["tags"]}
     assert not {w.lower() for w in devices.values()} & {t.lower() for t in tags}
+    # no word is both a verdict and a state (two chips alike)
+    assert not set(words["verdict"].values()) & set(words["state"].values())
 
 
 # --- on the built site ------------------------------------------------------------------------------
@@ -113,8 +121,8 @@ def test_cards_and_claims_show_each_devices_label(html_dir):
         row = rows[docname]
         badges = BADGE.findall(body)
         assert [(v["token"], v["label"]) for v in row["verdicts"]] == badges, (docname, badges)
-        for v in row["verdicts"]:  # the filter reads the same token
-            assert f"tc-verdict-{v['token']}" in classes.split()
+        for v in row["verdicts"]:  # the filter reads each device's state and verdict together
+            assert f"tc-d-{v['device']}-{v['state_token']}-{v['verdict'] or 'none'}" in classes.split()
         seen += 1
     assert seen == len(rows)
     claims = (html_dir / cards.GENERATED / "claims.html").read_text(encoding="utf-8")
@@ -122,7 +130,7 @@ def test_cards_and_claims_show_each_devices_label(html_dir):
     assert {label for _, label in BADGE.findall(claims)} <= labels
     for name, text in (("index.html", page_text(page)), ("claims.html", page_text(claims))):
         assert not [w for w in RETIRED if w in text], name
-        assert not re.search(r"\bstale\b", text), f"{name} says 'stale'"
+        assert not RETIRED_RE.search(text), f"{name}: {RETIRED_RE.search(text)}"
 
 
 # --- in the browser: the home page's chips ----------------------------------------------------------
@@ -143,7 +151,43 @@ def test_filter_chips_say_words_and_never_two_alike(new_page, base_url):
         else:
             assert text == words[facet].get(value, value), (facet, value, text)
         assert "-" not in text or facet == "tag", f"a chip shows a token: {text}"
-        assert label.endswith(text) and label != text, label  # "Measured on: CUDA", "Tag: #cuda"
+        assert label.endswith(text) and label != text, label  # "Device: CUDA", "Tag: #cuda"
+    assert not page.js_errors, page.js_errors
+
+
+CARD_ENTRIES = """() => Array.from(document.querySelectorAll('.tip-card')).map(c => ({
+    hidden: c.hidden, classes: Array.from(c.classList).filter(k => k.startsWith('tc-d-'))}))"""
+
+
+def test_device_verdict_and_state_chips_match_one_device(new_page, base_url):
+    """"CUDA" + "holds" shows the tips whose CUDA verdict holds, not those holding on CPU; adding
+    "older tip version" narrows to those whose CUDA "holds" is an older tip version's."""
+    page = new_page()
+    page.goto(f"{base_url}/index.html")
+    page.wait_for_selector("#tip-filter:not([hidden])")
+
+    def shown_and_expected(test) -> tuple[int, int]:
+        cards_ = page.evaluate(CARD_ENTRIES)
+        expected = sum(any(test(c) for c in card["classes"]) for card in cards_)
+        return sum(not card["hidden"] for card in cards_), expected
+
+    def chip(facet, value):
+        page.locator(f'.tip-filter-chip[data-facet="{facet}"][data-value="{value}"]').click()
+
+    chip("device", "cuda")
+    shown, expected = shown_and_expected(lambda c: c.startswith("tc-d-cuda-")
+                                         and "-not-applicable-" not in c)
+    assert shown == expected > 0, (shown, expected)
+    chip("verdict", "holds")
+    shown, expected = shown_and_expected(lambda c: c.startswith("tc-d-cuda-") and c.endswith("-holds"))
+    assert shown == expected, (shown, expected)
+    cpu_only = shown_and_expected(lambda c: c.startswith("tc-d-cpu-") and c.endswith("-holds"))[1]
+    assert cpu_only != expected or expected == 0, "CUDA + holds matched the CPU verdicts"
+    chip("state", "older-tip-version")
+    narrowed, expected = shown_and_expected(
+        lambda c: c == "tc-d-cuda-older-tip-version-holds")
+    assert narrowed == expected <= shown, (narrowed, expected, shown)
+    assert "state=older-tip-version" in page.url and "device=cuda" in page.url
     assert not page.js_errors, page.js_errors
 
 

@@ -39,7 +39,9 @@ _CLAIM_ID_RE = re.compile(r"^S\d+-\d+$")
 
 # field -> (required, type description, checker). Checkers live below.
 REQUIRED = ("claims", "tags", "devices", "kind", "min_torch", "takeaway")
-OPTIONAL = ("keywords", "docs", "related", "single_size", "statement", "rules")
+OPTIONAL = ("keywords", "docs", "related", "single_size", "statement", "rules", "errors")
+# An error or warning line a tip explains, as torch prints it (search finds the tip by it).
+ERROR_LINE_MAX = 600
 
 
 class TipError(ValueError):
@@ -72,6 +74,9 @@ class Tip:
     statement: str | None = None
     # Codes of the checker's rules this tip's evidence backs (tipsite/checker/registry.py).
     rules: tuple[str, ...] = ()
+    # Error and warning lines the tip explains, each as torch prints it ("RuntimeError: ...");
+    # the search indexes them, and a reader pasting such a line finds the tip.
+    errors: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -291,6 +296,15 @@ def _parse_tip(path: Path, source: str) -> Tip:
     if "rules" in raw:
         values["rules"] = _str_list("rules", raw["rules"], problems, nonempty=False)
         problems += rule_problems(path.stem, values["rules"])
+    if "errors" in raw:
+        values["errors"] = _str_list("errors", raw["errors"], problems, nonempty=False)
+        for line in values["errors"]:
+            if not line.strip() or "\n" in line or len(line) > ERROR_LINE_MAX:
+                problems.append(f"{FIELD_PREFIX}errors: each is one line of at most {ERROR_LINE_MAX} "
+                                f"characters, as torch prints it: {line[:60]!r}")
+            elif not re.match(r"^([\w.]*(Error|Warning|Exception)\b|\w+ error:)", line):
+                problems.append(f"{FIELD_PREFIX}errors: {line[:60]!r} does not start with the "
+                                "exception or warning class torch prints (\"RuntimeError: ...\")")
     if "statement" in raw:
         st = raw["statement"]
         if not isinstance(st, str) or not st.strip() or "\n" in st or len(st) > 200:

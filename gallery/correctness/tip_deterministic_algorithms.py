@@ -25,6 +25,7 @@ the flags, the seeds and the random states are global to your session.
 # sphinx_gallery_tips_min_torch = "2.1"
 # sphinx_gallery_tips_takeaway = "Seed every generator, then use_deterministic_algorithms(True): some ops raise or switch kernels; whether that is slower depends on the op (see figure)."
 # sphinx_gallery_tips_keywords = ["reproducibility", "reproducible results", "deterministic", "use_deterministic_algorithms", "manual_seed", "random seed", "seed", "cudnn.deterministic", "CUBLAS_WORKSPACE_CONFIG", "does not have a deterministic implementation", "fill_uninitialized_memory", "same results every run", "nondeterministic"]
+# sphinx_gallery_tips_errors = ["RuntimeError: put_ does not have a deterministic implementation, but you set 'torch.use_deterministic_algorithms(True)'. You can turn off determinism just for this operation, or you can use the 'warn_only=True' option, if that's acceptable for your application."]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/notes/randomness.html", "https://docs.pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html", "https://docs.pytorch.org/docs/stable/generated/torch.manual_seed.html"]
 # sphinx_gallery_tips_related = ["tip_checkpoint_resume", "tip_cudnn_benchmark"]
 

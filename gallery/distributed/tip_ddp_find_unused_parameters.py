@@ -26,6 +26,7 @@ the same gradients, and times a training step as the batch grows.
 # sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "With find_unused_parameters=True, DDP buckets follow the constructor's order: reversed layers delay every all-reduce to the end of backward."
 # sphinx_gallery_tips_keywords = ["find_unused_parameters", "DistributedDataParallel", "bucket", "bucket_cap_mb", "all-reduce overlap", "layer order", "unused parameters", "DDP slow"]
+# sphinx_gallery_tips_errors = ["RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. This error indicates that your module has parameters that were not used in producing loss."]
 # sphinx_gallery_tips_related = ["tip_ddp_no_sync_accumulation", "tip_module_conventions"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html", "https://docs.pytorch.org/docs/stable/notes/ddp.html", "https://docs.pytorch.org/docs/stable/ddp_comm_hooks.html", "https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html"]
 

@@ -28,6 +28,7 @@ rank 0; a child process is rank 1 and runs ``DataParallel``.
 # sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "Without a GPU, DataParallel is the model itself in one process: DDP wins only where several processes beat one. Several GPUs: not measured."
 # sphinx_gallery_tips_keywords = ["DataParallel", "DistributedDataParallel", "nn.DataParallel", "DDP vs DataParallel", "multi-GPU", "data parallel", "device_ids", "gloo"]
+# sphinx_gallery_tips_errors = ["UserWarning: Was asked to gather along dimension 0, but all input tensors were scalars; will instead unsqueeze and return a vector."]
 # sphinx_gallery_tips_related = ["tip_cpu_ddp_gloo", "tip_ddp_no_sync_accumulation"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/generated/torch.nn.DataParallel.html", "https://docs.pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html", "https://docs.pytorch.org/docs/stable/notes/cuda.html#use-nn-parallel-distributeddataparallel-instead-of-multiprocessing-or-nn-dataparallel", "https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html"]
 

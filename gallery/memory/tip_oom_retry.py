@@ -38,6 +38,7 @@ also catches shape, dtype and device errors (``torch.OutOfMemoryError`` is one s
 # sphinx_gallery_tips_takeaway = "After an out-of-memory error the article's loop keeps the old DataLoader: the rest of the epoch is skipped. Find the batch first; catch only OutOfMemoryError."
 # sphinx_gallery_tips_rules = ["PTT028"]
 # sphinx_gallery_tips_keywords = ["out of memory", "OutOfMemoryError", "CUDA out of memory", "CUDA out of memory during training", "Tried to allocate", "OOM", "batch size", "set_per_process_memory_fraction", "max_memory_allocated", "retry"]
+# sphinx_gallery_tips_errors = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.16 GiB. GPU 0 has a total capacity of 79.10 GiB of which 1.63 GiB is free. Including non-PyTorch memory, this process has 77.42 GiB memory in use. Of the allocated memory 68.16 GiB is allocated by PyTorch, and 3.49 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)", "RuntimeError: CUDA error: out of memory"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.cuda.set_per_process_memory_fraction.html", "https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory"]
 
 # %%

@@ -23,7 +23,7 @@ CUDA.
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "memory"
 # sphinx_gallery_tips_min_torch = "1.12"
-# sphinx_gallery_tips_takeaway = "Adam/AdamW keep 2x the weights, RMSprop 1x, plain SGD 0x; momentum, centered or amsgrad each add one more copy."
+# sphinx_gallery_tips_takeaway = "Adam/AdamW keep two copies of the weights, RMSprop one, plain SGD none; momentum, centered or amsgrad each add one more copy."
 # sphinx_gallery_tips_keywords = ["optimizer.state", "Adam", "AdamW", "RMSprop", "SGD", "momentum_buffer", "exp_avg", "out of memory", "optimizer memory"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/optim.html"]
 

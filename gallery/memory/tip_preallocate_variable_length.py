@@ -26,6 +26,7 @@ CUDA measures nothing here.
 # sphinx_gallery_tips_min_torch = "2.5"
 # sphinx_gallery_tips_takeaway = "With growing sequence lengths, one max-length forward and backward first lets the caching allocator reuse its blocks: see the reserved memory and segments."
 # sphinx_gallery_tips_keywords = ["variable sequence length", "preallocate", "caching allocator", "fragmentation", "memory_reserved", "max_memory_reserved", "memory_stats", "CUDA out of memory", "NLP", "speech recognition"]
+# sphinx_gallery_tips_errors = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.16 GiB. GPU 0 has a total capacity of 79.10 GiB of which 1.63 GiB is free. Including non-PyTorch memory, this process has 77.42 GiB memory in use. Of the allocated memory 68.16 GiB is allocated by PyTorch, and 3.49 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html", "https://docs.pytorch.org/docs/stable/notes/cuda.html#memory-management", "https://docs.pytorch.org/docs/stable/generated/torch.cuda.memory_stats.html"]
 # sphinx_gallery_tips_related = ["tip_expandable_segments", "tip_empty_cache_every_step"]
 

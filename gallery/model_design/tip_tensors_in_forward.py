@@ -23,6 +23,7 @@ and times creating the state in ``forward`` against reusing the buffer.
 # sphinx_gallery_tips_min_torch = "1.10"
 # sphinx_gallery_tips_takeaway = "torch.zeros() in forward breaks on another device or dtype; x.new_zeros() follows the input (cost vs a buffer timed here); torch.tensor() cuts gradients."
 # sphinx_gallery_tips_keywords = ["torch.zeros", "new_zeros", "zeros_like", "register_buffer", "device mismatch", "forward", "initial hidden state", "torch.tensor", "torch.stack"]
+# sphinx_gallery_tips_errors = ["RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!", "RuntimeError: Expected all tensors to be on the same device, but got mat1 is on cpu, different from other tensors on cuda:0 (when checking argument in method wrapper_CUDA_addmm)"]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.Tensor.new_zeros.html", "https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.register_buffer"]
 # sphinx_gallery_tips_related = ["tip_register_buffer_parameter", "tip_module_conventions"]
 

@@ -31,6 +31,7 @@ checkpoints of several sizes.
 # sphinx_gallery_tips_min_torch = "1.13"
 # sphinx_gallery_tips_takeaway = "Without map_location a GPU checkpoint lands on its GPU first (no GPU: an error); del checkpoint then frees the weights' copy, not Adam's state."
 # sphinx_gallery_tips_keywords = ["map_location", "torch.load", "del checkpoint", "weights_only", "load_state_dict", "location tag", "checkpoint memory", "peak memory"]
+# sphinx_gallery_tips_errors = ["RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False. If you are running on a CPU-only machine, please use torch.load with map_location=torch.device('cpu') to map your storages to the CPU."]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/generated/torch.load.html"]
 # sphinx_gallery_tips_rules = ["PTT002"]
 

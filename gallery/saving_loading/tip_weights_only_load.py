@@ -25,6 +25,7 @@ how to allow your own classes with ``torch.serialization.safe_globals``.
 # sphinx_gallery_tips_takeaway = "weights_only=True (the default since 2.6) refuses pickles that would run code; allowlist your own classes with safe_globals."
 # sphinx_gallery_tips_statement = "weights_only=True restricts the unpickler used in torch.load to only executing functions/building classes required for state_dicts of plain torch.Tensors as well as some other primitive types."
 # sphinx_gallery_tips_keywords = ["torch.load", "weights_only", "pickle", "UnpicklingError", "add_safe_globals", "safe_globals", "security"]
+# sphinx_gallery_tips_errors = ["_pickle.UnpicklingError: Weights only load failed. This file can still be loaded, to do so you have two options, do those steps only if you trust the source of the checkpoint.", "WeightsUnpickler error: Unsupported global: GLOBAL __main__.TrainConfig was not an allowed global by default. Please use `torch.serialization.add_safe_globals([__main__.TrainConfig])` or the `torch.serialization.safe_globals([__main__.TrainConfig])` context manager to allowlist this global if you trust this class/function."]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/notes/serialization.html#weights-only"]
 # sphinx_gallery_tips_rules = ["PTT001", "PTT042"]
 

@@ -21,7 +21,7 @@ and records how busy the cores were with other processes meanwhile.
 # sphinx_gallery_tips_devices = ["cpu"]
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "1.0"
-# sphinx_gallery_tips_takeaway = "More intra-op threads pay only on ops big enough to split (element-wise: over 32,768 elements), with cores no other process holds; tiny ops gain nothing."
+# sphinx_gallery_tips_takeaway = "More intra-op threads pay only on ops big enough to split (element-wise: above torch's grain size), with cores no other process holds; tiny ops gain nothing."
 # sphinx_gallery_tips_statement = "More intra-op threads (OMP_NUM_THREADS, torch.set_num_threads) accelerate CPU computations (PyTorch Performance Tuning Guide)."
 # sphinx_gallery_tips_keywords = ["torch.set_num_threads", "OMP_NUM_THREADS", "intra-op", "OpenMP", "oversubscription", "get_num_threads"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html", "https://docs.pytorch.org/docs/stable/notes/cpu_threading_torchscript_inference.html"]

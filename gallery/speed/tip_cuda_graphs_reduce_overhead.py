@@ -23,6 +23,7 @@ is overwritten. The claim is about CUDA graphs: a machine without CUDA measures 
 # sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "reduce-overhead replays CUDA graphs: it pays where kernel launches dominate (small batches); clone outputs you keep, the next call overwrites them."
 # sphinx_gallery_tips_keywords = ["torch.compile", "reduce-overhead", "CUDA graphs", "CUDAGraph", "cudagraphs", "kernel launch overhead", "small batch inference", "cudagraph_mark_step_begin", "Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run"]
+# sphinx_gallery_tips_errors = ["RuntimeError: Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run. To prevent overwriting, clone the tensor outside of torch.compile() or call torch.compiler.cudagraph_mark_step_begin() before each model invocation."]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/generated/torch.compile.html", "https://docs.pytorch.org/docs/stable/generated/torch.compiler.cudagraph_mark_step_begin.html", "https://docs.pytorch.org/docs/stable/notes/cuda.html#cuda-graphs"]
 # sphinx_gallery_tips_related = ["tip_torch_compile", "tip_sync_points"]
 

@@ -23,6 +23,7 @@ without persistent workers.
 # sphinx_gallery_tips_min_torch = "1.7"
 # sphinx_gallery_tips_takeaway = "persistent_workers=True skips restarting DataLoader workers every epoch: a fixed saving per epoch, big for short epochs; workers keep their Dataset copy."
 # sphinx_gallery_tips_keywords = ["persistent_workers", "DataLoader", "num_workers", "worker processes", "epoch", "slow first batch", "validation loader", "set_epoch"]
+# sphinx_gallery_tips_errors = ["ValueError: persistent_workers option needs num_workers > 0"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/data.html"]
 # sphinx_gallery_tips_related = ["tip_dataloader_workers"]
 

@@ -23,6 +23,7 @@ a plain MLP forward, swept from tiny to large widths, to test "more as models gr
 # sphinx_gallery_tips_min_torch = "1.9"
 # sphinx_gallery_tips_takeaway = "inference_mode saves a fixed cost per tensor (views, in-place ops): large on tiny tensors, gone once each op does real work."
 # sphinx_gallery_tips_keywords = ["inference_mode", "no_grad", "torch.inference_mode", "evaluation speed", "version counter", "views"]
+# sphinx_gallery_tips_errors = ["RuntimeError: Inference tensors cannot be saved for backward. Please do not use Tensors created in inference mode in computation tracked by autograd."]
 # sphinx_gallery_tips_rules = ["PTT019"]
 
 # %%

@@ -28,6 +28,7 @@ eager mode across tensor sizes.
 # sphinx_gallery_tips_min_torch = "2.0"
 # sphinx_gallery_tips_takeaway = "torch.jit.script warns that it is deprecated; torch.compile is the guide's replacement for fusing pointwise chains. See where each pays."
 # sphinx_gallery_tips_keywords = ["torch.jit.script", "TorchScript", "torch.compile", "jit", "kernel fusion", "fused_gelu", "DeprecationWarning", "FutureWarning", "torch.jit.script is deprecated"]
+# sphinx_gallery_tips_errors = ["DeprecationWarning: `torch.jit.script` is deprecated. Please switch to `torch.compile` or `torch.export`."]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html", "https://docs.pytorch.org/docs/stable/generated/torch.jit.script.html", "https://docs.pytorch.org/docs/stable/generated/torch.compile.html"]
 # sphinx_gallery_tips_related = ["tip_torch_compile"]
 

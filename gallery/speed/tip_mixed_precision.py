@@ -24,6 +24,7 @@ bfloat16 autocast on the CPU and the article's float16 autocast with ``GradScale
 # sphinx_gallery_tips_min_torch = "2.3"
 # sphinx_gallery_tips_takeaway = "Autocast forward+loss via torch.amp (torch.cuda.amp is deprecated); backward follows its dtypes. Pays only with fast low-precision math and big layers."
 # sphinx_gallery_tips_keywords = ["autocast", "GradScaler", "torch.amp", "torch.cuda.amp", "AMP", "bfloat16", "float16", "FutureWarning"]
+# sphinx_gallery_tips_errors = ["FutureWarning: `torch.cuda.amp.GradScaler(args...)` is deprecated. Please use `torch.amp.GradScaler('cuda', args...)` instead.", "FutureWarning: `torch.cuda.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cuda', args...)` instead."]
 # sphinx_gallery_tips_docs = ["https://pytorch.org/docs/stable/amp.html", "https://pytorch.org/docs/stable/notes/amp_examples.html"]
 # sphinx_gallery_tips_rules = ["PTT005"]
 

@@ -26,6 +26,7 @@ result at all?), not an assumption.
 # sphinx_gallery_tips_min_torch = "1.12"
 # sphinx_gallery_tips_takeaway = "Lower float32 matmul precision pays only with a fast TF32 or bf16 path; on a CPU 'high' may change nothing and 'medium' can slow small matmuls."
 # sphinx_gallery_tips_keywords = ["set_float32_matmul_precision", "TF32", "TensorFloat32", "TensorFloat-32", "allow_tf32", "matmul precision", "float32 matmul", "Tensor Cores", "enable TF32", "highest", "high", "medium", "fp32_precision", "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled"]
+# sphinx_gallery_tips_errors = ["UserWarning: TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled. Consider setting `torch.set_float32_matmul_precision('high')` for better performance."]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/docs/stable/generated/torch.set_float32_matmul_precision.html", "https://docs.pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices"]
 # sphinx_gallery_tips_related = ["tip_mixed_precision", "tip_bf16_autocast_cpu", "tip_tensor_core_multiples"]
 

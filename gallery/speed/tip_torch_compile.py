@@ -24,7 +24,7 @@ and the steady-state speed across tensor sizes, to show where compiling pays.
 # sphinx_gallery_tips_devices = ["cpu", "cuda"]
 # sphinx_gallery_tips_kind = "speed"
 # sphinx_gallery_tips_min_torch = "2.0"
-# sphinx_gallery_tips_takeaway = "torch.compile's fused loop wins on large pointwise chains; on small tensors its per-call overhead can lose, and the first call compiles for seconds."
+# sphinx_gallery_tips_takeaway = "torch.compile's fused loop wins on large pointwise chains; on small tensors its per-call overhead can lose; the first call pays the compile time (see figures)."
 # sphinx_gallery_tips_statement = "Pointwise operations can be combined into a single kernel by applying torch.compile; this fusion helps reduce memory access and kernel launch times."
 # sphinx_gallery_tips_keywords = ["torch.compile", "inductor", "kernel fusion", "pointwise", "compile time", "gelu"]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html"]

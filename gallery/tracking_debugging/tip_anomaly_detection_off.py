@@ -23,6 +23,7 @@ what it costs per training step, from tiny layers to wide ones.
 # sphinx_gallery_tips_min_torch = "1.9"
 # sphinx_gallery_tips_takeaway = "detect_anomaly names the backward op that made a NaN; its stack traces and NaN checks can slow training steps (see the figure): debug with it, train without."
 # sphinx_gallery_tips_keywords = ["torch.autograd.detect_anomaly", "set_detect_anomaly", "anomaly mode", "NaN", "debugging", "SqrtBackward0"]
+# sphinx_gallery_tips_errors = ["UserWarning: Anomaly Detection has been enabled. This mode will increase the runtime and should only be enabled for debugging."]
 # sphinx_gallery_tips_docs = ["https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html", "https://docs.pytorch.org/docs/stable/autograd.html#anomaly-detection"]
 # sphinx_gallery_tips_rules = ["PTT034"]
 

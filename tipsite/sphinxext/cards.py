@@ -4,14 +4,16 @@
   title, the claim it judges and each device's verdict with its key figure, its takeaway, tags
   and devices. ``:filter:`` adds the filter bar that ``_static/tips_filter.js`` fills in;
   ``:tag: <tag>`` keeps the tips with that tag. Cards carry their facets as classes
-  (``tc-v-cpu-holds``, ``tc-tag-autograd``, ``tc-device-cuda``), which is all the script reads.
+  (``tc-d-cuda-older-tip-version-wrong``: a device's state and verdict together;
+  ``tc-tag-autograd``), which is all the script reads.
 * At builder-inited, once the views exist, :func:`generate` writes ``generated/tips_manifest.json``
   (what every card shows), one page per tag in use, the tag index and the claims page, each from
   its template. Pages showing cards depend on the manifest, so a new tip or a changed verdict
   re-reads them and nothing else.
 * Every ``:tip-tag:`` badge on the site links to its tag page.
-* A device's state is shown in the words of :mod:`.view` only (``DeviceView.label``: ``holds``,
-  ``holds, older version``, ``not measured``) in a badge styled by its token
+* A device's state is shown in the words of the one table, :data:`.vocabulary.STATES`, through
+  :mod:`.view` (``DeviceView.label``: ``holds``, ``holds, older tip version (2026-11-20)``,
+  ``not measured``, ``not applicable``) in a badge styled by its token
   (``DeviceView.token``): :func:`state_badge` writes the ``:tip-state:`` role for it, which the
   cards, the claims page and any template use. The filter's chips read the same words
   (:func:`filter_words`).
@@ -52,8 +54,14 @@ def state_tokens() -> set[str]:
     return {*records.verdicts(), *(t for k, t in view.STATE_TOKENS.items() if k != "measured")}
 
 
+def verdict_words() -> list[str]:
+    """The verdicts a reader filters by (the vocabulary's, but tipkit's "busy", which decides
+    nothing: a busy run reads "not measured: machine busy")."""
+    return [v for v in records.verdicts() if v != state.BUSY]
+
+
 def state_badge(device: view.DeviceView) -> Rst:
-    """``:tip-state:`holds, older version <older-version>``` for one device of a tip."""
+    """``:tip-state:`holds, older tip version (2026-11-20) <older-tip-version>``` for one device."""
     if device.token not in state_tokens():
         return Rst("")
     return Rst(f":tip-state:`{device.label} <{device.token}>`")
@@ -74,10 +82,11 @@ def state_role(name, rawtext, text, lineno, inliner, options=None, content=None)
 
 
 def filter_words() -> dict[str, dict[str, str]]:
-    """What the filter's chips say for each value of a card's classes: a state's token in its
-    word (``older-version`` -> ``older version``), a device in its name (``cuda`` -> ``CUDA``)."""
-    states = {t: view.state_word(k) for k, t in view.STATE_TOKENS.items() if k != "measured"}
-    return {"verdict": {**{v: v for v in records.verdicts()}, **states},
+    """What the filter's chips say for each value of a card's classes: a verdict in its word, a
+    state in its word (``older-tip-version`` -> ``older tip version``), a device in its name
+    (``cuda`` -> ``CUDA``)."""
+    return {"verdict": {v: v for v in verdict_words()},
+            "state": {s["token"]: s["word"] for s in state.STATES.values()},
             "device": {d: records.device_word(d) for d in tipmeta.vocab()["devices"]}}
 
 
@@ -88,8 +97,9 @@ def manifest_rows(app: Sphinx) -> list[dict]:
     for tip in sorted(state.tips(app), key=_topic_order):
         tip_view = views.get(tip.name)
         devices = []
-        for d in (tip_view.devices.values() if tip_view else []):
+        for d in (tip_view.all_devices if tip_view else []):
             devices.append({"device": d.device, "word": d.word, "state": d.state,
+                            "state_token": d.state_token, "date": d.date,
                             "verdict": d.verdict, "label": d.label, "token": d.token,
                             "badge": str(state_badge(d)),
                             "key": d.key_text if d.state == "measured" else "",
@@ -112,7 +122,8 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 
 def generate(app: Sphinx) -> None:
-    """builder-inited, after the views: the manifest, tag pages, the tag index, the claims page."""
+    """builder-inited, after the views: the manifest, tag pages, the tag index, the claims page,
+    the home page's summary of what is current and the list of tips without a current result."""
     rows = manifest_rows(app)
     gen = Path(app.srcdir) / GENERATED
     _write_if_changed(gen / MANIFEST, json.dumps(rows, indent=1, sort_keys=True) + "\n")
@@ -131,6 +142,50 @@ def generate(app: Sphinx) -> None:
     _write_if_changed(tag_dir / "index.rst", render("tags_index.rst.jinja", counts=counts))
     app.env.tips_tags_used = set(used)  # type: ignore[attr-defined]
     _write_if_changed(gen / "claims.rst", claims_page(rows))
+    summary, missing = currency(app)
+    _write_if_changed(gen / CURRENT_SUMMARY, summary)
+    _write_if_changed(gen / "not_current.rst", missing)
+
+
+# The home page includes this (not a document of its own: ".inc" is no source suffix).
+CURRENT_SUMMARY = "current_summary.rst.inc"
+
+
+def currency_data(views: dict) -> list[dict]:
+    """Per device: how many tips run on it, how many have a current result, an older tip
+    version's, none; per machine class, current and older counts; the tips without a current
+    result with their state's badge."""
+    out = []
+    for device in records.devices():
+        shown = [(v, v.devices[device]) for v in views.values() if device in v.devices]
+        classes: dict[str, dict] = {}
+        for _, d in shown:
+            if d.state in ("measured", "stale") and d.record:
+                name = records.machine_class(d.record, device)
+                c = classes.setdefault(name, {"name": name, "current": 0, "stale": 0})
+                c["current" if d.state == "measured" else "stale"] += 1
+        missing = [{"docname": v.tip.docname, "title": v.tip.title, "badge": str(state_badge(d)),
+                    "machine_class": records.machine_class(d.record, device) if d.record else ""}
+                   for v, d in sorted(shown, key=lambda vd: _topic_order(vd[0].tip))
+                   if d.state != "measured"]
+        out.append({"device": device, "word": records.device_word(device), "runs": len(shown),
+                    "current": sum(d.state == "measured" for _, d in shown),
+                    "stale": sum(d.state == "stale" for _, d in shown),
+                    "not_measured": sum(d.state == "not measured" for _, d in shown),
+                    "classes": sorted(classes.values(), key=lambda c: (-c["current"], c["name"])),
+                    "missing": missing})
+    return out
+
+
+def currency(app: Sphinx) -> tuple[str, str]:
+    """The home page's summary of what is current and the page of the tips without a current
+    result (``generated/not_current``)."""
+    from tipsite.sphinxext.vocabulary import state_words
+
+    data = [d for d in currency_data(state.views(app)) if d["runs"]]
+    words = state_words()
+    return (render("current_summary.rst.jinja", devices=data, words=words),
+            render("not_current.rst.jinja", devices=data, words=words))
 
 
 def claims_page(rows: list[dict]) -> str:
@@ -165,6 +220,32 @@ class TipCards(SphinxDirective):
         container = nodes.container()
         self.state.nested_parse(StringList(text.splitlines(), source="tip-cards"),
                                 self.content_offset, container)
+        return container.children
+
+
+class TipsStates(SphinxDirective):
+    """``.. tips-states::``: the verdicts (conf/vocab.toml) and a device's states (vocabulary.STATES)
+    as a table, each in the word every page shows, its badge and its meaning: the one table, on
+    the page that explains the site."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        from tipsite import tipmeta as meta
+
+        meanings = meta.vocab()["verdicts"]
+        rows = [(f":tip-verdict:`{v}`", "verdict", meanings[v]) for v in verdict_words()]
+        for key, st in state.STATES.items():
+            if key == "measured":
+                rows.append((f"**{st['word']}**", "state", st["meaning"]))
+            else:
+                rows.append((f":tip-state:`{st['word']} <{st['token']}>`", "state", st["meaning"]))
+        lines = [".. list-table::", "   :header-rows: 1", "   :class: tips-states", "",
+                 "   * - word", "     - what", "     - meaning"]
+        for word, what, meaning in rows:
+            lines += [f"   * - {word}", f"     - {what}", f"     - {' '.join(meaning.split())}"]
+        container = nodes.container()
+        self.state.nested_parse(StringList(lines, source="tips-states"), self.content_offset, container)
         return container.children
 
 

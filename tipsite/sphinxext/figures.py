@@ -421,7 +421,8 @@ def texts_outside(fig) -> list[str]:
     return out
 
 
-STATE_COLOURS = {**VERDICT_COLOURS, "older-version": "#57606a", "not-measured": "#57606a"}
+STATE_COLOURS = {**VERDICT_COLOURS, "older-tip-version": "#57606a", "not-measured": "#57606a",
+                 "not-applicable": "#57606a"}
 
 
 def _fact_line(name: str, value) -> tuple[str, str, str]:
@@ -493,7 +494,7 @@ def thumbnail_facts_figure(view):
         fig.text(0.04, y, d.word, fontsize=THUMB_TEXT_PT + 2, fontweight="bold", va="top", color="#222222")
         colour = STATE_COLOURS.get(d.token, "#57606a")
         # the page's badge: filled for a verdict, dashed outline for "not measured" (tips.css)
-        hollow = d.token == "not-measured"
+        hollow = d.token in ("not-measured", "not-applicable")
         fig.text(0.27, y, f" {d.label} ", fontsize=THUMB_TEXT_PT + 2, fontweight="bold", va="top",
                  color=colour if hollow else "white",
                  bbox={"boxstyle": "round,pad=0.25", "facecolor": "white" if hollow else colour,
@@ -860,3 +861,34 @@ def _comparisons_at(line: _Line) -> list[dict]:
     decision = (line.record.get("verdicts") or {}).get(line.device) or {}
     points = {(p[0], p[1]) for p in line.points}
     return [c for c in decision.get("comparisons") or [] if (c.get("x"), c.get("median")) in points]
+
+
+# --- every figure of a page links to its full image (issue 34) -----------------------------------
+
+# sphinx-gallery writes ``class = "sphx-glr-single-img"`` (spaces around "=")
+_FIGURE_IMG = re.compile(r'<img\b[^>]*\bclass\s*=\s*"[^"]*\bsphx-glr-(?:single|multi)-img\b[^"]*"[^>]*>')
+_SRC = re.compile(r'\bsrc="([^"]+)"')
+
+
+def link_figures(body: str) -> str:
+    """Each figure sphinx-gallery shows becomes a link to its full image (a reader enlarges it
+    on a phone), followed by a visible "Open the full image" link; tips.css lets it keep a
+    readable width on a phone inside its own scrolling frame."""
+    def wrap(m: re.Match) -> str:
+        src = _SRC.search(m.group(0))
+        if not src:
+            return m.group(0)
+        href = src.group(1)
+        return (f'<a class="tips-figure-link" href="{href}">{m.group(0)}</a>'
+                f'<a class="tips-figure-enlarge" href="{href}">Open the full image</a>')
+
+    if "tips-figure-link" in body:
+        return body
+    return _FIGURE_IMG.sub(wrap, body)
+
+
+def link_figures_in_page(app, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """html-page-context: :func:`link_figures` on the page's body."""
+    body = context.get("body")
+    if isinstance(body, str) and "sphx-glr-" in body:
+        context["body"] = link_figures(body)

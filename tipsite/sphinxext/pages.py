@@ -27,6 +27,7 @@ from tipsite import devices, records
 from tipsite.sphinxext import apis, compat, figures, state
 from tipsite.sphinxext.render import Rst, anchor_name, calibration_text, render
 from tipsite.sphinxext.view import TipView, column_label
+from tipsite.sphinxext.vocabulary import state_words
 
 HELPERS_TITLE = "How this tip measures and decides"
 _KEYWORD_CLEAN = re.compile(r"[^\w .()+/'-]+")
@@ -53,22 +54,40 @@ def keywords_context(view: TipView) -> tuple[list[Rst], set[Rst]]:
 
 
 def report_text(view: TipView) -> str:
-    lines = [f"Verdict of {view.name} looks wrong", "", f"Tip: {view.tip.title} ({view.name})"]
+    """The issue a reader opens to report a wrong verdict: the tip, its version and each device's
+    state with its record (torch, machine class, date, what decided it)."""
+    version = records.tip_version(view.tip.path)
+    lines = [f"Verdict of {view.name} looks wrong", "",
+             f"Tip: {view.tip.title} ({view.name}, {view.tip.path.parent.name}/{view.tip.path.name})",
+             f"Tip version: code {version.get('code_sha256', '?')[:12]}, "
+             f"helpers {version.get('helpers_sha256', '?')[:12]}"]
     for d in view.devices.values():
-        state_text = (f"{d.verdict}, {d.headline}; {d.where}; {d.when}" if d.state == "measured"
-                      else d.label)
+        if d.state in ("measured", "stale"):
+            state_text = f"{d.label}; {d.headline}; {d.where}; {d.when}; from {d.origin or '?'}"
+        else:
+            state_text = d.label
         lines.append(f"{d.word}: {state_text}")
     lines += ["", "What I measured or read instead (machine, torch version, figures):", ""]
     return "\n".join(lines)
 
 
 def report_url(view: TipView) -> str | None:
+    """A new issue in the project's tracker (settings.repo_url) with the title and the text of
+    :func:`report_text` filled in; None when the address is not a plain https:// one."""
     repo = settings.repo_url()
     if not repo or not re.fullmatch(r"https://[\w.-]+(/[\w.-]+)*", repo):
         return None
     title, _, body = report_text(view).partition("\n\n")
     query = urllib.parse.urlencode({"title": title, "body": body})
     return f"{repo}/issues/new?{query}"
+
+
+def search_errors(tip) -> list[str]:
+    """The tip's declared error lines as the search indexes them: what a pasted line keeps
+    (tips_search.js ``pastedTerms``: no numbers, paths, addresses or device indices)."""
+    from tipsite.sphinxext.search import pasted_words
+
+    return [pasted_words(e) for e in tip.errors]
 
 
 def header(view: TipView, compat_page: bool = True) -> str:
@@ -88,7 +107,8 @@ def header(view: TipView, compat_page: bool = True) -> str:
                   measured_label=Rst(f"tip-measured-{anchor_name(view.name)}"),
                   report_label=Rst(f"tip-report-{anchor_name(view.name)}"),
                   checker_label=Rst(f"tip-checker-{anchor_name(view.name)}"),
-                  report_url=report_url(view), compat_page=compat_page, compat_chart=chart)
+                  report_url=report_url(view), compat_page=compat_page, compat_chart=chart,
+                  words=state_words(), errors=search_errors(view.tip))
 
 
 def _provenance(record: dict, current: dict, source: str) -> str:
@@ -134,7 +154,8 @@ def footer(view: TipView, srcdir=None) -> str:
                   figures_label=Rst(f"tip-figures-{anchor_name(view.name)}"),
                   report_label=Rst(f"tip-report-{anchor_name(view.name)}"),
                   checker_label=Rst(f"tip-checker-{anchor_name(view.name)}"),
-                  report_url=report_url(view), report_text=report_text(view))
+                  report_url=report_url(view), report_text=report_text(view),
+                  words=state_words())
 
 
 def _fold_helpers(text: str) -> str:

@@ -75,11 +75,53 @@ def subject_keywords(tip: tipmeta.Tip) -> set[str]:
     return set(search_keywords(tip)[:1])
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_FRAME = re.compile(r'File "[^"]*", line \d+(, in \S+)?')
+_URL = re.compile(r"https?://\S+")
+_PATH = re.compile(r"\S*[/\\]\S*")
+_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
+_DEVICE_INDEX = re.compile(r"\b(cuda|xpu|mps|npu|hpu|cpu|meta):\d+\b", re.I)
+_NUMBER = re.compile(r"\b\d+(\.\d+)?([eE][-+]?\d+)?\s*(TiB|GiB|MiB|KiB|GB|MB|KB|bytes|B|ms|us|s)?\b")
+
+
+def paste_stop_words() -> set[str]:
+    data = config()
+    paste = data.get("paste", {})
+    return {w.lower() for w in (*data["ignore"], *paste.get("stop", ()), *paste.get("generic", ()))}
+
+
+def pasted_words(text: str) -> str:
+    """An error or warning line as the search keeps it (``tips_search.js``, ``pastedTerms``:
+    the two must agree): no paths, URLs, addresses, numbers, sizes or device indices, no word
+    every message has; lower case, each word once.
+
+    ``RuntimeError: Expected all tensors to be on the same device, but found at least two
+    devices, cuda:0 and cpu!`` -> ``expected tensors same device devices cuda cpu``."""
+    t = _ANSI.sub(" ", text)
+    t = _FRAME.sub(" ", t)
+    t = _URL.sub(" ", t)
+    t = _PATH.sub(" ", t)
+    t = _HEX.sub(" ", t)
+    t = _DEVICE_INDEX.sub(r"\1", t)
+    t = _NUMBER.sub(" ", t)
+    stop = paste_stop_words()
+    words: list[str] = []
+    for raw in re.split(r"[\W_]+", t):
+        w = raw.lower()
+        if len(w) < 2 or w.isdigit() or w in stop or w in words:
+            continue
+        words.append(w)
+    return " ".join(words)
+
+
 def browser_config() -> dict:
     from tipsite import records
 
     data = config()
+    paste = data.get("paste", {})
     return {"ignore": sorted({w.lower() for w in data["ignore"]}),
+            "paste": {"stop": sorted({w.lower() for w in paste.get("stop", ())}),
+                      "generic": sorted({w.lower() for w in paste.get("generic", ())})},
             "metaWeights": dict(data["ranking"].get("meta_weights", {})),
             "devices": {d: records.device_word(d) for d in tipmeta.vocab()["devices"]}}
 

@@ -21,6 +21,10 @@ from sphinx.util import logging
 from conf import settings
 from tipsite import records, tipmeta
 
+# The one table of a device's states on a tip lives in .vocabulary (it imports nothing of the
+# site's, so every module reads it without an import circle); state.STATES is the same table.
+from tipsite.sphinxext.vocabulary import BUSY, BUSY_WORD, STATES, state_word  # noqa: F401
+
 logger = logging.getLogger(__name__)
 
 

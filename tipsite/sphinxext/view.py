@@ -18,6 +18,7 @@ from sphinx.util import logging
 
 from conf import settings
 from tipsite import devices, records, tipmeta
+from tipsite.sphinxext import vocabulary as _states
 from tipsite.sphinxext.render import anchor_name, interval, number, quantity
 
 CLAIM_MAX = 180
@@ -62,11 +63,11 @@ def related_tips(tip: tipmeta.Tip, tips: list[tipmeta.Tip], limit: int = 3) -> l
     return chosen + ranked[:max(0, limit - len(chosen))]
 
 
-# One word per state of a device on a tip, defined here and used by the header, the cards, the
-# filter chips, the search results and the thumbnails: "measured" shows the verdict itself.
-STATE_WORDS = {"measured": "measured", "stale": "older version", "not measured": "not measured"}
-# The same states as tokens for CSS classes and search metadata.
-STATE_TOKENS = {"measured": "measured", "stale": "older-version", "not measured": "not-measured"}
+# One word per state of a device on a tip, from the one table (vocabulary.STATES), used by the header,
+# the cards, the filter chips, the search results and the thumbnails: "measured" shows the
+# verdict itself. The same states as tokens for CSS classes and search metadata.
+STATE_WORDS = {k: v["word"] for k, v in _states.STATES.items()}
+STATE_TOKENS = {k: v["token"] for k, v in _states.STATES.items()}
 
 
 def state_word(state: str) -> str:
@@ -74,17 +75,25 @@ def state_word(state: str) -> str:
 
 
 def state_token(state: str, verdict: str | None = None) -> str:
-    """``holds`` for a measured verdict, ``older-version`` or ``not-measured`` otherwise."""
+    """``holds`` for a measured verdict, ``older-tip-version``, ``not-measured`` or
+    ``not-applicable`` otherwise."""
     return verdict if state == "measured" and verdict else STATE_TOKENS[state]
 
 
 @dataclass
 class DeviceView:
     device: str
-    state: str  # "measured" | "stale" | "not measured" (STATE_WORDS says how readers see each)
+    state: str  # a key of vocabulary.STATES: "measured" | "stale" | "not measured" | "not applicable"
     decision: dict | None = None
     record: dict | None = None
     origin: str | None = None
+
+    def __post_init__(self) -> None:
+        # a run that found the machine busy decided nothing (tipkit's verdict "busy")
+        if self.decision and self.decision.get("verdict") == _states.BUSY:
+            self.state, self.busy = "not measured", True
+        else:
+            self.busy = False
 
     @property
     def word(self) -> str:
@@ -92,22 +101,47 @@ class DeviceView:
 
     @property
     def verdict(self) -> str | None:
-        return self.decision["verdict"] if self.decision else None
+        if self.state not in ("measured", "stale") or not self.decision:
+            return None
+        return self.decision["verdict"]
 
     @property
     def token(self) -> str:
-        """The verdict when measured, else the state's token (``older-version``, ``not-measured``)."""
+        """The verdict when measured, else the state's token (``older-tip-version``,
+        ``not-measured``, ``not-applicable``)."""
         return state_token(self.state, self.verdict)
 
     @property
+    def state_token(self) -> str:
+        """The state's own token, whatever the verdict: ``current``, ``older-tip-version``..."""
+        return STATE_TOKENS[self.state]
+
+    @property
+    def date(self) -> str:
+        """The day of the run shown (``2026-11-20``), '' when none."""
+        return self.when.split(" ", 1)[0]
+
+    @property
     def label(self) -> str:
-        """What every place shows for this device: ``holds``, ``holds, older version`` or
-        ``not measured``."""
+        """What every place shows for this device: ``holds``, ``holds, older tip version
+        (2026-11-20)``, ``not measured``, ``not measured: machine busy`` or ``not applicable``."""
+        if self.state == "measured":
+            return str(self.verdict)
+        if self.state == "stale":
+            return f"{self.verdict}, {STATE_WORDS['stale']}" + (f" ({self.date})" if self.date else "")
+        if self.busy:
+            return f"{STATE_WORDS['not measured']}: {_states.BUSY_WORD}"
+        return STATE_WORDS[self.state]
+
+    @property
+    def filter_value(self) -> str:
+        """The search filter's value for this device: its verdict (``holds``), ``holds, older
+        tip version``, ``not measured`` or ``not applicable``: one device's own state."""
         if self.state == "measured":
             return str(self.verdict)
         if self.state == "stale":
             return f"{self.verdict}, {STATE_WORDS['stale']}"
-        return STATE_WORDS["not measured"]
+        return STATE_WORDS[self.state]
 
     @property
     def legacy(self) -> bool:
@@ -238,12 +272,24 @@ class TipView:
     def compat_anchor(self) -> str:
         return f"compat-{anchor_name(self.name)}"
 
+    @property
+    def all_devices(self) -> list[DeviceView]:
+        """Every device of the vocabulary: the tip's own, then the others as "not applicable"."""
+        own = list(self.devices.values())
+        others = [DeviceView(d, "not applicable") for d in records.devices() if d not in self.devices]
+        return own + others
+
     def card_classes(self) -> list[str]:
-        """Facets the home page's filter reads: per-device verdicts, tags, devices, topic."""
+        """Facets the home page's filter reads: each device's own state and verdict together
+        (``tc-d-cuda-older-tip-version-wrong``, ``tc-d-cpu-not-measured-none``: docutils keeps
+        single hyphens only; the filter splits them by the known devices and states), so that
+        "CUDA" with "holds" matches CUDA's verdict only; tags, devices, topic."""
         classes = ["tip-card", f"tc-topic-{self.tip.topic}"]
         classes += [f"tc-tag-{t}" for t in self.tip.tags] + [f"tc-device-{d}" for d in self.tip.devices]
-        for d in self.devices.values():
-            classes += [f"tc-v-{d.device}-{d.token}", f"tc-verdict-{d.token}"]
+        for d in self.all_devices:
+            classes.append(f"tc-d-{d.device}-{d.state_token}-{d.verdict or 'none'}")
+            if d.state != "not applicable":
+                classes.append(f"tc-v-{d.device}-{d.token}")
         return list(dict.fromkeys(classes))
 
     def comparison_rows(self) -> list[dict[str, Any]]:

@@ -1,16 +1,24 @@
 // In-page filter for the tip cards (no server, no framework).
-// Each card carries its facets as classes: tc-verdict-<v>, tc-tag-<t>, tc-device-<d>. A card is
-// shown when, in every facet with a chip pressed, it has at least one of the pressed values.
-// The choice is mirrored in the URL (?tag=autograd&verdict=holds) so a filtered view can be shared.
-// A chip says what the rest of the site says: a state in its one word (the bar's data-words,
-// written from tipsite/sphinxext/view.py: "older-version" reads "older version"), a device by its
-// name ("CUDA", in the device badges' dashed outline), a tag as the tag badges show it, with "#"
-// before it: the device CUDA and the tag #cuda are never two alike "cuda" chips.
+// Each card carries, per device of the vocabulary, its state and verdict together in one class:
+// tc-d-<device>-<state>-<verdict> (tipsite/sphinxext/view.py, TipView.card_classes), e.g.
+// tc-d-cuda-older-tip-version-wrong or tc-d-cpu-not-measured-none (split by the devices and
+// states the bar's data-words name: docutils keeps single hyphens only); its tags as
+// tc-tag-<t>. The device facets (device, verdict, state) are matched on ONE device at a time:
+// "CUDA" + "holds" shows the tips whose CUDA verdict holds, not those holding on CPU; adding
+// "older tip version" narrows to those whose CUDA holds comes from an older version of the tip.
+// A device chosen alone shows the tips that run on it (any state but "not applicable"). Within a
+// facet, pressed values are alternatives; facets narrow each other.
+// The choice is mirrored in the URL (?device=cuda&verdict=holds) so a filtered view can be shared.
+// A chip says what the rest of the site says: a state in its word (the bar's data-words, written
+// from the one table, tipsite/sphinxext/vocabulary.py STATES), a device by its name ("CUDA"), a tag
+// as the tag badges show it, with "#" before it.
 (function () {
   "use strict";
 
-  const FACETS = [["verdict", "Verdict"], ["device", "Measured on"], ["tag", "Tag"]];
-  const CHIP_CLASS = { verdict: "tip-filter-verdict", device: "tip-filter-device", tag: "tip-filter-tag" };
+  const FACETS = [["device", "Device"], ["verdict", "Verdict"], ["state", "Result"], ["tag", "Tag"]];
+  const DEVICE_FACETS = ["device", "verdict", "state"];
+  const CHIP_CLASS = { verdict: "tip-filter-verdict", state: "tip-filter-state",
+    device: "tip-filter-device", tag: "tip-filter-tag" };
 
   function init() {
     const bar = document.getElementById("tip-filter");
@@ -25,10 +33,46 @@
     const values = {};
     const active = {};
     FACETS.forEach(([facet]) => { values[facet] = new Set(); active[facet] = new Set(); });
-    cards.forEach((card) => card.classList.forEach((cls) => {
-      const m = cls.match(/^tc-(verdict|tag|device)-(.+)$/);
-      if (m) values[m[1]].add(m[2]);
-    }));
+    // per card: [{device, state, verdict}] from its tc-d- classes, and its tags
+    const DEVICES = Object.keys(words.device || {});
+    const STATES = Object.keys(words.state || {}).sort((a, b) => b.length - a.length);
+    function entryOf(cls) {
+      const rest = cls.slice(5);
+      const device = DEVICES.find((d) => rest.startsWith(d + "-"));
+      if (!device) return null;
+      const tail = rest.slice(device.length + 1);
+      const state = STATES.find((s) => tail.startsWith(s + "-"));
+      if (!state) return null;
+      return { device, state, verdict: tail.slice(state.length + 1) };
+    }
+    const entries = new Map();
+    const tags = new Map();
+    cards.forEach((card) => {
+      const own = [];
+      const ownTags = new Set();
+      card.classList.forEach((cls) => {
+        const entry = cls.startsWith("tc-d-") ? entryOf(cls) : null;
+        if (entry) {
+          own.push(entry);
+          values.device.add(entry.device);
+          values.state.add(entry.state);
+          if (entry.verdict !== "none") values.verdict.add(entry.verdict);
+        } else if (cls.startsWith("tc-tag-")) {
+          ownTags.add(cls.slice(7));
+          values.tag.add(cls.slice(7));
+        }
+      });
+      entries.set(card, own);
+      tags.set(card, ownTags);
+    });
+    const order = (facet) => Object.keys(words[facet] || {});
+    const sorted = (facet) => {
+      const known = order(facet);
+      return Array.from(values[facet]).sort((a, b) => {
+        const ia = known.indexOf(a), ib = known.indexOf(b);
+        return (ia < 0 ? 1e9 : ia) - (ib < 0 ? 1e9 : ib) || a.localeCompare(b);
+      });
+    };
 
     const params = new URLSearchParams(window.location.search);
     FACETS.forEach(([facet]) => params.getAll(facet).forEach((v) => {
@@ -50,7 +94,7 @@
       name.className = "tip-filter-label";
       name.textContent = label + ":";
       row.appendChild(name);
-      Array.from(values[facet]).sort().forEach((value) => {
+      sorted(facet).forEach((value) => {
         const chip = document.createElement("button");
         chip.type = "button";
         chip.className = `tip-filter-chip ${CHIP_CLASS[facet]}`;
@@ -83,11 +127,22 @@
     foot.appendChild(clear);
     bar.appendChild(foot);
 
+    function matches(card) {
+      if (active.tag.size && !Array.from(active.tag).some((t) => tags.get(card).has(t))) return false;
+      if (DEVICE_FACETS.every((f) => active[f].size === 0)) return true;
+      // one device must satisfy every device facet pressed; a device alone: the tip runs there
+      const anyState = active.state.size === 0 && active.verdict.size === 0;
+      return entries.get(card).some((e) =>
+        (active.device.size === 0 || active.device.has(e.device))
+        && (active.verdict.size === 0 || active.verdict.has(e.verdict))
+        && (active.state.size === 0 || active.state.has(e.state))
+        && (!anyState || e.state !== "not-applicable"));
+    }
+
     function apply() {
       let shown = 0;
       cards.forEach((card) => {
-        const ok = FACETS.every(([facet]) => active[facet].size === 0
-          || Array.from(active[facet]).some((v) => card.classList.contains(`tc-${facet}-${v}`)));
+        const ok = matches(card);
         card.hidden = !ok;
         if (ok) shown += 1;
       });

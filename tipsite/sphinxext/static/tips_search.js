@@ -9,8 +9,10 @@
   "use strict";
 
   const script = document.currentScript;
-  const config = window.TIPS_SEARCH || { ignore: [], metaWeights: {}, devices: {}, verdicts: [] };
+  const config = window.TIPS_SEARCH || { ignore: [], metaWeights: {}, devices: {}, paste: {} };
   const IGNORE = new Set(config.ignore);
+  const PASTE = config.paste || {};
+  const PASTE_STOP = new Set([...config.ignore, ...(PASTE.stop || []), ...(PASTE.generic || [])]);
   const DEBOUNCE_MS = 60;
 
   // "Why is my DataLoader so slow?" -> "dataloader so slow": Pagefind returns the pages holding
@@ -20,6 +22,39 @@
     const kept = words.filter((w) => !IGNORE.has(w.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, "")));
     return (kept.length ? kept : words).join(" ");
   }
+
+  // A line pasted from a traceback or a warning ("RuntimeError: Expected all tensors to be on
+  // the same device, but found at least two devices, cuda:0 and cpu!"): what differs from one
+  // run to the next goes (paths, URLs, addresses, numbers and sizes, device indices), then the
+  // words every message has ("error", "but", "found"...). Tips declare the lines they explain
+  // and the search indexes them the same way (tipsite/sphinxext/search.py, pasted_words: keep
+  // the two in step).
+  function looksPasted(text) {
+    return /^\s*([\w.]*(Error|Warning|Exception)\b|\w+ error:)/.test(text) || text.length > 80
+      || /https?:\/\/|0x[0-9a-fA-F]{4,}|\b(cuda|xpu|mps|npu|hpu):\d/.test(text);
+  }
+
+  function pastedTerms(text) {
+    let t = text.replace(/\x1b\[[0-9;]*m/g, " ");
+    t = t.replace(/File "[^"]*", line \d+(, in \S+)?/g, " ");
+    t = t.replace(/https?:\/\/\S+/g, " ");
+    t = t.replace(/\S*[\/\\]\S*/g, " ");
+    t = t.replace(/\b0x[0-9a-fA-F]+\b/g, " ");
+    t = t.replace(/\b(cuda|xpu|mps|npu|hpu|cpu|meta):\d+\b/gi, "$1");
+    t = t.replace(/\b\d+(\.\d+)?([eE][-+]?\d+)?\s*(TiB|GiB|MiB|KiB|GB|MB|KB|bytes|B|ms|us|s)?\b/g, " ");
+    const seen = new Set();
+    const words = [];
+    for (const raw of t.split(/[^\p{L}\p{N}]+/u)) {
+      const w = raw.toLowerCase();
+      if (w.length < 2 || /^\d+$/.test(w) || PASTE_STOP.has(w) || seen.has(w)) continue;
+      seen.add(w);
+      words.push(w);
+    }
+    return words.join(" ");
+  }
+
+  // For scripts and tests: the words a query becomes.
+  window.TipsSearchQuery = { queryTerms, pastedTerms, looksPasted };
 
   function verdictBadges() {
     // Per device (tip_header.rst.jinja): meta.verdict_<device> is the state's token (a verdict,
@@ -46,8 +81,9 @@
   </a>
 </li>`;
 
-  // The device filter's values are the devices' names ("CUDA"), the tag filter's the tags ("cuda").
-  const FILTERS = [["verdict", "Verdict"], ["device", "Measured on"], ["tag", "Tag"]];
+  // One filter per device (its own state there: "holds", "holds, older tip version", "not
+  // measured", "not applicable"; tip_header.rst.jinja), then the tags.
+  const FILTERS = [...Object.entries(config.devices), ["tag", "Tag"]];
 
   function bundleUrl() {
     return new URL("pagefind/", script ? script.src : window.location.href).href;
@@ -184,13 +220,73 @@
       if (refocus && box) box.focus();
     }
 
+    // Pagefind answers only the pages holding every word: when none does, the nearest tips
+    // are those of the longest start of the query that finds some (a pasted line names the
+    // error before its details), else of the one word that finds most. Never "No results"
+    // alone: the note says which words were searched, or where to browse instead.
+    let asking = 0;
+    async function nearest(term) {
+      await instance.triggerLoad();
+      const pf = instance.__pagefind__;
+      if (!pf) return { term, exact: true };
+      const filters = instance.searchFilters || {};
+      const count = async (t) => {
+        const found = await pf.search(t, { filters });
+        return (found && found.results) ? found.results.length : 0;
+      };
+      if (await count(term)) return { term, exact: true };
+      const words = term.split(" ");
+      let lo = 0, hi = words.length - 1; // the longest prefix (of at most hi words) with results
+      while (lo < hi) {
+        const mid = Math.ceil((lo + hi) / 2);
+        if (await count(words.slice(0, mid).join(" "))) lo = mid; else hi = mid - 1;
+      }
+      if (lo > 0) return { term: words.slice(0, lo).join(" "), exact: false };
+      let best = null, most = 0;
+      for (const w of words) {
+        const n = await count(w);
+        if (n > most) { best = w; most = n; }
+      }
+      return best ? { term: best, exact: false } : { term, exact: false, none: true };
+    }
+
+    function showNote(text, chosen) {
+      let note = panel.querySelector(".tips-search-note");
+      if (!note) {
+        note = document.createElement("p");
+        note.className = "tips-search-note";
+        note.setAttribute("aria-live", "polite");
+        panel.querySelector(".tips-search-bar").after(note);
+      }
+      note.textContent = "";
+      note.hidden = chosen.exact;
+      panel.dataset.nearest = chosen.exact ? "" : chosen.term;
+      if (chosen.exact) return;
+      if (chosen.none) {
+        note.append(`No tip matches “${text.trim()}”. Browse `);
+        const all = document.createElement("a");
+        all.href = new URL("generated/tags/index.html", new URL(siteRoot(), window.location.href)).href;
+        all.textContent = "the tips by tag";
+        note.append(all, " or the cards on the home page.");
+        return;
+      }
+      note.append(`No tip holds every word of “${text.trim()}”; the nearest tips, for `);
+      const words = document.createElement("strong");
+      words.textContent = `“${chosen.term}”`;
+      note.append(words, ":");
+    }
+
     async function run(text) {
-      const term = queryTerms(text);
+      const term = looksPasted(text) ? pastedTerms(text) : queryTerms(text);
       if (!term) { close(false); return; }
+      const mine = ++asking;
       await ensurePanel();
       open();
+      const chosen = await nearest(term);
+      if (mine !== asking) return; // a newer query was typed meanwhile
       asked = text;
-      instance.triggerSearch(term);
+      showNote(text, chosen);
+      instance.triggerSearch(chosen.term);
       if (onSearchPage) {
         const url = new URL(window.location.href);
         url.searchParams.set("q", text);
