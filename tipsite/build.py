@@ -68,7 +68,8 @@ def digest(paths) -> str:
 # these import is listed.
 EXECUTION_LAYER = ("tipsite/gallery.py", "tipsite/tipsource.py", "tipsite/tiprunner.py",
                    "tipsite/devices.py", "tipsite/records.py", "tipsite/tipkit.py",
-                   "tipsite/tipmeta.py", "conf/settings.py", "conf/vocab.toml")
+                   "tipsite/tipmeta.py", "tipsite/gpucheck.py", "conf/settings.py",
+                   "conf/vocab.toml")
 
 
 def execution_fingerprint(root: Path = settings.ROOT) -> str:
