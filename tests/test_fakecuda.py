@@ -139,3 +139,74 @@ def test_mixing_devices_raises_as_cuda_does_and_modules_move():
     """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["raised", "True", "cuda:0", "cuda:0", "cuda:0", "cuda:0"]
+
+
+# --- what broke on real GPUs and the fake hid (issue 30.5) ----------------------------------------
+
+def test_a_blind_profiler_fails_the_tip_loudly():
+    """CUPTI recording no GPU activity made every point host-bound and the verdict a silent
+    "inconclusive"; now the tip fails, naming the comparison."""
+    tip = ROOT / "gallery/correctness/tip_eval_and_no_grad.py"
+    report = tipcheck.run_tip(tip, fake_cuda=True, env={"TIPS_FAKECUDA_BLIND": "1"})
+    assert report["status"] == "failed", report.get("verdicts")
+    assert "recorded no GPU activity" in report["error"] + report.get("stderr", ""), report["error"]
+
+
+def test_calibration_fails_when_the_profiler_cannot_see_a_matmul():
+    proc = _run_fake(f"""
+        import os, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from tipsite import tipkit
+        print(sorted(tipkit.calibrate("cuda")))
+        os.environ["TIPS_FAKECUDA_BLIND"] = "1"
+        import torch
+        torch._tipkit_calibration.clear()
+        tipkit.calibrate("cuda")
+    """)
+    assert "profiled_matmul_share" in proc.stdout and "launch_s" in proc.stdout, proc.stderr
+    assert proc.returncode != 0 and "calibrate: torch.profiler saw no GPU activity" in proc.stderr
+
+
+def test_timings_run_several_calls_a_round_with_warm_ups_and_budgets():
+    proc = _run_fake(f"""
+        import sys
+        import torch
+        sys.path.insert(0, {str(ROOT)!r})
+        from tipsite import tipkit
+        calls = {{"a": 0, "b": 0}}
+        x = torch.ones(16, 16, device="cuda")
+        def count(k):
+            def fn():
+                calls[k] += 1
+                return x @ x
+            return fn
+        c = tipkit.compare_times("x", {{"a": count("a"), "b": count("b")}}, threshold=1.5,
+                                 device="cuda", round_s=0.02, budget_s=0.3, max_rounds=12)
+        rounds = len(c["ratios"])
+        print(rounds, calls["a"] > 2 * rounds, c["kernels"]["base"] > 0, c["bound"])
+    """)
+    assert proc.returncode == 0, proc.stderr
+    rounds, several, kernels, bound = proc.stdout.split()
+    assert int(rounds) >= 6 and several == kernels == "True" and bound in ("device", "host")
+
+
+def test_streams_are_current_inside_their_context_and_many_sms_can_be_asked_for():
+    proc = _run_fake("""
+        import os
+        os.environ["TIPS_FAKECUDA_SMS"] = "132"
+        import torch
+        side = torch.cuda.Stream()
+        main = torch.cuda.current_stream()
+        print(main == torch.cuda.default_stream(), side == main)
+        with torch.cuda.stream(side):
+            print(torch.cuda.current_stream() == side)
+            side.wait_stream(main)
+        print(torch.cuda.current_stream() == main, side.waited == [main])
+        print(torch.cuda.get_device_properties(0).multi_processor_count)
+        try:
+            side.wait_stream("not a stream")
+        except TypeError:
+            print("refused")
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "False", "True", "True", "True", "132", "refused"]

@@ -85,7 +85,7 @@ def test_a_page_shows_each_gpu_point_s_busy_time_and_share_of_the_limit(fixture_
         decision = cuda[tip.stem]["verdicts"]["cuda"]
         text = page_text(_page(fb.merged_with_sets, tip))
         points = decision["comparisons"]
-        assert text.count("in a profiled pass the GPU was busy") >= 2 * len(points), tip.stem
+        assert text.count("the GPU was busy") >= 2 * len(points), tip.stem
         assert text.count("of this GPU's measured device copy") >= 2 * len(points), tip.stem
         assert "calibration: float32 matmul" in text and "device copy" in text
         for c in points:
@@ -200,6 +200,19 @@ def test_one_sentence_says_when_the_measured_devices_disagree():
     assert view(cpu=("measured", "holds"), cuda=("measured", "holds")).disagreement == ""
     assert view(cpu=("measured", "wrong"), cuda=("stale", "holds")).disagreement == ""
     assert view(cpu=("measured", "wrong"), cuda=("not measured", None)).disagreement == ""
+    assert view(cpu=("measured", "wrong"), cuda=("measured", "busy")).disagreement == ""
+
+
+def test_a_busy_machine_s_decision_reads_not_measured_machine_busy():
+    """31.1: "busy" is no verdict: every place that shows a device's state says so."""
+    from tipsite.sphinxext import cards
+    from tipsite.sphinxext.view import DeviceView, headline
+
+    busy = DeviceView("cpu", "measured", {"verdict": "busy", "why": "other processes took the cores"})
+    assert busy.label == "not measured: machine busy" and busy.token == "busy"
+    assert "busy" in cards.state_tokens() and "busy" in records.verdicts()
+    assert DeviceView("cpu", "stale", {"verdict": "busy"}).label == "not measured: machine busy, older version"
+    assert headline(busy.decision) == "other processes took the cores"
 
 
 def test_each_device_shows_the_rule_its_own_run_applied():

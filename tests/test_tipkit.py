@@ -471,8 +471,8 @@ def test_gpu_busy_time_counts_kernels_not_the_spans_of_labels(monkeypatch):
 
     monkeypatch.setattr(torch.profiler, "profile", Profile)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
-    busy, wall = tipkit.device_busy(lambda: time.sleep(0.003), 1, "cuda")
-    assert busy == pytest.approx(20e-6) and wall >= 0.003
+    busy, wall, kernels, _ = tipkit.device_busy(lambda: time.sleep(0.003), 1, "cuda")
+    assert busy == pytest.approx(20e-6) and wall >= 0.003 and kernels == 2
 
 
 def test_peer_sends_functions_and_classes_of_a_page_run_as_sphinx_gallery_runs_it(tmp_path):
@@ -521,3 +521,158 @@ def test_peer_sends_functions_and_classes_of_a_page_run_as_sphinx_gallery_runs_i
     finally:
         sys.modules["__main__"] = old_main
     assert value == 24 and pid != os.getpid()
+
+
+
+
+# --- issue 30/31: busy cores, thin margins, the one verdict rule, a blind profiler ---------------
+
+def _cores(free, needed=2, machine=2):
+    others = 0.1 if free else 1.2
+    return {"needed": needed, "machine": machine, "others": others, "free": free}
+
+
+def test_a_timing_whose_cores_were_not_free_never_decides():
+    """31.1: other processes took the cores a deciding timing needed: "busy", whatever the
+    ratios say, and the build re-derives it; a forged "free" is caught."""
+    fast = _comparison("size 1", [1.3] * 8)
+    fast["cores"] = _cores(False)
+    d = tipkit.decide("cpu", CASES, groups={"speed-up": [fast]})
+    assert d["verdict"] == "busy" and "size 1" in d["why"] and "others used 1.2" in d["why"]
+    assert tipkit.rederive(copy.deepcopy(d)) == ("busy", [])
+    forged = copy.deepcopy(d)
+    forged["comparisons"][0]["cores"]["free"] = True
+    assert any("cores free True is not what" in p for p in tipkit.rederive(forged)[1])
+    fast["cores"] = _cores(True)
+    assert tipkit.decide("cpu", CASES, groups={"speed-up": [fast]})["verdict"] == "holds"
+    # one core needed of two: another process on the other core leaves it free
+    assert tipkit.cores_free({"needed": 1, "machine": 2, "others": 0.9, "free": True}) is True
+    assert tipkit.cores_free({"needed": 2, "machine": 2, "others": 0.3, "free": False}) is False
+    # a timing no case tests does not make the verdict busy
+    idle = _comparison("unused", [1.3] * 8)
+    idle["cores"] = _cores(False)
+    fast["cores"] = _cores(True)
+    d = tipkit.decide("cpu", CASES, groups={"speed-up": [fast], "other": [idle]})
+    assert d["verdict"] == "holds"
+
+
+def test_compare_times_records_whether_its_cores_were_free():
+    import torch
+
+    torch.set_num_threads(1)
+    x = torch.randn(32, 32)
+    c = tipkit.compare_times("x", {"a": lambda: x @ x, "b": lambda: x + x}, threshold=1.0,
+                             device="cpu", round_s=0.002, budget_s=0.2, cores=1)
+    assert set(c["cores"]) == {"needed", "machine", "others", "free"}
+    assert c["cores"]["needed"] == 1 and c["cores"]["free"] == tipkit.cores_free(c["cores"])
+
+
+def test_a_verdict_an_interval_touching_its_threshold_decides_is_not_settled():
+    """31.1: an interval ending within 3% of the threshold decides nothing on its own: where
+    reading it as noise changes the verdict, the verdict is "depends", and why says so."""
+    thin = _comparison("size 1", [1.06, 1.07, 1.08, 1.07, 1.09, 1.07, 1.08, 1.07])  # low 1.06 > 1.05
+    assert thin["outcome"] == "above"
+    d = tipkit.decide("cpu", CASES, groups={"speed-up": [thin]})
+    assert d["verdict"] == "depends" and "'holds' is not settled" in d["why"] and "'wrong'" in d["why"]
+    assert tipkit.rederive(copy.deepcopy(d)) == ("depends", [])
+    clear = _comparison("size 2", [1.3] * 8)
+    assert tipkit.decide("cpu", CASES, groups={"speed-up": [clear]})["verdict"] == "holds"
+    # a thin outcome that cannot change the verdict leaves it settled
+    cases = [("holds", {"speed-up": "any above"}), ("depends", {})]
+    assert tipkit.decide("cpu", cases, groups={"speed-up": [thin, clear]})["verdict"] == "holds"
+    # a record made before the rule (no "settle") re-derives as its rule was
+    old = copy.deepcopy(d)
+    del old["settle"]
+    old["verdict"], old["why"] = "holds", None
+    assert tipkit.rederive(old) == ("holds", [])
+
+
+def test_decide_and_rederive_agree_on_every_condition_kind():
+    """Synthetic decisions over every group condition, fact conditions (values and lists), GPU
+    points host- or device-bound with each ``about``, busy cores and thin margins."""
+    from unittest import mock
+
+    rng = random.Random(7)
+    seen = set()
+    for _ in range(400):
+        device = rng.choice(["cpu", "cuda"])
+        groups = {}
+        for g in ("a", "b"):
+            comps = []
+            for i in range(rng.randint(1, 3)):
+                ratios = [rng.choice([rng.uniform(0.9, 1.2), 1.06]) for _ in range(rng.randint(3, 10))]
+                c = _comparison(f"{g}{i}", ratios)
+                if device == "cuda":
+                    c = _gpu_point(f"{g}{i}", ratios, busy=rng.choice([(0.9, 0.8), (0.2, 0.9)]),
+                                   threshold=1.05)
+                if rng.random() < 0.3:
+                    c["cores"] = _cores(rng.random() < 0.8)
+                comps.append(c)
+            groups[g] = comps
+        cases = [(rng.choice(["holds", "wrong", "outdated"]),
+                  {rng.choice(["a", "b"]): rng.choice([*tipkit.GROUP_CONDITIONS,
+                                                       list(rng.sample(tipkit.GROUP_CONDITIONS, 2))]),
+                   "flag": rng.choice([True, False, [True, False], "x", ["x", "y"]])})
+                 for _ in range(rng.randint(1, 3))] + [("depends", {})]
+        about = rng.choice([None, "device", "host", {"a": "host"}])
+        with mock.patch.object(tipkit, "calibrate", return_value={"matmul_float16": 1e15}):
+            d = tipkit.decide(device, cases, groups=groups, facts={"flag": rng.choice([True, "x"])},
+                              about=about)
+        d = json_roundtrip(d)
+        assert tipkit.rederive(copy.deepcopy(d)) == (d["verdict"], []), d
+        seen.add(d["verdict"])
+    assert {"busy", "depends", "inconclusive", "holds"} <= seen, seen
+
+
+def json_roundtrip(value):
+    import json
+
+    return json.loads(json.dumps(value))
+
+
+def test_every_reader_of_a_decision_applies_the_one_rule():
+    """30.6: decide, rederive, report and the pages' deciding_comparisons call tipkit.judge."""
+    from tipsite.sphinxext import view
+
+    sources = tipsource.helper_sources()
+    for name in ("decide", "report"):
+        assert "judge(" in sources[name], name
+    import inspect
+
+    assert "judge(" in inspect.getsource(tipkit.rederive)
+    assert "tipkit.deciding_comparisons" in inspect.getsource(view.deciding_comparisons)
+    host_bound = _gpu_point("small", [2.0] * 8, busy=(0.1, 0.3))
+    device_bound = _gpu_point("large", [2.0] * 8, busy=(0.95, 0.97))
+    d = _gpu_decision([host_bound, device_bound])
+    assert [c["name"] for c in view.deciding_comparisons(d)] == ["large"]
+    assert [c["name"] for c in view.deciding_comparisons(_gpu_decision([host_bound, device_bound],
+                                                                      about="host"))] == ["small", "large"]
+
+
+def _fake_gpu_pass(monkeypatch, busy_s, profiled_s, records, launches=10):
+    monkeypatch.setattr(tipkit, "device_busy",
+                        lambda fn, calls, device: (busy_s, profiled_s, records, launches))
+
+
+def test_a_blind_profiler_fails_the_comparison_loudly(monkeypatch):
+    """30.3: GPU work launched, no activity recorded: the tip fails naming the comparison,
+    instead of a silent host-bound point and an "inconclusive" verdict."""
+    import time
+
+    _fake_gpu_pass(monkeypatch, 0.0, 1e-3, records=0)
+    with pytest.raises(RuntimeError, match=r"compare_times\('blind point'\).*no GPU activity"):
+        tipkit.compare_times("blind point", {"a": lambda: time.sleep(1e-4), "b": lambda: time.sleep(1e-4)},
+                             threshold=1.1, device="cuda", round_s=0.002, budget_s=0.05)
+
+
+def test_the_bound_is_judged_on_the_timed_work_not_the_profiled_pass(monkeypatch):
+    """30.4: a profiled pass slowed by the profiler (10 ms a call) must not make a point whose
+    timed calls (about 2 ms) kept the GPU busy 1.5 ms host-bound; the overhead is stated."""
+    import time
+
+    _fake_gpu_pass(monkeypatch, 1.5e-3, 10e-3, records=4)
+    c = tipkit.compare_times("point", {"a": lambda: time.sleep(2e-3), "b": lambda: time.sleep(2e-3)},
+                             threshold=1.1, device="cuda", round_s=0.004, budget_s=0.1)
+    assert c["bound"] == "device", c["window"]
+    assert c["window"]["base"] == statistics.median(c["base"])
+    assert c["profiled"] == {"base": 10e-3, "cand": 10e-3} and c["kernels"] == {"base": 4, "cand": 4}

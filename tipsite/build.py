@@ -68,6 +68,7 @@ def digest(paths) -> str:
 # these import is listed.
 EXECUTION_LAYER = ("tipsite/gallery.py", "tipsite/tipsource.py", "tipsite/tiprunner.py",
                    "tipsite/devices.py", "tipsite/tipkit.py", "tipsite/tipmeta.py",
+                   "tipsite/gpucheck.py",
                    *(f"tipsite/records/{m}.py" for m in ("__init__", "check", "versions", "store",
                                                          "views", "vet", "legacy", "cli")),
                    "conf/settings.py", "conf/vocab.toml")

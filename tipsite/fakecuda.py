@@ -30,14 +30,20 @@ where they matter for correctness:
   CUDA tensor's truth value, printing one, and a copy to the device from pageable memory or
   without ``non_blocking`` (``pin_memory()`` makes a pinned copy, ``is_pinned()`` knows it);
 * ``torch.cuda.get_device_properties`` describes a device of one streaming multiprocessor,
-  so work sized by the SM count stays small;
-* ``torch.utils.benchmark`` runs each timed statement once: the timings mean nothing, the run
-  only proves the CUDA branch works;
+  so work sized by the SM count stays small (``TIPS_FAKECUDA_SMS=132``: an H100's count, for
+  the paths that size work by a data-centre GPU);
+* ``torch.utils.benchmark`` runs up to 3 calls of each timed block (``TIMED_CALLS``), so warm-ups,
+  several calls per round, rounds and time budgets run as on a GPU; the timings mean nothing;
+* streams: ``torch.cuda.stream(s)`` makes ``s`` current and restores the stream before,
+  ``current_stream()``/``default_stream()`` answer as CUDA's do, ``wait_stream`` checks its
+  argument; work still runs at once, in program order;
 * a Python child process started with ``PYTORCH_CUDA_ALLOC_CONF`` (or ``PYTORCH_ALLOC_CONF``)
   set runs on the fake device too (a ``sitecustomize`` on ``PYTHONPATH``): a tip comparing
   allocator settings needs a process per setting; other children start as before;
-* ``torch.profiler.profile`` reports every top-level aten operator as a CUDA "kernel" of the
-  same span, so GPU busy time can be read (it means nothing);
+* ``torch.profiler.profile`` reports every top-level aten operator as a host launch
+  (``cudaLaunchKernel``) and a CUDA "kernel" of the same span, so GPU busy time can be read (it
+  means nothing); with ``TIPS_FAKECUDA_BLIND=1`` it records the launches and no GPU activity, as
+  a profiler blind to the GPU does, and every timing on the device must then fail;
 * ``torch.compile`` traces with Dynamo and runs the captured graph eagerly (``backend="eager"``):
   Inductor would generate kernels for a GPU that is not there.
 
@@ -62,6 +68,15 @@ TOTAL_MEMORY = 80 * 2**30
 # image per SM, as tip_cudnn_benchmark does) gets work a CPU finishes in seconds, through the
 # same code path that gives an H100 132 images.
 MULTIPROCESSORS = 1
+# TIPS_FAKECUDA_SMS=132 makes it report an H100's count instead: the code paths that size work by
+# a data-centre GPU (calibrate's large matmuls, a tip's batch per SM) then run, slowly, on the CPU.
+SMS_VAR = "TIPS_FAKECUDA_SMS"
+# TIPS_FAKECUDA_BLIND=1: a profiler that records the host's launches but no GPU activity, as
+# CUPTI does when it cannot see the GPU (after a CUDA-graph capture, or dropped records).
+BLIND_VAR = "TIPS_FAKECUDA_BLIND"
+# Calls a timer runs per timed block at most (the rest are counted as these took): several, so
+# rounds, warm-ups and budgets run as on a GPU, few, so the suite stays short on 2 cores.
+TIMED_CALLS = 3
 CUDA = torch.device("cuda", 0)
 CPU = torch.device("cpu")
 
@@ -382,17 +397,31 @@ class _Event:
 
 
 class _Stream:
+    """A stream: work runs at once on the CPU, so its order is the program's; what is kept is
+    which stream is current (``torch.cuda.stream(s)`` sets it and restores the one before) and
+    which streams and events each waited for, for a test to read."""
+
     def __init__(self, device=None, priority=0, **kwargs):
         self.device = CUDA
+        self.priority = priority
+        self.waited: list = []
 
     def synchronize(self):
         pass
 
     def wait_stream(self, other):
-        pass
+        if not isinstance(other, _Stream):
+            raise TypeError(f"wait_stream expects a torch.cuda.Stream, got {type(other).__name__}")
+        self.waited.append(other)
 
     def wait_event(self, event):
-        pass
+        self.waited.append(event)
+
+    def __eq__(self, other):
+        return self is other
+
+    def __hash__(self):
+        return id(self)
 
     def record_event(self, event=None):
         event = event or _Event()
@@ -410,10 +439,43 @@ class _Properties:
     name = NAME
     major, minor = 9, 0
     total_memory = TOTAL_MEMORY
-    multi_processor_count = MULTIPROCESSORS
+
+    @property
+    def multi_processor_count(self) -> int:
+        return int(os.environ.get(SMS_VAR) or MULTIPROCESSORS)
 
     def __repr__(self):
         return f"_CudaDeviceProperties(name='{NAME}', major=9, minor=0, total_memory={TOTAL_MEMORY})"
+
+
+_DEFAULT_STREAM = [None]
+_CURRENT_STREAM: list = []  # the streams torch.cuda.stream() made current, innermost last
+
+
+def _default_stream(device=None):
+    _index(device)
+    if _DEFAULT_STREAM[0] is None:
+        _DEFAULT_STREAM[0] = _Stream()
+    return _DEFAULT_STREAM[0]
+
+
+def _current_stream(device=None):
+    _index(device)
+    return _CURRENT_STREAM[-1] if _CURRENT_STREAM else _default_stream()
+
+
+@contextlib.contextmanager
+def _use_stream(stream=None):
+    if stream is None:
+        yield
+        return
+    if not isinstance(stream, _Stream):
+        raise TypeError(f"torch.cuda.stream expects a torch.cuda.Stream, got {type(stream).__name__}")
+    _CURRENT_STREAM.append(stream)
+    try:
+        yield stream
+    finally:
+        _CURRENT_STREAM.pop()
 
 
 def _index(device=None, optional=True) -> int:
@@ -532,6 +594,11 @@ def _profiler_with_fake_kernels():
             self.name, self.time_range, self.device_type = event.name, event.time_range, DeviceType.CUDA
             self.is_user_annotation = label
 
+    class _Launch:  # the host's runtime call that queued a kernel, as CUPTI records it
+        def __init__(self, event):
+            self.name, self.time_range, self.device_type = "cudaLaunchKernel", event.time_range, DeviceType.CPU
+            self.is_user_annotation = False
+
     def outermost_aten(event):
         parent = getattr(event, "cpu_parent", None)
         while parent is not None:
@@ -547,25 +614,37 @@ def _profiler_with_fake_kernels():
 
         def events(self):
             found = super().events()
-            kernels = [_Kernel(e) for e in found if outermost_aten(e)]
+            ops = [e for e in found if outermost_aten(e)]
+            launches = [_Launch(e) for e in ops]
+            if os.environ.get(BLIND_VAR):  # launches seen, no GPU activity recorded
+                return [*found, *launches]
+            kernels = [_Kernel(e) for e in ops]
             labels = [_Kernel(e, label=True) for e in found
                       if getattr(e, "is_user_annotation", False) and getattr(e, "cpu_parent", None) is None]
-            return [*found, *kernels, *labels]
+            return [*found, *launches, *kernels, *labels]
 
     return FakeProfile
 
 
-def _timer_once():
+def _timer_few():
+    """``Timer.timeit(number)`` runs up to TIMED_CALLS of the ``number`` calls and reports their
+    time per call; ``blocked_autorange`` runs TIMED_CALLS. So a comparison's warm-up, its
+    doubling of the calls per round, its rounds and its time budget all run as on a GPU, with
+    several calls a round, while the suite stays short."""
     from torch.utils import benchmark
 
-    def blocked_autorange(self, callback=None, min_run_time=0.2):
+    def run(self, number):
+        number = max(1, min(int(number), TIMED_CALLS))
         start = time.perf_counter()
-        self._timeit(1)
+        self._timeit(number)
         elapsed = max(time.perf_counter() - start, 1e-9)
-        return benchmark.Measurement(number_per_run=1, raw_times=[elapsed], task_spec=self._task_spec)
+        return benchmark.Measurement(number_per_run=number, raw_times=[elapsed], task_spec=self._task_spec)
+
+    def blocked_autorange(self, callback=None, min_run_time=0.2):
+        return run(self, TIMED_CALLS)
 
     def timeit(self, number=1000000):
-        return blocked_autorange(self)
+        return run(self, number)
 
     return blocked_autorange, timeit
 
@@ -645,9 +724,10 @@ def install() -> FakeCudaMode:
         "get_sync_debug_mode": lambda: _SYNC_MODE[0],
         "Event": _Event,
         "Stream": _Stream,
-        "current_stream": lambda device=None: _Stream(),
-        "default_stream": lambda device=None: _Stream(),
-        "stream": lambda stream=None: contextlib.nullcontext(),
+        "current_stream": _current_stream,
+        "default_stream": _default_stream,
+        "stream": _use_stream,
+        "set_stream": lambda stream: _CURRENT_STREAM.append(stream),
         "manual_seed": lambda seed: None,
         "manual_seed_all": lambda seed: None,
         "is_current_stream_capturing": lambda: False,
@@ -664,7 +744,7 @@ def install() -> FakeCudaMode:
         torch.accelerator.current_accelerator = lambda check_available=False: torch.device("cuda")
         torch.accelerator.device_count = lambda: 1
         torch.accelerator.synchronize = lambda device=None: None
-        torch.accelerator.current_stream = lambda device=None: _Stream()
+        torch.accelerator.current_stream = _current_stream
         torch.accelerator.current_device_index = lambda: 0
         torch.accelerator.set_device_index = lambda device: _index(device)
     _patch_serialization()
@@ -715,7 +795,7 @@ def install() -> FakeCudaMode:
     torch.compile = compile_eagerly
     from torch.utils import benchmark
 
-    benchmark.Timer.blocked_autorange, benchmark.Timer.timeit = _timer_once()
+    benchmark.Timer.blocked_autorange, benchmark.Timer.timeit = _timer_few()
     _children_inherit_the_fake()
     torch.profiler.profile = _profiler_with_fake_kernels()
     torch.profiler.supported_activities = lambda: {torch.profiler.ProfilerActivity.CPU,

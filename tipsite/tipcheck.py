@@ -30,14 +30,16 @@ RUNNER = Path(__file__).with_name("tiprunner.py")
 FAKE = Path(__file__).with_name("fakecuda.py")
 
 
-def run_tip(path: Path, *, fake_cuda: bool = False, timeout: float = 900) -> dict:
+def run_tip(path: Path, *, fake_cuda: bool = False, timeout: float = 900, env: dict | None = None) -> dict:
     """Run a lone copy of the tip through the runner; return the runner's report."""
-    return run_tips([path], fake_cuda=fake_cuda, timeout=timeout)[path.stem]
+    return run_tips([path], fake_cuda=fake_cuda, timeout=timeout, env=env)[path.stem]
 
 
-def run_tips(paths: list[Path], *, fake_cuda: bool = False, timeout: float = 1800) -> dict[str, dict]:
+def run_tips(paths: list[Path], *, fake_cuda: bool = False, timeout: float = 1800,
+             env: dict | None = None) -> dict[str, dict]:
     """Run the downloads of several tips one after another in one runner process (Python and
-    torch start once); returns each tip's report by name, with its own printed output."""
+    torch start once); returns each tip's report by name, with its own printed output. ``env``
+    is added to a reader's environment (e.g. the fake device's ``TIPS_FAKECUDA_BLIND``)."""
     from tipsite import compat
 
     with tempfile.TemporaryDirectory(prefix="tips-") as tmp:
@@ -48,7 +50,7 @@ def run_tips(paths: list[Path], *, fake_cuda: bool = False, timeout: float = 180
         shutil.copy(FAKE, work / FAKE.name)
         cmd = [sys.executable, RUNNER.name, "--strict", *(["--fake-cuda"] if fake_cuda else []),
                "--json", "reports.json", *(p.name for p in paths)]
-        proc = subprocess.run(cmd, cwd=work, env=compat.reader_env(), capture_output=True,
+        proc = subprocess.run(cmd, cwd=work, env={**compat.reader_env(), **(env or {})}, capture_output=True,
                               text=True, timeout=timeout)
         out = work / "reports.json"
         if not out.exists():

@@ -36,13 +36,13 @@ from __future__ import annotations
 
 # The helpers a tip may copy, in the order they appear below; tests/test_tipkit.py reads this.
 HELPERS = ("median_interval", "outcome", "device_busy", "compare_times", "compare_values",
-           "calibrate", "decide", "report", "plot_ratios", "plot_series",
+           "calibrate", "judge", "decide", "report", "plot_ratios", "plot_series",
            "cpu_ticks", "others_cores", "cores_were_free", "check_plausible", "Peer",
            "free_port", "TwoRanks")
 # What decides a verdict (a change here makes every record of a tip using it an older version's)
 # and what only presents it (a change here leaves recorded verdicts current): tipsite/tipsource.py.
 DECIDES = ("median_interval", "outcome", "device_busy", "compare_times", "compare_values",
-           "calibrate", "decide", "cpu_ticks", "others_cores", "cores_were_free",
+           "calibrate", "judge", "decide", "cpu_ticks", "others_cores", "cores_were_free",
            "check_plausible", "Peer", "free_port", "TwoRanks")
 PRESENTS = ("report", "plot_ratios", "plot_series")
 
@@ -68,13 +68,14 @@ def outcome(low, high, threshold):
 
 
 def device_busy(fn, calls, device):
-    """GPU time per call and the wall time per call it was busy in, on ``device``.
+    """What the GPU did in one pass of ``calls`` calls of ``fn`` under torch.profiler.
 
-    One pass of ``calls`` calls under ``torch.profiler``: the GPU's busy time is the
-    union of its kernel and copy intervals (labels' spans left out); the pass's wall
-    time is the host's, synchronised.
-    Returns ``(busy seconds per call, wall seconds per call)``; busy never exceeds wall.
-    ``(None, None)`` on the CPU, which has no separate device to wait for.
+    Its busy time is the union of its kernel and copy intervals (labels' spans left
+    out); the pass's wall time is the host's, synchronised. ``launches`` counts the
+    host's CUDA launch and copy calls the profiler saw, ``records`` the GPU activity
+    records: launches with no records is a profiler blind to this GPU.
+    Returns ``(busy seconds per call, wall seconds per call, records, launches)``;
+    busy never exceeds wall. ``(None, None, 0, 0)`` on the CPU.
     """
     import time
 
@@ -84,7 +85,7 @@ def device_busy(fn, calls, device):
 
     device = torch.device(device)
     if device.type == "cpu":
-        return None, None
+        return None, None, 0, 0
     getattr(torch, device.type).synchronize()
     activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
     with profile(activities=activities) as prof:
@@ -93,19 +94,24 @@ def device_busy(fn, calls, device):
             fn()
         getattr(torch, device.type).synchronize()
         wall = time.perf_counter() - start
+    events = list(prof.events())
     # kernels and copies, not the GPU spans of record_function labels (optimizer.step,
     # DataLoader): they cover the gaps between their kernels (torch's tables skip them)
-    spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+    spans = sorted((e.time_range.start, e.time_range.end) for e in events
                    if e.device_type == DeviceType.CUDA
                    and not getattr(e, "is_user_annotation", False))
+    calls_out = ("cudaLaunch", "cuLaunch", "cudaGraphLaunch", "cudaMemcpy", "cuMemcpy",
+                 "cudaMemset", "hipLaunch", "hipMemcpy", "hipGraphLaunch")
+    launches = sum(1 for e in events if e.device_type != DeviceType.CUDA
+                   and getattr(e, "name", "").startswith(calls_out))
     busy, end = 0.0, float("-inf")
     for lo, hi in spans:  # the union of the intervals, in microseconds
         busy += max(0.0, hi - max(lo, end))
         end = max(end, hi)
-    return min(busy * 1e-6, wall) / calls, wall / calls
+    return min(busy * 1e-6, wall) / calls, wall / calls, len(spans), launches
 
 
-def compare_times(name, variants, *, threshold, device, x=None, work=None,
+def compare_times(name, variants, *, threshold, device, x=None, work=None, cores=None,
                   min_rounds=6, max_rounds=40, budget_s=2.0, round_s=0.02, margin=0.03,
                   busy=True):
     """Time ``{"anti-pattern": f, "recommended": g}`` in alternating rounds.
@@ -115,14 +121,22 @@ def compare_times(name, variants, *, threshold, device, x=None, work=None,
     each round both run, each first in every other round; the ratio per round is
     anti-pattern time / recommended time. Rounds are added while the interval straddles
     ``threshold``, or ends within ``margin`` (3%) of it, up to ``max_rounds`` or
-    ``budget_s`` seconds. On a GPU, a profiled pass then measures each variant's GPU
-    time and busy share (:func:`device_busy`): a point is ``"device"``-bound when the
-    GPU was busy at least half the time for both, else ``"host"``-bound. ``work`` is
-    what one call does, ``{"flops": n}`` or ``{"bytes": n}``, with the calibrated limit
-    to compare it with (``"limit": "matmul_float16"``, see :func:`calibrate`).
-    ``busy=False`` skips the profiled pass, for a variant that runs a profiler itself
-    (profilers do not nest); its point then counts as device-bound.
+    ``budget_s`` seconds. ``cores`` is how many cores the timed work needs (default:
+    torch's threads); the CPU time other processes took meanwhile says whether those
+    were free (``"cores"``). On a GPU, one profiled pass per variant, after the timed
+    rounds and with as many calls as a round, measures the GPU's busy time per call
+    (:func:`device_busy`); its share of the *timed* rounds' time per call says the
+    bound: ``"device"`` when the GPU was busy at least half of it for both, else
+    ``"host"``. A variant whose pass shows no GPU activity record fails the tip: a
+    profiler blind to the GPU would make every point host-bound (``"kernels"``).
+    ``work`` is what one call does, ``{"flops": n}`` or ``{"bytes": n}``, with the
+    calibrated limit to compare it with (``"limit": "matmul_float16"``): on a GPU its
+    value is attached (``"calibrated"``, :func:`calibrate`). ``busy=False`` skips the
+    profiled pass, for a variant that runs a profiler itself (profilers do not nest);
+    its point then counts as device-bound.
     """
+    import os
+    import statistics
     import time
 
     import torch
@@ -149,7 +163,7 @@ def compare_times(name, variants, *, threshold, device, x=None, work=None,
         return side != "noise" and not near
 
     base, cand, ratios = [], [], []
-    start = time.perf_counter()
+    start, before = time.perf_counter(), cpu_ticks()
     while len(ratios) < max_rounds:
         order = [base_name, cand_name]
         if len(ratios) % 2:
@@ -161,6 +175,9 @@ def compare_times(name, variants, *, threshold, device, x=None, work=None,
         if len(ratios) >= min_rounds:
             if settled(ratios) or time.perf_counter() - start > budget_s:
                 break
+    others = others_cores([(before, cpu_ticks())])
+    machine = os.cpu_count() or 1
+    needed = min(int(cores or torch.get_num_threads()), machine)
     mid, low, high = median_interval(ratios)
     found = {"name": name, "device": torch.device(device).type,
              "threads": torch.get_num_threads(), "x": x, "metric": "time", "unit": "s",
@@ -168,27 +185,46 @@ def compare_times(name, variants, *, threshold, device, x=None, work=None,
              "base": base, "cand": cand, "ratios": ratios, "median": mid, "low": low,
              "high": high, "threshold": threshold,
              "outcome": outcome(low, high, threshold),
-             "margin": "clear" if settled(ratios) else "thin"}
+             "margin": "clear" if settled(ratios) else "thin",
+             # free: others left the needed cores, less a quarter core (cores_were_free)
+             "cores": {"needed": needed, "machine": machine, "others": others,
+                       "free": None if others is None
+                       else others < machine - needed + 0.25}}
     if torch.device(device).type != "cpu" and busy:
-        spans = {k: device_busy(fn, calls[k], device) for k, fn in variants.items()}
-        found["device_time"] = {"base": spans[base_name][0],
-                                "cand": spans[cand_name][0]}
-        found["window"] = {"base": spans[base_name][1], "cand": spans[cand_name][1]}
-        shares = [b / w for b, w in spans.values()]
+        timed = {base_name: statistics.median(base), cand_name: statistics.median(cand)}
+        seen = {k: device_busy(fn, calls[k], device) for k, fn in variants.items()}
+        for k, (_, _, records, launches) in seen.items():
+            if records == 0:  # a variant that runs no GPU work is timed with busy=False
+                raise RuntimeError(
+                    f"compare_times({name!r}): {k!r} ran on {device}, but "
+                    f"torch.profiler recorded no GPU activity ({launches} launches "
+                    "seen): it cannot see this GPU, so no point can be judged device- "
+                    "or host-bound")
+        side = {base_name: "base", cand_name: "cand"}
+        found["device_time"] = {side[k]: min(s[0], timed[k]) for k, s in seen.items()}
+        found["window"] = {side[k]: timed[k] for k in seen}  # the timed work, per call
+        found["profiled"] = {side[k]: s[1] for k, s in seen.items()}  # its overhead
+        found["kernels"] = {side[k]: s[2] for k, s in seen.items()}
+        shares = [found["device_time"][k] / found["window"][k]
+                  for k in ("base", "cand")]
         found["bound"] = "device" if min(shares) >= 0.5 else "host"
     if work is not None:
         found["work"] = dict(work)
+        limit = calibrate(device).get(work.get("limit"))
+        if limit:  # the GPU's calibrated rate the work is measured against
+            found["calibrated"] = limit
     return found
 
 
 def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
-                   measure="ratio"):
+                   measure="ratio", cores=None):
     """Compare samples measured otherwise: ``{"anti-pattern": [...], "fix": [...]}``.
 
     Samples pair up by position, one pair per round. ``measure="ratio"`` compares
     anti-pattern / recommended with ``threshold``; ``"difference"`` compares
     anti-pattern - recommended (for quantities that may be 0, e.g. bytes leaked per
-    step).
+    step). ``cores`` is the ``"cores"`` a timing made otherwise recorded, as
+    :func:`compare_times` records it.
     """
     import torch
 
@@ -198,12 +234,15 @@ def compare_values(name, variants, *, threshold, device, metric, unit, x=None,
     else:
         ratios = [b - c for b, c in zip(base, cand)]
     mid, low, high = median_interval(ratios)
-    return {"name": name, "device": torch.device(device).type,
-            "threads": torch.get_num_threads(), "x": x, "metric": metric, "unit": unit,
-            "measure": measure, "baseline": base_name, "candidate": cand_name,
-            "base": list(base), "cand": list(cand), "ratios": ratios, "median": mid,
-            "low": low, "high": high, "threshold": threshold,
-            "outcome": outcome(low, high, threshold)}
+    found = {"name": name, "device": torch.device(device).type,
+             "threads": torch.get_num_threads(), "x": x, "metric": metric, "unit": unit,
+             "measure": measure, "baseline": base_name, "candidate": cand_name,
+             "base": list(base), "cand": list(cand), "ratios": ratios, "median": mid,
+             "low": low, "high": high, "threshold": threshold,
+             "outcome": outcome(low, high, threshold)}
+    if cores is not None:
+        found["cores"] = dict(cores)
+    return found
 
 
 def calibrate(device):
@@ -211,8 +250,12 @@ def calibrate(device):
 
     A large matmul per dtype (FLOP/s; TF32 off for float32), a device-to-device copy
     and a pinned and a pageable host-to-device copy (bytes/s, each byte counted once per
-    pass over memory or the link: a device copy reads and writes), each timed with CUDA
-    events, best of 3; and the host's time to launch one tiny kernel (seconds). ``{}``
+    pass over memory or the link: a device copy reads and writes; the host buffers are
+    written first, so no page is a shared zero page), each timed with CUDA events, best
+    of 3; and the host's time per call of a small ``nn.Linear``, as a tip's module
+    call launches its kernel (seconds). It also checks that torch.profiler sees the
+    GPU: a profiled matmul must show GPU activity, and the share of its time the GPU
+    was busy is kept (``profiled_matmul_share``); a blind profiler raises here. ``{}``
     on the CPU.
     """
     import time
@@ -251,6 +294,15 @@ def calibrate(device):
                 m = torch.randn(n, n, device=device, dtype=dtype)
                 name = str(dtype).split(".")[-1]
                 found[f"matmul_{name}"] = 2 * n**3 / best(torch.matmul, m, m)
+            # the profiler must see this GPU: every busy share depends on it
+            m = torch.randn(side, side, device=device, dtype=torch.float16)
+            busy, wall, records, launches = device_busy(lambda: m @ m, 3, device)
+            if not records or not busy:
+                raise RuntimeError(
+                    f"calibrate: torch.profiler saw no GPU activity in 3 matmuls on "
+                    f"{device} ({records} records, {launches} launches): it is blind "
+                    "to this GPU, and every GPU timing would read host-bound")
+            found["profiled_matmul_share"] = busy / wall
         finally:
             torch.backends.cuda.matmul.allow_tf32 = tf32
         nbytes = 2**28 if big else 2**22
@@ -258,21 +310,124 @@ def calibrate(device):
         dst = torch.empty_like(src)
         found["copy_device"] = 2 * nbytes / best(dst.copy_, src)
         pinned = torch.empty(nbytes, dtype=torch.uint8).pin_memory()
-        pageable = torch.empty(nbytes, dtype=torch.uint8)
+        pageable = torch.empty(nbytes, dtype=torch.uint8).fill_(1)  # pages written
         found["copy_h2d_pinned"] = nbytes / best(dst.copy_, pinned, True)
         found["copy_h2d_pageable"] = nbytes / best(dst.copy_, pageable, True)
-        tiny = torch.zeros(1, device=device)
+        layer = torch.nn.Linear(16, 16, device=device)
+        tiny = torch.randn(4, 16, device=device)
+        for _ in range(100):  # warm up
+            layer(tiny)
         backend.synchronize()
         start = time.perf_counter()
         for _ in range(1000):
-            tiny.add_(1)
+            layer(tiny)
         found["launch_s"] = (time.perf_counter() - start) / 1000
         backend.synchronize()
         cache[device.type] = found
     return dict(cache[device.type])
 
 
-def decide(device, cases, *, groups=None, facts=None, key=None, about=None):
+def judge(device, cases, groups, facts=None, about=None, settle=0.0):
+    """The verdict rule, in one place: what decide, the build and the pages apply.
+
+    ``groups`` maps a name to its comparisons (dicts with ``outcome``, ``low``,
+    ``high``, ``threshold``; ``bound`` and ``cores`` where timed), ``facts`` a name to
+    a value; ``cases``, ``about`` as :func:`decide` takes them. In this order:
+
+    * ``"busy"`` when a comparison of a group some case tests ran while other
+      processes took the cores it needed (its ``cores`` say not free);
+    * ``"inconclusive"`` when, on a GPU and for a claim about GPU work, such a group
+      has no device-bound comparison left (host-bound points never decide it);
+    * else the first case whose conditions hold. Where an outcome above or below
+      lies within ``settle`` (relative) of its threshold and reading it as noise
+      would give another verdict, the verdict is not settled: ``"depends"``.
+
+    Returns ``{"verdict", "why", "state", "deciding"}``: ``state`` the outcomes
+    (groups) and facts the cases read, ``deciding`` each group's comparisons that
+    counted. ``verdict`` is None when no case matches. Raises ValueError for a case
+    that tests an unknown name or a group with an unknown condition.
+    """
+    facts = dict(facts or {})
+    conditions = [f"{q} {s}" for q in ("all", "any", "none")
+                  for s in ("above", "below", "noise")]
+
+    def gpu_work(name):
+        claim = about.get(name, "device") if isinstance(about, dict) else about
+        return device != "cpu" and claim == "device"
+
+    deciding = {n: [c for c in cs if not gpu_work(n) or c.get("bound", "device")
+                    == "device"] for n, cs in groups.items()}
+    tested = list(dict.fromkeys(n for _, conds in cases for n in conds))
+    for _, conds in cases:
+        for n, condition in conds.items():
+            accepted = condition if isinstance(condition, list) else [condition]
+            if n not in groups and n not in facts:
+                raise ValueError(f"a case tests {n!r}, which is neither a fact nor "
+                                 "a group")
+            if n in groups and not all(a in conditions for a in accepted):
+                raise ValueError(f"a case tests group {n!r} with {condition!r}, "
+                                 f"not one of {conditions}")
+
+    def first(outcomes):
+        def holds(n, a):
+            if n not in groups:
+                return facts[n] == a
+            quantifier, side = a.split()
+            hits = [o == side for o in outcomes[n]]
+            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
+            return quantified[quantifier]
+
+        for verdict, conds in cases:
+            if all(any(holds(n, a) for a in (c if isinstance(c, list) else [c]))
+                   for n, c in conds.items()):
+                return verdict
+        return None
+
+    outcomes = {n: [c["outcome"] for c in cs] for n, cs in deciding.items()}
+    state = {**facts, **outcomes}
+    timed = [c for n in tested if n in groups for c in groups[n]]
+    busy = [c for c in timed if (c.get("cores") or {}).get("free") is False]
+    empty = [n for n in tested if n in groups and not deciding[n]]
+    if busy:
+        said = "; ".join(
+            f"{c['name']} (needed {c['cores']['needed']} of "
+            f"{c['cores'].get('machine', '?')}, others used {c['cores']['others']:g})"
+            for c in busy[:3])
+        return {"verdict": "busy", "state": state, "deciding": deciding,
+                "why": f"other processes took the cores these timings needed: {said}"}
+    if empty:
+        shares = [min(c["device_time"][k] / c["window"][k] for k in ("base", "cand"))
+                  for n in empty for c in groups[n] if "window" in c]
+        busiest = max(shares, default=0)
+        return {"verdict": "inconclusive", "state": state, "deciding": deciding,
+                "why": (f"no point of {', '.join(sorted(empty))} kept the GPU busy "
+                        f"half the time (busiest: {busiest:.0%}): the host bound "
+                        "them, not the GPU work the claim is about")}
+    verdict = first(outcomes)
+
+    def thin(c):
+        t = c["threshold"]
+        near = min(abs(c["low"] - t), abs(c["high"] - t)) < settle * abs(t)
+        return c["outcome"] != "noise" and near
+
+    close = [c for n in tested if n in groups for c in deciding[n] if thin(c)]
+    why = None
+    if verdict is not None and close:
+        unsure = {n: ["noise" if thin(c) else c["outcome"] for c in cs]
+                  for n, cs in deciding.items()}
+        other = first(unsure)
+        if other != verdict:
+            said = "; ".join(f"{c['name']} [{c['low']:.3g}, {c['high']:.3g}] against "
+                             f"{c['threshold']:g}" for c in close[:3])
+            why = (f"{verdict!r} is not settled: an interval ends within "
+                   f"{settle:.0%} of its threshold ({said}); read as noise it gives "
+                   f"{other!r}")
+            verdict = "depends"
+    return {"verdict": verdict, "state": state, "deciding": deciding, "why": why}
+
+
+def decide(device, cases, *, groups=None, facts=None, key=None, about=None,
+           settle=0.03):
     """The verdict on ``device``: the first of ``cases`` whose conditions all hold.
 
     ``groups`` maps a name to a list of comparisons, ``facts`` a name to an observation
@@ -286,46 +441,19 @@ def decide(device, cases, *, groups=None, facts=None, key=None, about=None):
     with none makes the verdict ``"inconclusive"``. ``about="host"`` says the claim is
     about the host's overhead, so every point counts. ``about`` may also map a group's
     name to either, for a claim that is about both (groups not named: ``"device"``).
+    A timing whose cores were not free makes the verdict ``"busy"``; a verdict that an
+    interval within ``settle`` (3%) of its threshold decides is ``"depends"``, and
+    ``why`` says which (:func:`judge`, the rule the build re-derives).
     """
     import torch
 
-    def holds(state, condition):
-        if isinstance(state, list):  # a group: the outcomes of its comparisons
-            quantifier, side = condition.split()
-            hits = [o == side for o in state]
-            quantified = {"all": all(hits), "any": any(hits), "none": not any(hits)}
-            return quantified[quantifier]
-        return state == condition
-
     device_type = torch.device(device).type
     groups, facts = dict(groups or {}), dict(facts or {})
-
-    def on_gpu_work(name):
-        claim = about.get(name, "device") if isinstance(about, dict) else about
-        return device_type != "cpu" and claim == "device"
-
-    def deciding(name):
-        return [c for c in groups[name]
-                if not on_gpu_work(name) or c.get("bound", "device") == "device"]
-
-    state = {**facts, **{n: [c["outcome"] for c in deciding(n)] for n in groups}}
-    tested = {n for _, conditions in cases for n in conditions}
-    empty = sorted(n for n in tested if n in groups and not deciding(n))
-    def matches(conditions):
-        return all(any(holds(state[n], v) for v in (c if isinstance(c, list) else [c]))
-                   for n, c in conditions.items())
-
-    why = None
-    if empty:
-        verdict = "inconclusive"
-        shares = [min(c["device_time"][k] / c["window"][k] for k in ("base", "cand"))
-                  for n in empty for c in groups[n] if "window" in c]
-        why = (f"no point of {', '.join(empty)} kept the GPU busy half the time "
-               f"(busiest: {max(shares, default=0):.0%}): the host bound them, not "
-               "the GPU work the claim is about")
-    else:
-        verdict = next((v for v, conditions in cases if matches(conditions)), None)
-    if verdict is None:
+    try:
+        found = judge(device_type, cases, groups, facts, about, settle)
+    except ValueError as exc:
+        raise ValueError(f"decide: {exc}") from None
+    if found["verdict"] is None:
         raise ValueError("no case matched: end with a case that has no conditions")
     if key is not None and "ratios" in key:
         unit = "x" if key["measure"] == "ratio" else key["unit"]
@@ -334,13 +462,13 @@ def decide(device, cases, *, groups=None, facts=None, key=None, about=None):
     comparisons = list({c["name"]: c for cs in groups.values() for c in cs}.values())
     threads = {c["threads"] for c in comparisons} or {torch.get_num_threads()}
     members = {n: [c["name"] for c in cs] for n, cs in groups.items()}
-    found = {"device": device_type, "verdict": verdict, "cases": cases,
-             "facts": facts, "groups": members, "comparisons": comparisons,
-             "state": state, "key": key, "threads": sorted(threads), "about": about,
-             "why": why}
+    decided = {"device": device_type, "verdict": found["verdict"], "cases": cases,
+               "facts": facts, "groups": members, "comparisons": comparisons,
+               "state": found["state"], "key": key, "threads": sorted(threads),
+               "about": about, "why": found["why"], "settle": settle}
     if device_type != "cpu":
-        found["calibration"] = calibrate(device)
-    return found
+        decided["calibration"] = calibrate(device)
+    return decided
 
 
 def report(decision, rule):
@@ -352,10 +480,12 @@ def report(decision, rule):
     import statistics
 
     limits = decision.get("calibration") or {}
-    about = decision.get("about")
-    about = about if isinstance(about, dict) else {n: about for n in decision["groups"]}
-    # as decide() reads it: host-bound points drop out only for claims about GPU work
-    counted = {n for n in decision["groups"] if about.get(n, "device") != "device"}
+    # as decide() reads it (judge): host-bound points drop out for claims about GPU work
+    by_name = {c["name"]: c for c in decision["comparisons"]}
+    groups = {n: [by_name[m] for m in ms] for n, ms in decision["groups"].items()}
+    counted = {c["name"] for cs in judge(decision["device"], decision["cases"], groups,
+                                        decision["facts"], decision.get("about"))[
+                                            "deciding"].values() for c in cs}
     for c in decision["comparisons"]:
         unit = "x" if c["measure"] == "ratio" else f" {c['unit']}"
         line = (f"{c['name']}: {c['median']:.3g}{unit} "
@@ -363,6 +493,10 @@ def report(decision, rule):
                 f"{c['outcome']} {c['threshold']:.3g}")
         if c.get("margin") == "thin" and c["outcome"] != "noise":
             line += " (thin margin: the interval ends within 3% of the threshold)"
+        cores = c.get("cores") or {}
+        if cores.get("free") is False:
+            line += (f" (machine busy: others used {cores['others']:g} cores, "
+                     f"{cores['needed']} needed)")
         print(line)
         for side, label in (("base", c["baseline"]), ("cand", c["candidate"])):
             if "device_time" not in c:
@@ -370,10 +504,13 @@ def report(decision, rule):
             wall = statistics.median(c[side])
             busy, window = c["device_time"][side], c["window"][side]
             share = busy / window
-            text = (f"    {label}: {wall * 1e3:.3g} ms a call; profiled, the GPU was "
-                    f"busy {busy * 1e3:.3g} of {window * 1e3:.3g} ms ({share:.0%})")
+            text = (f"    {label}: {wall * 1e3:.3g} ms a call; the GPU was busy "
+                    f"{busy * 1e3:.3g} ms of it ({share:.0%})")
+            if "kernels" in c:
+                text += (f", {c['kernels'][side]} GPU records in a profiled pass of "
+                         f"{c['profiled'][side] * 1e3:.3g} ms a call")
             work = c.get("work") or {}
-            limit = limits.get(work.get("limit"))
+            limit = c.get("calibrated") or limits.get(work.get("limit"))
             amount = work.get("flops", work.get("bytes"))
             if amount and limit:
                 per = "FLOP/s" if "flops" in work else "B/s"
@@ -381,8 +518,7 @@ def report(decision, rule):
                          f" of this GPU's {work['limit']}")
             print(text)
         if c.get("bound") == "host":
-            mine = [n for n, ms in decision["groups"].items() if c["name"] in ms]
-            if mine and all(n in counted for n in mine):
+            if c["name"] in counted:
                 print("    host-bound: the GPU idled; it counts (the claim is about "
                       "the host)")
             else:
@@ -781,12 +917,14 @@ def rederive(decision):
     """The verdict the recorded evidence gives, recomputed from the raw samples.
 
     Each comparison's ratios are recomputed from its samples, its interval and outcome from
-    the ratios, each group's outcomes from its comparisons, then the first matching case.
+    the ratios, its bound from its busy shares and whether its cores were free from what it
+    recorded of them; then the verdict by the one rule (:func:`judge`) with the decision's own
+    ``settle`` (0 for records made before it existed, as their rule was).
     Returns ``(verdict, problems)``: ``problems`` names every recorded figure or outcome that
     the samples do not give, and a verdict that differs from the one the evidence gives.
     """
     problems = []
-    outcomes = {}
+    recomputed = {}
     for c in decision["comparisons"]:
         if c["measure"] == "ratio":
             ratios = [b / v for b, v in zip(c["base"], c["cand"])]
@@ -798,72 +936,70 @@ def rederive(decision):
         if any(abs(a - b) > 1e-9 * max(1.0, abs(a)) for a, b in zip(median_interval(ratios), recorded)):
             problems.append(f"comparison {c['name']!r}: median or interval differs from its samples")
         _, low, high = median_interval(ratios)
-        outcomes[c["name"]] = outcome(low, high, c["threshold"])
-        if outcomes[c["name"]] != c["outcome"]:
+        mine = {**c, "low": low, "high": high, "outcome": outcome(low, high, c["threshold"])}
+        if mine["outcome"] != c["outcome"]:
             problems.append(f"comparison {c['name']!r}: outcome {c['outcome']!r} is not what its "
-                            f"interval gives ({outcomes[c['name']]!r})")
+                            f"interval gives ({mine['outcome']!r})")
         if "device_time" in c or "bound" in c:
             shares = [c["device_time"][k] / c["window"][k] for k in ("base", "cand")]
             if any(not 0 <= share <= 1 + 1e-9 for share in shares):
                 problems.append(f"comparison {c['name']!r}: GPU time exceeds its wall time")
-            bound = "device" if min(shares) >= BUSY_MIN else "host"
-            if c.get("bound") != bound:
+            mine["bound"] = "device" if min(shares) >= BUSY_MIN else "host"
+            if c.get("bound") != mine["bound"]:
                 problems.append(f"comparison {c['name']!r}: bound {c.get('bound')!r} is not what its "
-                                f"busy shares give ({bound!r})")
-    about = decision.get("about")
-
-    def gpu_claim(name):
-        claim = about.get(name, "device") if isinstance(about, dict) else about
-        return decision["device"] != "cpu" and claim == "device"
-
-    bound_by = {c["name"]: c.get("bound", "device") for c in decision["comparisons"]}
-    state = dict(decision["facts"])
-    empty = []
+                                f"busy shares give ({mine['bound']!r})")
+        if "kernels" in c and not all(c["kernels"].get(k) for k in ("base", "cand")):
+            problems.append(f"comparison {c['name']!r}: the profiler recorded no GPU activity "
+                            "for a variant (a blind profiler decides nothing)")
+        free = cores_free(c.get("cores"))
+        if free is not None and free != c["cores"].get("free"):
+            problems.append(f"comparison {c['name']!r}: cores free {c['cores'].get('free')!r} is not "
+                            f"what its others and needed cores give ({free!r})")
+        recomputed[c["name"]] = mine
+    groups = {}
     for name, members in decision["groups"].items():
-        if name in state:
+        if name in decision["facts"]:
             problems.append(f"{name!r} is both a fact and a group")
-        missing = [m for m in members if m not in outcomes]
+        missing = [m for m in members if m not in recomputed]
         if missing or not members:
             problems.append(f"group {name!r} names no comparison, or unknown ones: {missing}")
             continue
-        deciding = [m for m in members if not gpu_claim(name) or bound_by[m] == "device"]
-        if not deciding:
-            empty.append(name)
-        state[name] = [outcomes[m] for m in deciding]
-    tested = {n for _, conditions in decision["cases"] for n in conditions}
-    if any(n in tested for n in empty):
-        verdict = "inconclusive"
-        if decision["verdict"] != verdict:
-            problems.append(f"the verdict is {decision['verdict']!r} but no GPU-bound point decides "
-                            f"{', '.join(n for n in empty if n in tested)}: the evidence gives 'inconclusive'")
-        return verdict, problems
-    verdict = None
-    for case_verdict, conditions in decision["cases"]:
-        matched = True
-        for name, condition in conditions.items():
-            accepted = condition if isinstance(condition, list) else [condition]
-            if name not in state:
-                problems.append(f"a case tests {name!r}, which is neither a fact nor a group")
-                return None, problems
-            if isinstance(state[name], list):
-                if not all(a in GROUP_CONDITIONS for a in accepted):
-                    problems.append(f"a case tests group {name!r} with {condition!r}, "
-                                    f"not one of {list(GROUP_CONDITIONS)}")
-                    return None, problems
-                ok = False
-                for a in accepted:
-                    quantifier, side = a.split()
-                    hits = [o == side for o in state[name]]
-                    ok = ok or {"all": all(hits), "any": any(hits), "none": not any(hits)}[quantifier]
-            else:
-                ok = state[name] in accepted
-            matched = matched and ok
-        if matched:
-            verdict = case_verdict
-            break
+        groups[name] = [recomputed[m] for m in members]
+    try:
+        found = judge(decision["device"], decision["cases"], groups, decision["facts"],
+                      decision.get("about"), decision.get("settle", 0.0))
+    except ValueError as exc:
+        return None, [*problems, str(exc)]
+    verdict = found["verdict"]
     if verdict is None:
         problems.append("no case matched the recorded evidence")
     elif verdict != decision["verdict"]:
         problems.append(f"the verdict is {decision['verdict']!r} but the recorded evidence "
                         f"gives {verdict!r}")
     return verdict, problems
+
+
+def cores_free(cores):
+    """Whether a timing's recorded ``cores`` were free, by compare_times' rule: the others
+    used less than the machine's cores beyond those needed, plus a quarter core. None where
+    the record cannot say (no reading, or a record made before it had the machine's count)."""
+    if not isinstance(cores, dict) or cores.get("others") is None or "machine" not in cores:
+        return None
+    return cores["others"] < cores["machine"] - min(cores["needed"], cores["machine"]) + 0.25
+
+
+def deciding_comparisons(decision):
+    """The comparisons of a recorded decision that its verdict counted (:func:`judge`): on a
+    GPU, for a claim about GPU work, not the host-bound ones; [] when it cannot be read."""
+    by_name = {c["name"]: c for c in decision.get("comparisons") or []}
+    groups = {n: [by_name[m] for m in ms if m in by_name]
+              for n, ms in (decision.get("groups") or {}).items()}
+    try:
+        found = judge(decision.get("device", "cpu"), decision.get("cases") or [], groups,
+                      decision.get("facts"), decision.get("about"))
+    except (ValueError, KeyError, TypeError):
+        return []
+    counted = {c["name"] for cs in found["deciding"].values() for c in cs}
+    grouped = {m for ms in (decision.get("groups") or {}).values() for m in ms}
+    return [c for c in decision.get("comparisons") or []
+            if c["name"] in counted or c["name"] not in grouped]

@@ -38,7 +38,7 @@ socket, so this page says below what such a measurement can and cannot show.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import (Peer, compare_times, cores_were_free, cpu_ticks, decide,
+from tipsite.tipkit import (Peer, compare_times, decide,
                             plot_ratios, report)
 
 
@@ -175,27 +175,29 @@ really_bound = on_one_core["bound"][1] >= cores and on_one_core["free"][1] == 0
 # width 64, one from width 256), so that no call is tiny. The processes take turns, so each
 # has the cores to itself while it runs. The widths grow from ops too small for PyTorch to
 # split across threads (the element-wise ones below 32,768 outputs) to ones that split
-# well. Speed-up = free time / bound time. The CPU time of the whole machine is read before
-# and after each width.
-speedups, spans = [], []
+# well. Speed-up = free time / bound time. Each timing records how much CPU other processes
+# took while it ran.
+speedups = []
 try:
     for width in widths:
         steps = max(1, 2**15 // width**2)
-        before = cpu_ticks()
         speedups.append(compare_times(
             f"bound threads, width {width}",
             {"free": lambda: free.call(train_steps, width, steps),
              "bound": lambda: bound.call(train_steps, width, steps)},
-            threshold=1.05, device=device, x=width, budget_s=0.5))
-        spans.append((before, cpu_ticks()))
+            threshold=1.05, device=device, x=width, budget_s=0.5, cores=cores))
 finally:
     free.close()
     bound.close()
 
 # Other processes' CPU use, in cores, during the busiest width's timing (the two
 # children are this process's and are not counted). A bound thread cannot move off a
-# core another process is using; a free one can.
-others, cores_free = cores_were_free(spans, cores)
+# core another process is using; a free one can. A width whose timing saw others use
+# a quarter of a core makes the verdict "busy" (compare_times records it, decide
+# reads it).
+loads = [c["cores"]["others"] for c in speedups]
+others = None if not loads or None in loads else max(loads)
+cores_free = None if others is None or cores < 2 else others < 0.25
 print("other processes' CPU use while timing, cores (busiest width):", others)
 
 # %%

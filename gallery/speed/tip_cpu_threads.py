@@ -34,8 +34,8 @@ and records how busy the cores were with other processes meanwhile.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import (check_plausible, compare_times, cores_were_free, cpu_ticks,
-                            decide, plot_ratios, report)
+from tipsite.tipkit import (check_plausible, compare_times, decide, plot_ratios,
+                            report)
 
 
 # %%
@@ -84,34 +84,33 @@ print(f"matmul results agree at 1 and {cores} threads")
 # -----------
 # Matmuls (n x n) and element-wise ``exp(x) * x``, from sizes below the point where PyTorch
 # splits an op at all to sizes where each call takes milliseconds. Speed-up = 1-thread time /
-# n-thread time. The CPU time of the whole machine is read before and after each size.
+# n-thread time. Each timing records how much CPU other processes took while it ran.
 matmul_sizes = [16, 64, 256, 768]
 elementwise_sizes = [1 << 10, 1 << 14, 1 << 18, 1 << 22]
-matmuls, elementwise, spans = [], [], []
+matmuls, elementwise = [], []
 for n in matmul_sizes:
     a, b = torch.randn(n, n), torch.randn(n, n)  # [n, n]
-    before = cpu_ticks()
     matmuls.append(compare_times(
         f"matmul {n}x{n}",
         {"1 thread": at_threads(1, lambda: a @ b),
          f"{cores} threads": at_threads(cores, lambda: a @ b)},
-        threshold=1.1, device=device, x=n * n, budget_s=1.0))
-    spans.append((before, cpu_ticks()))
+        threshold=1.1, device=device, x=n * n, budget_s=1.0, cores=cores))
 for n in elementwise_sizes:
     v = torch.randn(n)  # [n]
-    before = cpu_ticks()
     elementwise.append(compare_times(
         f"exp(x) * x, {n} elements",
         {"1 thread": at_threads(1, lambda: torch.exp(v) * v),
          f"{cores} threads": at_threads(cores, lambda: torch.exp(v) * v)},
-        threshold=1.1, device=device, x=n, budget_s=1.0))
-    spans.append((before, cpu_ticks()))
+        threshold=1.1, device=device, x=n, budget_s=1.0, cores=cores))
 
 # Other processes' CPU use, in cores, during the busiest size's timing. The n-thread
 # variant needs every core; a core that another process holds stalls each parallel
-# region. The cores count as free only if no size's timing saw others use a quarter
-# of a core. With one core there is nothing to split: the rule cannot judge the advice.
-others, spare = cores_were_free(spans, cores)
+# region. A timing that saw others use a quarter of a core makes the verdict "busy"
+# (compare_times records it, decide reads it). With one core there is nothing to
+# split: the rule cannot judge the advice.
+loads = [c["cores"]["others"] for c in matmuls + elementwise]
+others = None if None in loads else max(loads)
+spare = None if others is None or cores < 2 else others < 0.25
 print("other processes' CPU use while timing, cores (busiest size):", others)
 
 # One thread per core can at best divide the time by the cores: a speed-up whose whole

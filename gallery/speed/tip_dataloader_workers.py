@@ -37,7 +37,7 @@ step, loaded with ``num_workers=0`` and with persistent workers.
 # ratio, anti-pattern time / recommended time. The interval is a ~95% confidence interval for
 # the median ratio; rounds are added while it straddles the rule's threshold. A verdict is the
 # first case of the rule whose conditions the measurements meet.
-from tipsite.tipkit import (compare_times, cores_were_free, cpu_ticks, decide,
+from tipsite.tipkit import (compare_times, decide,
                             plot_ratios, report)
 
 
@@ -146,19 +146,17 @@ if fork_ok:
 # the workers' prefetch queue, as every epoch of a real training run does. Speed-up = epoch time
 # with ``num_workers=0`` / epoch time with workers.
 steps_per_sample = [1, 8, 64, 512]
-speedups, skipped, spans = [], [], []
+speedups, skipped = [], []
 if fork_ok:
     for steps in steps_per_sample:
         dataset = AugmentedImages(steps)
         plain, pooled = plain_loader(dataset), worker_loader(dataset)
         epoch(pooled)  # starts the persistent workers
-        before = cpu_ticks()
         speedups.append(compare_times(
             f"{workers} workers, {steps} steps per sample",
             {"num_workers=0": lambda: epoch(plain),
              f"num_workers={workers}": lambda: epoch(pooled)},
-            threshold=1.1, device=device, x=steps, budget_s=1.0))
-        spans.append((before, cpu_ticks()))
+            threshold=1.1, device=device, x=steps, budget_s=1.0, cores=cores))
         del plain, pooled  # shuts the workers down
 else:
     skipped.append("workers: no 'fork' start method on this platform")
@@ -166,8 +164,11 @@ else:
 
 # Workers need cores to run on: other processes' CPU use, in cores, during the
 # busiest work level's timing (the main process and its workers are not counted).
-# The cores count as free only if no level's timing saw others use a quarter of a core.
-others, spare = cores_were_free(spans, cores)
+# A level whose timing saw others use a quarter of a core makes the verdict "busy"
+# (compare_times records it, decide reads it).
+loads = [c["cores"]["others"] for c in speedups]
+others = None if not loads or None in loads else max(loads)
+spare = None if others is None or cores < 2 else others < 0.25
 print("other processes' CPU use while timing, cores (busiest level):", others)
 
 # %%

@@ -128,25 +128,26 @@ assert not torch.is_anomaly_enabled(), "anomaly mode must be off after the conte
 # at widths from tiny (per-op overhead dominates) to wide (arithmetic dominates): batch 32 on
 # the CPU. A GPU needs far more work before its work, not the host's, sets the pace of a step:
 # there the batch is 32 rows per streaming multiprocessor (SM), and the widths come from two
-# measurements of this run: the plain step's time at width 64, where the GPU has almost
-# nothing to do (the host's time per step), and this GPU's float32 matmul rate
-# (``calibrate``). A step's matmuls grow with ``width**2``; the widths make them take once, 4,
-# 16 and 64 times the host's time per step at that rate (at most 128 per SM wide). Anomaly mode
-# adds host work of its own, so the plain step must outlast the host by a wide margin before
-# the anomaly step keeps the GPU busy too.
+# measurements of this run: the *anomaly* step's time at width 64, where the GPU has almost
+# nothing to do (the host's time per step with anomaly mode's own host work, the larger of
+# the two), and this GPU's float32 matmul rate (``calibrate``). A step's matmuls grow with
+# ``width**2``; the widths make them take 2, 4, 16 and 64 times that host time at that rate
+# (at most 128 per SM wide), so that at every width the GPU's work, not the host's, can set
+# the pace of both steps: a width sized to the plain step's host time alone would leave the
+# anomaly step host-bound, and decide nothing.
 if device.type == "cuda":
     calib = calibrate(device)
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     batch = 32 * sms
-    host_s = Timer("step()", globals={"step": make_step(64, batch)}).blocked_autorange(
-        min_run_time=0.2).median
+    host_s = Timer("step()", globals={"step": with_anomaly(make_step(64, batch))}
+                   ).blocked_autorange(min_run_time=0.2).median
     per_width2 = 6 * 4 * batch / calib["matmul_float32"]  # seconds, fwd + bwd matmuls
 
     def width_for(seconds):  # a multiple of 64 whose matmuls take that long
         return min(128 * sms, max(64, 64 * round((seconds / per_width2) ** 0.5 / 64)))
 
-    widths = sorted({width_for(k * host_s) for k in (1, 4, 16, 64)})
-    print(f"plain step at width 64, batch {batch}: {host_s * 1e3:.3g} ms; "
+    widths = sorted({width_for(k * host_s) for k in (2, 4, 16, 64)})
+    print(f"anomaly step at width 64, batch {batch}: {host_s * 1e3:.3g} ms; "
           f"widths: {widths}")
 else:
     batch, widths = 32, [16, 64, 256, 512]

@@ -422,7 +422,7 @@ def texts_outside(fig) -> list[str]:
 
 
 STATE_COLOURS = {**VERDICT_COLOURS, "older-tip-version": "#57606a", "not-measured": "#57606a",
-                 "not-applicable": "#57606a"}
+                 "not-applicable": "#57606a", "busy": "#57606a"}
 
 
 def _fact_line(name: str, value) -> tuple[str, str, str]:
@@ -494,7 +494,7 @@ def thumbnail_facts_figure(view):
         fig.text(0.04, y, d.word, fontsize=THUMB_TEXT_PT + 2, fontweight="bold", va="top", color="#222222")
         colour = STATE_COLOURS.get(d.token, "#57606a")
         # the page's badge: filled for a verdict, dashed outline for "not measured" (tips.css)
-        hollow = d.token in ("not-measured", "not-applicable")
+        hollow = d.token in ("not-measured", "not-applicable", "busy")
         fig.text(0.27, y, f" {d.label} ", fontsize=THUMB_TEXT_PT + 2, fontweight="bold", va="top",
                  color=colour if hollow else "white",
                  bbox={"boxstyle": "round,pad=0.25", "facecolor": "white" if hollow else colour,

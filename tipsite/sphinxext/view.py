@@ -17,7 +17,7 @@ from typing import Any
 from sphinx.util import logging
 
 from conf import settings
-from tipsite import devices, records, tipmeta
+from tipsite import devices, records, tipkit, tipmeta
 from tipsite.sphinxext import vocabulary as _states
 from tipsite.sphinxext.render import anchor_name, interval, number, quantity
 
@@ -68,6 +68,10 @@ def related_tips(tip: tipmeta.Tip, tips: list[tipmeta.Tip], limit: int = 3) -> l
 # verdict itself. The same states as tokens for CSS classes and search metadata.
 STATE_WORDS = {k: v["word"] for k, v in _states.STATES.items()}
 STATE_TOKENS = {k: v["token"] for k, v in _states.STATES.items()}
+# A decision whose timings ran while other processes took their cores (tipkit.judge) is no
+# verdict: every place says so, as it says "not measured".
+BUSY = _states.BUSY
+BUSY_WORDS = f"{STATE_WORDS['not measured']}: {_states.BUSY_WORD}"
 
 
 def state_word(state: str) -> str:
@@ -248,7 +252,8 @@ class TipView:
 
     @property
     def measured(self) -> list[DeviceView]:
-        return [d for d in self.devices.values() if d.state == "measured"]
+        """The devices with a current verdict ("busy" is none: the machine was not free)."""
+        return [d for d in self.devices.values() if d.state == "measured" and d.verdict != BUSY]
 
     @property
     def disagreement(self) -> str:
@@ -366,22 +371,15 @@ def key_text(key: dict | None) -> str:
 
 
 def deciding_comparisons(decision: dict) -> list[dict]:
-    """The comparisons a verdict was decided from: on a GPU, for a claim about GPU work, not the
-    host-bound ones (tipkit.decide)."""
-    about = decision.get("about")
-    about = about if isinstance(about, dict) else {n: about for n in decision.get("groups") or {}}
-    gpu = decision.get("device") != "cpu"
-    device_groups = {n for n in decision.get("groups") or {} if about.get(n, "device") == "device"}
-    excluded = {m for n in device_groups for m in decision["groups"][n]} if gpu else set()
-    return [c for c in decision.get("comparisons") or []
-            if c["name"] not in excluded or c.get("bound", "device") == "device"]
+    """The comparisons a verdict was decided from: tipkit's one rule (tipkit.judge)."""
+    return tipkit.deciding_comparisons(decision)
 
 
 def headline(decision: dict) -> str:
     """What decided the verdict, for the header and the cards: the reason for "inconclusive";
     for "depends" the two ends side by side (``1.22x with 1 element per row; 1x for an MLP``);
     otherwise the tip's key figure."""
-    if decision.get("verdict") == "inconclusive" and decision.get("why"):
+    if decision.get("verdict") in ("inconclusive", "busy") and decision.get("why"):
         return str(decision["why"])
     if decision.get("verdict") == "depends":
         ranked = sorted((c for c in deciding_comparisons(decision) if c["measure"] == "ratio"),
@@ -404,10 +402,15 @@ def _gpu_text(c: dict, side: str, samples: list[float], calibration: dict) -> st
     if "device_time" not in c:
         return ""
     busy, window = c["device_time"][side], c["window"][side]
-    text = (f"; in a profiled pass the GPU was busy {quantity(busy, 's')} of {quantity(window, 's')} "
-            f"a call ({number(100 * busy / window)}%)")
+    text = (f"; the GPU was busy {quantity(busy, 's')} of {quantity(window, 's')} a call "
+            f"({number(100 * busy / window)}%)")
+    if "kernels" in c and "profiled" in c:  # judged on the timed work, a profiled pass beside it
+        text += (f", {c['kernels'][side]} GPU records in a profiled pass of "
+                 f"{quantity(c['profiled'][side], 's')} a call")
+    else:
+        text += " (in a profiled pass)"
     work = c.get("work") or {}
-    limit = calibration.get(work.get("limit"))
+    limit = c.get("calibrated") or calibration.get(work.get("limit"))
     amount = work.get("flops", work.get("bytes"))
     if amount and limit:
         per = "FLOP" if "flops" in work else "B"
