@@ -667,10 +667,12 @@ def test_a_blind_profiler_fails_the_comparison_loudly(monkeypatch):
 
 def test_the_bound_is_judged_on_the_timed_work_not_the_profiled_pass(monkeypatch):
     """30.4: a profiled pass slowed by the profiler (10 ms a call) must not make a point whose
-    timed calls (about 2 ms) kept the GPU busy 1.5 ms host-bound; the overhead is stated."""
+    timed calls (about 2 ms) kept the GPU busy host-bound; the overhead is stated. The GPU was
+    busy 4.9 ms of the 10 ms profiled pass (49%: host-bound if judged there), which covers
+    every timed call even when a loaded machine stretches the 2 ms sleep up to 9.8 ms."""
     import time
 
-    _fake_gpu_pass(monkeypatch, 1.5e-3, 10e-3, records=4)
+    _fake_gpu_pass(monkeypatch, 4.9e-3, 10e-3, records=4)
     c = tipkit.compare_times("point", {"a": lambda: time.sleep(2e-3), "b": lambda: time.sleep(2e-3)},
                              threshold=1.1, device="cuda", round_s=0.004, budget_s=0.1)
     assert c["bound"] == "device", c["window"]
