@@ -495,7 +495,10 @@ def thumbnail_facts_figure(view):
         colour = STATE_COLOURS.get(d.token, "#57606a")
         # the page's badge: filled for a verdict, dashed outline for "not measured" (tips.css)
         hollow = d.token in ("not-measured", "not-applicable", "busy")
-        fig.text(0.27, y, f" {d.label} ", fontsize=THUMB_TEXT_PT + 2, fontweight="bold", va="top",
+        # the badge's words without the date (the card's own badge shows it): they fit the width
+        badge = f" {d.filter_value} "
+        fig.text(0.22, y, badge, fontsize=THUMB_TEXT_PT + (2 if len(badge) <= 20 else 0),
+                 fontweight="bold", va="top",
                  color=colour if hollow else "white",
                  bbox={"boxstyle": "round,pad=0.25", "facecolor": "white" if hollow else colour,
                        "edgecolor": colour, "linestyle": "--" if hollow else "-"})
