@@ -614,6 +614,16 @@ def test_target_detection():
 ARGS = ["--torch", "2.13", "--device", "cuda", "--jobs", "1", "--site-url", "https://x.test"]
 
 
+@pytest.fixture
+def tuning_status(monkeypatch):
+    """The command line's mechanics (lines, severities, exit codes, configuration) tested on the
+    rules the tuning set makes stable (PTT001 and PTT031 among them), whichever rules the
+    held-out labels leave stable (tests/test_checker_kinds.py checks status.json itself)."""
+    from tipsite.checker import registry
+
+    monkeypatch.setattr(registry, "STATUS", labels.status(labels.load(), None))
+
+
 def holding_evidence(monkeypatch, tips: set[str]) -> None:
     """The shipped evidence with the given tips holding on CUDA for torch 2.13."""
     data = evidence.load_data()
@@ -625,7 +635,7 @@ def holding_evidence(monkeypatch, tips: set[str]) -> None:
     monkeypatch.setattr(evidence, "load_data", lambda: data)
 
 
-def test_cli_lines_severity_and_exit_codes(tmp_path, capsys, monkeypatch):
+def test_cli_lines_severity_and_exit_codes(tmp_path, capsys, monkeypatch, tuning_status):
     holding_evidence(monkeypatch, {"tip_weights_only_load"})
     pkg = tmp_path / "pkg"
     pkg.mkdir()
@@ -664,7 +674,7 @@ def test_cli_lines_severity_and_exit_codes(tmp_path, capsys, monkeypatch):
     assert "cannot be parsed" in capsys.readouterr()[1]
 
 
-def test_cli_verbose_and_explain(tmp_path, capsys, monkeypatch):
+def test_cli_verbose_and_explain(tmp_path, capsys, monkeypatch, tuning_status):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "t.py").write_text("import torch\nopt = torch.optim.Adam(p)\nmodel.cuda()\n")
     cli.main([str(tmp_path / "t.py"), *ARGS, "-v"])
@@ -697,7 +707,7 @@ def test_explain_quotes_each_measured_state_as_a_finding_does(capsys, monkeypatc
     assert f"For torch 2.13 (--torch), CUDA (--device): {quoted} -> findings fail the run" in lines
 
 
-def test_configuration_in_pyproject(tmp_path, capsys, monkeypatch):
+def test_configuration_in_pyproject(tmp_path, capsys, monkeypatch, tuning_status):
     holding_evidence(monkeypatch, {"tip_weights_only_load", "tip_foreach_fused_optimizers"})
     (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""\
         [project]
@@ -757,7 +767,8 @@ def test_the_checker_runs_installed_without_the_repository(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIPS_")}
     env["PYTHONPATH"] = str(site)
     proc = subprocess.run([sys.executable, "-c", "import sys\nfrom tipsite.checker.cli import main\n"
-                           "sys.exit(main())", "train.py", "--torch", "2.11", "--device", "cuda", "--jobs", "1",
+                           "sys.exit(main())", "train.py", "--select", "PTT001", "--torch", "2.11", "--device",
+                           "cuda", "--jobs", "1",
                            "--site-url", "https://tips.example"],
                           cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode in (0, 1), proc.stderr

@@ -318,12 +318,19 @@ def own_test_data() -> dict[str, str]:
 
 
 def leaks(heldout: Labels, texts: dict[str, str] | None = None) -> list[str]:
-    """Held-out excerpt lines found in the rules' own test data."""
+    """Held-out excerpt lines found in the rules' own test data.
+
+    Only lines of at least :data:`LEAK_MIN` characters count: a short line such as
+    ``with torch.no_grad():`` is in every training script and says nothing of where it came
+    from, while a longer one (names, arguments) is the held-out code itself."""
     texts = own_test_data() if texts is None else texts
     stripped = {name: {line.strip() for line in re.sub(r"(?m)^\s*\d+\|", "", t).splitlines()}
                 for name, t in texts.items()}
     return [f"{name}: {line!r}" for line in sorted(excerpt_lines(heldout))
-            for name, lines in stripped.items() if line in lines]
+            for name, lines in stripped.items() if len(line) >= LEAK_MIN and line in lines]
+
+
+LEAK_MIN = 30  # characters of a stripped line that identify code, see leaks()
 
 
 def render_markdown(labels: Labels) -> str:
