@@ -427,11 +427,15 @@ def test_check_plausible_fails_a_speed_up_beyond_what_the_resources_allow():
     """Two processes on two cores cannot train 5x faster than one: an interval wholly above
     the bound is a measurement defect and fails the tip, naming the bound's reason; an interval
     that reaches down to the bound passes, unchanged."""
-    fine = {"name": "DDP", "median": 2.1, "low": 1.8, "high": 2.4}
+    free = {"needed": 2, "others": 0.0, "free": True}
+    fine = {"name": "DDP", "median": 2.1, "low": 1.8, "high": 2.4, "cores": free}
     assert tipkit.check_plausible(fine, at_most=2, because="2 processes") is fine
     with pytest.raises(RuntimeError, match="more than the 2x that 2 processes on 2 cores"):
-        tipkit.check_plausible({"name": "DDP", "median": 5.0, "low": 4.0, "high": 9.0},
-                               at_most=2, because="2 processes on 2 cores")
+        tipkit.check_plausible({"name": "DDP", "median": 5.0, "low": 4.0, "high": 9.0,
+                                "cores": free}, at_most=2, because="2 processes on 2 cores")
+    # no cores reading (a comparison of an older format): contention cannot be ruled out
+    unread = {"name": "DDP", "median": 5.0, "low": 4.0, "high": 9.0}
+    assert tipkit.check_plausible(unread, at_most=2, because="2 processes") is unread
     # timed while other processes took the cores (record format "cores"): it decides nothing
     # and is never published, and the contention explains it: no defect of the tip's
     busy = {"name": "DDP", "median": 15.5, "low": 6.4, "high": 39.1,

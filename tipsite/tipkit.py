@@ -681,9 +681,11 @@ def check_plausible(comparison, *, at_most, because):
     interval lies above ``at_most`` (the most that ``because`` allows, e.g. the
     ratio of cores or processes, or of bandwidths) measured a defect (oversubscribed
     threads, contention, a variant that skipped work), not the pattern, and fails
-    the tip with the reason. A comparison whose cores were not free is left alone:
-    it decides nothing and is not published."""
-    if (comparison.get("cores") or {}).get("free") is not False and \
+    the tip with the reason. A comparison whose cores were not free, or that does
+    not say (no ``cores`` reading), is left alone: contention may explain it, and
+    such a comparison decides nothing and is not published."""
+    cores = comparison.get("cores")
+    if cores is not None and cores.get("free") is not False and \
             comparison["low"] > at_most:
         raise RuntimeError(
             f"{comparison['name']}: {comparison['median']:.3g}x "
