@@ -116,10 +116,16 @@ def _readable():
     return found
 
 
+# An interval for each outcome, clear of the threshold (1.0) by far more than the 3% that
+# tipkit.judge needs to call a verdict settled: the outcomes alone decide.
+INTERVALS = {"above": (2.0, 1.5, 2.5), "below": (0.5, 0.4, 0.6), "noise": (1.0, 0.5, 1.5)}
+
+
 def _comparisons(group: str, outcomes: list[str]) -> list[dict]:
     return [{"name": f"{group} #{i}", "outcome": o, "threads": 1, "measure": "ratio", "x": i,
-             "median": 1.0, "low": 1.0, "high": 1.0, "ratios": [1.0], "threshold": 1.0,
-             "margin": "clear", "cores": {"needed": 1, "others": 0.0, "free": True}}
+             **dict(zip(("median", "low", "high"), INTERVALS[o])), "ratios": [INTERVALS[o][0]],
+             "threshold": 1.0, "margin": "clear",
+             "cores": {"needed": 1, "others": 0.0, "free": True}}
             for i, o in enumerate(outcomes)]
 
 
