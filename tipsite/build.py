@@ -69,7 +69,7 @@ def digest(paths) -> str:
 EXECUTION_LAYER = ("tipsite/gallery.py", "tipsite/tipsource.py", "tipsite/tiprunner.py",
                    "tipsite/devices.py", "tipsite/tipkit.py", "tipsite/tipmeta.py",
                    *(f"tipsite/records/{m}.py" for m in ("__init__", "check", "versions", "store",
-                                                         "views", "vet", "legacy", "cli")),
+                                                         "views", "vet", "rules", "legacy", "cli")),
                    "conf/settings.py", "conf/vocab.toml")
 
 

@@ -34,6 +34,12 @@ instead: a tip must call them only under ``torch.cuda.is_available()``.
 beside this runner, see :mod:`tipsite.fakecuda`) makes torch report a CUDA device backed by the
 CPU. Its figures mean nothing; the run proves the CUDA code paths work.
 
+``--timeout S`` limits each tip to S seconds: past it an exception is raised in the tip, again
+every second, and the tip is reported failed; a tip that does not stop within a grace (it catches
+every exception, or loops in C) is killed with this process by a watchdog process, which names it
+on stderr. With several tips the JSON file is written after each tip, so a killed run keeps the
+reports of the tips before (tipsite/tipcheck.py runs the rest again).
+
 Exit status: 0 ran, 1 the tip raised, 2 bad usage, 3 strict and the tip raised a deprecation.
 The JSON holds ``status``, ``error``, ``verdicts`` (per device: verdict and key figure),
 ``result`` (RESULT, JSON-safe), ``figures`` (how many matplotlib figures are open at the end),
@@ -46,6 +52,8 @@ import json
 import os
 import platform
 import runpy
+import signal
+import subprocess
 import sys
 import time
 import traceback
@@ -370,7 +378,54 @@ def reset_between_tips() -> None:
         sys.modules["matplotlib.pyplot"].close("all")
 
 
-def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
+class TipTimedOut(BaseException):
+    """A tip ran past ``--timeout``."""
+
+
+# Past the deadline, if the runner it watches is still its parent, name the tip and kill the
+# runner; end when the runner does.
+WATCHDOG = """
+import os, signal, sys, time
+pid, deadline, message = int(sys.argv[1]), time.monotonic() + float(sys.argv[2]), sys.argv[3]
+while time.monotonic() < deadline:
+    time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+    if os.getppid() != pid:
+        sys.exit(0)
+os.write(2, message.encode() + b"\\n")
+os.kill(pid, signal.SIGKILL)
+"""
+_LIMIT: dict = {}
+
+
+def grace_s(limit: float) -> float:
+    return min(60.0, max(5.0, limit / 10))
+
+
+def _arm(name: str, limit: float):
+    said = f"{name} ran for more than {limit:g} s (the time limit)"
+
+    def expired(signum, frame):
+        _LIMIT["expired"] = True
+        if _LIMIT.get("in_tip"):
+            raise TipTimedOut(said)
+
+    killed = f"error: {said} and did not stop within {grace_s(limit):g} s more: killed"
+    watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(os.getpid()),
+                                 str(limit + grace_s(limit)), killed],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    _LIMIT.update(expired=False, in_tip=True, said=said)
+    signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, limit, 1.0)
+    return watchdog
+
+
+def _disarm(watchdog) -> None:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    watchdog.kill()
+    watchdog.wait()
+
+
+def run(tip_path: str, strict: bool = False, fake_cuda: bool = False, limit: float | None = None) -> dict:
     tip_path = os.path.realpath(tip_path)
     report: dict = {"tip": os.path.splitext(os.path.basename(tip_path))[0], "status": "passed",
                     "error": None, "verdicts": None, "result": None, "warnings": [],
@@ -402,14 +457,22 @@ def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
         # once per place, like Python's default, so a warning in a timing loop is one record
         warnings.simplefilter("default")
         warnings.showwarning = record  # catch_warnings restores it; a tip's own block overrides it
+        watchdog = _arm(report["tip"] + ".py", limit) if limit else None
         try:
-            namespace = runpy.run_path(tip_path, run_name="__main__")
+            try:
+                namespace = runpy.run_path(tip_path, run_name="__main__")
+            finally:
+                _LIMIT["in_tip"] = False
+            if _LIMIT.get("expired"):  # it caught the exception and ran on
+                raise TipTimedOut(_LIMIT["said"])
         except BaseException as exc:  # noqa: BLE001 - a tip's SystemExit is a failure too
             namespace = {}
             report["status"] = "failed"
             tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
             report["error"] = "".join(tb)[-3000:]
             print("".join(tb), file=sys.stderr)
+    if watchdog is not None:
+        _disarm(watchdog)
     report["seconds"] = round(time.perf_counter() - start, 2)
     sys.argv, sys.path[0] = saved_argv, saved_path0
     if imports:
@@ -453,6 +516,11 @@ def main(argv: list[str]) -> int:
     fake_cuda = "--fake-cuda" in args
     if fake_cuda:
         args.remove("--fake-cuda")
+    limit = None
+    if "--timeout" in args:
+        i = args.index("--timeout")
+        limit = float(args[i + 1])
+        del args[i:i + 2]
     out = None
     if "--json" in args:
         i = args.index("--json")
@@ -464,7 +532,7 @@ def main(argv: list[str]) -> int:
     reports = []
     for i, tip in enumerate(args):
         if len(args) == 1:
-            reports.append(run(tip, strict=strict, fake_cuda=fake_cuda))
+            reports.append(run(tip, strict=strict, fake_cuda=fake_cuda, limit=limit))
             continue
         if i:
             reset_between_tips()
@@ -474,9 +542,13 @@ def main(argv: list[str]) -> int:
 
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            report = run(tip, strict=strict, fake_cuda=fake_cuda)
+            report = run(tip, strict=strict, fake_cuda=fake_cuda, limit=limit)
         report["stdout"] = printed.getvalue()[-20000:]
         reports.append(report)
+        if out:  # so far: a tip killed later leaves these
+            with open(out + ".tmp", "w", encoding="utf-8") as fh:
+                json.dump({"reports": reports, "partial": True}, fh, sort_keys=True)
+            os.replace(out + ".tmp", out)
     if out:
         with open(out, "w", encoding="utf-8") as fh:
             json.dump(reports[0] if len(reports) == 1 else {"reports": reports}, fh, indent=1, sort_keys=True)
