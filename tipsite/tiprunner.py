@@ -371,9 +371,10 @@ def reset_torch_state(seed: int = 0, threads: int | None = None) -> None:
     torch.set_float32_matmul_precision("highest")
 
 
-def reset_between_tips() -> None:
-    """Put back what one tip may change for the next, when several run in one process."""
-    reset_torch_state()
+def reset_between_tips(threads: int | None = None) -> None:
+    """Put back what one tip may change for the next, when several run in one process (the
+    thread setting too, when given: each tip starts with the one the first started with)."""
+    reset_torch_state(threads=threads)
     if "matplotlib.pyplot" in sys.modules:
         sys.modules["matplotlib.pyplot"].close("all")
 
@@ -445,6 +446,9 @@ def run(tip_path: str, strict: bool = False, fake_cuda: bool = False, limit: flo
     sys.argv = [tip_path]
     sys.path[0] = os.path.dirname(tip_path)
     torch_dirs = _torch_dirs()
+    # the thread setting the tip started with (a tip may change it); torch is not imported here
+    # for it: its import-time warnings are recorded below
+    threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
     caught: list[tuple] = []
 
     def record(message, category, filename, lineno, file=None, line=None):
@@ -483,7 +487,7 @@ def run(tip_path: str, strict: bool = False, fake_cuda: bool = False, limit: flo
 
     report["torch"] = torch.__version__
     report.update(_device())
-    report["threads"] = torch.get_num_threads()
+    report["threads"] = threads or torch.get_num_threads()
     result = namespace.get("RESULT")
     if isinstance(result, dict):
         report["result"] = _json_safe(result)
@@ -530,12 +534,17 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     reports = []
+    start_threads = None
+    if len(args) > 1:  # every tip starts with torch's thread setting, whatever one before set
+        import torch
+
+        start_threads = torch.get_num_threads()
     for i, tip in enumerate(args):
         if len(args) == 1:
             reports.append(run(tip, strict=strict, fake_cuda=fake_cuda, limit=limit))
             continue
         if i:
-            reset_between_tips()
+            reset_between_tips(start_threads)
         print(f"--- {os.path.basename(tip)}", file=sys.stderr, flush=True)
         import contextlib
         import io
