@@ -74,6 +74,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("fakecuda"))
         elif "contribution" in names:  # its tips run once, not once on each worker
             item.add_marker(pytest.mark.xdist_group("contribute"))
+        elif "contributed_all" in names:  # every tip of the gallery, run once
+            item.add_marker(pytest.mark.xdist_group("contribute-all"))
 
 
 @pytest.fixture(scope="session")
@@ -166,7 +168,7 @@ def build_in_process(src: Path, out: Path, doctrees: Path, **env: str) -> tuple[
 
     saved_env, saved_cwd, saved_path = dict(os.environ), os.getcwd(), list(sys.path)
     saved_filters, saved_threads = list(warnings.filters), torch.get_num_threads()
-    saved_settings = (settings.TIPS_THREADS, records.DATA_DIR)
+    saved_settings = (settings.TIPS_THREADS, records.store.DATA_DIR)
     output = io.StringIO()
     try:
         os.environ.clear()
@@ -191,7 +193,7 @@ def build_in_process(src: Path, out: Path, doctrees: Path, **env: str) -> tuple[
         sys.path[:] = saved_path
         warnings.filters[:] = saved_filters
         torch.set_num_threads(saved_threads)
-        settings.TIPS_THREADS, records.DATA_DIR = saved_settings
+        settings.TIPS_THREADS, records.store.DATA_DIR = saved_settings
     return code, output.getvalue()
 
 

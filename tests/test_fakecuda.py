@@ -34,6 +34,23 @@ def test_cuda_branch_runs_and_decides_cuda(fake_cuda_reports, path):
     assert "cuda" in report["verdicts"], f"{path.name} decided no CUDA verdict on a CUDA machine"
 
 
+def test_the_rule_manifest_holds_what_each_cuda_tip_decides_by(fake_cuda_reports):
+    """conf/tip-rules.json (tipsite/records/rules.py), which vet checks a reader's records against,
+    holds the shape of each decision these runs made (a tip whose run failed is the test above's)."""
+    manifest = records.rules.load()
+    problems = []
+    for path in CUDA_TIPS:
+        report = fake_cuda_reports.get(path.stem) or {}
+        if report.get("status") != "passed" or not isinstance(report.get("result"), dict):
+            continue
+        record = tipcheck.rule_record(path, report["result"])
+        for device in record.get("verdicts") or {}:
+            if f"{path.stem} {device}" in manifest.get("missing", {}):
+                continue  # listed with why (tests/test_records.py keeps that list exact)
+            problems += [f"{path.stem}: {p}" for p in records.rules.shape_problems(record, device, manifest)]
+    assert not problems, "run `python -m tipsite.rulegen --fake-cuda`:\n" + "\n".join(problems)
+
+
 def _run_fake(code: str) -> subprocess.CompletedProcess:
     script = f"import sys; sys.path.insert(0, {str(ROOT)!r})\nfrom tipsite import fakecuda\nfakecuda.install()\n"
     return subprocess.run([sys.executable, "-c", script + textwrap.dedent(code)], capture_output=True,

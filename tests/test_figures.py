@@ -383,6 +383,24 @@ def test_the_devices_figure_names_each_machine_class():
     plt.close("all")
 
 
+def test_text_from_a_result_set_is_drawn_literally():
+    """Issue 32: a CPU named ``$\\foo{$`` stopped every build (matplotlib read the legend as
+    mathematics: ParseFatalException). Every text of a chart is drawn as written."""
+    hostile = "$\\foo{$ 16-Core $x^2$"
+    this = _two_sweeps("cpu", [4, 32, 256, 2048], [1, 64, 4096, 65536], figures_drawn=True)
+    other = _two_sweeps("cpu", [4, 32, 256, 2048], [1, 64, 4096, 65536], figures_drawn=True)
+    other["hosts"]["cpu"].update(name=hostile, flags=["avx2"], cores=16)
+    for c in other["verdicts"]["cpu"]["comparisons"]:
+        c["name"] = c["name"].replace("MLP", "$\\frac{$MLP")
+    view = _view([this, other])
+    fig = figures._devices_fig(view, figures._all_lines(view))
+    assert figures.png_bytes(fig).startswith(b"\x89PNG")
+    legend = " ".join(t.get_text() for t in fig.legends[0].get_texts())
+    assert "$\\foo{$" in legend.replace("\n", " "), legend
+    facts = figures.thumbnail_facts_figure(_view([other]))
+    assert figures.png_bytes(facts).startswith(b"\x89PNG")
+
+
 def test_plot_ratios_and_plot_series_read_on_a_phone():
     from tipsite import tipkit
 

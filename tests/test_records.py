@@ -98,7 +98,7 @@ def test_a_run_that_skips_a_device_it_must_measure_is_refused():
 def test_records_name_the_wrong_field(tmp_path):
     good = record(tmp_path)
     assert records.record_problems(good) == []
-    for field, value, said in [("build_threads", "two", "build_threads must be a positive integer"),
+    for field, value, said in [("build_threads", "two", "build_threads must be an integer from 1 to 4096"),
                                ("torch", "2.13.0\n.. raw:: html", "torch must be a version"),
                                ("date", "<script>", "date must look like"),
                                ("tip", "tip_x/../../etc", "tip and topic must be plain names")]:
@@ -288,3 +288,153 @@ def test_device_states_current_stale_and_not_measured(tmp_path):
 def test_every_tip_device_is_in_the_vocabulary():
     for tip in tipmeta.read_all():
         assert set(tip.devices) <= set(records.devices())
+
+
+# --- issue 32: records that cannot lie, hide others or stall a build --------------------------
+
+def _h200(tip: str) -> dict:
+    (path,) = [p for p in COMMITTED if "h200" in p.name]
+    return copy.deepcopy(next(r for r in records.load_set(path)["records"] if r["tip"] == tip))
+
+
+def test_every_run_is_a_column_and_reused_host_names_replace_nothing():
+    """columns kept one record per torch, threads and host names: of two same-class runs only the
+    newer showed, and a set reusing the committed H200 set's host names replaced its row."""
+    real = _h200("tip_channels_last")
+    again = {**copy.deepcopy(real), "date": "2026-11-27 09:30 UTC"}  # same names, another run
+    again["verdicts"]["cuda"]["verdict"] = "wrong"
+    epyc = {**copy.deepcopy(real), "date": "2026-11-25 08:00 UTC",
+            "hosts": {**real["hosts"], "cpu": {**real["hosts"]["cpu"], "cores": 64}}}
+    sets = [{"path": "h200.json", "records": [real]}, {"path": "contrib.json", "records": [again, epyc]},
+            {"path": "copy.json", "records": [copy.deepcopy(real)]}]  # the very same run again
+    shown = records.columns("tip_channels_last", None, sets)
+    assert len(shown) == 3 and {r["date"] for r in shown} == {real["date"], again["date"], epyc["date"]}
+    classes = [records.machine_class(r, "cpu") for r in shown]
+    assert classes == sorted(classes)  # grouped by machine class
+    same = [r for r in shown if r["hosts"] == real["hosts"]]
+    assert [r["date"] for r in same] == sorted((r["date"] for r in same), reverse=True)  # newest first
+
+
+def test_measured_on_says_how_many_runs_of_a_class_agree_and_shows_the_others():
+    from tipsite.sphinxext.view import TipView
+
+    tip = next(t for t in tipmeta.read_all() if t.name == "tip_channels_last")
+    version = records.tip_version(tip.path)
+    runs = []
+    for i, verdict in enumerate(["holds", "holds", "wrong"]):
+        r = {**_h200("tip_channels_last"), **version, "date": f"2026-11-2{i} 08:00 UTC"}
+        r["verdicts"]["cuda"]["verdict"] = verdict
+        runs.append(r)
+    view = TipView(tip=tip, record=None, devices={}, columns=runs,
+                   origins={id(r): f"set{i}.json" for i, r in enumerate(runs)})
+    rows = [r for r in view.measured_on() if r["device"] == "CUDA"]
+    assert len(rows) == 3  # every run has its row
+    (line,) = [s for s in view.measured_summary() if s.startswith("CUDA")]
+    assert "3 runs of this version disagree: 2 say holds" in line and "wrong (2026-11-22 08:00 UTC" in line
+
+
+def test_a_cuda_decision_needs_the_gpu_s_own_evidence():
+    """A CUDA decision built from host figures (no GPU busy time, no calibration) under an H200
+    host passed vet and headed tip_channels_last's page."""
+    forged = _h200("tip_channels_last")
+    problems = records.evidence_problems(forged, "cuda")
+    assert "its cuda decision carries no calibration of the GPU" in problems
+    assert any("a timing without the GPU's busy time" in p for p in problems)
+    comparison = forged["verdicts"]["cuda"]["comparisons"][0]
+    comparison["kernels"] = {"base": 0, "cand": 3}
+    assert any("the profiler saw no GPU activity" in p for p in records.evidence_problems(forged, "cuda"))
+    assert records.evidence_problems(forged, "cpu") == []
+
+
+def test_the_new_comparison_fields_and_busy_are_checked():
+    """tips-record/4 (docs: record-format): cores, kernels, the verdict 'busy' with its why."""
+    d = json.loads(json.dumps(decision()))  # as recorded
+    c = d["comparisons"][0]
+    c["cores"] = {"needed": 2, "others": 0.1, "free": True}
+    c["kernels"] = {"base": 12, "cand": 9}
+    assert records.decision_problems(d, "cpu") == []
+    for bad in ({"needed": 0, "others": 0.0, "free": True}, {"needed": 2, "others": -1, "free": True},
+                {"needed": 2, "others": 0.0, "free": "yes"}, {"needed": 2}):
+        c["cores"] = bad
+        assert any("cores is" in p for p in records.decision_problems(d, "cpu")), bad
+    assert "busy" in records.decision_verdicts()
+
+
+def test_vet_time_is_bounded_by_the_samples_a_comparison_may_hold():
+    """20,000 samples in one comparison passed vet after 108 s (median_interval grows ~n^2.7):
+    beyond MAX_SAMPLES a comparison is refused before any interval is computed."""
+    n = 20_000
+    d = decision(ratios=(1.3,) * 8)
+    c = d["comparisons"][0]
+    c["base"], c["cand"], c["ratios"] = [1.3] * n, [1.0] * n, [1.3] * n
+    from unittest import mock
+
+    with mock.patch.object(tipkit, "median_interval", side_effect=AssertionError("computed")):
+        problems = records.decision_problems(d, "cpu")
+    assert any(f"more than {records.MAX_SAMPLES} samples" in p for p in problems)
+
+
+def test_the_rule_manifest_knows_every_current_tip_version_on_each_device_it_measures():
+    """conf/tip-rules.json is made from the project's own runs (tipsite/records/rules.py); a tip
+    edited without running it again (`python -m tipsite.tipcheck --rules TIP`, and --fake-cuda
+    for CUDA) has no entry, and vet would refuse every reader's record of it."""
+    manifest = records.rules.load()
+    missing = []
+    for tip in tipmeta.read_all():
+        entry = manifest["tips"].get(f"{tip.name}:{records.tip_version(tip.path)['code_sha256']}", {})
+        missing += [f"{tip.name} {d}" for d in tip.devices if not entry.get(d)]
+    # the runs that failed where the manifest was made are listed, each with why (and only they)
+    assert sorted(missing) == sorted(manifest.get("missing", {})), "no rule manifest entry: " + ", ".join(
+        m for m in missing if m not in manifest.get("missing", {}))
+    assert all(manifest["missing"].values())
+
+
+def test_the_rule_manifest_takes_a_tip_version_s_shapes_and_refuses_any_other(tmp_path):
+    """What a tip's code decides by, from its runs (tipsite/records/rules.py): two runs with a fact
+    of two kinds make one shape; a record with other cases, thresholds, groups or key is refused,
+    and one of a version the manifest does not know."""
+    rec = json.loads(json.dumps(record(tmp_path)))
+    rec["verdicts"]["cpu"]["facts"] = {"raised": True}
+    manifest = {"tips": {}}
+    assert records.rules.add(manifest, rec) == ["tip_x cpu"]
+    other = copy.deepcopy(rec)
+    other["verdicts"]["cpu"]["facts"] = {"raised": None}
+    assert records.rules.add(manifest, other) == []  # one shape, the fact's kinds merged
+    assert records.rules.shape_problems(other, "cpu", manifest) == []
+    path = tmp_path / "rules.json"
+    records.rules.write(manifest, path)
+    merged = {"tips": {}}
+    assert records.rules.merge(merged, records.rules.load(path)) == ["tip_x cpu"]
+    assert records.rules.load(path)["tips"] == merged["tips"]
+    for forge, said in [(lambda d: d.update(cases=[["wrong", {}]]), "cases"),
+                        (lambda d: d["comparisons"][0].update(threshold=0.5), "threshold"),
+                        (lambda d: d["groups"].update(extra=["size 1"]), "groups"),
+                        (lambda d: d["key"].update(name="another"), "key"),
+                        (lambda d: d["facts"].update(raised="yes"), "fact 'raised' (text")]:
+        bad = copy.deepcopy(rec)
+        forge(bad["verdicts"]["cpu"])
+        (problem,) = records.rules.shape_problems(bad, "cpu", manifest)
+        assert "not the one this version of the tip makes" in problem and said in problem, problem
+    unknown = {**rec, "code_sha256": "1" * 64}
+    assert "no rule is known for this version" in records.rules.shape_problems(unknown, "cpu", manifest)[0]
+
+
+def test_expect_device_fails_a_set_whose_profiler_could_not_see_the_gpu(tmp_path, capsys):
+    """The CUDA runner's guard refuses a blind profiler's set: one whose comparison recorded no
+    GPU activity for a variant (``kernels`` 0, refused as the set is read), and one of the
+    format before ``kernels`` whose variant shows GPU timings with no busy time at all
+    (gpucheck, run on every record). Here the H200 set's first CUDA timing, given those fields."""
+    (path,) = [p for p in COMMITTED if "h200" in p.name]
+    for kernels in ({"kernels": {"base": 0, "cand": 4}}, {}):
+        forged = json.loads(path.read_text())
+        rec, c = next((r, c) for r in forged["records"]
+                      for c in r["verdicts"].get("cuda", {}).get("comparisons", []) if c.get("metric") == "time")
+        c.update(device_time={"base": 0.0, "cand": 1e-3}, window={"base": 2e-3, "cand": 2e-3},
+                 bound="host", **kernels)
+        rec["verdicts"]["cuda"]["calibration"] = {"matmul_float32": 5e13, "launch_s": 5e-6}
+        out = tmp_path / "blind.json"
+        out.write_text(json.dumps(forged))
+        assert records.main(["expect-device", "cuda", str(out)]) == 1
+        err = capsys.readouterr().err
+        blind = [line for line in err.splitlines() if rec["tip"] in line and c["name"] in line]
+        assert blind and "GPU" in blind[0], err

@@ -70,7 +70,7 @@ EXECUTION_LAYER = ("tipsite/gallery.py", "tipsite/tipsource.py", "tipsite/tiprun
                    "tipsite/devices.py", "tipsite/tipkit.py", "tipsite/tipmeta.py",
                    "tipsite/gpucheck.py",
                    *(f"tipsite/records/{m}.py" for m in ("__init__", "check", "versions", "store",
-                                                         "views", "vet", "legacy", "cli")),
+                                                         "views", "vet", "rules", "legacy", "cli")),
                    "conf/settings.py", "conf/vocab.toml")
 
 

@@ -50,7 +50,8 @@ def contribute(paths: list[Path], *, hosts: dict | None = None) -> tuple[dict, l
     """Run the tips' downloads on this machine; return the result set and what failed.
 
     ``hosts`` describes the machine (default: this one, :func:`tipsite.devices.hosts`)."""
-    reports = tipcheck.run_tips(paths, fake_cuda=False)
+    # each tip gets the build's per-tip limit: `all` runs every tip in one process
+    reports = tipcheck.run_tips(paths, fake_cuda=False, timeout=settings.TIPS_TIMEOUT_S * max(len(paths), 10))
     made, failed = [], []
     with tempfile.TemporaryDirectory(prefix="tips-contribute-") as tmp:
         for path in paths:

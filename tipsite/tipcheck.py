@@ -24,6 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from conf import settings
 from tipsite import devices, records, tipmeta, tipsource
 
 RUNNER = Path(__file__).with_name("tiprunner.py")
@@ -36,10 +37,48 @@ def run_tip(path: Path, *, fake_cuda: bool = False, timeout: float = 900, env: d
 
 
 def run_tips(paths: list[Path], *, fake_cuda: bool = False, timeout: float = 1800,
-             env: dict | None = None) -> dict[str, dict]:
+             env: dict | None = None, per_tip: float | None = None) -> dict[str, dict]:
     """Run the downloads of several tips one after another in one runner process (Python and
     torch start once); returns each tip's report by name, with its own printed output. ``env``
-    is added to a reader's environment (e.g. the fake device's ``TIPS_FAKECUDA_BLIND``)."""
+    is added to a reader's environment (e.g. the fake device's ``TIPS_FAKECUDA_BLIND``).
+
+    Each tip may run ``per_tip`` seconds (default: the build's limit, TIPS_TIMEOUT); a tip that
+    will not stop is killed with the runner, reported failed, and the tips after it run in a
+    new runner."""
+    per_tip = per_tip or _tip_limit()
+    found: dict[str, dict] = {}
+    todo = list(paths)
+    while todo:
+        reports, proc = _run_runner(todo, fake_cuda, timeout, per_tip, env)
+        found.update(reports)
+        left = [p for p in todo if p.stem not in reports]
+        if not left or proc is None:
+            break
+        hung = left[0]  # the runner runs them in order: it died on the first it did not report
+        error = f"the runner stopped on it (exit {proc.returncode}): {proc.stderr[-1500:]}"
+        if proc.returncode != -9:  # not the watchdog: the runner cannot run these at all
+            found.update({p.stem: {"status": "failed", "error": error, "stdout": proc.stdout,
+                                   "stderr": proc.stderr} for p in left})
+            break
+        found[hung.stem] = {"status": "failed", "error": error, "stdout": proc.stdout, "stderr": proc.stderr}
+        todo = todo[todo.index(hung) + 1:]
+    return found
+
+
+def _tip_limit() -> float:
+    import os
+
+    text = os.environ.get("TIPS_TIMEOUT", "").strip()
+    try:
+        return float(text) if text else settings.TIPS_TIMEOUT_S
+    except ValueError:
+        return settings.TIPS_TIMEOUT_S
+
+
+def _run_runner(paths: list[Path], fake_cuda: bool, timeout: float, per_tip: float,
+                env: dict | None = None):
+    """One runner process over ``paths``: the reports it wrote (all, or those before it was
+    killed) and the finished process (None when the whole run passed ``timeout``)."""
     from tipsite import compat
 
     with tempfile.TemporaryDirectory(prefix="tips-") as tmp:
@@ -49,21 +88,28 @@ def run_tips(paths: list[Path], *, fake_cuda: bool = False, timeout: float = 180
         shutil.copy(RUNNER, work / RUNNER.name)
         shutil.copy(FAKE, work / FAKE.name)
         cmd = [sys.executable, RUNNER.name, "--strict", *(["--fake-cuda"] if fake_cuda else []),
-               "--json", "reports.json", *(p.name for p in paths)]
-        proc = subprocess.run(cmd, cwd=work, env={**compat.reader_env(), **(env or {})}, capture_output=True,
-                              text=True, timeout=timeout)
+               "--timeout", str(per_tip), "--json", "reports.json", *(p.name for p in paths)]
+        try:
+            proc = subprocess.run(cmd, cwd=work, env={**compat.reader_env(), **(env or {})}, capture_output=True,
+                                  text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            error = f"the run of {len(paths)} tip(s) passed {timeout:g} s: {str(exc.stderr or '')[-2000:]}"
+            return {p.stem: {"status": "failed", "error": error, "stdout": "", "stderr": ""}
+                    for p in paths if p.stem}, None
         out = work / "reports.json"
         if not out.exists():
+            if len(paths) > 1:
+                return {}, proc
             error = f"no report (exit {proc.returncode}): {proc.stderr[-3000:]}"
             return {p.stem: {"status": "failed", "error": error, "stdout": proc.stdout, "stderr": proc.stderr}
-                    for p in paths}
+                    for p in paths}, proc
         data = json.loads(out.read_text(encoding="utf-8"))
         reports = data["reports"] if "reports" in data else [data]
         found = {r["tip"]: r for r in reports}
         for r in found.values():
             r.setdefault("stdout", proc.stdout)
             r["stderr"] = proc.stderr
-        return found
+        return found, proc
 
 
 def check(path: Path, *, fake_cuda: bool = False, run: bool = True) -> tuple[list[str], dict | None]:
@@ -118,10 +164,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fake-cuda", action="store_true", help="run the CUDA branch on a faked device")
     parser.add_argument("--no-run", action="store_true", help="only metadata and the helpers' import")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each tip's output")
+    parser.add_argument("--rules", action="store_true",
+                        help="add what each passing tip's version decides by to conf/tip-rules.json "
+                             "(tipsite/records/rules.py)")
     args = parser.parse_args(argv)
     failed = 0
+    manifest = records.rules.load() if args.rules else None
     for path in args.tips:
         problems, report = check(path, fake_cuda=args.fake_cuda, run=not args.no_run)
+        if manifest is not None and report and not problems:
+            added = records.rules.add(manifest, rule_record(path, report["result"]))
+            print(f"rules: {', '.join(added) or 'nothing new'}")
         label = path.stem + (" (fake CUDA)" if args.fake_cuda else "")
         if report and args.verbose:
             print(report["stdout"])
@@ -132,7 +185,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(report.get("stderr", "")[-3000:])
         else:
             print(f"ok   {label}: {summary(report) if report else 'not run'}")
+    if manifest is not None:
+        records.rules.write(manifest)
     return 1 if failed else 0
+
+
+def rule_record(path: Path, result: dict) -> dict:
+    """What the rule manifest needs of a run: the tip, its code's version, its RESULT."""
+    return {"tip": path.stem, "code_sha256": records.tip_version(path)["code_sha256"], **result}
 
 
 if __name__ == "__main__":

@@ -34,6 +34,12 @@ instead: a tip must call them only under ``torch.cuda.is_available()``.
 beside this runner, see :mod:`tipsite.fakecuda`) makes torch report a CUDA device backed by the
 CPU. Its figures mean nothing; the run proves the CUDA code paths work.
 
+``--timeout S`` limits each tip to S seconds: past it an exception is raised in the tip, again
+every second, and the tip is reported failed; a tip that does not stop within a grace (it catches
+every exception, or loops in C) is killed with this process by a watchdog process, which names it
+on stderr. With several tips the JSON file is written after each tip, so a killed run keeps the
+reports of the tips before (tipsite/tipcheck.py runs the rest again).
+
 Exit status: 0 ran, 1 the tip raised, 2 bad usage, 3 strict and the tip raised a deprecation.
 The JSON holds ``status``, ``error``, ``verdicts`` (per device: verdict and key figure),
 ``result`` (RESULT, JSON-safe), ``figures`` (how many matplotlib figures are open at the end),
@@ -46,6 +52,8 @@ import json
 import os
 import platform
 import runpy
+import signal
+import subprocess
 import sys
 import time
 import traceback
@@ -363,14 +371,62 @@ def reset_torch_state(seed: int = 0, threads: int | None = None) -> None:
     torch.set_float32_matmul_precision("highest")
 
 
-def reset_between_tips() -> None:
-    """Put back what one tip may change for the next, when several run in one process."""
-    reset_torch_state()
+def reset_between_tips(threads: int | None = None) -> None:
+    """Put back what one tip may change for the next, when several run in one process (the
+    thread setting too, when given: each tip starts with the one the first started with)."""
+    reset_torch_state(threads=threads)
     if "matplotlib.pyplot" in sys.modules:
         sys.modules["matplotlib.pyplot"].close("all")
 
 
-def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
+class TipTimedOut(BaseException):
+    """A tip ran past ``--timeout``."""
+
+
+# Past the deadline, if the runner it watches is still its parent, name the tip and kill the
+# runner; end when the runner does.
+WATCHDOG = """
+import os, signal, sys, time
+pid, deadline, message = int(sys.argv[1]), time.monotonic() + float(sys.argv[2]), sys.argv[3]
+while time.monotonic() < deadline:
+    time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+    if os.getppid() != pid:
+        sys.exit(0)
+os.write(2, message.encode() + b"\\n")
+os.kill(pid, signal.SIGKILL)
+"""
+_LIMIT: dict = {}
+
+
+def grace_s(limit: float) -> float:
+    return min(60.0, max(5.0, limit / 10))
+
+
+def _arm(name: str, limit: float):
+    said = f"{name} ran for more than {limit:g} s (the time limit)"
+
+    def expired(signum, frame):
+        _LIMIT["expired"] = True
+        if _LIMIT.get("in_tip"):
+            raise TipTimedOut(said)
+
+    killed = f"error: {said} and did not stop within {grace_s(limit):g} s more: killed"
+    watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(os.getpid()),
+                                 str(limit + grace_s(limit)), killed],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    _LIMIT.update(expired=False, in_tip=True, said=said)
+    signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, limit, 1.0)
+    return watchdog
+
+
+def _disarm(watchdog) -> None:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    watchdog.kill()
+    watchdog.wait()
+
+
+def run(tip_path: str, strict: bool = False, fake_cuda: bool = False, limit: float | None = None) -> dict:
     tip_path = os.path.realpath(tip_path)
     report: dict = {"tip": os.path.splitext(os.path.basename(tip_path))[0], "status": "passed",
                     "error": None, "verdicts": None, "result": None, "warnings": [],
@@ -390,6 +446,9 @@ def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
     sys.argv = [tip_path]
     sys.path[0] = os.path.dirname(tip_path)
     torch_dirs = _torch_dirs()
+    # the thread setting the tip started with (a tip may change it); torch is not imported here
+    # for it: its import-time warnings are recorded below
+    threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None
     caught: list[tuple] = []
 
     def record(message, category, filename, lineno, file=None, line=None):
@@ -402,14 +461,22 @@ def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
         # once per place, like Python's default, so a warning in a timing loop is one record
         warnings.simplefilter("default")
         warnings.showwarning = record  # catch_warnings restores it; a tip's own block overrides it
+        watchdog = _arm(report["tip"] + ".py", limit) if limit else None
         try:
-            namespace = runpy.run_path(tip_path, run_name="__main__")
+            try:
+                namespace = runpy.run_path(tip_path, run_name="__main__")
+            finally:
+                _LIMIT["in_tip"] = False
+            if _LIMIT.get("expired"):  # it caught the exception and ran on
+                raise TipTimedOut(_LIMIT["said"])
         except BaseException as exc:  # noqa: BLE001 - a tip's SystemExit is a failure too
             namespace = {}
             report["status"] = "failed"
             tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
             report["error"] = "".join(tb)[-3000:]
             print("".join(tb), file=sys.stderr)
+    if watchdog is not None:
+        _disarm(watchdog)
     report["seconds"] = round(time.perf_counter() - start, 2)
     sys.argv, sys.path[0] = saved_argv, saved_path0
     if imports:
@@ -420,7 +487,7 @@ def run(tip_path: str, strict: bool = False, fake_cuda: bool = False) -> dict:
 
     report["torch"] = torch.__version__
     report.update(_device())
-    report["threads"] = torch.get_num_threads()
+    report["threads"] = threads or torch.get_num_threads()
     result = namespace.get("RESULT")
     if isinstance(result, dict):
         report["result"] = _json_safe(result)
@@ -453,6 +520,11 @@ def main(argv: list[str]) -> int:
     fake_cuda = "--fake-cuda" in args
     if fake_cuda:
         args.remove("--fake-cuda")
+    limit = None
+    if "--timeout" in args:
+        i = args.index("--timeout")
+        limit = float(args[i + 1])
+        del args[i:i + 2]
     out = None
     if "--json" in args:
         i = args.index("--json")
@@ -462,21 +534,30 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     reports = []
+    start_threads = None
+    if len(args) > 1:  # every tip starts with torch's thread setting, whatever one before set
+        import torch
+
+        start_threads = torch.get_num_threads()
     for i, tip in enumerate(args):
         if len(args) == 1:
-            reports.append(run(tip, strict=strict, fake_cuda=fake_cuda))
+            reports.append(run(tip, strict=strict, fake_cuda=fake_cuda, limit=limit))
             continue
         if i:
-            reset_between_tips()
+            reset_between_tips(start_threads)
         print(f"--- {os.path.basename(tip)}", file=sys.stderr, flush=True)
         import contextlib
         import io
 
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            report = run(tip, strict=strict, fake_cuda=fake_cuda)
+            report = run(tip, strict=strict, fake_cuda=fake_cuda, limit=limit)
         report["stdout"] = printed.getvalue()[-20000:]
         reports.append(report)
+        if out:  # so far: a tip killed later leaves these
+            with open(out + ".tmp", "w", encoding="utf-8") as fh:
+                json.dump({"reports": reports, "partial": True}, fh, sort_keys=True)
+            os.replace(out + ".tmp", out)
     if out:
         with open(out, "w", encoding="utf-8") as fh:
             json.dump(reports[0] if len(reports) == 1 else {"reports": reports}, fh, indent=1, sort_keys=True)

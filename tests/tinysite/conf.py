@@ -22,7 +22,7 @@ settings.TIPS_THREADS = int(os.environ.get("TINYSITE_THREADS", settings.TIPS_THR
 # This throwaway site has no committed result sets of its own: the site's (docs/_data/results)
 # hold CUDA runs of the real tips, which would fill in the pages of their copies here. A test
 # gives a set explicitly (TIPS_RESULT_SETS) when it wants one.
-records.DATA_DIR = Path(__file__).parent / "_data" / "results"
+records.store.DATA_DIR = Path(__file__).parent / "_data" / "results"
 
 project = "Tiny tips"
 extensions = ["sphinx_gallery.gen_gallery", "tipsite.sphinxext"]

@@ -21,21 +21,22 @@ pages.
 The package, by job: :mod:`~tipsite.records.check` (validation and re-derivation),
 :mod:`~tipsite.records.versions` (provenance, a tip's versions), :mod:`~tipsite.records.store`
 (reading and writing records and sets), :mod:`~tipsite.records.views` (what a page shows),
-:mod:`~tipsite.records.vet` (sets from other machines), :mod:`~tipsite.records.legacy` (older
+:mod:`~tipsite.records.vet` (sets from other machines), :mod:`~tipsite.records.rules`
+(what each tip version decides by), :mod:`~tipsite.records.legacy` (older
 schemas), :mod:`~tipsite.records.cli` (``python -m tipsite.records``). Every public name is
 re-exported here: ``from tipsite import records; records.read_record(...)``.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from conf import settings
+from tipsite.records import rules, store
 from tipsite.records.check import (
+    BUSY,
     COMPARISON_KEYS,
     COMPAT_STATUSES,
     DECISION_KEYS,
     ENV_VAR,
+    MAX_SAMPLES,
     MEASUREMENT_KEYS,
     NOT_MEASURED,
     OLD_SET_SCHEMA,
@@ -55,6 +56,7 @@ from tipsite.records.check import (
     compat_run_problems,
     coverage_problems,
     decision_problems,
+    decision_verdicts,
     device_word,
     devices,
     figures_problems,
@@ -76,15 +78,20 @@ from tipsite.records.legacy import (
     upgrade_v2,
 )
 from tipsite.records.store import (
+    MAX_SET_BYTES,
+    committed_paths,
+    content_digest,
     export,
     fingerprint,
     load_set,
     load_sets,
     make_set,
     paths_from_env,
+    read_json,
     read_record,
     record_path,
     run_key,
+    set_digest,
     set_label,
     tip_records,
     write_record,
@@ -100,7 +107,10 @@ from tipsite.records.versions import (
 )
 from tipsite.records.vet import (
     OLDEST_DATE,
+    evidence_problems,
     expect_device,
+    source_problems,
+    text_problems,
     vet_record,
     vet_set,
 )
@@ -110,12 +120,15 @@ from tipsite.records.views import (
 )
 
 __all__ = [
+    "BUSY",
     "COMPARISON_KEYS",
     "COMPAT_STATUSES",
     "DATA_DIR",
     "DECISION_KEYS",
     "ENV_VAR",
     "KIT",
+    "MAX_SAMPLES",
+    "MAX_SET_BYTES",
     "MEASUREMENT_KEYS",
     "NOT_MEASURED",
     "OLDEST_DATE",
@@ -138,11 +151,14 @@ __all__ = [
     "comparison_problems",
     "compat_entry_problems",
     "compat_run_problems",
+    "content_digest",
     "coverage_problems",
     "decision_problems",
+    "decision_verdicts",
     "device_states",
     "device_word",
     "devices",
+    "evidence_problems",
     "expect_device",
     "export",
     "figures_problems",
@@ -157,15 +173,21 @@ __all__ = [
     "make_record",
     "make_set",
     "paths_from_env",
+    "read_json",
     "read_record",
     "record_path",
     "record_problems",
     "required_devices",
     "result_problems",
     "rows",
+    "rules",
     "run_key",
+    "set_digest",
     "set_label",
+    "source_problems",
     "source_sha256",
+    "store",
+    "text_problems",
     "tip_records",
     "tip_version",
     "upgrade_v1",
@@ -177,11 +199,11 @@ __all__ = [
     "write_record",
 ]
 
-# Result sets committed with the sources (e.g. a GPU runner's), shown by every build. Here, not in
-# a submodule, so that a configuration (tests/tinysite/conf.py) can point records.DATA_DIR
-# elsewhere.
-DATA_DIR = settings.DOCS_DIR / "_data" / "results"
 
 
-def committed_paths() -> list[Path]:
-    return sorted(DATA_DIR.glob("*.json")) if DATA_DIR.is_dir() else []
+def __getattr__(name: str):
+    # DATA_DIR lives in tipsite.records.store, which reads it; a configuration that shows other
+    # committed sets sets records.store.DATA_DIR (tests/tinysite/conf.py), and reads see that.
+    if name == "DATA_DIR":
+        return store.DATA_DIR
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

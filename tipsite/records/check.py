@@ -50,6 +50,15 @@ def verdicts() -> list[str]:
     return list(tipmeta.vocab()["verdicts"])
 
 
+def decision_verdicts() -> list[str]:
+    """What a decision may say: a verdict, or ``busy`` (a deciding comparison's cores were not
+    free: no verdict for the claim; docs: record-format, tips-record/4)."""
+    return list(dict.fromkeys([*verdicts(), BUSY]))
+
+
+BUSY = "busy"
+
+
 def devices() -> list[str]:
     from tipsite import tipmeta
 
@@ -58,12 +67,26 @@ def devices() -> list[str]:
 
 # --- checking: a tip's RESULT, a decision, a record ------------------------------------------------
 
+# Bounds on what a record may hold: no honest run comes near them, and they keep every check
+# (re-deriving an interval costs more than linear time in its samples) within a fixed cost per
+# byte of a file (the size limit of a result set is in tipsite/records/store.py).
+MAX_SAMPLES = 200  # rounds of one comparison (compare_times stops at 40 rounds by default)
+MAX_THREADS = 4096  # threads, cores
+MAX_MAGNITUDE = 1e15  # any sample, threshold or figure
+
+
 def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _text(x: Any, max_len: int = 2000) -> bool:
     return isinstance(x, str) and len(x) <= max_len
+
+
+def _count(x: Any, low: int = 1, high: int = MAX_THREADS) -> bool:
+    """An integer (not a bool) in [low, high]."""
+    return isinstance(x, int) and not isinstance(x, bool) and low <= x <= high
+
 
 
 def comparison_problems(c: Any, device: str) -> list[str]:
@@ -84,26 +107,51 @@ def comparison_problems(c: Any, device: str) -> list[str]:
         problems.append(f"{where} was measured on {c['device']!r}, not {device!r}")
     if c["measure"] not in ("ratio", "difference"):
         problems.append(f"{where}: measure must be 'ratio' or 'difference'")
-    if not isinstance(c["threads"], int) or isinstance(c["threads"], bool) or c["threads"] < 1:
-        problems.append(f"{where}: threads must be a positive integer")
+    if not _count(c["threads"]):
+        problems.append(f"{where}: threads must be an integer from 1 to {MAX_THREADS}")
     for k in ("median", "low", "high", "threshold"):
-        if not _finite(c[k]):
-            problems.append(f"{where}: {k} must be a finite number, got {c[k]!r}")
-    if c["x"] is not None and not _finite(c["x"]):
+        if not _finite(c[k]) or abs(c[k]) > MAX_MAGNITUDE:
+            problems.append(f"{where}: {k} must be a finite number within ±{MAX_MAGNITUDE:g}, got {c[k]!r}")
+    if c["measure"] == "ratio" and _finite(c["threshold"]) and not 0 <= c["threshold"] <= 1e4:
+        problems.append(f"{where}: a ratio's threshold of {c['threshold']!r} is outside [0, 10000]")
+    if c["x"] is not None and (not _finite(c["x"]) or abs(c["x"]) > MAX_MAGNITUDE):
         problems.append(f"{where}: x must be a finite number or None")
     lists = [c[k] for k in ("base", "cand", "ratios")]
-    if not all(isinstance(v, list) and v and all(_finite(x) for x in v) for v in lists):
+    if not all(isinstance(v, list) and v for v in lists):
         problems.append(f"{where}: base, cand and ratios must be non-empty lists of finite numbers")
+    elif any(len(v) > MAX_SAMPLES for v in lists):
+        problems.append(f"{where}: more than {MAX_SAMPLES} samples")
+    elif not all(_finite(x) and abs(x) <= MAX_MAGNITUDE for v in lists for x in v):
+        problems.append(f"{where}: base, cand and ratios must be non-empty lists of finite numbers "
+                        f"within ±{MAX_MAGNITUDE:g}")
     elif len({len(v) for v in lists}) != 1:
         problems.append(f"{where}: base, cand and ratios differ in length")
     elif c["measure"] == "ratio" and any(v == 0 for v in c["cand"]):
         problems.append(f"{where}: a ratio with a candidate sample of 0")
-    return problems + _timing_problems(c, where)
+    return problems + _timing_problems(c, where) + _cores_problems(c, where)
+
+
+def _cores_problems(c: dict, where: str) -> list[str]:
+    """The optional ``cores`` and ``kernels`` of a timing (docs: record-format, tips-record/4)."""
+    problems = []
+    if "cores" in c:
+        cores = c["cores"]
+        if not (isinstance(cores, dict) and set(cores) == {"needed", "others", "free"}
+                and _count(cores["needed"]) and _finite(cores["others"])
+                and 0 <= cores["others"] <= MAX_THREADS and isinstance(cores["free"], bool)):
+            problems.append(f"{where}: cores is {{'needed': 1..{MAX_THREADS}, 'others': cores in "
+                            f"[0, {MAX_THREADS}], 'free': true or false}}")
+    if "kernels" in c:
+        kernels = c["kernels"]
+        if not (isinstance(kernels, dict) and set(kernels) == {"base", "cand"}
+                and all(_count(v, 0, 10**9) for v in kernels.values())):
+            problems.append(f"{where}: kernels is {{'base', 'cand'}}: counts of GPU activity records")
+    return problems
 
 
 def _pair_ok(value: Any) -> bool:
     return (isinstance(value, dict) and set(value) == {"base", "cand"}
-            and all(_finite(v) and v >= 0 for v in value.values()))
+            and all(_finite(v) and 0 <= v <= 3600 for v in value.values()))
 
 
 def _timing_problems(c: dict, where: str) -> list[str]:
@@ -116,7 +164,7 @@ def _timing_problems(c: dict, where: str) -> list[str]:
         problems.append(f"{where}: device_time, window and bound come together")
     elif timed:
         if not (_pair_ok(c["device_time"]) and _pair_ok(c["window"])):
-            problems.append(f"{where}: device_time and window need base and cand, finite and >= 0")
+            problems.append(f"{where}: device_time and window need base and cand, seconds in [0, 3600]")
         elif any(c["window"][k] <= 0 for k in ("base", "cand")):
             problems.append(f"{where}: a window of 0 seconds")
         if c["bound"] not in ("device", "host"):
@@ -125,7 +173,7 @@ def _timing_problems(c: dict, where: str) -> list[str]:
         work = c["work"]
         amounts = [k for k in ("flops", "bytes") if k in (work if isinstance(work, dict) else {})]
         if (not isinstance(work, dict) or len(amounts) != 1 or not _finite(work[amounts[0]])
-                or work[amounts[0]] <= 0 or not _text(work.get("limit", ""), 60)
+                or not 0 < work[amounts[0]] <= 1e18 or not _text(work.get("limit", ""), 60)
                 or set(work) - {"flops", "bytes", "limit"}):
             problems.append(f"{where}: work is {{'flops' or 'bytes': a positive number, 'limit': name}}")
     return problems
@@ -134,14 +182,15 @@ def _timing_problems(c: dict, where: str) -> list[str]:
 def calibration_problems(calibration: Any) -> list[str]:
     """A GPU's calibration (tipkit.calibrate): names to positive finite rates and times."""
     if not isinstance(calibration, dict) or not all(
-            _text(k, 60) and re.fullmatch(r"[a-z0-9_]+", k) and _finite(v) and v > 0
-            for k, v in calibration.items()):
-        return ["calibration must map plain names to positive finite numbers"]
+            _text(k, 60) and re.fullmatch(r"[a-z0-9_]+", k) and _finite(v) and 0 < v <= 1e18
+            for k, v in calibration.items()) or not 0 < len(calibration) <= 50:
+        return ["calibration must map plain names to positive finite numbers (at most 1e18)"]
     return []
 
 
 def _fact_ok(value: Any) -> bool:
-    return value is None or isinstance(value, bool) or _finite(value) or _text(value, 300)
+    return (value is None or isinstance(value, bool) or (_finite(value) and abs(value) <= MAX_MAGNITUDE)
+            or _text(value, 300))
 
 
 def decision_problems(decision: Any, device: str) -> list[str]:
@@ -154,8 +203,8 @@ def decision_problems(decision: Any, device: str) -> list[str]:
     problems = []
     if decision["device"] != device:
         problems.append(f"was decided on {decision['device']!r}, not {device!r}")
-    if decision["verdict"] not in verdicts():
-        problems.append(f"verdict {decision['verdict']!r} is not one of {verdicts()}")
+    if decision["verdict"] not in decision_verdicts():
+        problems.append(f"verdict {decision['verdict']!r} is not one of {decision_verdicts()}")
     facts, comparisons = decision["facts"], decision["comparisons"]
     if not isinstance(facts, dict) or not all(_text(k, 200) and _fact_ok(v) for k, v in facts.items()):
         problems.append("facts must map short names to a bool, number, string or None")
@@ -174,9 +223,9 @@ def decision_problems(decision: Any, device: str) -> list[str]:
             isinstance(c, list) and len(c) == 2 and c[0] in verdicts() and isinstance(c[1], dict)
             for c in cases)):
         problems.append("cases must be a non-empty list of [verdict, {name: value}]")
-    if not (isinstance(decision["threads"], list) and decision["threads"]
-            and all(isinstance(t, int) and t > 0 for t in decision["threads"])):
-        problems.append("threads must be a non-empty list of thread counts")
+    if not (isinstance(decision["threads"], list) and 0 < len(decision["threads"]) <= 64
+            and all(_count(t) for t in decision["threads"])):
+        problems.append(f"threads must be a non-empty list of thread counts (1 to {MAX_THREADS})")
     problems += key_problems(decision["key"])
     about = decision.get("about")
     if not (about in (None, "device", "host") or (
@@ -184,8 +233,8 @@ def decision_problems(decision: Any, device: str) -> list[str]:
         problems.append("about must be 'device', 'host', null, or a group's name to either")
     if decision.get("why") is not None and not _text(decision["why"], 500):
         problems.append("why must be a short text or null")
-    if decision["verdict"] == "inconclusive" and not decision.get("why"):
-        problems.append("an inconclusive verdict says why")
+    if decision["verdict"] in ("inconclusive", "busy") and not decision.get("why"):
+        problems.append(f"a verdict of {decision['verdict']!r} says why")
     if "calibration" in decision:
         problems += calibration_problems(decision["calibration"])
     elif any("device_time" in c for c in decision["comparisons"] if isinstance(c, dict)):
@@ -205,10 +254,12 @@ def key_problems(key: Any) -> list[str]:
     if not _text(key["name"], 200) or not _text(key["unit"], 40):
         problems.append("key name and unit must be short strings")
     for k in ("value", "low", "high"):
-        if k in key and key[k] is not None and not _finite(key[k]):
-            problems.append(f"key {k} must be a finite number, got {key[k]!r}")
+        if k in key and key[k] is not None and (not _finite(key[k]) or abs(key[k]) > MAX_MAGNITUDE):
+            problems.append(f"key {k} must be a finite number within ±{MAX_MAGNITUDE:g}, got {key[k]!r}")
     if "value" in key and key["value"] is None:
         problems.append("key value must be a finite number")
+    if key.get("rounds") is not None and not _count(key["rounds"], 1, MAX_SAMPLES):
+        problems.append(f"key rounds must be a count from 1 to {MAX_SAMPLES}")
     return problems
 
 
@@ -242,15 +293,18 @@ def result_problems(result: Any) -> list[str]:
             continue
         problems += [f"RESULT['verdicts'][{device!r}] {p}" for p in decision_problems(decision, device)]
     measurements = result.get("measurements", [])
-    if not isinstance(measurements, list):
-        problems.append("RESULT['measurements'] must be a list")
+    if not isinstance(measurements, list) or len(measurements) > 1000:
+        problems.append("RESULT['measurements'] must be a list of at most 1000")
         measurements = []
     for i, m in enumerate(measurements):
         if not isinstance(m, dict) or not MEASUREMENT_KEYS <= m.keys():
             problems.append(f"RESULT['measurements'][{i}] needs {sorted(MEASUREMENT_KEYS)}")
             continue
-        if not _finite(m["value"]) or ("spread" in m and m["spread"] is not None and not _finite(m["spread"])):
-            problems.append(f"RESULT['measurements'][{i}]: value and spread must be finite numbers")
+        spread = m.get("spread")
+        if (not _finite(m["value"]) or abs(m["value"]) > MAX_MAGNITUDE
+                or (spread is not None and not (_finite(spread) and 0 <= spread <= MAX_MAGNITUDE))):
+            problems.append(f"RESULT['measurements'][{i}]: value and spread must be finite numbers "
+                            f"within ±{MAX_MAGNITUDE:g} (a spread >= 0)")
         if m["device"] not in devices():
             problems.append(f"RESULT['measurements'][{i}]: unknown device {m['device']!r}")
         if not all(_text(m[k], 200) for k in ("variant", "metric", "unit")):
@@ -288,11 +342,15 @@ def _host_problems(hosts_: Any) -> list[str]:
         if device not in devices() or not isinstance(info, dict) or not _text(info.get("name"), 200):
             problems.append(f"hosts[{device!r}] must be a known device with a name")
             continue
+        if len(info) > 20:
+            problems.append(f"hosts[{device!r}] has more than 20 fields")
         for k, v in info.items():
-            ok = (v is None or _finite(v) or _text(v, 200)
-                  or (isinstance(v, list) and all(_text(x, 40) for x in v)))
+            ok = (_text(k, 40) and (v is None or (_finite(v) and abs(v) <= MAX_MAGNITUDE) or _text(v, 200)
+                  or (isinstance(v, list) and len(v) <= 200 and all(_text(x, 40) for x in v))))
             if not ok:
                 problems.append(f"hosts[{device!r}][{k!r}] must be text, a number or a list of flags")
+        if "cores" in info and not _count(info["cores"]):
+            problems.append(f"hosts[{device!r}]['cores'] must be an integer from 1 to {MAX_THREADS}")
     return problems
 
 
@@ -331,8 +389,8 @@ def record_problems(record: Any) -> list[str]:
             problems.append(f"{k} must be a version like 2.13.0+cpu, got {record[k]!r}")
     if not re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", str(record["date"])):
         problems.append(f"date must look like 2026-11-22 06:39 UTC, got {record['date']!r}")
-    if not isinstance(record["build_threads"], int) or record["build_threads"] < 1:
-        problems.append("build_threads must be a positive integer")
+    if not _count(record["build_threads"]):
+        problems.append(f"build_threads must be an integer from 1 to {MAX_THREADS}")
     problems += _host_problems(record["hosts"])
     if "warnings" in record:
         problems += warnings_problems(record["warnings"])

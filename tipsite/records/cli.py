@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from conf import settings
+from tipsite.records import rules
 from tipsite.records.check import V2_SET_SCHEMA, RecordError
 from tipsite.records.legacy import upgrade_v1, upgrade_v2
 from tipsite.records.store import export, load_set, load_sets, write_record
@@ -69,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     up2.add_argument("files", nargs="+", type=Path)
     up2.add_argument("--versions", type=Path,
                      help="JSON {sha256: {code_sha256, helpers_sha256}} (default: from the git history)")
+    rls = sub.add_parser("rules", help="add what each tip version decides by, from result sets of the "
+                                       "project's own builds, to conf/tip-rules.json (tipsite/records/rules.py)")
+    rls.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args(argv)
     try:
         if args.command == "vet":
@@ -81,6 +85,15 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     print(f"accepted: {path}")
             return 1 if failed else 0
+        if args.command == "rules":
+            manifest = rules.load()
+            for path in args.files:
+                for record in load_set(path)["records"]:
+                    added = rules.add(manifest, record)
+                    if added:
+                        print(f"rules: {', '.join(added)}")
+            rules.write(manifest)
+            return 0
         if args.command == "upgrade-v2":
             versions = (json.loads(args.versions.read_text(encoding="utf-8")) if args.versions
                         else history_versions())

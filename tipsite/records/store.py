@@ -140,12 +140,46 @@ def paths_from_env(value: str | None = None) -> list[Path]:
     return paths
 
 
+# Result sets committed with the sources (e.g. a GPU runner's), shown by every build. A
+# configuration may point it elsewhere (tests/tinysite/conf.py sets records.store.DATA_DIR).
+DATA_DIR = settings.DOCS_DIR / "_data" / "results"
+
+
+def committed_paths() -> list[Path]:
+    return sorted(DATA_DIR.glob("*.json")) if DATA_DIR.is_dir() else []
+
+
+# A result set of every tip, with its figures' data, is about 1 MB; a file over this is refused
+# before it is parsed.
+MAX_SET_BYTES = 8 * 2**20
+
+
+def read_json(path: Path, limit: int = MAX_SET_BYTES):
+    """The JSON in ``path``, at most ``limit`` bytes of it; :class:`RecordError` names the file."""
+    try:
+        size = Path(path).stat().st_size
+        if size > limit:
+            raise RecordError(f"{path}: {size} bytes; a result set holds at most {limit}")
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+        raise RecordError(f"{path}: cannot be read as JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def content_digest(value) -> str:
+    """A record's or set's identity: the SHA-256 of its content, written canonically."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def set_digest(data: dict) -> str:
+    """A result set's identity: the digest of its records (where it is stored and what its
+    file is called are not part of it)."""
+    return content_digest(sorted(content_digest(r) for r in data["records"]))
+
+
 def load_set(path: Path) -> dict:
     """Read and check a result set; raise :class:`RecordError` naming the file and the problem."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RecordError(f"{path}: cannot be read as JSON: {exc}") from None
+    data = read_json(path)
     if isinstance(data, dict) and data.get("schema") == OLD_SET_SCHEMA:
         raise RecordError(f"{path}: a {OLD_SET_SCHEMA} result set labels every record with the "
                           "build's device, even CPU-only tips run on a GPU machine; convert it with "
@@ -162,7 +196,8 @@ def load_set(path: Path) -> dict:
     for i, record in enumerate(records):
         problems = record_problems(record)
         if problems:
-            raise RecordError(f"{path}: record {i}: " + "; ".join(problems))
+            tip = record.get("tip") if isinstance(record, dict) else None
+            raise RecordError(f"{path}: record {i} ({str(tip)[:80]}): " + "; ".join(problems))
     return {**data, "path": str(path)}
 
 

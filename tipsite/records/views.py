@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tipsite.records.check import NOT_MEASURED
-from tipsite.records.store import run_key
+from tipsite.records.check import NOT_MEASURED, machine_class
+from tipsite.records.store import content_digest
 from tipsite.records.versions import is_current
 
 
@@ -41,15 +41,25 @@ def device_states(tip_name: str, tip_devices: Iterable[str], version: dict[str, 
 
 
 def columns(tip_name: str, this: dict | None, sets: Iterable[dict]) -> list[dict]:
-    """Every record of the tip, one per build configuration, this build's first, then newest first."""
-    best: dict[tuple, dict] = {}
+    """Every record of the tip, each run once whatever its hosts are called: this build's first,
+    then by machine class (:func:`tipsite.records.machine_class` of each device it decided),
+    newest first within a class. Two records are one run only when their content is the same
+    (:func:`tipsite.records.content_digest`): a set that reuses another's host names adds rows,
+    it never replaces them."""
+    seen = {content_digest(this)} if this is not None else set()
+    found = []
     for result_set in sets:
         for record in result_set["records"]:
-            if record["tip"] == tip_name:
-                key = run_key(record)
-                if key not in best or record["date"] > best[key]["date"]:
-                    best[key] = record
-    out = [this] if this is not None else []
-    if this is not None:
-        best.pop(run_key(this), None)
-    return out + sorted(best.values(), key=lambda r: r["date"], reverse=True)
+            if record["tip"] != tip_name or record is this:
+                continue
+            digest = content_digest(record)
+            if digest not in seen:
+                seen.add(digest)
+                found.append(record)
+
+    def machine(record: dict) -> tuple:
+        return tuple(sorted(machine_class(record, d) for d in (record.get("verdicts") or {})))
+
+    found.sort(key=lambda r: r["date"], reverse=True)
+    found.sort(key=machine)  # stable: newest first within a class
+    return ([this] if this is not None else []) + found

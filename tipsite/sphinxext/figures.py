@@ -303,8 +303,19 @@ def _pyplot():
     return plt
 
 
+def literal(fig):
+    """Every text of ``fig`` drawn as it is written: matplotlib reads ``$...$`` as mathematics
+    (a machine's name from a result set, ``$\\foo{$``, would stop the build), never here."""
+    from matplotlib.text import Text
+
+    for artist in fig.findobj(Text):
+        artist.set_parse_math(False)
+    return fig
+
+
 def png_bytes(fig, dpi: int = FIGURE_DPI) -> bytes:
     plt = _pyplot()
+    literal(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, facecolor="white", metadata={"Software": None})
     plt.close(fig)
@@ -401,7 +412,7 @@ def texts_outside(fig) -> list[str]:
     """The texts of a figure that reach past its edges (which the saved image would cut)."""
     from matplotlib.text import Text
 
-    fig.canvas.draw()
+    literal(fig).canvas.draw()
     renderer = fig.canvas.get_renderer()
     w, h = fig.bbox.width, fig.bbox.height
     undrawn = set()  # the labels of ticks outside an axis' range: matplotlib does not draw them
@@ -445,7 +456,7 @@ def _wrap(fig, renderer, text: str, x: float, most: int, right: float = 0.97, **
     """``text`` in lines that each end before ``right`` (figure coordinates) when drawn at ``x``,
     at most ``most`` of them, the last shortened at a word with "…" if the text goes on: no line
     is ever cut by the image's edge."""
-    probe = fig.text(x, 0, "", **kw)
+    probe = fig.text(x, 0, "", parse_math=False, **kw)
     limit = right * fig.bbox.width
 
     def fits(s: str) -> bool:

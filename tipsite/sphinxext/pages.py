@@ -147,6 +147,7 @@ def footer(view: TipView, srcdir=None) -> str:
     used = [(name, Rst(apis.anchor(name))) for name in apis.tip_apis(view.tip, view.apis)]
     return render("tip_footer.rst.jinja", view=view, rows=rows, columns=columns,
                   measured_on=view.measured_on(),
+                  measured_summary=view.measured_summary(),
                   measured_label=Rst(f"tip-measured-{anchor_name(view.name)}"),
                   devices_figure=devices_figure, apis=used,
                   devices=list(view.devices.values()), skipped=skipped_rows,

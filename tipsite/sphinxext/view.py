@@ -228,7 +228,32 @@ class TipView:
                              "verdict": v.get("verdict"), "current": current,
                              "figure": key_text(v.get("key")), "this": False,
                              "source": f"torch-version matrix, torch {release}"})
+        # this build first, then grouped by device and machine class, newest first in a class
+        rows.sort(key=lambda r: r["date"], reverse=True)
+        rows.sort(key=lambda r: (not r["this"], r["device"], r["machine_class"]))
         return rows
+
+    def measured_summary(self) -> list[str]:
+        """One sentence per device and machine class with more than one run of this version of
+        the tip: how many runs agree, and each run that does not (never one row for many)."""
+        classes: dict[tuple[str, str], list[dict]] = {}
+        for row in self.measured_on():
+            if row["current"]:
+                classes.setdefault((row["device"], row["machine_class"]), []).append(row)
+        out = []
+        for (device, machine), runs in classes.items():
+            if len(runs) < 2:
+                continue
+            verdicts = [r["verdict"] for r in runs]
+            common = max(dict.fromkeys(verdicts), key=verdicts.count)
+            if verdicts.count(common) == len(runs):
+                out.append(f"{device}, {machine}: all {len(runs)} runs of this version say {common}.")
+                continue
+            others = "; ".join(f"{r['verdict']} ({r['date']}, {'this build' if r['this'] else r['source']})"
+                               for r in runs if r["verdict"] != common)
+            out.append(f"{device}, {machine}: the {len(runs)} runs of this version disagree: "
+                       f"{verdicts.count(common)} say {common}; the others: {others}.")
+        return out
 
     @property
     def rules(self) -> list:
