@@ -357,6 +357,14 @@ def test_the_new_comparison_fields_and_busy_are_checked():
                 {"needed": 2, "others": 0.0, "free": "yes"}, {"needed": 2}):
         c["cores"] = bad
         assert any("cores is" in p for p in records.decision_problems(d, "cpu")), bad
+    # as compare_times writes it: with the machine's cores, 'free' is recomputed, never trusted
+    c["cores"] = {"needed": 2, "machine": 2, "others": 0.1, "free": True}
+    assert records.decision_problems(d, "cpu") == []
+    c["cores"] = {"needed": 2, "machine": 2, "others": 1.5, "free": True}
+    assert any("cores 'free' is True but its readings give False" in p
+               for p in records.decision_problems(d, "cpu"))
+    c["cores"] = {"needed": 1, "machine": 2, "others": None, "free": None}  # no reading
+    assert records.decision_problems(d, "cpu") == []
     assert "busy" in records.decision_verdicts()
 
 

@@ -136,11 +136,20 @@ def _cores_problems(c: dict, where: str) -> list[str]:
     problems = []
     if "cores" in c:
         cores = c["cores"]
-        if not (isinstance(cores, dict) and set(cores) == {"needed", "others", "free"}
-                and _count(cores["needed"]) and _finite(cores["others"])
-                and 0 <= cores["others"] <= MAX_THREADS and isinstance(cores["free"], bool)):
-            problems.append(f"{where}: cores is {{'needed': 1..{MAX_THREADS}, 'others': cores in "
-                            f"[0, {MAX_THREADS}], 'free': true or false}}")
+        ok = (isinstance(cores, dict) and {"needed", "others", "free"} <= set(cores)
+              <= {"needed", "machine", "others", "free"} and _count(cores["needed"])
+              and ("machine" not in cores or _count(cores["machine"]))
+              and (cores["others"] is None
+                   or (_finite(cores["others"]) and 0 <= cores["others"] <= MAX_THREADS))
+              and (cores["free"] is None or isinstance(cores["free"], bool)))
+        if not ok:
+            problems.append(f"{where}: cores is {{'needed': 1..{MAX_THREADS}, 'machine': 1..{MAX_THREADS}, "
+                            f"'others': null or cores in [0, {MAX_THREADS}], 'free': null, true or false}}")
+        elif "machine" in cores and cores["others"] is not None:
+            # compare_times' rule (tipkit.cores_free): recomputed, never taken from the file
+            free = cores["others"] < cores["machine"] - min(cores["needed"], cores["machine"]) + 0.25
+            if cores["free"] is not free:
+                problems.append(f"{where}: cores 'free' is {cores['free']} but its readings give {free}")
     if "kernels" in c:
         kernels = c["kernels"]
         if not (isinstance(kernels, dict) and set(kernels) == {"base", "cand"}
