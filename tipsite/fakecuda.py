@@ -744,7 +744,9 @@ def install() -> FakeCudaMode:
         torch.accelerator.current_accelerator = lambda check_available=False: torch.device("cuda")
         torch.accelerator.device_count = lambda: 1
         torch.accelerator.synchronize = lambda device=None: None
-        torch.accelerator.current_stream = _current_stream
+        # its own function: torch.compile registers one handler per function object, and the
+        # same object under torch.cuda and torch.accelerator fails "Handler already registered"
+        torch.accelerator.current_stream = lambda device=None: _current_stream(device)
         torch.accelerator.current_device_index = lambda: 0
         torch.accelerator.set_device_index = lambda device: _index(device)
     _patch_serialization()
