@@ -130,12 +130,29 @@ def write(manifest: dict, path: Path | None = None) -> None:
 
 
 def _differences(known: dict, found: dict) -> list[str]:
-    out = [k for k in ("rule", "cases", "about", "groups", "key") if known[k] != found[k]]
-    if set(known["comparisons"]) != set(found["comparisons"]):
-        out.append("comparisons (names)")
-    else:
-        out += [f"comparison {n!r} ({', '.join(f for f in COMPARISON_FIELDS if known['comparisons'][n][f] != c[f])})"
-                for n, c in found["comparisons"].items() if c != known["comparisons"][n]]
+    """What differs between a known shape and a record's. Names that a tip computes from what it
+    measured (sizes chosen from a GPU's calibration, the key at the weakest point) are not
+    pinned: the groups' names, each comparison's fixed fields (threshold, measure, metric, unit,
+    variants) as a set, and the key's unit and kind are; so are the rule, cases and ``about``."""
+    out = [k for k in ("rule", "cases", "about") if known[k] != found[k]]
+    if set(known["groups"]) != set(found["groups"]):
+        out.append("groups (names)")
+    members = {m for ms in found["groups"].values() for m in ms}
+    if not members <= set(found["comparisons"]):
+        out.append("groups (members that are no comparison)")
+
+    def fields(shape):
+        return {tuple(json.dumps(c[f]) for f in COMPARISON_FIELDS) for c in shape["comparisons"].values()}
+
+    if fields(known) != fields(found):
+        out.append("comparisons (thresholds, measures, units or variants)")
+
+    def key(shape):
+        k = shape["key"]
+        return None if k is None else (k["unit"], k.get("of") is not None)
+
+    if key(known) != key(found):
+        out.append("key (unit, or whether it is a comparison)")
     if set(known["facts"]) != set(found["facts"]):
         out.append("facts (names)")
     else:
