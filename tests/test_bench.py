@@ -322,7 +322,7 @@ Bench
 """
 
 CONF = """\
-from tipsite.sphinxext import _inline_role, benchpage
+from tipsite.sphinxext import _inline_role, benchpage, cards
 
 project = "bench page"
 exclude_patterns = ["_build"]
@@ -330,7 +330,9 @@ exclude_patterns = ["_build"]
 
 def setup(app):
     app.add_directive("tips-bench", benchpage.BenchPage)
+    app.add_directive("tips-states", cards.TipsStates)
     app.add_role("tip-verdict", _inline_role("tip-verdict", per_value=True))
+    app.add_role("tip-state", cards.state_role)
 """
 
 
@@ -391,7 +393,9 @@ def test_the_real_page_renders_with_sample_data(tmp_path):
     page = (settings.DOCS_DIR / "how_built.rst").read_text(encoding="utf-8")
     # the pages it links to, as stubs
     stub = ":orphan:\n\nExecution times\n===============\n"
-    html = _sphinx(tmp_path, _data(), {"index.rst": page, "sg_execution_times.rst": stub})
+    contribute = ":orphan:\n\n.. _tips-contribute:\n\nContribute\n==========\n"
+    html = _sphinx(tmp_path, _data(), {"index.rst": page, "sg_execution_times.rst": stub,
+                                      "contribute.rst": contribute})
     assert html.count("tips-bench-") >= 5 and "What the sweeps cost" in html
 
 

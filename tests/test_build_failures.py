@@ -266,7 +266,7 @@ def test_a_cuda_only_tip_on_a_cpu_build_shows_no_cpu_verdict(tiny_build):
     page = result.page("speed", "tip_gpu")
     header = page[page.index("tip-header"):page.index("Figures and provenance")]
     assert not re.search(r"tip-verdict-(holds|depends|outdated|wrong|inconclusive)", header)
-    assert re.search(r"CUDA:\s*not measured\s*No CUDA results for this version of the tip yet",
+    assert re.search(r"CUDA:\s*not measured\s*The tip runs on CUDA; no run of it there has decided a verdict yet",
                      re.sub(r"<[^>]+>", "", header))
     assert "CPU:" not in re.sub(r"<[^>]+>", "", header)
 

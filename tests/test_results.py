@@ -93,6 +93,12 @@ def test_a_page_shows_each_gpu_point_s_busy_time_and_share_of_the_limit(fixture_
                 assert c["device_time"][side] <= c["window"][side]
 
 
+def _shown(verdict: str) -> str:
+    """What a header shows for a recorded verdict: a run that found the machine busy decided
+    nothing (tipkit's "busy"), and reads "not measured: machine busy"."""
+    return "not measured: machine busy" if verdict == "busy" else verdict
+
+
 def test_the_header_shows_every_device_s_verdict(fixture_builds):
     """Given a CUDA result set of the current tips, the header shows the CUDA verdict too, with
     the run's machine and date. (The case of a current committed CUDA run, which
@@ -109,7 +115,7 @@ def test_the_header_shows_every_device_s_verdict(fixture_builds):
             if device == "cuda":
                 run = cuda[tip.stem]
                 assert records.is_current(run, records.tip_version(tip)), f"{tip.stem}: the CUDA set is not current"
-                assert f"CUDA: {run['verdicts']['cuda']['verdict']}" in header
+                assert f"CUDA: {_shown(run['verdicts']['cuda']['verdict'])}" in header
                 # '<machine>, compute capability <c>, CUDA <v>, ...; recorded <date>.' (the
                 # machine's name as text, its whitespace collapsed as the page's text has it)
                 host = run["hosts"]["cuda"]
@@ -117,7 +123,7 @@ def test_the_header_shows_every_device_s_verdict(fixture_builds):
                 assert f"{machine}, compute capability {host['capability']}, CUDA {host['cuda']}" in header, tip.stem
                 assert f"; recorded {run['date']}." in header, tip.stem
             elif device in this["verdicts"]:
-                assert f"{word}: {this['verdicts'][device]['verdict']}" in header
+                assert f"{word}: {_shown(this['verdicts'][device]['verdict'])}" in header
         if "cpu" not in meta.devices:
             assert "CPU:" not in header, f"{tip.stem}: a CPU verdict for a claim about CUDA"
         plain = _header(_page(fb.merged_plain, tip))
@@ -134,7 +140,9 @@ def test_cards_show_every_device_s_verdict(fixture_builds):
                          index, re.S)
         assert card, f"no card for {tip.stem}"
         if tip.stem in cuda:
-            assert f"tc-v-cuda-{cuda[tip.stem]['verdicts']['cuda']['verdict']}" in card.group(0)
+            verdict = cuda[tip.stem]["verdicts"]["cuda"]["verdict"]
+            shown = "tc-d-cuda-not-measured-none" if verdict == "busy" else f"tc-v-cuda-{verdict}"
+            assert shown in card.group(0), (tip.stem, verdict)
 
 
 def test_hostile_text_from_a_result_set_stays_text(fixture_builds):
@@ -209,9 +217,11 @@ def test_a_busy_machine_s_decision_reads_not_measured_machine_busy():
     from tipsite.sphinxext.view import DeviceView, headline
 
     busy = DeviceView("cpu", "measured", {"verdict": "busy", "why": "other processes took the cores"})
-    assert busy.label == "not measured: machine busy" and busy.token == "busy"
-    assert "busy" in cards.state_tokens() and "busy" in records.verdicts()
-    assert DeviceView("cpu", "stale", {"verdict": "busy"}).label == "not measured: machine busy, older version"
+    # a device whose run found the machine busy is not measured (its own state, token and filter)
+    assert busy.label == "not measured: machine busy" and busy.busy
+    assert busy.state == "not measured" and busy.token == "not-measured" and busy.verdict is None
+    assert "busy" in records.verdicts()
+    assert DeviceView("cpu", "stale", {"verdict": "busy"}).label == "not measured: machine busy"
     assert headline(busy.decision) == "other processes took the cores"
 
 
