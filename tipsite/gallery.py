@@ -87,18 +87,8 @@ def grace_s(limit: float) -> float:
     return min(60.0, max(5.0, limit / 10))
 
 
-# What a watchdog process runs: past the deadline, if the build it watches is still its parent,
-# it names the tip on the build's stderr and kills the build; it ends itself when the build does.
-_WATCHDOG = """
-import os, signal, sys, time
-pid, deadline, message = int(sys.argv[1]), time.monotonic() + float(sys.argv[2]), sys.argv[3]
-while time.monotonic() < deadline:
-    time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
-    if os.getppid() != pid:
-        sys.exit(0)
-os.write(2, message.encode() + b"\\n")
-os.kill(pid, signal.SIGKILL)
-"""
+# The watchdog process the reader's runner uses (tiprunner.WATCHDOG): past the deadline, if the
+# build it watches is still its parent, it names the tip on the build's stderr and kills it.
 
 # The tip whose time limit is armed: its file name, whether its limit passed, its watchdog.
 _ARMED: dict[str, Any] = {}
@@ -125,7 +115,7 @@ def _arm_timeout(fname: str) -> None:
 
     killed = (f"error: {name} ran for more than {limit:g} s (TIPS_TIMEOUT) and did not stop within "
               f"{grace_s(limit):g} s more: the build was killed with it.")
-    watchdog = subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid()),
+    watchdog = subprocess.Popen([sys.executable, "-c", tiprunner.WATCHDOG, str(os.getpid()),
                                  str(limit + grace_s(limit)), killed],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     _ARMED.update(name=name, expired=False, watchdog=watchdog, said=said)
