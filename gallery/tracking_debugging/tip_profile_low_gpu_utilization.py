@@ -239,7 +239,7 @@ print("DataLoader share, stopwatch:", " ".join(f"{v:.2f}" for v in timed))
 agreement = [compare_values(
     f"DataLoader share, profile / stopwatch (vs {bound})",
     {"profile": profiled, "stopwatch": timed}, threshold=bound, device=device,
-    metric="share of the steps", unit="x", x=widths[0]) for bound in (0.8, 1.25)]
+    metric="share of the steps", unit="x") for bound in (0.8, 1.25)]
 
 # %%
 # Measurement
