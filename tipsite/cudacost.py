@@ -66,9 +66,12 @@ H100_2026_11_22_S = {
 FAKE = Path(__file__).with_name("fakecuda.py")
 
 # --- the model's constants (assumptions, not measurements) ---------------------------------
-# A profiled pass (tipkit.device_busy): torch.profiler with CUPTI, its start, stop and event
+# A profiler session (tipkit.device_busy): torch.profiler with CUPTI, its start, stop and event
 # processing. The review in issue 30 put ~370 passes at 75-185 s, 0.2-0.5 s each: the middle
-# for the estimate, the top for the worst case.
+# for the estimate, the top for the worst case. compare_times profiles both variants in ONE
+# session (since 2026-11-28): the estimate counts one session's cost a call, on the assumption
+# (not measured) that start-up and stop, not the events, are most of it; the worst case still
+# counts two, as if the cost were all in the events (twice as many in one session).
 PROFILE_PASS_S = 0.35
 PROFILE_PASS_WORST_S = 0.5
 # Per tip, besides its timing calls: on the H100 of 2026-11-22 the 15 CUDA tips that time
@@ -104,11 +107,13 @@ EXTRA_S: dict[str, tuple[float, str]] = {
 RESIZED: dict[str, str] = {}
 
 
-def call_bound(call: dict, rounds: float | None = None, pass_s: float = PROFILE_PASS_S) -> float:
+def call_bound(call: dict, rounds: float | None = None, pass_s: float = PROFILE_PASS_S,
+               sessions: int = 1) -> float:
     """Seconds one ``compare_times`` call takes on a GPU by tipkit's loop: a warm-up and the
     doubling search for the calls per round (up to ``round_s`` per variant), then rounds of
     two variants of ``round_s`` each, then one profiled pass per variant, ``round_s`` of work
-    each plus the profiler's own cost. ``rounds``: how many rounds it takes (kept within its
+    each, plus the profiler's own cost (``pass_s`` for each of ``sessions``: both passes share
+    one session, :data:`PROFILE_PASS_S`). ``rounds``: how many rounds it takes (kept within its
     ``min_rounds`` and ``max_rounds``); None: the most it may take, rounds until ``budget_s``
     is spent (one round may start just before), at most ``max_rounds``."""
     round_s = float(call.get("round_s", 0.02))
@@ -119,7 +124,7 @@ def call_bound(call: dict, rounds: float | None = None, pass_s: float = PROFILE_
         timed = min(hi * 2 * round_s, max(lo * 2 * round_s, budget + 2 * round_s))
     else:
         timed = min(max(rounds, lo), hi) * 2 * round_s
-    profiled = 2 * (round_s + pass_s) if call.get("busy", True) else 0.0
+    profiled = 2 * round_s + sessions * pass_s if call.get("busy", True) else 0.0
     return setup + timed + profiled
 
 
@@ -169,7 +174,7 @@ def h200_shares() -> dict[str, float]:
 
 def profiled_s(calls: list[dict]) -> float:
     """The profiled passes of ``calls`` (tipkit.device_busy, added after the H200 run)."""
-    return sum(2 * (float(c.get("round_s", 0.02)) + PROFILE_PASS_S) for c in calls if c.get("busy", True))
+    return sum(2 * float(c.get("round_s", 0.02)) + PROFILE_PASS_S for c in calls if c.get("busy", True))
 
 
 def model_calls(calls: list[dict], count: int | None) -> list[dict]:
@@ -216,7 +221,7 @@ def worst_case(calls: list[dict], name: str, count: int | None = None) -> float:
     """The model with every call spending its whole budget and the profiler at the top of its
     range: what a slow GPU could take."""
     return round(TIP_FIXED_S + EXTRA_S.get(name, (0.0, ""))[0]
-                 + sum(call_bound(c, None, PROFILE_PASS_WORST_S) for c in model_calls(calls, count)), 1)
+                 + sum(call_bound(c, None, PROFILE_PASS_WORST_S, sessions=2) for c in model_calls(calls, count)), 1)
 
 
 def cuda_tips(gallery_dir: Path | None = None) -> list[tipmeta.Tip]:
@@ -381,7 +386,7 @@ def update(path: Path | None = None, only: list[str] | None = None, log=print,
                  "tipsite/cudacost.py's model of the tip's compare_times calls (found by "
                  "running its CUDA branch on the fake device), each spending its whole budget; "
                  "'worst_case_s': every call spending its whole budget, the profiler at the "
-                 "top of its range; "
+                 "top of its range and in two profiler sessions a call; "
                  "'h100_2026_11_22_s': sphinx-gallery's time for an older version of the tip "
                  "on the H100 of 2026-11-22. Rewrite with python -m tipsite.cudacost update.",
         "model": {"rounds_a_call": rounds, "profile_pass_s": PROFILE_PASS_S, "profile_pass_worst_s": PROFILE_PASS_WORST_S,

@@ -67,48 +67,70 @@ def outcome(low, high, threshold):
     return "above" if low > threshold else "below" if high < threshold else "noise"
 
 
-def device_busy(fn, calls, device):
-    """What the GPU did in one pass of ``calls`` calls of ``fn`` under torch.profiler.
+def device_busy(passes, device):
+    """What the GPU did in each of ``passes``, ``[(fn, calls), ...]``, profiled at once.
 
-    Its busy time is the union of its kernel and copy intervals (labels' spans left
-    out); the pass's wall time is the host's, synchronised. ``launches`` counts the
-    host's CUDA launch and copy calls the profiler saw, ``records`` the GPU activity
-    records: launches with no records is a profiler blind to this GPU.
-    Returns ``(busy seconds per call, wall seconds per call, records, launches)``;
-    busy never exceeds wall. ``(None, None, 0, 0)`` on the CPU.
+    One torch.profiler session runs every pass in turn, each synchronised inside its
+    own ``record_function`` label, so the profiler starts once for all of them (its
+    start-up and event processing are the costly part) and each pass's GPU records fall
+    within its label. A pass's busy time is the union of its kernel and copy intervals
+    (labels' spans left out); its wall time is the host's, synchronised. ``launches``
+    counts the host's CUDA launch and copy calls the profiler saw, ``records`` the GPU
+    activity records: launches with no records is a profiler blind to this GPU.
+    Returns one ``(busy s per call, wall s per call, records, launches)`` per pass; busy
+    never exceeds wall. ``(None, None, 0, 0)`` each on the CPU.
     """
     import time
 
     import torch
     from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     device = torch.device(device)
     if device.type == "cpu":
-        return None, None, 0, 0
-    getattr(torch, device.type).synchronize()
-    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
-    with profile(activities=activities) as prof:
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        getattr(torch, device.type).synchronize()
-        wall = time.perf_counter() - start
+        return [(None, None, 0, 0) for _ in passes]
+    sync = getattr(torch, device.type).synchronize
+    sync()
+    walls = []
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i, (fn, calls) in enumerate(passes):
+            with record_function(f"tips pass {i}"):
+                start = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                sync()
+                walls.append(time.perf_counter() - start)
     events = list(prof.events())
+    marks = {e.name: e.time_range for e in events if e.device_type != DeviceType.CUDA
+             and e.name.startswith("tips pass ")}
     # kernels and copies, not the GPU spans of record_function labels (optimizer.step,
-    # DataLoader): they cover the gaps between their kernels (torch's tables skip them)
+    # DataLoader, the passes' own): they cover the gaps between their kernels
     spans = sorted((e.time_range.start, e.time_range.end) for e in events
                    if e.device_type == DeviceType.CUDA
                    and not getattr(e, "is_user_annotation", False))
     calls_out = ("cudaLaunch", "cuLaunch", "cudaGraphLaunch", "cudaMemcpy", "cuMemcpy",
                  "cudaMemset", "hipLaunch", "hipMemcpy", "hipGraphLaunch")
-    launches = sum(1 for e in events if e.device_type != DeviceType.CUDA
-                   and getattr(e, "name", "").startswith(calls_out))
-    busy, end = 0.0, float("-inf")
-    for lo, hi in spans:  # the union of the intervals, in microseconds
-        busy += max(0.0, hi - max(lo, end))
-        end = max(end, hi)
-    return min(busy * 1e-6, wall) / calls, wall / calls, len(spans), launches
+    launched = [e.time_range.start for e in events if e.device_type != DeviceType.CUDA
+                and getattr(e, "name", "").startswith(calls_out)]
+    # the passes are synchronised, so none's GPU work runs into the next one's: a record
+    # belongs to the pass whose label is nearest (a GPU clock may stamp a little early)
+    spans_of = [marks[f"tips pass {i}"] for i in range(len(passes))]
+    cuts = [(a.end + b.start) / 2 for a, b in zip(spans_of, spans_of[1:])]
+
+    def owner(t):
+        return sum(1 for cut in cuts if t >= cut)
+
+    found = []
+    for i, ((_, calls), wall) in enumerate(zip(passes, walls)):
+        busy, end = 0.0, float("-inf")
+        mine = [(lo, hi) for lo, hi in spans if owner(lo) == i]
+        for lo, hi in mine:  # the union of the intervals, in microseconds
+            busy += max(0.0, hi - max(lo, end))
+            end = max(end, hi)
+        launches = sum(1 for t in launched if owner(t) == i)
+        busy = min(busy * 1e-6, wall)
+        found.append((busy / calls, wall / calls, len(mine), launches))
+    return found
 
 
 def compare_times(name, variants, *, threshold, device, x=None, work=None, cores=None,
@@ -123,12 +145,13 @@ def compare_times(name, variants, *, threshold, device, x=None, work=None, cores
     ``threshold``, or ends within ``margin`` (3%) of it, up to ``max_rounds`` or
     ``budget_s`` seconds. ``cores`` is how many cores the timed work needs (default:
     torch's threads); the CPU time other processes took meanwhile says whether those
-    were free (``"cores"``). On a GPU, one profiled pass per variant, after the timed
-    rounds and with as many calls as a round, measures the GPU's busy time per call
-    (:func:`device_busy`); its share of the *timed* rounds' time per call says the
-    bound: ``"device"`` when the GPU was busy at least half of it for both, else
-    ``"host"``. A variant whose pass shows no GPU activity record fails the tip: a
-    profiler blind to the GPU would make every point host-bound (``"kernels"``).
+    were free (``"cores"``). On a GPU, one profiled pass per variant (both in one
+    profiler session), after the timed rounds and with as many calls as a round,
+    measures the GPU's busy time per call (:func:`device_busy`); its share of the
+    *timed* rounds' time per call says the bound: ``"device"`` when the GPU was busy
+    at least half of it for both, else ``"host"``. A variant whose pass shows no GPU
+    activity record fails the tip: a profiler blind to the GPU would make every point
+    host-bound (``"kernels"``).
     ``work`` is what one call does, ``{"flops": n}`` or ``{"bytes": n}``, with the
     calibrated limit to compare it with (``"limit": "matmul_float16"``): on a GPU its
     value is attached (``"calibrated"``, :func:`calibrate`). ``busy=False`` skips the
@@ -192,7 +215,8 @@ def compare_times(name, variants, *, threshold, device, x=None, work=None, cores
                        else others < machine - needed + 0.25}}
     if torch.device(device).type != "cpu" and busy:
         timed = {base_name: statistics.median(base), cand_name: statistics.median(cand)}
-        seen = {k: device_busy(fn, calls[k], device) for k, fn in variants.items()}
+        passes = device_busy([(fn, calls[k]) for k, fn in variants.items()], device)
+        seen = dict(zip(variants, passes))
         for k, (_, _, records, launches) in seen.items():
             if records == 0:  # a variant that runs no GPU work is timed with busy=False
                 raise RuntimeError(
@@ -296,7 +320,8 @@ def calibrate(device):
                 found[f"matmul_{name}"] = 2 * n**3 / best(torch.matmul, m, m)
             # the profiler must see this GPU: every busy share depends on it
             m = torch.randn(side, side, device=device, dtype=torch.float16)
-            busy, wall, records, launches = device_busy(lambda: m @ m, 3, device)
+            [matmuls] = device_busy([(lambda: m @ m, 3)], device)
+            busy, wall, records, launches = matmuls
             if not records or not busy:
                 raise RuntimeError(
                     f"calibrate: torch.profiler saw no GPU activity in 3 matmuls on "
