@@ -192,3 +192,46 @@ def test_verdicts_that_differ_between_releases_are_listed():
     text = _render("changes", [tip], flipped)
     assert (f":doc:`/{tip.docname}` on CPU, machine class unknown: torch 2\\.5\\.1 :tip-verdict:`holds`\\, "
             "torch 2\\.9\\.1 :tip-verdict:`depends`") in text
+
+
+def _matrix_run_with_a_set(tmp_path):
+    """A matrix run of one tip, its verdict only in the run's result set (as compat.run writes
+    them): a record of the committed H200 set stands for the run's record."""
+    source = sorted(records.DATA_DIR.glob("cuda-nvidia-h200-*.json"))[0]
+    record = next(r for r in records.load_set(source)["records"] if r["verdicts"].get("cuda"))
+    entry = {"status": compat.PASSED, "topic": record["topic"], "verdicts": {}, "warnings": [],
+             "date": record["date"], "run": record["date"],
+             **{k: record[k] for k in records.VERSION_KEYS}}
+    run = {"torch": "2.11.0", "torch_build": record["torch"], "python": "3.12.0", "date": record["date"],
+           "device": "cuda", "device_name": "NVIDIA H200", "hosts": record["hosts"],
+           "tips": {record["tip"]: entry}}
+    path = tmp_path / "torch-2.11.0.json"
+    path.write_text(json.dumps(run), encoding="utf-8")
+    records.write_record(compat.set_path(path), records.make_set([record]))
+    return path, record
+
+
+def test_a_matrix_run_shows_the_verdicts_its_result_set_derives(tmp_path):
+    """31.3: the matrix writes an ordinary result set; a release's verdicts come from its records,
+    re-derived from their samples by the loader every set goes through, never from the run's own
+    file."""
+    path, record = _matrix_run_with_a_set(tmp_path)
+    run = compat.read(path)
+    got = run["tips"][record["tip"]]["verdicts"]["cuda"]
+    assert got == {"verdict": record["verdicts"]["cuda"]["verdict"], "key": record["verdicts"]["cuda"].get("key")}
+    assert run["records"][record["tip"]]["verdicts"] == record["verdicts"]
+    # a verdict typed into the run's file is not what the page shows
+    typed = json.loads(path.read_text(encoding="utf-8"))
+    typed["tips"][record["tip"]]["verdicts"] = {"cuda": {"verdict": "wrong", "key": None}}
+    path.write_text(json.dumps(typed), encoding="utf-8")
+    assert compat.read(path)["tips"][record["tip"]]["verdicts"]["cuda"]["verdict"] == got["verdict"]
+
+
+def test_a_matrix_set_whose_verdict_its_samples_do_not_give_is_refused(tmp_path):
+    path, record = _matrix_run_with_a_set(tmp_path)
+    decision = record["verdicts"]["cuda"]
+    forged = "wrong" if decision["verdict"] != "wrong" else "holds"
+    bad = {**record, "verdicts": {**record["verdicts"], "cuda": {**decision, "verdict": forged}}}
+    records.write_record(compat.set_path(path), records.make_set([bad]))
+    with pytest.raises(records.RecordError, match="records-torch-2.11.0.json"):
+        compat.read(path)

@@ -11,7 +11,12 @@
    A tip whose ``sphinx_gallery_tips_min_torch`` is newer than the release is recorded as
    "not applicable" and not run. On the newest release of ``settings.TORCH_MATRIX`` a
    deprecation warning raised by the tip's code (or by torch on its behalf) fails the tip;
-3. writes ``docs/_data/compat/torch-<release>.json`` (committed; the docs build reads it).
+3. writes ``docs/_data/compat/torch-<release>.json`` (committed; the docs build reads it): each
+   tip's status, warnings and version; and every tip that ran to its verdict as an ordinary
+   record of this machine, all in one ordinary result set, ``records-torch-<release>.json``
+   beside it, vetted as every set is (``python -m tipsite.records vet``): the verdicts the
+   pages show for a release are re-derived from that set's samples on every read
+   (:func:`read`), by the path that checks every record.
 
 ``python -m tipsite.compat run 2.9.1 tip_a tip_b`` re-runs only those tips and keeps the other
 entries of the existing file (each entry carries its own date); ``run 2.9.1 --changed`` re-runs
@@ -51,12 +56,24 @@ def data_path(release: str) -> Path:
     return DATA_DIR / f"torch-{release}.json"
 
 
+def set_path(run_path: Path) -> Path:
+    """The ordinary result set of a matrix run: ``records-torch-<release>.json`` beside it."""
+    return run_path.with_name(f"records-{run_path.name}")
+
+
 def load(release: str) -> dict[str, Any] | None:
-    """The recorded run for one release, or None when it never ran (shown as missing). Checked as
-    records are (:func:`tipsite.records.compat_run_problems`): a bad file raises, naming it."""
+    """The recorded run for one release, or None when it never ran (shown as missing)."""
     path = data_path(release)
-    if not path.exists():
-        return None
+    return read(path) if path.exists() else None
+
+
+def read(path: Path) -> dict[str, Any]:
+    """A matrix run, checked as records are (:func:`tipsite.records.compat_run_problems`; a bad
+    file raises, naming it), with each tip's verdicts and key figures taken from its record in
+    the run's result set (:func:`set_path`), which loads as every set does: samples checked and
+    every decision re-derived from them. ``"records"`` maps a tip to that record. A run written
+    before the matrix wrote result sets keeps the verdicts its file holds (no samples: they
+    cannot be re-derived, and every one of them measured an older version of the helpers)."""
     try:
         run = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -64,6 +81,16 @@ def load(release: str) -> dict[str, Any] | None:
     problems = records.compat_run_problems(run)
     if problems:
         raise records.RecordError(f"{path}: " + "; ".join(problems[:10]))
+    run["records"] = {}
+    if set_path(path).exists():
+        result_set = records.load_set(set_path(path))
+        run["records"] = {r["tip"]: r for r in result_set["records"]}
+        for name, entry in run["tips"].items():
+            record = run["records"].get(name)
+            mine = record is not None and all(record.get(k) == entry.get(k) for k in records.VERSION_KEYS)
+            # the file's own verdicts never count once the run has a set: only a record's do
+            entry["verdicts"] = {d: {"verdict": v["verdict"], "key": v.get("key")}
+                                 for d, v in record["verdicts"].items()} if mine else {}
     return run
 
 
@@ -121,8 +148,9 @@ def run_tip(path: Path, *, strict: bool, python: str = sys.executable,
     from tipsite import tipsource
 
     with tempfile.TemporaryDirectory(prefix=f"{path.stem}-") as tmp:
-        work = Path(tmp)
-        tipsource.write_download(path, work)
+        work = Path(tmp) / path.parent.name  # the topic: a record names it from the folder
+        work.mkdir()
+        download = tipsource.write_download(path, work)
         shutil.copy(RUNNER, work / RUNNER.name)
         cmd = [python, RUNNER.name, "--json", "report.json", *(["--strict"] if strict else []), path.name]
         start = time.perf_counter()
@@ -145,6 +173,12 @@ def run_tip(path: Path, *, strict: bool, python: str = sys.executable,
             report["status"] = FAILED
             report["error"] = "the tip printed no 'Verdict on <DEVICE>: ' line"
         report["wall_seconds"] = round(time.perf_counter() - start, 2)
+        if report.get("status") == PASSED and isinstance(report.get("result"), dict) \
+                and report["result"].get("verdicts"):
+            # the run as an ordinary record of this machine: the file that ran, its RESULT
+            report["record"] = records.make_record(download, report["result"],
+                                                   build_threads=report["threads"])
+            report["record"]["warnings"] = report.get("warnings", [])
         return report
 
 
@@ -170,8 +204,8 @@ def _tip_entry(tip: tipmeta.Tip, report: dict[str, Any], date: str, run_date: st
         "topic": tip.topic,
         "min_torch": tip.min_torch,
         "status": report["status"],
-        # per device the tip decided on this machine: verdict and key figure
-        "verdicts": report.get("verdicts") or {},
+        # the verdicts are the record's, in the run's result set (read() fills them in)
+        "verdicts": {},
         "warnings": report.get("warnings", []),
         "deprecations": sum(1 for w in report.get("warnings", [])
                             if w.get("deprecation") and w.get("origin") == "tip"),
@@ -229,6 +263,8 @@ def run(release: str, only: list[str] | None = None) -> int:
         "tips": dict(previous["tips"]) if previous else {},
     }
     partial = bool(only or changed)
+    # this run's records, and on a partial run those of the tips it does not re-run
+    data["records"] = dict(previous.get("records") or {}) if previous else {}
     if previous:
         data["doctests"] = previous.get("doctests")
         if partial and full_run(previous):
@@ -248,11 +284,17 @@ def run(release: str, only: list[str] | None = None) -> int:
             data["tips"][tip.name] = {"topic": tip.topic, "min_torch": tip.min_torch,
                                       "status": NOT_APPLICABLE, "date": data["date"], "run": data["date"],
                                       "sha256": source_hash(tip.path), **records.tip_version(tip.path)}
+            data["records"].pop(tip.name, None)
             print(f"[matrix {release}] {tip.name}: not applicable (needs torch >= {tip.min_torch})")
             continue
         report = run_tip(tip.path, strict=strict)
         entry = _tip_entry(tip, report, now_utc(), data["date"])
         data["tips"][tip.name] = entry
+        data["records"].pop(tip.name, None)
+        if report.get("record"):
+            data["records"][tip.name] = report["record"]
+            entry["verdicts"] = {d: {"verdict": v["verdict"], "key": v.get("key")}
+                                 for d, v in report["record"]["verdicts"].items()}
         said = "; ".join(f"{d} {v.get('verdict')}" + (
             f" ({v['key']['name']} = {v['key']['value']:.3g} {v['key']['unit']})"
             if isinstance(v.get("key"), dict) else "") for d, v in entry["verdicts"].items())
@@ -268,20 +310,32 @@ def run(release: str, only: list[str] | None = None) -> int:
     _write(release, data, start, names={t.name for t in tips})
     failed = [k for k, v in data["tips"].items() if v["status"] == FAILED]
     doc_failed = (data["doctests"] or {}).get("status") == FAILED
+    vetted = set_path(data_path(release))
+    refused = records.vet_set(vetted) if data["records"] else []
+    for line in refused:
+        print(f"[matrix {release}] refused: {line}", flush=True)
     print(f"[matrix {release}] wrote {data_path(release).relative_to(settings.ROOT)}: "
           f"{sum(v['status'] == PASSED for v in data['tips'].values())} passed, {len(failed)} failed, "
           f"{sum(v['status'] == NOT_APPLICABLE for v in data['tips'].values())} not applicable; "
-          f"doctests {(data['doctests'] or {}).get('status')}; {data['seconds']} s")
-    return 1 if failed or doc_failed else 0
+          f"doctests {(data['doctests'] or {}).get('status')}; {data['seconds']} s; "
+          f"{len(data['records'])} record(s) in {vetted.name}, "
+          f"{'refused by vetting' if refused else 'vetted'}")
+    return 1 if failed or doc_failed or refused else 0
 
 
 def _write(release: str, data: dict[str, Any], start: float, names: set[str]) -> None:
+    """The run's file and its result set (the records' verdicts are written once: in the set)."""
     # tips that no longer exist must not linger in the data
     data["tips"] = {k: v for k, v in sorted(data["tips"].items()) if k in names}
+    made = [r for k, r in sorted(data["records"].items()) if k in names]
     data["seconds"] = round(time.perf_counter() - start, 1)
     DATA_DIR.mkdir(parents=True, exist_ok=True)
+    if made:
+        records.write_record(set_path(data_path(release)), records.make_set(made))
+    on_disk = {k: {**v, "verdicts": {}} if k in data["records"] else v for k, v in data["tips"].items()}
     tmp = data_path(release).with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    body = {k: v for k, v in data.items() if k != "records"}
+    tmp.write_text(json.dumps({**body, "tips": on_disk}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(data_path(release))
 
 

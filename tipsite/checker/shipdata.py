@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from conf import settings
-from tipsite import records, tipmeta
+from tipsite import compat, records, tipmeta
 from tipsite.checker import evidence
 from tipsite.checker.registry import RULES
 
@@ -52,14 +52,10 @@ def compat_sets(paths: list[Path] | None = None) -> tuple[list[dict], list[str]]
     paths = sorted(COMPAT_DIR.glob("torch-*.json")) if paths is None else paths
     sets, warnings = [], []
     for path in paths:
-        try:
-            run = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            warnings.append(f"matrix run ignored: {path}: {exc}")
-            continue
-        problems = records.compat_run_problems(run)
-        if problems:
-            warnings.append(f"matrix run ignored: {path}: {problems[0]}")
+        try:  # its verdicts re-derived from its result set's samples (compat.read)
+            run = compat.read(Path(path))
+        except records.RecordError as exc:
+            warnings.append(f"matrix run ignored: {exc}")
             continue
         recs = []
         for name, entry in sorted(run["tips"].items()):
