@@ -331,6 +331,14 @@ def test_measured_on_says_how_many_runs_of_a_class_agree_and_shows_the_others():
     assert len(rows) == 3  # every run has its row
     (line,) = [s for s in view.measured_summary() if s.startswith("CUDA")]
     assert "3 runs of this version disagree: 2 say holds" in line and "wrong (2026-11-22 08:00 UTC" in line
+    # 31.2: a busy machine's run decided nothing; another torch release is another condition
+    busy = {**copy.deepcopy(runs[0]), "date": "2026-11-27 08:00 UTC"}
+    busy["verdicts"]["cuda"]["verdict"] = "busy"
+    newer = {**copy.deepcopy(runs[2]), "torch": "2.99.0+cu999", "date": "2026-11-28 08:00 UTC"}
+    view = TipView(tip=tip, record=None, devices={}, columns=[*runs, busy, newer],
+                   origins={id(r): f"set{i}.json" for i, r in enumerate([*runs, busy, newer])})
+    lines = [s for s in view.measured_summary() if s.startswith("CUDA")]
+    assert len(lines) == 1 and "torch 2.11.0: the 3 runs of this version disagree" in lines[0], lines
 
 
 def test_a_cuda_decision_needs_the_gpu_s_own_evidence():

@@ -72,6 +72,12 @@ STATE_TOKENS = {k: v["token"] for k, v in _states.STATES.items()}
 # verdict: every place says so, as it says "not measured".
 BUSY = _states.BUSY
 BUSY_WORDS = f"{STATE_WORDS['not measured']}: {_states.BUSY_WORD}"
+NOT_DECIDED = (BUSY, "inconclusive")  # verdicts that say nothing of the claim
+
+
+def verdict_word(verdict: str | None) -> str:
+    """A verdict as the pages write it: a busy machine's is "not measured: machine busy"."""
+    return BUSY_WORDS if verdict == BUSY else str(verdict)
 
 
 def state_word(state: str) -> str:
@@ -215,6 +221,7 @@ class TipView:
                              "machine_class": records.machine_class(record, device),
                              "torch": record["torch"], "date": record["date"],
                              "verdict": decision["verdict"], "current": current,
+                             "word": verdict_word(decision["verdict"]),
                              "figure": headline(decision), "this": record is self.record,
                              "source": self.source(record)})
         for release, run in self.compat_runs.items():
@@ -226,6 +233,7 @@ class TipView:
                 rows.append({"device": records.device_word(device), "machine_class": compat.machine_class(run),
                              "torch": run.get("torch_build", release), "date": entry.get("date", ""),
                              "verdict": v.get("verdict"), "current": current,
+                             "word": verdict_word(v.get("verdict")),
                              "figure": key_text(v.get("key")), "this": False,
                              "source": f"torch-version matrix, torch {release}"})
         # this build first, then grouped by device and machine class, newest first in a class
@@ -234,25 +242,30 @@ class TipView:
         return rows
 
     def measured_summary(self) -> list[str]:
-        """One sentence per device and machine class with more than one run of this version of
-        the tip: how many runs agree, and each run that does not (never one row for many)."""
-        classes: dict[tuple[str, str], list[dict]] = {}
+        """One sentence per device, machine class and torch release with more than one run of
+        this version of the tip that decided (a busy machine's run decided nothing): how many
+        runs agree, and each run that does not (never one row for many). Two runs under the
+        same conditions that disagree are both in the table above; this says so."""
+        classes: dict[tuple[str, str, str], list[dict]] = {}
         for row in self.measured_on():
-            if row["current"]:
-                classes.setdefault((row["device"], row["machine_class"]), []).append(row)
+            if row["current"] and row["verdict"] not in NOT_DECIDED:
+                release = str(row["torch"]).split("+", 1)[0]
+                classes.setdefault((row["device"], row["machine_class"], release), []).append(row)
         out = []
-        for (device, machine), runs in classes.items():
+        for (device, machine, release), runs in classes.items():
             if len(runs) < 2:
                 continue
             verdicts = [r["verdict"] for r in runs]
             common = max(dict.fromkeys(verdicts), key=verdicts.count)
+            where = f"{device}, {machine}, torch {release}"
             if verdicts.count(common) == len(runs):
-                out.append(f"{device}, {machine}: all {len(runs)} runs of this version say {common}.")
+                out.append(f"{where}: all {len(runs)} runs of this version say {common}.")
                 continue
             others = "; ".join(f"{r['verdict']} ({r['date']}, {'this build' if r['this'] else r['source']})"
                                for r in runs if r["verdict"] != common)
-            out.append(f"{device}, {machine}: the {len(runs)} runs of this version disagree: "
-                       f"{verdicts.count(common)} say {common}; the others: {others}.")
+            out.append(f"{where}: the {len(runs)} runs of this version disagree: "
+                       f"{verdicts.count(common)} say {common}; the others: {others}. Both are "
+                       "shown above with the figure that decided each; neither is preferred.")
         return out
 
     @property
