@@ -143,8 +143,10 @@ def reader_env() -> dict[str, str]:
 
 
 def run_tip(path: Path, *, strict: bool, python: str = sys.executable,
-            timeout: float = TIP_TIMEOUT_S) -> dict[str, Any]:
-    """Run the tip's download through the runner in a fresh folder; return the runner's report."""
+            timeout: float = TIP_TIMEOUT_S, threads: int | None = None) -> dict[str, Any]:
+    """Run the tip's download through the runner in a fresh folder; return the runner's report,
+    with the run as a record (``"record"``) when it decided: ``threads`` is the run's own
+    setting (a tip may change its threads for a measurement; the run's is one for all)."""
     from tipsite import tipsource
 
     with tempfile.TemporaryDirectory(prefix=f"{path.stem}-") as tmp:
@@ -177,7 +179,7 @@ def run_tip(path: Path, *, strict: bool, python: str = sys.executable,
                 and report["result"].get("verdicts"):
             # the run as an ordinary record of this machine: the file that ran, its RESULT
             report["record"] = records.make_record(download, report["result"],
-                                                   build_threads=report["threads"])
+                                                   build_threads=threads or report["threads"])
             report["record"]["warnings"] = report.get("warnings", [])
         return report
 
@@ -287,7 +289,7 @@ def run(release: str, only: list[str] | None = None) -> int:
             data["records"].pop(tip.name, None)
             print(f"[matrix {release}] {tip.name}: not applicable (needs torch >= {tip.min_torch})")
             continue
-        report = run_tip(tip.path, strict=strict)
+        report = run_tip(tip.path, strict=strict, threads=data["threads"])
         entry = _tip_entry(tip, report, now_utc(), data["date"])
         data["tips"][tip.name] = entry
         data["records"].pop(tip.name, None)
