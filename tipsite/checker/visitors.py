@@ -126,29 +126,43 @@ def children(node: cst.CSTNode):
                                             if f.name not in _SKIP and not f.name.startswith("whitespace"))
     for name in names:
         value = getattr(node, name)
-        if isinstance(value, (tuple, list)):
+        kind = type(value)
+        if kind is tuple or kind is list:
             for item in value:
-                if isinstance(item, cst.CSTNode):
+                if _is_node(type(item)):
                     yield item
-        elif isinstance(value, cst.CSTNode):
+        elif _is_node(kind):
             yield value
 
 
+_NODE_TYPES: dict[type, bool] = {}
+
+
+def _is_node(kind: type) -> bool:
+    """``issubclass(kind, cst.CSTNode)``, cached: CSTNode is an ABC, whose checks are slow."""
+    known = _NODE_TYPES.get(kind)
+    if known is None:
+        known = _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
+    return known
+
+
 SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_STOPS = frozenset(SCOPES)  # walk() tests the exact type: these classes have no subclasses
+_LOOPS = frozenset({cst.For, cst.While})
 
 
 def walk(node: cst.CSTNode, *, into_loops: bool = True):
     """Every node under ``node`` (not ``node`` itself), not entering nested functions, lambdas and
     classes, or nested loops (when ``into_loops`` is false)."""
     stack = list(children(node))
+    pop, extend = stack.pop, stack.extend
     while stack:
-        n = stack.pop()
+        n = pop()
         yield n
-        if isinstance(n, SCOPES):
+        kind = type(n)
+        if kind in _STOPS or (not into_loops and kind in _LOOPS):
             continue
-        if not into_loops and isinstance(n, (cst.For, cst.While)):
-            continue
-        stack.extend(children(n))
+        extend(children(n))
 
 
 class Tracker:
@@ -311,9 +325,10 @@ def names_in(node: cst.CSTNode) -> set[str]:
     """The names an expression reads: plain names and dotted ones (``self.total``), roots too."""
     out: set[str] = set()
     for n in [node, *walk(node)]:
-        if isinstance(n, cst.Name):
+        kind = type(n)
+        if kind is cst.Name:
             out.add(n.value)
-        elif isinstance(n, cst.Attribute):
+        elif kind is cst.Attribute:
             full = get_full_name_for_node(n)
             if full:
                 out.add(full)
@@ -364,8 +379,7 @@ class RuleVisitor(TorchVisitor):
 
     def qname(self, call: cst.Call) -> str | None:
         """TorchFix's ``get_qualified_name_for_call``, read straight from the engine's cache."""
-        names = self.metadata[QualifiedNameProvider][call]
-        return next(iter(names)).name if names else None
+        return self.metadata[QualifiedNameProvider].qname(call)
 
     def torch_before(self, release: tuple[int, ...]) -> bool:
         """The reader's torch is known to be older than ``release``."""
