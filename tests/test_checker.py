@@ -717,12 +717,12 @@ def test_configuration_in_pyproject(tmp_path, capsys, monkeypatch, tuning_status
         ignore = ["PTT031"]
         extend-select = ["PTT003"]
         exclude = ["legacy"]
-        per-file-ignores = {"tests/*" = ["PTT001"]}
+        per-file-ignores = {"tools/*" = ["PTT001"]}
         torch = "2.13"
         device = "cuda"
         site-url = "https://tips.example"
         """))
-    for rel in ("src/train.py", "tests/test_io.py", "legacy/old.py"):
+    for rel in ("src/train.py", "tools/io.py", "legacy/old.py", "tests/test_io.py"):
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("import torch\nsd = torch.load('x', weights_only=False)\nmodel.load_state_dict(sd)\n"
@@ -731,7 +731,8 @@ def test_configuration_in_pyproject(tmp_path, capsys, monkeypatch, tuning_status
     assert cli.main([str(tmp_path), "--jobs", "1"]) == 1
     out, err = capsys.readouterr()
     found = [(Path(line.split(":")[0]).relative_to(tmp_path).as_posix(), line.split()[1]) for line in out.splitlines()]
-    assert found == [("src/train.py", "PTT001"), ("src/train.py", "PTT003"), ("tests/test_io.py", "PTT003")]
+    # tests/test_io.py: a test module, never reported (engine.is_test_path)
+    assert found == [("src/train.py", "PTT001"), ("src/train.py", "PTT003"), ("tools/io.py", "PTT003")]
     assert "https://tips.example/tips/" in out and "torch 2.13" in err
     assert cli.main([str(tmp_path), "--jobs", "1", "--select", "PTT031", "--ignore", "PTT034"]) == 1  # it wins
     (tmp_path / "pyproject.toml").write_text("[tool.torch-tips]\nselect = ['PTX']\n")

@@ -57,12 +57,28 @@ LOOP_CALLS = V.HOST_READS | {"empty_cache", "synchronize"}
 FUNCTION_CALLS = {"autocast"}  # judged with the rest of the function, not the whole file at top level
 CLASS_CALLS = {"cuda", "cpu", "to", "no_grad", "eval", "train", *(n.rsplit(".", 1)[1] for n in V.FACTORIES)}
 _CPU_PATH = re.compile(r"""^[^#\n]*["']cpu["']""", re.MULTILINE)
+# the script picks CUDA and nothing else (``Fabric(accelerator="cuda")``): a "cpu" elsewhere in it
+# is a map_location or a staging device, not a CPU path the rules must keep working
+_CUDA_ONLY = re.compile(r"""^[^#\n]*\baccelerator\s*=\s*["'](cuda|gpu)["']""", re.MULTILINE)
+_TRAINS = re.compile(r"""^[^#\n]*(\.backward\(|\.step\(|\bbackward\(|manual_backward)""", re.MULTILINE)
+_INFERS = re.compile(r"""^[^#\n]*(no_grad|inference_mode|\.eval\(\))""", re.MULTILINE)
 _ACCELERATOR = re.compile(r"^[^#\n]*(cuda|accelerator)", re.MULTILINE)  # in code, not in a comment
 _EXPORTS = re.compile(r"onnx|torch\.jit\.(trace|script)|torch\.export|coremltools|openvino|tensorrt|tflite")
 _DDP = re.compile(r"DistributedDataParallel|FullyShardedDataParallel|\bDDP\b|_DDP\b|torch\.distributed\.run|torchrun")
 _UNSAFE_LOAD = re.compile(r"weights_only\s*=\s*False")
 _NOQA = re.compile(r"#\s*noqa(?::\s*([\w, ]+))?", re.IGNORECASE)
 _CLAUSE = re.compile(r"\s*(else|elif|except|finally|case)\b")
+
+
+# A project's tests: a unit test's toy model, stub loader or file it wrote itself is not the
+# training code the rules are about, and the advice never pays there (a folder named tests or
+# test, test_*.py, *_test.py, conftest.py).
+_TEST_PATH = re.compile(r"(^|[/\\])(tests?|testing)[/\\]|(^|[/\\])(test_[^/\\]*|[^/\\]*_test|conftest)\.py$")
+
+
+def is_test_path(path: str) -> bool:
+    """Whether ``path`` is a test module (its findings are not reported)."""
+    return bool(_TEST_PATH.search(path))
 
 
 @dataclass(frozen=True)
@@ -584,6 +600,9 @@ _SKIP = frozenset({"lpar", "rpar", "lbracket", "rbracket", "leading_lines", "lin
 _FIELDS: dict[type, tuple[str, ...]] = {}
 # Nodes whose libcst fields are not in source order.
 _SOURCE_ORDER = {"IfExp": ["body", "test", "orelse"],
+                 # a signature (return annotation, bases) before the body, as the source has it
+                 "FunctionDef": ["decorators", "type_parameters", "params", "returns", "body"],
+                 "ClassDef": ["decorators", "type_parameters", "bases", "keywords", "body"],
                  "Parameters": ["posonly_params", "params", "star_arg", "kwonly_params", "star_kwarg"]}
 # Node kinds a finding can be reported on, and the ast classes that are the same nodes: the engine
 # finds a finding's position from the ast (which has them all) instead of libcst's codegen.
@@ -712,11 +731,12 @@ class Checker:
     def check_source(self, text: str, path: str = "<string>") -> list[Finding]:
         """Findings in one file's source, sorted; a file that does not parse raises SyntaxError."""
         tree = ast.parse(text, filename=path)
-        if MARKER not in text or not self.visitors:
+        if MARKER not in text or not self.visitors or is_test_path(path):
             return []
         scan = _Scan()
         scan.facts.mentions_cuda = bool(_ACCELERATOR.search(text))
-        scan.facts.cpu_path = bool(_CPU_PATH.search(text))
+        scan.facts.cpu_path = bool(_CPU_PATH.search(text)) and not _CUDA_ONLY.search(text)
+        scan.facts.inference_only = not _TRAINS.search(text) and bool(_INFERS.search(text))
         scan.facts.has_ddp = bool(_DDP.search(text))
         scan.facts.exports = bool(_EXPORTS.search(text))
         scan.facts.loads_unsafely = bool(_UNSAFE_LOAD.search(text))
