@@ -617,11 +617,17 @@ ARGS = ["--torch", "2.13", "--device", "cuda", "--jobs", "1", "--site-url", "htt
 @pytest.fixture
 def tuning_status(monkeypatch):
     """The command line's mechanics (lines, severities, exit codes, configuration) tested on the
-    rules the tuning set makes stable (PTT001 and PTT031 among them), whichever rules the
-    held-out labels leave stable (tests/test_checker_kinds.py checks status.json itself)."""
+    rules the first five tuning codebases make stable (PTT001 and PTT031 among them), whichever
+    rules the held-out labels leave stable (tests/test_checker_kinds.py checks status.json itself)."""
     from tipsite.checker import registry
 
-    monkeypatch.setattr(registry, "STATUS", labels.status(labels.load(), None))
+    tuning = labels.load()
+    first = {c["repo"] for c in tuning.corpora[:5]}  # held-out round 1's seven came after them
+    assert first == {"pytorch/examples", "karpathy/nanoGPT", "facebookresearch/detr", "facebookresearch/dino",
+                     "facebookresearch/deit"}
+    five = labels.Labels(corpora=tuning.corpora[:5], configurations=tuning.configurations,
+                         findings=[f for f in tuning.findings if f["repo"] in first])
+    monkeypatch.setattr(registry, "STATUS", labels.status(five, None))
 
 
 def holding_evidence(monkeypatch, tips: set[str]) -> None:
