@@ -159,3 +159,16 @@ def test_a_position_after_a_signature_is_the_node_itself():
                 return h[torch.arange(h.shape[0]), self.idx]
         '''
     assert [(line, code) for line, code in found(source) if code == "PTT010"] == [(4, "PTT010"), (8, "PTT010")]
+
+
+def test_a_test_module_is_judged_inside_the_folder_checked(tmp_path, capsys):
+    """A checkout kept under a folder named tests is checked; its own tests/ folder is not."""
+    from tipsite.checker import cli
+
+    repo = tmp_path / "tests" / "owner+name"
+    for rel in ("train.py", "tests/test_io.py"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("import torch\nsd = torch.load('x.pt', weights_only=False)\n")
+    cli.main([str(repo), "--select", "PTT001", "--jobs", "1", "--fail-on", "never"])
+    out = capsys.readouterr()[0]
+    assert "train.py:2" in out and "test_io.py" not in out

@@ -728,10 +728,13 @@ class Checker:
             v.device = device
         self.walk = _Walk(self.visitors, self.tracker.push, self.tracker.pop)
 
-    def check_source(self, text: str, path: str = "<string>") -> list[Finding]:
-        """Findings in one file's source, sorted; a file that does not parse raises SyntaxError."""
+    def check_source(self, text: str, path: str = "<string>", test: bool | None = None) -> list[Finding]:
+        """Findings in one file's source, sorted; a file that does not parse raises SyntaxError.
+        ``test``: the file is a test module (None: judged from ``path``); it gives no finding."""
         tree = ast.parse(text, filename=path)
-        if MARKER not in text or not self.visitors or is_test_path(path):
+        if test is None:
+            test = is_test_path(path)
+        if MARKER not in text or not self.visitors or test:
             return []
         scan = _Scan()
         scan.facts.mentions_cuda = bool(_ACCELERATOR.search(text))

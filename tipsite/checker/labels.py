@@ -415,7 +415,7 @@ def run(labels: Labels, corpus: Path) -> int:
             base = corpus / c["repo"].replace("/", "+")
             for file in corpus_files(corpus, c["repo"]):
                 rel = file.relative_to(base).as_posix()
-                for f in checker.check_source(file.read_text(encoding="utf-8"), str(file)):
+                for f in checker.check_source(file.read_text(encoding="utf-8"), rel):
                     key = (c["repo"], rel, f.line, f.code, config["name"])
                     seen.add(key)
                     if key not in known:
