@@ -21,6 +21,10 @@ def test_held_out_excerpts_are_not_in_the_rules_test_data():
     fake = labels.Labels(findings=[{"excerpt": "  12|    total_loss = criterion(outputs, targets) * scale\n"}])
     assert labels.leaks(fake, {"tests/x.py": "x = 1\n    total_loss = criterion(outputs, targets) * scale\n"})
     assert not labels.leaks(fake, {"tests/x.py": "import torch\n"})
+    # a held-out codebase moved into the tuning set (spent) may be in the tuning excerpts; no other
+    moved = labels.Labels(findings=[{"repo": "o/r", "excerpt": fake.findings[0]["excerpt"]}])
+    copied = {"tests/x.py": "    total_loss = criterion(outputs, targets) * scale\n"}
+    assert not labels.leaks(moved, copied, spent={"o/r"}) and labels.leaks(moved, copied, spent={"o/s"})
 
 
 def test_the_docs_publish_the_held_out_table_or_say_it_is_not_labelled():

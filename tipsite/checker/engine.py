@@ -57,12 +57,28 @@ LOOP_CALLS = V.HOST_READS | {"empty_cache", "synchronize"}
 FUNCTION_CALLS = {"autocast"}  # judged with the rest of the function, not the whole file at top level
 CLASS_CALLS = {"cuda", "cpu", "to", "no_grad", "eval", "train", *(n.rsplit(".", 1)[1] for n in V.FACTORIES)}
 _CPU_PATH = re.compile(r"""^[^#\n]*["']cpu["']""", re.MULTILINE)
+# the script picks CUDA and nothing else (``Fabric(accelerator="cuda")``): a "cpu" elsewhere in it
+# is a map_location or a staging device, not a CPU path the rules must keep working
+_CUDA_ONLY = re.compile(r"""^[^#\n]*\baccelerator\s*=\s*["'](cuda|gpu)["']""", re.MULTILINE)
+_TRAINS = re.compile(r"""^[^#\n]*(\.backward\(|\.step\(|\bbackward\(|manual_backward)""", re.MULTILINE)
+_INFERS = re.compile(r"""^[^#\n]*(no_grad|inference_mode|\.eval\(\))""", re.MULTILINE)
 _ACCELERATOR = re.compile(r"^[^#\n]*(cuda|accelerator)", re.MULTILINE)  # in code, not in a comment
 _EXPORTS = re.compile(r"onnx|torch\.jit\.(trace|script)|torch\.export|coremltools|openvino|tensorrt|tflite")
 _DDP = re.compile(r"DistributedDataParallel|FullyShardedDataParallel|\bDDP\b|_DDP\b|torch\.distributed\.run|torchrun")
 _UNSAFE_LOAD = re.compile(r"weights_only\s*=\s*False")
 _NOQA = re.compile(r"#\s*noqa(?::\s*([\w, ]+))?", re.IGNORECASE)
 _CLAUSE = re.compile(r"\s*(else|elif|except|finally|case)\b")
+
+
+# A project's tests: a unit test's toy model, stub loader or file it wrote itself is not the
+# training code the rules are about, and the advice never pays there (a folder named tests or
+# test, test_*.py, *_test.py, conftest.py).
+_TEST_PATH = re.compile(r"(^|[/\\])(tests?|testing)[/\\]|(^|[/\\])(test_[^/\\]*|[^/\\]*_test|conftest)\.py$")
+
+
+def is_test_path(path: str) -> bool:
+    """Whether ``path`` is a test module (its findings are not reported)."""
+    return bool(_TEST_PATH.search(path))
 
 
 @dataclass(frozen=True)
@@ -92,6 +108,17 @@ def _dotted(node: ast.expr) -> str | None:
         return None
     parts.append(node.id)
     return ".".join(reversed(parts))
+
+
+_ENTERED: dict[type, bool] = {}
+
+
+def _entered(kind: type) -> bool:
+    """Whether the scan walks into a value of this type: an ast node with children to read."""
+    known = _ENTERED.get(kind)
+    if known is None:
+        known = _ENTERED[kind] = issubclass(kind, ast.AST) and kind not in _AST_LEAVES
+    return known
 
 
 _AST_LEAVES = {ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue,
@@ -229,11 +256,12 @@ class _Scan:
                 self._add(node)
         for field in node._fields:
             value = getattr(node, field, None)
-            if isinstance(value, list):
+            kind = type(value)
+            if kind is list:
                 for item in value:
-                    if isinstance(item, ast.AST) and type(item) not in _AST_LEAVES:
+                    if _entered(type(item)):
                         self.walk(item, stack)
-            elif isinstance(value, ast.AST) and type(value) not in _AST_LEAVES:
+            elif _entered(kind):
                 self.walk(value, stack)
         stack.pop()
 
@@ -375,8 +403,9 @@ class _Scan:
         lossy = set(self.facts.backward_receivers)
         names = {n for n, _ in self.binds}
         lossy |= {n for n in names if "loss" in n.lower()}
+        reads = [(n, _names_read(v)) for n, v in self.binds]  # each value walked once
         for _ in range(3):  # names bound from a loss, a few hops deep
-            grew = {n for n, v in self.binds if n not in lossy and _mentions_any(v, lossy)}
+            grew = {n for n, read in reads if n not in lossy and not read.isdisjoint(lossy)}
             if not grew:
                 break
             lossy |= grew
@@ -499,6 +528,10 @@ def _writes_grad(target: ast.AST) -> bool:
     return False
 
 
+def _names_read(expr: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(expr) if type(n) is ast.Name}
+
+
 def _mentions_any(expr: ast.AST, names: set[str]) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
 
@@ -514,6 +547,16 @@ class _QualifiedNames:
     def __init__(self, aliases: dict[str, str]):
         self.aliases = aliases
         self.cache: dict[int, set] = {}
+        self.names: dict[int, str | None] = {}  # id(node) -> the qualified name, for qname()
+
+    def qname(self, node: cst.CSTNode) -> str | None:
+        """The one qualified name of ``node`` (or None), as ``RuleVisitor.qname`` reads it."""
+        key = id(node)
+        if key in self.names:
+            return self.names[key]
+        found = self[node]
+        name = self.names[key] = next(iter(found)).name if found else None
+        return name
 
     def __getitem__(self, node: cst.CSTNode) -> set:
         key = id(node)
@@ -557,6 +600,9 @@ _SKIP = frozenset({"lpar", "rpar", "lbracket", "rbracket", "leading_lines", "lin
 _FIELDS: dict[type, tuple[str, ...]] = {}
 # Nodes whose libcst fields are not in source order.
 _SOURCE_ORDER = {"IfExp": ["body", "test", "orelse"],
+                 # a signature (return annotation, bases) before the body, as the source has it
+                 "FunctionDef": ["decorators", "type_parameters", "params", "returns", "body"],
+                 "ClassDef": ["decorators", "type_parameters", "bases", "keywords", "body"],
                  "Parameters": ["posonly_params", "params", "star_arg", "kwonly_params", "star_kwarg"]}
 # Node kinds a finding can be reported on, and the ast classes that are the same nodes: the engine
 # finds a finding's position from the ast (which has them all) instead of libcst's codegen.
@@ -582,6 +628,22 @@ def _fields(kind: type) -> tuple[str, ...]:
 _NODE_TYPES: dict[type, bool] = {}
 
 
+def _unchecked(self) -> None:  # see _parse
+    pass
+
+
+def _parse(text: str) -> cst.Module:
+    """``libcst.parse_module`` without re-validating each node as the parser builds it (a fifth of
+    the parse: libcst's own comment on ``CSTNode.__post_init__`` suggests skipping it when
+    parsing). The parser only builds valid trees; nodes built later are validated as usual."""
+    post = cst.CSTNode.__post_init__
+    cst.CSTNode.__post_init__ = _unchecked
+    try:
+        return cst.parse_module(text)
+    finally:
+        cst.CSTNode.__post_init__ = post
+
+
 def _is_node(kind: type) -> bool:
     known = _NODE_TYPES.get(kind)
     if known is None:
@@ -602,6 +664,7 @@ class _Walk:
         if other:  # attribute visitors (visit_Call_func) are not supported by this walk
             raise ValueError(f"unsupported visitor methods: {other}")
         self.push, self.pop = push, pop
+        self.plans: dict[type, tuple] = {}  # per node type: what __call__ does with such a node
         self.ordinal: dict[int, int] = {}  # id(node) -> its index among nodes of its kind
         self.count: dict[str, int] = {}
 
@@ -609,17 +672,24 @@ class _Walk:
         self.ordinal.clear()
         self.count.clear()
 
+    def _plan(self, kind: type) -> tuple:
+        name = kind.__name__
+        plan = self.plans[kind] = (name if name in POSITIONED else None, self.visits.get(name, ()),
+                                   _fields(kind), self.leaves.get(name, ()))
+        return plan
+
     def __call__(self, node: cst.CSTNode) -> None:
         kind = type(node)
-        name = kind.__name__
-        if name in POSITIONED:
+        plan = self.plans.get(kind) or self._plan(kind)
+        name, visits, fields, leaves = plan
+        if name is not None:
             n = self.count.get(name, 0)
             self.ordinal[id(node)] = n
             self.count[name] = n + 1
         self.push(node)
-        for fn in self.visits.get(name, ()):
+        for fn in visits:
             fn(node)
-        for field in _fields(kind):
+        for field in fields:
             value = getattr(node, field)
             vt = type(value)
             if vt is tuple or vt is list:
@@ -628,7 +698,7 @@ class _Walk:
                         self(item)
             elif _is_node(vt):
                 self(value)
-        for fn in self.leaves.get(name, ()):
+        for fn in leaves:
             fn(node)
         self.pop(node)
 
@@ -658,14 +728,18 @@ class Checker:
             v.device = device
         self.walk = _Walk(self.visitors, self.tracker.push, self.tracker.pop)
 
-    def check_source(self, text: str, path: str = "<string>") -> list[Finding]:
-        """Findings in one file's source, sorted; a file that does not parse raises SyntaxError."""
+    def check_source(self, text: str, path: str = "<string>", test: bool | None = None) -> list[Finding]:
+        """Findings in one file's source, sorted; a file that does not parse raises SyntaxError.
+        ``test``: the file is a test module (None: judged from ``path``); it gives no finding."""
         tree = ast.parse(text, filename=path)
-        if MARKER not in text or not self.visitors:
+        if test is None:
+            test = is_test_path(path)
+        if MARKER not in text or not self.visitors or test:
             return []
         scan = _Scan()
         scan.facts.mentions_cuda = bool(_ACCELERATOR.search(text))
-        scan.facts.cpu_path = bool(_CPU_PATH.search(text))
+        scan.facts.cpu_path = bool(_CPU_PATH.search(text)) and not _CUDA_ONLY.search(text)
+        scan.facts.inference_only = not _TRAINS.search(text) and bool(_INFERS.search(text))
         scan.facts.has_ddp = bool(_DDP.search(text))
         scan.facts.exports = bool(_EXPORTS.search(text))
         scan.facts.loads_unsafely = bool(_UNSAFE_LOAD.search(text))
@@ -708,13 +782,13 @@ class Checker:
         if indent:
             segment, offset = "if 1:\n" + segment, start - 2
         try:
-            module = cst.parse_module(segment)
+            module = _parse(segment)
         except cst.ParserSyntaxError:
             return self._whole(scan, lines, path)
         return self._run(module, offset, (start, end), scan, lines, at_module_level=not indent, path=path)
 
     def _whole(self, scan: _Scan, lines: list[str], path: str) -> list[Finding]:
-        module = cst.parse_module("".join(lines))
+        module = _parse("".join(lines))
         return self._run(module, 0, (1, len(lines)), scan, lines, at_module_level=True, path=path)
 
     def _run(self, module: cst.Module, offset: int, span: tuple[int, int], scan: _Scan, lines: list[str],
@@ -725,6 +799,7 @@ class Checker:
         self.tracker.stack.clear()
         self.walk.reset()
         self.qn.cache.clear()  # keyed by id(): a freed piece's ids are reused by the next one
+        self.qn.names.clear()
         self.walk(module)
         new = []
         for v, n in zip(self.visitors, before):

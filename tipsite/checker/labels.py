@@ -317,13 +317,21 @@ def own_test_data() -> dict[str, str]:
     return texts
 
 
-def leaks(heldout: Labels, texts: dict[str, str] | None = None) -> list[str]:
+def leaks(heldout: Labels, texts: dict[str, str] | None = None, spent: set[str] | None = None) -> list[str]:
     """Held-out excerpt lines found in the rules' own test data.
+
+    A held-out codebase that is now a tuning corpus (``spent``: by default the repositories of
+    ``labels.json``) was spent once labelled: round 1 moved into the tuning set, its excerpts
+    with it, and stays in ``heldout.json`` only until round 2's labels replace it.
 
     Only lines of at least :data:`LEAK_MIN` characters count: a short line such as
     ``with torch.no_grad():`` is in every training script and says nothing of where it came
     from, while a longer one (names, arguments) is the held-out code itself."""
     texts = own_test_data() if texts is None else texts
+    spent = {c["repo"] for c in load().corpora} if spent is None else spent
+    heldout = Labels(corpora=heldout.corpora,
+                     findings=[f for f in heldout.findings if f.get("repo") not in spent],
+                     regressions=[f for f in heldout.regressions if f.get("repo") not in spent])
     stripped = {name: {line.strip() for line in re.sub(r"(?m)^\s*\d+\|", "", t).splitlines()}
                 for name, t in texts.items()}
     return [f"{name}: {line!r}" for line in sorted(excerpt_lines(heldout))
@@ -407,7 +415,7 @@ def run(labels: Labels, corpus: Path) -> int:
             base = corpus / c["repo"].replace("/", "+")
             for file in corpus_files(corpus, c["repo"]):
                 rel = file.relative_to(base).as_posix()
-                for f in checker.check_source(file.read_text(encoding="utf-8"), str(file)):
+                for f in checker.check_source(file.read_text(encoding="utf-8"), rel):
                     key = (c["repo"], rel, f.line, f.code, config["name"])
                     seen.add(key)
                     if key not in known:

@@ -105,6 +105,7 @@ class Facts:
     has_ddp: bool = False  # the file names DistributedDataParallel (a DDP path beside DataParallel)
     loads_unsafely: bool = False  # the file loads with weights_only=False (its own checkpoints)
     exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
+    inference_only: bool = False  # grad-free or eval() code and no backward() or step(): no training
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -126,29 +127,43 @@ def children(node: cst.CSTNode):
                                             if f.name not in _SKIP and not f.name.startswith("whitespace"))
     for name in names:
         value = getattr(node, name)
-        if isinstance(value, (tuple, list)):
+        kind = type(value)
+        if kind is tuple or kind is list:
             for item in value:
-                if isinstance(item, cst.CSTNode):
+                if _is_node(type(item)):
                     yield item
-        elif isinstance(value, cst.CSTNode):
+        elif _is_node(kind):
             yield value
 
 
+_NODE_TYPES: dict[type, bool] = {}
+
+
+def _is_node(kind: type) -> bool:
+    """``issubclass(kind, cst.CSTNode)``, cached: CSTNode is an ABC, whose checks are slow."""
+    known = _NODE_TYPES.get(kind)
+    if known is None:
+        known = _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
+    return known
+
+
 SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_STOPS = frozenset(SCOPES)  # walk() tests the exact type: these classes have no subclasses
+_LOOPS = frozenset({cst.For, cst.While})
 
 
 def walk(node: cst.CSTNode, *, into_loops: bool = True):
     """Every node under ``node`` (not ``node`` itself), not entering nested functions, lambdas and
     classes, or nested loops (when ``into_loops`` is false)."""
     stack = list(children(node))
+    pop, extend = stack.pop, stack.extend
     while stack:
-        n = stack.pop()
+        n = pop()
         yield n
-        if isinstance(n, SCOPES):
+        kind = type(n)
+        if kind in _STOPS or (not into_loops and kind in _LOOPS):
             continue
-        if not into_loops and isinstance(n, (cst.For, cst.While)):
-            continue
-        stack.extend(children(n))
+        extend(children(n))
 
 
 class Tracker:
@@ -311,9 +326,10 @@ def names_in(node: cst.CSTNode) -> set[str]:
     """The names an expression reads: plain names and dotted ones (``self.total``), roots too."""
     out: set[str] = set()
     for n in [node, *walk(node)]:
-        if isinstance(n, cst.Name):
+        kind = type(n)
+        if kind is cst.Name:
             out.add(n.value)
-        elif isinstance(n, cst.Attribute):
+        elif kind is cst.Attribute:
             full = get_full_name_for_node(n)
             if full:
                 out.add(full)
@@ -364,8 +380,7 @@ class RuleVisitor(TorchVisitor):
 
     def qname(self, call: cst.Call) -> str | None:
         """TorchFix's ``get_qualified_name_for_call``, read straight from the engine's cache."""
-        names = self.metadata[QualifiedNameProvider][call]
-        return next(iter(names)).name if names else None
+        return self.metadata[QualifiedNameProvider].qname(call)
 
     def torch_before(self, release: tuple[int, ...]) -> bool:
         """The reader's torch is known to be older than ``release``."""
@@ -380,15 +395,41 @@ class RuleVisitor(TorchVisitor):
 
 # --- TorchFix's visitors, narrowed ------------------------------------------------------------------
 
-class UnsafeLoad(TorchUnsafeLoadVisitor, RuleVisitor):
+class _LoadFallback:
+    """Knows the ``try`` statements around the node: a ``torch.load`` in the handler of a ``try``
+    that already called ``torch.load`` is a deliberate fallback (an old torch without the
+    argument, a payload the weights-only loader refused), not the call to change."""
+
+    def visit_Try(self, node: cst.Try) -> None:
+        self.tries.append(node)
+
+    def leave_Try(self, node: cst.Try) -> None:
+        if self.tries and self.tries[-1] is node:
+            self.tries.pop()
+
+    def in_load_fallback(self) -> bool:
+        handler = self.where._inner(cst.ExceptHandler)
+        if handler is None:
+            return False
+        for t in reversed(self.tries):
+            if any(h is handler for h in t.handlers):
+                return any(type(n) is cst.Call and self.qname(n) == "torch.load" for n in walk(t.body))
+        return False
+
+
+class UnsafeLoad(_LoadFallback, TorchUnsafeLoadVisitor, RuleVisitor):
     """PTT001 through TorchFix's TOR102 (``torch.load`` without ``weights_only``): a risk only
     before torch 2.6, where ``weights_only`` defaults to False, and not where the code already
     loads under ``torch.serialization.safe_globals`` (written for the weights-only loader)."""
 
     def add_violation(self, node, error_code, message, replacement=None) -> None:
-        if self.torch is None or not self.torch_before((2, 6)) or self.where.under(SAFE_GLOBALS, self):
+        if (self.torch is None or not self.torch_before((2, 6)) or self.where.under(SAFE_GLOBALS, self)
+                or self.in_load_fallback()):
             return
         RuleVisitor.add_violation(self, node, error_code, message, replacement)
+
+    def reset(self) -> None:
+        self.tries: list[cst.Try] = []
 
 
 def _dataset_arg(call: cst.Call, visitor: RuleVisitor) -> cst.BaseExpression | None:
@@ -429,15 +470,18 @@ TORCHFIX_RULES = {
 
 # --- saving and loading ------------------------------------------------------------------------
 
-class LoadWeightsOnlyFalse(RuleVisitor):
+class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
     """PTT001, the half TorchFix lacks: an explicit ``weights_only=False``."""
 
     CODE = "PTT001"
 
+    def reset(self) -> None:
+        self.tries: list[cst.Try] = []
+
     def visit_Call(self, node: cst.Call) -> None:
         if self.qname(node) == "torch.load":
             arg = self.get_specific_arg(node, "weights_only", -1)
-            if arg is not None and _is_false(arg.value):
+            if arg is not None and _is_false(arg.value) and not self.in_load_fallback():
                 self.flag(node)
 
 
@@ -562,7 +606,10 @@ class LoadStateDictWithoutMmap(RuleVisitor):
         while isinstance(value, cst.Subscript):  # checkpoint["model"]
             value = value.value
         if isinstance(value, cst.Name):
-            plain = self.loaded.get(value.value, value.value in self.facts.load_names)
+            # a parameter holds whatever the caller passes: not this file's torch.load (a forwarding
+            # method such as ``def load_state_dict(self, sd): return self.model.load_state_dict(sd)``)
+            default = value.value in self.facts.load_names and not _is_param(self.where.function(), value.value)
+            plain = self.loaded.get(value.value, default)
         else:
             plain = self._plain(node.args[0].value)
         if plain:
@@ -570,6 +617,15 @@ class LoadStateDictWithoutMmap(RuleVisitor):
 
 
 _MODULE_NAME = re.compile(r"(^|_)(model|net|module|network)s?\d*$", re.IGNORECASE)
+
+
+def _is_param(func: cst.FunctionDef | None, name: str) -> bool:
+    if func is None:
+        return False
+    p = func.params
+    params = [*p.posonly_params, *p.params, *p.kwonly_params]
+    params += [x for x in (p.star_arg, p.star_kwarg) if isinstance(x, cst.Param)]
+    return any(x.name.value == name for x in params)
 
 
 class SaveWholeModule(RuleVisitor):
@@ -756,7 +812,23 @@ class FactoryWithoutDevice(RuleVisitor):
             return
         if name == "torch.tensor" and node.args and names_in(node.args[0].value) & {"shape", "size", "len"}:
             return  # (names_in holds an attribute's own name: x.shape gives "shape")
+        if name == "torch.tensor" and node.args and _scalar(node.args[0].value):
+            return  # a 0-d tensor (x * torch.tensor(d ** 0.5)): used as a scalar, nothing is copied
         self.flag(node)
+
+
+def _scalar(value: cst.BaseExpression) -> bool:
+    """A number, or arithmetic with a number and no list, tuple or comprehension in it."""
+    if isinstance(value, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(value, cst.UnaryOperation):
+        return _scalar(value.expression)
+    if isinstance(value, cst.BinaryOperation):
+        sequences = (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp, cst.Dict, cst.Set)
+        parts = [value.left, value.right]
+        return any(_scalar(p) for p in parts) and not any(
+            isinstance(n, sequences) for p in parts for n in [p, *walk(p)])
+    return False
 
 
 class NoGradInForward(RuleVisitor):
@@ -1381,7 +1453,33 @@ class RetryOnAnyRuntimeError(RuleVisitor):
             return
         if _mentions(node.body, "memory") or any(isinstance(n, cst.Raise) for n in walk(node.body)):
             return
+        if _inspects_error(node) or _ignores_error(node):
+            return
         self.flag(node)
+
+
+def _ignores_error(handler: cst.ExceptHandler) -> bool:
+    """A handler that does nothing (``pass``): a best-effort step, not a retry with less work."""
+    body = handler.body.body if isinstance(handler.body, cst.IndentedBlock) else ()
+    return bool(body) and all(
+        isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, (cst.Pass, cst.Expr)) and (
+            isinstance(x, cst.Pass) or isinstance(x.value, cst.Ellipsis)) for x in s.body) for s in body)
+
+
+_LOGGING = re.compile(r"(^|\.)(print|debug|info|warning|warn|error|exception|critical|log)$")
+
+
+def _inspects_error(handler: cst.ExceptHandler) -> bool:
+    """The handler reads the error it caught other than to log it (``msg = str(e)`` then a
+    filter on the message): it decides what to retry, which the rule cannot judge."""
+    if handler.name is None or not isinstance(handler.name.name, cst.Name):
+        return False
+    name = handler.name.name.value
+    logged: set[int] = set()
+    for n in walk(handler.body):
+        if type(n) is cst.Call and _LOGGING.search(get_full_name_for_node(n.func) or ""):
+            logged |= {id(m) for m in walk(n)}
+    return any(type(n) is cst.Name and n.value == name and id(n) not in logged for n in walk(handler.body))
 
 
 # --- calls judged on their own ------------------------------------------------------------------
@@ -1514,7 +1612,8 @@ class DataParallelWrapper(RuleVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.qname(node) in ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
-                                "torch.nn.parallel.data_parallel.DataParallel") and not self._warned_fallback():
+                                "torch.nn.parallel.data_parallel.DataParallel") and not self._warned_fallback() \
+                and not self.facts.inference_only:  # DDP's launcher and gathering do not pay there
             self.flag(node)
 
     def _warned_fallback(self) -> bool:
