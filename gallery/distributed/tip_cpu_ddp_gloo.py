@@ -216,7 +216,8 @@ try:
             f"DDP speed-up, layers {width} wide",
             {one: lambda: on_rank_1(one_process_steps, width, steps),
              ddp: lambda: both(ddp_steps, width, steps)},
-            threshold=1.05, device=device, x=width, min_rounds=12, budget_s=3))
+            threshold=1.05, device=device, x=width, min_rounds=12, budget_s=3,
+            cores=cores))
         spans.append((before, cpu_ticks()))
 finally:
     ranks.close()

@@ -228,7 +228,8 @@ try:
             f"DDP speed-up, global batch {batch}",
             {dp: lambda: on_rank_1(dataparallel_steps, batch, steps),
              ddp: lambda: both(ddp_steps, batch, steps)},
-            threshold=1.05, device=device, x=batch, min_rounds=12, budget_s=3))
+            threshold=1.05, device=device, x=batch, min_rounds=12, budget_s=3,
+            cores=cores))
         spans.append((before, cpu_ticks()))
 finally:
     ranks.close()
