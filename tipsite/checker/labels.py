@@ -342,14 +342,25 @@ LEAK_MIN = 30  # characters of a stripped line that identify code, see leaks()
 
 
 def render_markdown(labels: Labels) -> str:
-    """The precision table for the README: one row per rule with findings, and all rules."""
+    """The precision table for the README: a row for each stable rule (the ones a plain run
+    reports), one for the preview rules together, and all rules; the docs page has every rule."""
     t = table(labels)
-    out = ["| rule | findings | useful | not applicable | wrong | precision |",
+    out = ["| rules | findings | useful | not applicable | wrong | precision |",
            "|---|--:|--:|--:|--:|--:|"]
-    for code, row in t.items():
-        name = "all rules" if code == "total" else f"{code} {RULES[code].title}"
-        out.append(f"| {name.replace('|', '/')} | {row['findings']} | {row['useful']} | "
-                   f"{row['not applicable']} | {row['wrong']} | {_pct(row['useful'], row['findings'])} |")
+
+    def line(name: str, row: dict) -> str:
+        return (f"| {name.replace('|', '/')} | {row['findings']} | {row['useful']} | "
+                f"{row['not applicable']} | {row['wrong']} | {_pct(row['useful'], row['findings'])} |")
+
+    codes = [c for c in t if c != "total"]
+    for code in codes:
+        if is_stable(code):
+            out.append(line(f"{code} {RULES[code].title} (stable)", t[code]))
+    preview = [c for c in codes if not is_stable(c)]
+    if preview:
+        together = {k: sum(t[c][k] for c in preview) for k in ("findings", *KINDS)}
+        out.append(line(f"{len(preview)} preview rules with findings", together))
+    out.append(line("all rules", t["total"]))
     return "\n".join(out) + "\n"
 
 
