@@ -20,6 +20,8 @@ from tipsite import compat, records
 from tipsite.checker import shipdata
 from tipsite.sphinxext import view
 
+pytest_plugins = ["_browser"]  # the html_dir fixture: the built site
+
 MATRIX = "torch-version matrix, torch {release}"
 
 
