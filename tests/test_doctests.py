@@ -184,7 +184,10 @@ def test_each_quick_reference_block_runs_pasted_alone():
         f"the blocks hold {sum(len(t.examples) for t in tests)} of the file's {whole} examples: "
         "the block parser missed some")
     failed = []
-    for (line, _), test in zip(blocks, tests):
+    for (line, text), test in zip(blocks, tests):
+        if "init_process_group" in text:  # in a process of its own: see _run_alone
+            failed += _run_alone(line, text)
+            continue
         try:
             doctest.DebugRunner(optionflags=OPTIONS).run(test, out=lambda _: None)
         except doctest.UnexpectedException as exc:
@@ -195,3 +198,29 @@ def test_each_quick_reference_block_runs_pasted_alone():
             failed.append(f"quick.rst:{line + exc.example.lineno}: {exc.example.source.strip()!r} printed "
                           f"{exc.got.strip()!r}, not {exc.example.want.strip()!r}")
     assert not failed, "blocks that fail when pasted alone:\n" + "\n".join(failed)
+
+
+def _run_alone(line: int, text: str) -> list[str]:
+    """A block that starts a gloo process group runs in a fresh interpreter, which leaves by
+    ``os._exit`` once its examples have passed. Freeing a DDP model whose comm hook ran Python
+    callbacks on gloo's threads joined those threads while holding the GIL and hung the suite
+    once (2026-11-28: ``~ProcessGroupGloo`` in ``std::thread::join``, from the doctest clearing
+    its names, in a pytest worker); the examples had passed. That teardown is torch's, not the
+    block's claim, and a hang must fail here in seconds, not stop the suite for 30 minutes."""
+    import subprocess
+    import sys
+
+    script = (
+        "import doctest, os, sys\n"
+        f"test = doctest.DocTestParser().get_doctest({text!r}, {{'__name__': '__main__'}}, "
+        f"'quick.rst:{line}', {str(QUICK)!r}, {line - 1})\n"
+        f"r = doctest.DocTestRunner(optionflags={OPTIONS}).run(test, clear_globs=False)\n"
+        "sys.stdout.flush()\n"
+        "os._exit(1 if r.failed else 0)\n")
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return [f"quick.rst:{line}: the block did not finish in 300 s"]
+    if proc.returncode != 0:
+        return [f"quick.rst:{line}: failed alone:\n{(proc.stdout + proc.stderr)[-2000:]}"]
+    return []
