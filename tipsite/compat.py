@@ -89,9 +89,13 @@ def read(path: Path) -> dict[str, Any]:
             record = run["records"].get(name)
             mine = record is not None and all(record.get(k) == entry.get(k) for k in records.VERSION_KEYS)
             # the file's own verdicts never count once the run has a set: only a record's do
-            entry["verdicts"] = {d: {"verdict": v["verdict"], "key": v.get("key")}
-                                 for d, v in record["verdicts"].items()} if mine else {}
+            entry["verdicts"] = shown_verdicts(record) if mine else {}
     return run
+
+
+def shown_verdicts(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What a matrix entry shows of its record: per device, the verdict and the key figure."""
+    return {d: {"verdict": v["verdict"], "key": v.get("key")} for d, v in record["verdicts"].items()}
 
 
 def machine_class(run: dict[str, Any] | None) -> str:
@@ -295,8 +299,7 @@ def run(release: str, only: list[str] | None = None) -> int:
         data["records"].pop(tip.name, None)
         if report.get("record"):
             data["records"][tip.name] = report["record"]
-            entry["verdicts"] = {d: {"verdict": v["verdict"], "key": v.get("key")}
-                                 for d, v in report["record"]["verdicts"].items()}
+            entry["verdicts"] = shown_verdicts(report["record"])
         said = "; ".join(f"{d} {v.get('verdict')}" + (
             f" ({v['key']['name']} = {v['key']['value']:.3g} {v['key']['unit']})"
             if isinstance(v.get("key"), dict) else "") for d, v in entry["verdicts"].items())

@@ -124,8 +124,15 @@ def call_bound(call: dict, rounds: float | None = None, pass_s: float = PROFILE_
         timed = min(hi * 2 * round_s, max(lo * 2 * round_s, budget + 2 * round_s))
     else:
         timed = min(max(rounds, lo), hi) * 2 * round_s
-    profiled = 2 * round_s + sessions * pass_s if call.get("busy", True) else 0.0
-    return setup + timed + profiled
+    return setup + timed + _profiled(call, pass_s, sessions)
+
+
+def _profiled(call: dict, pass_s: float = PROFILE_PASS_S, sessions: int = 1) -> float:
+    """One call's profiled passes: ``round_s`` of work per variant, plus ``sessions`` profiler
+    sessions of ``pass_s`` each (none for a call with ``busy=False``)."""
+    if not call.get("busy", True):
+        return 0.0
+    return 2 * float(call.get("round_s", 0.02)) + sessions * pass_s
 
 
 def h200_rounds(path: Path | None = None) -> dict[str, tuple[float, int]]:
@@ -174,7 +181,7 @@ def h200_shares() -> dict[str, float]:
 
 def profiled_s(calls: list[dict]) -> float:
     """The profiled passes of ``calls`` (tipkit.device_busy, added after the H200 run)."""
-    return sum(2 * float(c.get("round_s", 0.02)) + PROFILE_PASS_S for c in calls if c.get("busy", True))
+    return sum(_profiled(c) for c in calls)
 
 
 def model_calls(calls: list[dict], count: int | None) -> list[dict]:
