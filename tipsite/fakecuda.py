@@ -269,8 +269,10 @@ _CROSS_DEVICE = {torch.Tensor.to, torch.Tensor.copy_, torch.Tensor.cpu, torch.Te
 
 
 def _matmul_tf32() -> bool:
-    return (torch.backends.cuda.matmul.allow_tf32
-            or torch.get_float32_matmul_precision() in ("high", "medium"))
+    # CUDA's own setting, which set_float32_matmul_precision also sets; the backend-free
+    # getter raises once code has mixed the two APIs (calibrate sets allow_tf32 while a
+    # tip's precision is "high"), where a real CUDA matmul just reads this one
+    return torch.backends.cuda.matmul.allow_tf32
 
 
 class FakeCudaMode(TorchFunctionMode):
