@@ -200,6 +200,19 @@ def test_cuda_amp_is_deprecated_from_24():
     assert "PTT005" in codes(src, (2, 4)) and "PTT005" not in codes(src, (2, 3))
 
 
+def test_cuda_amp_custom_fwd_as_a_bare_decorator_is_deprecated_too():
+    # a held-out miss (gpt-neox's grouped-GEMM Functions): a decorator is no call
+    for src in ("import torch\nclass F(torch.autograd.Function):\n    @staticmethod\n"
+                "    @torch.cuda.amp.custom_fwd\n    def forward(ctx, x):\n        return x\n",
+                "from torch.cuda.amp import custom_bwd\n@custom_bwd\ndef backward(ctx, g):\n"
+                "    return g\n"):
+        assert codes(src, (2, 4)).count("PTT005") == 1 and "PTT005" not in codes(src, (2, 3))
+    called = "import torch\n@torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)\ndef f(ctx, x):\n    return x\n"
+    assert codes(called, (2, 4)).count("PTT005") == 1  # once, by the call
+    new = "import torch\n@torch.amp.custom_fwd(device_type='cuda')\ndef f(ctx, x):\n    return x\n"
+    assert "PTT005" not in codes(new, (2, 4))
+
+
 def test_host_reads_only_on_every_training_step():
     gated = """\
         import torch

@@ -254,6 +254,9 @@ class _Scan:
             self.functions.append(node)
             if any(_last_name(d.func if isinstance(d, ast.Call) else d) == "no_grad" for d in node.decorator_list):
                 self._add(node)
+            if any((self.qualify(d) or "").startswith("torch.cuda.amp.") for d in node.decorator_list
+                   if not isinstance(d, ast.Call)):  # @custom_fwd imported from torch.cuda.amp (PTT005)
+                self._add(self._guard(stack[:-1]) or node)
         for field in node._fields:
             value = getattr(node, field, None)
             kind = type(value)

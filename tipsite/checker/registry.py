@@ -136,9 +136,11 @@ torch.save(model.state_dict(), "model.pt")
     ),
     Rule(
         "PTT005", "tip_mixed_precision", "torch.cuda.amp",
-        "torch.cuda.amp.autocast / GradScaler are deprecated (a FutureWarning since torch 2.4)",
+        "torch.cuda.amp (autocast, GradScaler, custom_fwd/custom_bwd) is deprecated (a FutureWarning "
+        "since torch 2.4)",
         "use torch.amp.autocast('cuda', ...) and torch.amp.GradScaler('cuda'), around the forward "
-        "pass and the loss only",
+        "pass and the loss only; torch.amp.custom_fwd/custom_bwd(device_type='cuda') on a custom "
+        "autograd Function",
         _snippet("""
 import torch
 with torch.cuda.amp.autocast():
@@ -150,7 +152,7 @@ with torch.amp.autocast("cuda"):
     loss = model(x).sum()
 """),
         short="torch.cuda.amp is deprecated (FutureWarning since torch 2.4)",
-        fix="use torch.amp.autocast('cuda') / GradScaler('cuda')",
+        fix="use torch.amp's autocast('cuda'), GradScaler('cuda'), custom_fwd(device_type='cuda')",
         scope="Not for a torch older than 2.4, where it is not deprecated.",
     ),
     Rule(

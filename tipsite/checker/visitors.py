@@ -659,6 +659,15 @@ class CudaAmp(RuleVisitor):
                 and not self._fallback()):
             self.flag(node)
 
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        """``@torch.cuda.amp.custom_fwd`` without a call (a call is seen by visit_Call)."""
+        if isinstance(node.decorator, cst.Call):
+            return
+        name = self.qname(node.decorator)  # a bare name or attribute, resolved alike
+        if (name and name.startswith("torch.cuda.amp.") and not self.torch_before((2, 4))
+                and not self._fallback()):
+            self.flag(node.decorator)
+
     def _fallback(self) -> bool:
         """A deliberate old-torch path: in ``except (AttributeError, TypeError, ImportError)``
         after the new API was tried, or under an ``if`` that checks the version or ``hasattr``."""
