@@ -64,8 +64,11 @@ _CUDA_ONLY = re.compile(r"""\baccelerator\s*=\s*["'](cuda|gpu)["']""")
 _TRAINS = re.compile(r"""\.backward\(|\.step\(|\bbackward\(|manual_backward""")
 _INFERS = re.compile(r"""no_grad|inference_mode|\.eval\(\)""")
 _ACCELERATOR = re.compile(r"cuda|accelerator")
-_EXPORTS = re.compile(r"onnx|torch\.jit\.(trace|script)|torch\.export|coremltools|openvino|tensorrt|tflite")
 _DDP = re.compile(r"DistributedDataParallel|FullyShardedDataParallel|\bDDP\b|_DDP\b|torch\.distributed\.run|torchrun")
+_EXPORTS_WORDS = ("onnx", "torch.jit.trace", "torch.jit.script", "torch.export", "coremltools", "openvino",
+                  "tensorrt", "tflite")  # the file exports its model: one of these is in the text
+_DDP_WORDS = ("DistributedDataParallel", "FullyShardedDataParallel", "DDP", "torch.distributed.run",
+              "torchrun")  # _DDP needs one of these
 _UNSAFE_LOAD = re.compile(r"weights_only\s*=\s*False")
 _NOQA = re.compile(r"#\s*noqa(?::\s*([\w, ]+))?", re.IGNORECASE)
 _CLAUSE = re.compile(r"\s*(else|elif|except|finally|case)\b")
@@ -774,9 +777,11 @@ class Checker:
         scan.facts.cpu_path = _in_code(_CPU_PATH, text) and not (
             "accelerator" in text and _in_code(_CUDA_ONLY, text))
         scan.facts.inference_only = not _in_code(_TRAINS, text) and _in_code(_INFERS, text)
-        scan.facts.has_ddp = bool(_DDP.search(text))
-        scan.facts.exports = bool(_EXPORTS.search(text))
-        scan.facts.loads_unsafely = bool(_UNSAFE_LOAD.search(text))
+        # each regex only where a word it needs is in the text: an alternation of words is
+        # searched position by position, a word alone at the speed of memchr
+        scan.facts.has_ddp = any(w in text for w in _DDP_WORDS) and bool(_DDP.search(text))
+        scan.facts.exports = any(w in text for w in _EXPORTS_WORDS)
+        scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
         scan.text = text
         scan.formats = scan.facts.mentions_cuda and "backward" in text
         scan.numpy = "numpy" in text
