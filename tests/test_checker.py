@@ -861,3 +861,50 @@ def test_workers_are_forked_only_from_a_process_with_one_thread(tmp_path):
         stop.set()
         other.join()
     assert len(findings) == 8 and not errors
+
+
+def test_the_fast_text_facts_answer_as_the_line_regexes_did():
+    """The engine searches a fact's pattern and reads only the start of its line for a ``#``
+    (engine._in_code), and an alternation of words only where one of its words is in the text:
+    the same answers as searching ``^[^#\\n]*(pattern)`` line by line, and the regex alone."""
+    import re
+
+    texts = ["x = 'cpu'\n", "# 'cpu'\n", "y = 1  # 'cpu'\n", "a = 1 # x\nb = \"cpu\"\n",
+             "a = 'cpu' # 'cpu'\n", "f(accelerator=\n  'cuda')\n", "# accelerator='cuda'\nx.cuda()\n",
+             "s = '#'; loss.backward()\n", "model.eval()  # no_grad\n", "\n", "", "x.step(  # cuda\n",
+             "y = DDP(m)\n", "y = my_DDP(m)\n", "yDDP = 1\n", "import onnx\n", "torch.jit.scripted\n",
+             "torch.load(p, weights_only =  False)\n", "weights_only=True\n", "\r\n'cpu'\r\n"]
+    patterns = {engine._CPU_PATH: r"""["']cpu["']""",
+                engine._CUDA_ONLY: r"""\baccelerator\s*=\s*["'](cuda|gpu)["']""",
+                engine._TRAINS: r"""(\.backward\(|\.step\(|\bbackward\(|manual_backward)""",
+                engine._INFERS: r"""(no_grad|inference_mode|\.eval\(\))""",
+                engine._ACCELERATOR: r"(cuda|accelerator)"}
+    exports = re.compile(r"onnx|torch\.jit\.(trace|script)|torch\.export|coremltools|openvino|tensorrt|tflite")
+    seen = set()
+    for text in texts + ["".join(texts)]:
+        for fast, line_regex in patterns.items():
+            want = bool(re.search(r"^[^#\n]*" + line_regex, text, re.MULTILINE))
+            assert engine._in_code(fast, text) == want, (line_regex, text)
+            seen.add(want)
+        assert any(w in text for w in engine._EXPORTS_WORDS) == bool(exports.search(text)), text
+        if engine._DDP.search(text):
+            assert any(w in text for w in engine._DDP_WORDS), text
+    assert seen == {True, False}
+
+
+def test_names_read_and_names_in_give_what_a_full_walk_gives():
+    import ast
+
+    import libcst as cst
+
+    from tipsite.checker import visitors as V
+
+    tree = ast.parse("a = f(b, c=d[e].g, *h, **i) + (lambda j: k)(1) if m else [n for o in p]\n")
+    for node in ast.walk(tree):
+        assert engine._names_read(node) == {n.id for n in ast.walk(node) if type(n) is ast.Name}
+    expr = cst.parse_expression("x.total + f(y, self.z)")
+    first = V.names_in(expr)
+    # an attribute's own name too (x.shape gives "shape"), as names_in always gave
+    assert first == {"x", "x.total", "total", "f", "y", "self", "self.z", "z"} and V.names_in(expr) is first
+    other = cst.parse_expression("x.total + f(y, self.z)")  # an equal node is not the same node
+    assert V.names_in(other) == first and V.names_in(other) is not first

@@ -23,6 +23,7 @@ _options: dict = {}
 _ROOTS: dict[Path, Path] = {}  # a file found under a folder named on the command line -> that folder
 GC_THRESHOLD = 20_000  # allocations between collections of the youngest generation (Python: 700)
 MAX_BYTES = 8 * 2**20  # a larger .py file is generated data, not code to check
+CHUNK = 4  # files a worker process takes at a time, at most
 
 
 def read_source(path: Path) -> str:
@@ -124,7 +125,9 @@ def check_files(files: list[Path], jobs: int, torch_release: tuple[int, ...] | N
     try:
         if processes(len(files), jobs) > 1:
             with multiprocessing.get_context("fork").Pool(jobs, initializer=gc.freeze) as pool:
-                results = pool.map(check_file, files, chunksize=max(1, len(files) // (jobs * 4)))
+                # a few files at a time: with a quarter of the files per chunk, a worker could
+                # sit idle for up to half a chunk at the end while the other finished its own
+                results = pool.map(check_file, files, chunksize=max(1, min(CHUNK, len(files) // (jobs * 4))))
         else:
             results = [check_file(f) for f in files]
     finally:

@@ -322,8 +322,17 @@ def _positional(call: cst.Call) -> list[cst.Arg]:
     return [a for a in call.args if a.keyword is None and not a.star]
 
 
-def names_in(node: cst.CSTNode) -> set[str]:
+# names_in() of the nodes of the piece being checked: id(node) -> (node, names). Both loss
+# rules (PTT012, PTT013) ask for the same nodes; holding the node keeps its id from being reused.
+# The engine empties it before each piece.
+NAMES_IN: dict[int, tuple[cst.CSTNode, frozenset[str]]] = {}
+
+
+def names_in(node: cst.CSTNode) -> frozenset[str]:
     """The names an expression reads: plain names and dotted ones (``self.total``), roots too."""
+    hit = NAMES_IN.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
     out: set[str] = set()
     for n in [node, *walk(node)]:
         kind = type(n)
@@ -333,7 +342,9 @@ def names_in(node: cst.CSTNode) -> set[str]:
             full = get_full_name_for_node(n)
             if full:
                 out.add(full)
-    return out
+    found = frozenset(out)
+    NAMES_IN[id(node)] = (node, found)
+    return found
 
 
 def target_names(node: cst.CSTNode) -> set[str]:
