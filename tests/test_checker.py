@@ -811,11 +811,11 @@ def test_pre_commit_hook():
 # --- speed ------------------------------------------------------------------------------------------
 
 # Issue 33's target is 50 files of 200 lines a second on the 2-core development machine, 40 ms of
-# CPU per file over 2 processes. NOT MET (2026-11-28, machine otherwise idle): 38 to 49 ms per
-# file with 2 processes on this 60-file bench (30 ms with 1: two processes at once cost each
-# more CPU time on this machine), 35 to 39 files/s on the 200-file one. The bound below is what
-# the checker does hold with a margin for a loaded CI machine (44.8 ms at load 4.3): it catches
-# a regression; it does not claim the target.
+# CPU per file over 2 processes. Measured on the 200-file bench, machine otherwise idle
+# (2026-11-28, docs/reference/checker.rst "Speed"): 25 to 38 ms per file, 51.8 to 77.9 files/s,
+# in one window; 40.6 to 42.6 ms, 46.3 to 48.5 files/s, in another, on the same code. The bound
+# below is what the checker holds with a margin for a loaded CI machine (44.8 ms at load 4.3):
+# it catches a regression; it does not claim the target.
 MS_CPU_PER_FILE_HELD = 60.0
 
 
