@@ -209,6 +209,14 @@ def test_cuda_amp_custom_fwd_as_a_bare_decorator_is_deprecated_too():
         assert codes(src, (2, 4)).count("PTT005") == 1 and "PTT005" not in codes(src, (2, 3))
     called = "import torch\n@torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)\ndef f(ctx, x):\n    return x\n"
     assert codes(called, (2, 4)).count("PTT005") == 1  # once, by the call
+    for imported in ("from torch.cuda.amp import custom_fwd\n", "from torch.cuda import amp\n"):
+        use = "custom_fwd" if "custom_fwd" in imported else "amp.custom_fwd"
+        for deco in (f"@{use}", f"@{use}(cast_inputs=torch.float32)"):
+            src = f"import torch\n{imported}class F:\n    @staticmethod\n    {deco}\n    def forward(ctx, x):\n        return x\n"
+            assert codes(src, (2, 4)).count("PTT005") == 1, src
+    fallback = ("import torch\ntry:\n    from torch.amp import custom_fwd\nexcept ImportError:\n"
+                "    from torch.cuda.amp import custom_fwd\n    @custom_fwd\n    def f(ctx, x):\n        return x\n")
+    assert "PTT005" not in codes(fallback, (2, 4))  # the old API only where the new one is missing
     new = "import torch\n@torch.amp.custom_fwd(device_type='cuda')\ndef f(ctx, x):\n    return x\n"
     assert "PTT005" not in codes(new, (2, 4))
 

@@ -164,6 +164,7 @@ class _Scan:
         self.grad_free_refs: list[tuple[ast.expr, set[str]]] = []
         self.numpy = False  # PTT014 can fire: the file names numpy
         self.formats = False  # PTT039 can fire: the file names CUDA and calls backward()
+        self.amp_names: set[str] = set()  # local names bound to torch.cuda.amp or a name in it (PTT005)
         self.item_binds: list[tuple[str, ast.expr]] = []  # d["args"] = args: (d, args)
         # pieces that depend on whole-file facts: (why, expression, the enclosing function or the loop)
         self.maybe: list[tuple[str, ast.expr, ast.AST | None]] = []
@@ -270,9 +271,8 @@ class _Scan:
             self.functions.append(node)
             if any(_last_name(d.func if isinstance(d, ast.Call) else d) == "no_grad" for d in node.decorator_list):
                 self._add(node)
-            if any((self.qualify(d) or "").startswith("torch.cuda.amp.") for d in node.decorator_list
-                   if not isinstance(d, ast.Call)):  # @custom_fwd imported from torch.cuda.amp (PTT005)
-                self._add(self._guard(stack[:-1]) or node)
+            if self.amp_names and any(self._uses_amp(d) for d in node.decorator_list):
+                self._add(self._guard(stack[:-1]) or node)  # @custom_fwd from torch.cuda.amp (PTT005)
         for field in node._fields:
             value = getattr(node, field, None)
             kind = type(value)
@@ -312,15 +312,29 @@ class _Scan:
         elif node.module and not node.level:
             for a in node.names:
                 aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        for a in node.names:  # `from torch.cuda.amp import custom_fwd`, `from torch.cuda import amp`
+            local = a.asname or a.name.split(".")[0]
+            bound = aliases.get(local) or ""
+            if local != "torch" and (bound == "torch.cuda.amp" or bound.startswith("torch.cuda.amp.")):
+                self.amp_names.add(local)
         module = getattr(node, "module", None) or ""
         if any(n.startswith("torch.distributed.rpc") for n in [module, *(a.name for a in node.names)]) or (
                 module == "torch.distributed" and any(a.name == "rpc" for a in node.names)):
             self.facts.uses_rpc = True
 
+    def _uses_amp(self, expr: ast.expr) -> bool:
+        """``expr`` is a name imported from ``torch.cuda.amp`` or an attribute of one (the
+        ``torch.cuda.amp.x`` spelling is seen as an attribute, in walk())."""
+        while isinstance(expr, ast.Attribute):
+            expr = expr.value
+        return isinstance(expr, ast.Name) and expr.id in self.amp_names
+
     def call(self, node: ast.Call, stack: list[ast.AST]) -> None:
         name = _last_name(node.func)
         if name is None:
             return
+        if self.amp_names and self._uses_amp(node.func):  # PTT005, with a fallback around it
+            self._add(self._guard(stack) or self._stmt(stack))
         if name == "tensor" and self.numpy:  # PTT014 judges it with the loop or per-sample function
             func = self._function(stack)
             self._add(self._loop(stack) or (func if func is not None and V._PER_SAMPLE.search(func.name)

@@ -665,19 +665,18 @@ class CudaAmp(RuleVisitor):
     CODE = "PTT005"
 
     def visit_Call(self, node: cst.Call) -> None:
-        name = self.qname(node)
-        if (name and name.startswith("torch.cuda.amp.") and not self.torch_before((2, 4))
-                and not self._fallback()):
+        if self._deprecated(self.qname(node)):
             self.flag(node)
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         """``@torch.cuda.amp.custom_fwd`` without a call (a call is seen by visit_Call)."""
-        if isinstance(node.decorator, cst.Call):
-            return
-        name = self.qname(node.decorator)  # a bare name or attribute, resolved alike
-        if (name and name.startswith("torch.cuda.amp.") and not self.torch_before((2, 4))
-                and not self._fallback()):
+        # a bare name or attribute, resolved alike
+        if not isinstance(node.decorator, cst.Call) and self._deprecated(self.qname(node.decorator)):
             self.flag(node.decorator)
+
+    def _deprecated(self, name: str | None) -> bool:
+        return bool(name and name.startswith("torch.cuda.amp.") and not self.torch_before((2, 4))
+                    and not self._fallback())
 
     def _fallback(self) -> bool:
         """A deliberate old-torch path: in ``except (AttributeError, TypeError, ImportError)``
