@@ -427,6 +427,161 @@ def test_near_misses_of_the_new_rules(code, source):
     assert code not in codes(source), source
 
 
+# --- round 2's error kinds: each case silent, its near miss still flagged --------------------------
+# (rule, torch release, source where the rule must stay silent, near miss it must still flag)
+ROUND_TWO = {
+    "arange indexing of a JAX array": ("PTT010", (2, 13), '''
+        import jax.numpy as jnp
+        import torch
+        def pick(scores, choice):
+            return scores[jnp.arange(scores.shape[0]), 0]
+        ''', '''
+        import torch
+        def pick(scores, choice):
+            return scores[torch.arange(scores.shape[0]), 0]
+        '''),
+    "one index per row, already paired": ("PTT010", (2, 13), '''
+        import torch
+        def pick(scores, choice):
+            return scores[torch.arange(len(scores)), choice]
+        ''', '''
+        import torch
+        def pick(scores, choice):
+            return scores[torch.arange(len(scores)), -1]
+        '''),
+    "arange over other rows than the tensor's": ("PTT010", (2, 13), '''
+        import torch
+        def pick(scores, n):
+            return scores[torch.arange(n), 2]
+        ''', '''
+        import torch
+        def pick(scores, n):
+            return scores[torch.arange(scores.size(0), device=scores.device), 2]
+        '''),
+    "list of int pairs from a torch.nn helper": ("PTT008", (2, 13), '''
+        from torch import nn
+        from torch.nn.modules.utils import _triple
+        class Block(nn.Module):
+            def __init__(self, strides):
+                super().__init__()
+                self.strides = [_triple(s) for s in strides]
+        ''', '''
+        from torch import nn
+        class Block(nn.Module):
+            def __init__(self, widths):
+                super().__init__()
+                self.convs = [nn.Conv3d(w, w, 3) for w in widths]
+        '''),
+    "counts moved to the CPU for a kernel": ("PTT015", (2, 13), '''
+        import torch
+        from fastkernels import segmented
+        class Experts(torch.nn.Module):
+            def forward(self, x, counts):
+                offsets = counts.cpu().int()
+                return segmented.matmul(x, self.weight, offsets)
+        ''', '''
+        import torch
+        class Experts(torch.nn.Module):
+            def forward(self, x, counts):
+                offsets = counts.cpu().int()
+                return self.proj(x, offsets)
+        '''),
+    "lengths for pack_padded_sequence": ("PTT015", (2, 13), '''
+        import torch
+        from torch.nn.utils.rnn import pack_padded_sequence
+        class Encoder(torch.nn.Module):
+            def forward(self, x, lens):
+                return self.rnn(pack_padded_sequence(x, lens.cpu(), batch_first=True))
+        ''', '''
+        import torch
+        class Encoder(torch.nn.Module):
+            def forward(self, x, lens):
+                return self.rnn(x.cpu())
+        '''),
+    "per-rank model-state file of a parallel run": ("PTT001", (2, 5), '''
+        import torch
+        def read(folder, rank):
+            name = f"mp_rank_{rank:02d}_model_states.pt"
+            return torch.load(folder + "/" + name)
+        ''', '''
+        import torch
+        def read(folder, rank):
+            name = f"layer_{rank:02d}-weights.pt"
+            return torch.load(folder + "/" + name)
+        '''),
+    "load in the branch for per-rank files": ("PTT001", (2, 5), '''
+        import torch
+        def read_all(paths):
+            for p in paths:
+                if "mp_rank" in p:
+                    states = torch.load(p)
+                else:
+                    shards = torch.load(p)
+        ''', None),
+    "checkpoint whose NumPy RNG state is edited": ("PTT001", (2, 5), '''
+        import torch
+        DROP = ("optimizer", "np_rng_state")
+        def strip(src, dst):
+            sd = torch.load(src)
+            for k in DROP:
+                sd.pop(k)
+            torch.save(sd, dst)
+        ''', '''
+        import torch
+        DROP = ("optimizer", "np_rng_state")
+        def strip(src, dst):
+            sd = torch.load(src)
+            torch.save(sd["model"], dst)
+        '''),
+    "checkpoint read for its Namespaces": ("PTT001", (2, 5), '''
+        from argparse import Namespace
+        import torch
+        def field(obj, key):
+            return getattr(obj, key) if isinstance(obj, Namespace) else obj[key]
+        def show(path, key):
+            print(field(torch.load(path), key))
+        ''', '''
+        import torch
+        def field(obj, key):
+            return obj[key]
+        def show(path, key):
+            print(field(torch.load(path), key))
+        '''),
+    "module pickled into a buffer and read back": ("PTT001", (2, 5), '''
+        import io
+        import torch
+        def pack(self):
+            buf = io.BytesIO()
+            torch.save(self.base_model.head, buf)
+            return buf.getvalue()
+        def unpack(blob):
+            buf = io.BytesIO(blob)
+            return torch.load(buf)
+        ''', '''
+        import io
+        import torch
+        def pack(self):
+            buf = io.BytesIO()
+            torch.save(self.base_model.head, buf)
+            return buf.getvalue()
+        def unpack(path):
+            return torch.load(path)
+        '''),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROUND_TWO))
+def test_round_two_error_kinds_stay_silent_and_their_near_misses_do_not(case):
+    code, release, silent, near = ROUND_TWO[case]
+    if near is None:  # the same source's other branch is the near miss (line 8)
+        lines = [f.line for f in engine.Checker(release, "cuda").check_source(textwrap.dedent(silent))
+                 if f.code == code]
+        assert lines == [8], (case, lines)
+        return
+    assert code not in codes(silent, release), case
+    assert code in codes(near, release), case
+
+
 # --- linter habits and hostile input -------------------------------------------------------------
 
 def _run(capsys, *argv) -> tuple[int, str, str]:

@@ -152,11 +152,11 @@ def test_a_position_after_a_signature_is_the_node_itself():
     source = '''
         import torch
         def pick(h: torch.Tensor, idx: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-            row = h[torch.arange(h.shape[0]), idx]
+            row = h[torch.arange(h.shape[0]), 0]
             return row, idx
         class Net(Base[int]):
             def forward(self, h):
-                return h[torch.arange(h.shape[0]), self.idx]
+                return h[torch.arange(h.shape[0]), -1]
         '''
     assert [(line, code) for line, code in found(source) if code == "PTT010"] == [(4, "PTT010"), (8, "PTT010")]
 

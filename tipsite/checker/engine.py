@@ -154,6 +154,7 @@ class _Scan:
         self.pin_dict = False  # a dict literal sets 'pin_memory': True (passed on as **kwargs)
         self.cpu_roots: set[str] = set()  # names .cpu() is called on (x.cpu(), model.eval().cpu())
         self.saved_roots: set[str] = set()  # names torch.save saves (or saves a part of)
+        self.saved: list[ast.expr] = []  # what each torch.save saves (its first argument)
         self.pieces: dict[int, ast.AST] = {}
         self.binds: list[tuple[str, ast.expr]] = []
         self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
@@ -360,6 +361,11 @@ class _Scan:
                 self.facts.saves_from_cpu = True
             elif _root(first):
                 self.saved_roots.add(_root(first))
+            self.saved.append(first)
+        elif name == "isinstance" and len(node.args) == 2 and any(
+                (_dotted(t) or "").rsplit(".", 1)[-1] == "Namespace"
+                for t in (node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]])):
+            self.facts.reads_namespaces = True
         if name in FUNCTION_CALLS:
             self._add(self._function(stack))
         if name in LOOP_CALLS:
@@ -499,6 +505,12 @@ class _Scan:
                     f.namespace_dicts.add(name)
                 if _whole_module(v, f.module_names, f.state_names):
                     f.module_dicts.add(name)
+        f.pickles_objects = any(_pickles_object(v, f) for v in self.saved)
+        for name, value in self.binds:
+            if isinstance(value, (ast.List, ast.Tuple, ast.Set)) and any(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) and V.NUMPY_STATE.search(e.value)
+                    for e in value.elts):
+                f.state_key_names.add(name)
         for loop, piece in self.formatted:
             if id(loop) in self.backward_loops:
                 self._add(piece)
@@ -542,6 +554,23 @@ def _whole_module(value: ast.AST, module_names: set[str], state_names: set[str] 
     if name in state_names:
         return False
     return bool(_MODULE_WORD.search(name.rsplit(".", 1)[-1])) or name in module_names
+
+
+_STATE_PART = re.compile(r"^(weight|bias|data|grad)$|state|param|buffer", re.IGNORECASE)
+
+
+def _pickles_object(value: ast.AST, f: V.Facts) -> bool:
+    """``torch.save`` of an object the weights-only loader refuses: a whole module, a submodule
+    (``self.model.head``), a Namespace, or a dict holding a module or a Namespace."""
+    if isinstance(value, ast.Name) and (value.id in f.namespace_names or value.id in f.module_dicts
+                                        or value.id in f.namespace_dicts):
+        return True
+    if _whole_module(value, f.module_names, f.state_names):
+        return True
+    if isinstance(value, ast.Attribute) and not _STATE_PART.search(value.attr):
+        parts = (_dotted(value) or "").split(".")[:-1]
+        return any(_MODULE_WORD.search(p) for p in parts if p not in V._SETTINGS)
+    return False
 
 
 def _root(node: ast.AST) -> str | None:

@@ -66,7 +66,12 @@ state = torch.load("ckpt.pt", weights_only=True)
         short="torch.load may unpickle arbitrary objects: a checkpoint can run code",
         fix="pass weights_only=True",
         scope="A torch.load without weights_only only for a torch older than 2.6 (weights_only=True is "
-              "the default since 2.6), and not inside torch.serialization.safe_globals(...).",
+              "the default since 2.6), and not inside torch.serialization.safe_globals(...). Not where "
+              "the code shows the file holds more than tensors, so weights_only=True alone would "
+              "raise: a Megatron/DeepSpeed per-rank model-state file (mp_rank_*: NumPy RNG state, the "
+              "run's Namespace), a load whose function handles NumPy RNG state keys, a file that reads "
+              "Namespaces out of what it loads, or one that reads back from a buffer a module or "
+              "Namespace it pickled itself.",
         torchfix="TOR102",
     ),
     Rule(
@@ -209,6 +214,10 @@ class Net(nn.Module):
 """),
         short="layers or Parameters in a plain list are invisible to the module",
         fix="use nn.ModuleList / nn.ParameterList",
+        scope="Only a list, assigned to self in a module's __init__, built by calling a class of "
+              "torch.nn (a layer, nn.Parameter): a list made by one of torch.nn's helper functions "
+              "(_pair(p), init.*, functional.*) holds tuples or tensors, which ModuleList and "
+              "ParameterList cannot hold.",
     ),
     Rule(
         "PTT009", "tip_module_list", "nn.ModuleList of Parameters",
@@ -228,21 +237,26 @@ scales = nn.ParameterList(params)
         fix="use nn.ParameterList",
     ),
     Rule(
-        "PTT010", "tip_arange_indexing", "H[torch.arange(B), idx]",
-        "H[torch.arange(B), idx] pairs batch element b with idx[b]; the advice to write H[:, idx] "
-        "instead changes the result whenever idx has one entry per batch element",
-        "for one index per batch element keep the pairing (or use torch.gather); H[:, idx] only for "
-        "a scalar idx or one shared list of rows",
+        "PTT010", "tip_arange_indexing", "H[torch.arange(B), k] for a fixed k",
+        "H[torch.arange(len(H)), k] with an integer k picks row k of every batch element, which is "
+        "what H[:, k] returns",
+        "write H[:, k]: the same rows, as a view of H, without an index tensor",
         _snippet("""
 import torch
-rows = H[torch.arange(H.shape[0]), idx]
-"""), (2, 8),
+first = H[torch.arange(H.shape[0]), 0]
+"""), (2, 9),
         _snippet("""
 import torch
-rows = H[:, idx]
+first = H[:, 0]
 """),
-        short="H[torch.arange(B), idx] pairs row b with idx[b]: H[:, idx] is not the same",
-        fix="keep the pairing (or torch.gather) unless idx is shared by every row",
+        short="H[torch.arange(len(H)), k] with an integer k is H[:, k]",
+        fix="write H[:, k]",
+        scope="Only a torch.arange over all of H's first dimension (H.shape[0], H.size(0), len(H)) "
+              "paired with an integer literal: with one index per batch element (idx of shape [B]) "
+              "the arange form is already right and H[:, idx] would differ, an arange over other rows "
+              "is not a colon, and np.arange or jnp.arange index NumPy or JAX arrays.",
+        unlike_tip="The tip's idx is a parameter whose kind (scalar or one per row) the code does not "
+                   "show; the rule flags only an integer literal.",
     ),
     Rule(
         "PTT011", "tip_sync_points", ".item() on every training step",
@@ -378,8 +392,10 @@ class Net(torch.nn.Module):
         short=".cuda()/.cpu() inside forward hard-codes a device",
         fix="use the input's device (device=x.device)",
         scope="Only in a model's forward (not a loss, matcher or post-processor); not a .cpu() turned "
-              "into numbers at once (.cpu().numpy(), .tolist()), nor in a file that uses RPC, which sends "
-              "CPU tensors.",
+              "into numbers at once (.cpu().numpy(), .tolist()), nor one handed, at once or through a "
+              "local name, to a function that is not torch's (a kernel's batch sizes: its contract may "
+              "need the CPU) or to pack_padded_sequence's lengths, nor in a file that uses RPC, which "
+              "sends CPU tensors.",
     ),
     Rule(
         "PTT016", "tip_module_conventions", "tensor created in forward without device=",

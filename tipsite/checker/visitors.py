@@ -106,6 +106,9 @@ class Facts:
     loads_unsafely: bool = False  # the file loads with weights_only=False (its own checkpoints)
     exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
     inference_only: bool = False  # grad-free or eval() code and no backward() or step(): no training
+    pickles_objects: bool = False  # torch.save of a module, submodule or Namespace (not weights only)
+    reads_namespaces: bool = False  # isinstance(x, Namespace): what the file reads holds Namespaces
+    state_key_names: set[str] = field(default_factory=set)  # lists naming numpy RNG state keys
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -406,6 +409,19 @@ class RuleVisitor(TorchVisitor):
 
 # --- TorchFix's visitors, narrowed ------------------------------------------------------------------
 
+# A checkpoint key for NumPy's RNG state (np.random.get_state(): arrays the weights-only loader
+# refuses), and the per-rank model-state files of Megatron and DeepSpeed, which hold that state
+# and the run's argparse.Namespace beside the weights.
+NUMPY_STATE = re.compile(r"(^|_)(np|numpy)_?(rng|random)|^rng_state", re.IGNORECASE)
+_OBJECT_FILE = re.compile(r"mp_rank|model_optim_rng")
+
+
+def _strings(node: cst.CSTNode) -> list[str]:
+    found = [node] if isinstance(node, (cst.SimpleString, cst.FormattedStringText)) else []
+    found += [n for n in walk(node) if isinstance(n, (cst.SimpleString, cst.FormattedStringText))]
+    return [n.value for n in found]
+
+
 class _LoadFallback:
     """Knows the ``try`` statements around the node: a ``torch.load`` in the handler of a ``try``
     that already called ``torch.load`` is a deliberate fallback (an old torch without the
@@ -417,6 +433,50 @@ class _LoadFallback:
     def leave_Try(self, node: cst.Try) -> None:
         if self.tries and self.tries[-1] is node:
             self.tries.pop()
+
+    def reads_objects(self, load: cst.Call) -> bool:
+        """The code shows the file loaded holds objects besides tensors, so weights_only=True
+        alone would raise: the file reads Namespaces out of what it loads, or it pickles modules
+        or Namespaces itself and the load reads back an in-memory buffer; the load's path names
+        a per-rank model-state file (in the call, in a string bound to a name it uses, or in the
+        ``if`` it sits under); or its function handles NumPy RNG state keys."""
+        if self.facts.reads_namespaces:
+            return True
+        func = self.where.function()
+        if func is None:
+            return False
+        names = {n.value for a in load.args for n in walk(a) if isinstance(n, cst.Name)}
+        if self.facts.pickles_objects and self._reads_buffer(load, func):
+            return True  # bytes this program serialized itself, objects and all
+        for a in load.args:
+            if any(_OBJECT_FILE.search(t) for t in _strings(a.value)):
+                return True
+        for n in walk(func.body):
+            kind = type(n)
+            if kind is cst.Assign and any(isinstance(t.target, cst.Name) and t.target.value in names
+                                          for t in n.targets):
+                if any(_OBJECT_FILE.search(t) for t in _strings(n.value)):
+                    return True
+            elif kind is cst.Name and n.value in self.facts.state_key_names:
+                return True
+            elif kind is cst.SimpleString and NUMPY_STATE.search(n.value.strip("'\"bru")):
+                return True
+        for node in self.where.stack:
+            if (isinstance(node, cst.If) and any(_OBJECT_FILE.search(t) for t in _strings(node.test))
+                    and any(m is load for m in walk(node.body))):
+                return True
+        return False
+
+    def _reads_buffer(self, load: cst.Call, func: cst.FunctionDef) -> bool:
+        """The load reads an in-memory buffer (``io.BytesIO(...)``, or a name bound to one here)."""
+        args = _positional(load)
+        if not args:
+            return False
+        value = args[0].value
+        if isinstance(value, cst.Name):
+            value = next((n.value for n in walk(func.body) if type(n) is cst.Assign and any(
+                isinstance(t.target, cst.Name) and t.target.value == value.value for t in n.targets)), value)
+        return isinstance(value, cst.Call) and (self.qname(value) or "").endswith("BytesIO")
 
     def in_load_fallback(self) -> bool:
         handler = self.where._inner(cst.ExceptHandler)
@@ -435,7 +495,7 @@ class UnsafeLoad(_LoadFallback, TorchUnsafeLoadVisitor, RuleVisitor):
 
     def add_violation(self, node, error_code, message, replacement=None) -> None:
         if (self.torch is None or not self.torch_before((2, 6)) or self.where.under(SAFE_GLOBALS, self)
-                or self.in_load_fallback()):
+                or self.in_load_fallback() or self.reads_objects(node)):
             return
         RuleVisitor.add_violation(self, node, error_code, message, replacement)
 
@@ -492,7 +552,8 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if self.qname(node) == "torch.load":
             arg = self.get_specific_arg(node, "weights_only", -1)
-            if arg is not None and _is_false(arg.value) and not self.in_load_fallback():
+            if (arg is not None and _is_false(arg.value) and not self.in_load_fallback()
+                    and not self.reads_objects(node)):
                 self.flag(node)
 
 
@@ -732,6 +793,9 @@ def _self_target(node: cst.Assign) -> bool:
 
 
 class PlainListOfModules(RuleVisitor):
+    """A list in a module's ``__init__`` built from classes of torch.nn (layers, Parameters);
+    not one built by torch.nn's helper functions (``_pair(p)``: a tuple of ints)."""
+
     CODE = "PTT008"
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -742,7 +806,9 @@ class PlainListOfModules(RuleVisitor):
         for call in _calls_in(node.value):
             name = self.qname(call) or ""
             last = name.rsplit(".", 1)[-1]
-            if name.startswith("torch.nn.") or last == "Parameter" or (last[:1].isupper() and "nn." in name):
+            # a class of torch.nn (a layer, a Parameter), not a helper function of it (_pair,
+            # init.*, functional.*), whose result is a tuple or a tensor, not a module
+            if last[:1].isupper() and (name.startswith("torch.nn.") or last == "Parameter" or "nn." in name):
                 self.flag(node)
                 return
 
@@ -782,6 +848,23 @@ class TensorAttributeNotBuffer(RuleVisitor):
             self.flag(node)
 
 
+# torch's own APIs that take a CPU tensor argument (pack_padded_sequence's lengths)
+_CPU_ARGUMENTS = frozenset({"torch.nn.utils.rnn.pack_padded_sequence"})
+_CASTS = frozenset({"to", "long", "int", "short", "type", "contiguous"})
+
+
+def _cpu_chain(value: cst.BaseExpression) -> cst.Call | None:
+    """The ``.cpu()`` call of ``x.cpu()``, ``x.cpu().to(torch.long)``, ``x.cpu().int()``."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        method = value.func.attr.value
+        if method == "cpu":
+            return value
+        if method not in _CASTS:
+            return None
+        value = value.func.value
+    return None
+
+
 class DeviceInForward(RuleVisitor):
     """``.cuda()`` (or ``.to("cuda")``) in a model's forward; ``.cpu()`` too, unless its result is
     turned into numbers or NumPy at once, or the file uses RPC (which sends CPU tensors)."""
@@ -803,6 +886,38 @@ class DeviceInForward(RuleVisitor):
 
     def reset(self) -> None:
         self.leaving: set[int] = set()  # .cpu() calls whose result leaves tensor land
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        # a .cpu() handed (at once or through a local name) to a function that is not torch's
+        # (a kernel's batch sizes, scipy) or to one of torch's APIs that need a CPU tensor: the
+        # callee's contract, which the rule cannot see, may require the CPU
+        if node.name.value != "forward" or not self.where.method_of_model("forward"):
+            return
+        bound: dict[str, list[int]] = {}
+        for n in walk(node.body):
+            if (type(n) is cst.Assign and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name)):
+                cpu = _cpu_chain(n.value)
+                if cpu is not None:
+                    bound.setdefault(n.targets[0].target.value, []).append(id(cpu))
+        for n in walk(node.body):
+            if type(n) is not cst.Call or not self._needs_cpu(n):
+                continue
+            for arg in n.args:
+                cpu = _cpu_chain(arg.value)
+                if cpu is not None:
+                    self.leaving.add(id(cpu))
+                elif isinstance(arg.value, cst.Name):
+                    self.leaving.update(bound.get(arg.value.value, ()))
+
+    def _needs_cpu(self, call: cst.Call) -> bool:
+        name = self.qname(call) or ""
+        if name in _CPU_ARGUMENTS:
+            return True
+        if name.startswith("torch.") or not isinstance(call.func, (cst.Name, cst.Attribute)):
+            return False
+        root = (get_full_name_for_node(call.func) or "").split(".", 1)[0]
+        # a function or module imported from another package, or a plain function of this file
+        return root in self.facts.aliases or (isinstance(call.func, cst.Name) and root != "super")
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         # x.cpu().numpy(), x.cpu().tolist(), x.cpu().item(): the result leaves the model
@@ -1503,15 +1618,57 @@ def _inspects_error(handler: cst.ExceptHandler) -> bool:
 
 # --- calls judged on their own ------------------------------------------------------------------
 
+def _int_literal(value: cst.BaseExpression) -> bool:
+    """``3`` or ``-1``: one row for every batch element."""
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+        value = value.expression
+    return isinstance(value, cst.Integer)
+
+
+def _first_dim_of(value: cst.BaseExpression, target: cst.BaseExpression) -> bool:
+    """``target.shape[0]``, ``target.size(0)`` or ``len(target)``: the length of its first dim."""
+    if isinstance(value, cst.Call):
+        func = value.func
+        if isinstance(func, cst.Name) and func.value == "len" and len(value.args) == 1:
+            return value.args[0].value.deep_equals(target)
+        if (isinstance(func, cst.Attribute) and func.attr.value == "size" and len(value.args) == 1
+                and isinstance(value.args[0].value, cst.Integer) and value.args[0].value.value == "0"):
+            return func.value.deep_equals(target)
+        return False
+    if (isinstance(value, cst.Subscript) and len(value.slice) == 1
+            and isinstance(value.slice[0].slice, cst.Index)
+            and isinstance(value.slice[0].slice.value, cst.Integer)
+            and value.slice[0].slice.value.value == "0"):
+        shape = value.value
+        return (isinstance(shape, cst.Attribute) and shape.attr.value == "shape"
+                and shape.value.deep_equals(target))
+    return False
+
+
 class ArangePairing(RuleVisitor):
+    """Only ``H[torch.arange(len(H)), k]`` with an integer literal ``k``: there the tip's short
+    form ``H[:, k]`` picks the same rows (a view, no index tensor). With one index per batch
+    element the arange form is already the right code (the advice would change nothing), an
+    arange over fewer rows than ``H`` has is not ``:``, and ``np.arange`` / ``jnp.arange``
+    index NumPy or JAX arrays, not tensors."""
+
     CODE = "PTT010"
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if len(node.slice) < 2:
             return
-        first = node.slice[0].slice
-        if (isinstance(first, cst.Index) and isinstance(first.value, cst.Call)
-                and (self.qname(first.value) or "").endswith("arange")):
+        first, second = node.slice[0].slice, node.slice[1].slice
+        if not (isinstance(first, cst.Index) and isinstance(first.value, cst.Call)
+                and isinstance(second, cst.Index) and _int_literal(second.value)):
+            return
+        if any(not isinstance(e.slice, cst.Slice) for e in node.slice[2:]):
+            return  # a further index array would pair with the arange too
+        arange = first.value
+        args = _positional(arange)
+        others = [a for a in arange.args if a not in args]
+        if (self.qname(arange) == "torch.arange" and len(args) == 1
+                and all(a.keyword is not None and a.keyword.value in ("device", "dtype") for a in others)
+                and _first_dim_of(args[0].value, node.value)):
             self.flag(node)
 
 
