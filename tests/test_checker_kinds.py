@@ -354,6 +354,202 @@ def test_rules_find_the_per_step_syncs_and_checkpoints_they_exist_for(case):
     assert codes(source).count(code) == 1, (case, codes(source))
 
 
+# --- round 2's misreads, as kinds: accumulation, grad-free blocks, debug switches, log strings ---------
+# Each rule's intended case next to the kinds it misread: one backward per step (zeroed right
+# before it or stepped right after it), a no_grad block that writes in place or computes no
+# submodule, a method that may run in training, a one-batch sample, anomaly detection behind a
+# debug option, a log line built with +=.
+
+_ACCUMULATE = '''
+    import torch
+    for i, (x, y) in enumerate(loader):
+        loss = crit(net(x), y)
+        loss.backward()
+        if (i + 1) % 4 == 0:
+            opt.step()
+            opt.zero_grad()
+    '''
+_FORWARD = '''
+    import torch
+    class Tower(torch.nn.Module):
+        def split(self, h):
+            return h.chunk(2, -1)
+        def forward(self, h):
+    {body}
+    '''
+PRECISE = {
+    "PTT024": {
+        "flagged": [_ACCUMULATE, '''
+            import torch
+            for k, batch in enumerate(batches):
+                ce = crit(policy(batch.obs), batch.act)
+                ce.backward()
+                main_opt.step()
+                aux = crit(head(batch.obs), batch.ret)
+                aux.backward()
+                if k % 8 == 7:
+                    head_opt.step()
+                    head_opt.zero_grad()
+            '''],
+        "silent": ['''
+            import torch
+            for t in range(total):
+                rollout(t)
+                if t >= warmup and t % update_every == 0:
+                    b = memory.draw(64)
+                    td = crit(qnet(b.s), b.target)
+                    opt.zero_grad()
+                    td.backward()
+                    opt.step()
+            ''', '''
+            import torch
+            for t in range(total):
+                v_loss = crit(critic(s), ret)
+                critic_opt.zero_grad()
+                v_loss.backward()
+                critic_opt.step()
+                if t % delay == 0:
+                    pi_loss = -critic(s, pi(s)).mean()
+                    pi_opt.zero_grad()
+                    pi_loss.backward()
+                    pi_opt.step()
+            ''', '''
+            import torch
+            for i, (x, y) in enumerate(loader):
+                opt.zero_grad()
+                loss = crit(net(x), y)
+                loss.backward()
+                if i % 2 == 0:
+                    opt.step()
+            '''],
+    },
+    "PTT017": {
+        "flagged": [_FORWARD.format(body='''
+            with torch.no_grad():
+                z = self.frozen_trunk(h)
+            return self.proj(z)'''), _FORWARD.format(body='''
+            with torch.no_grad():
+                z = self.autoencoder.encode(h).mode()
+            return self.proj(z)''')],
+        "silent": [_FORWARD.format(body='''
+            if self.training:
+                with torch.no_grad():
+                    self.scale.copy_(self.scale / self.scale.abs().max())
+            return h * self.scale'''), _FORWARD.format(body='''
+            with torch.no_grad():
+                self.seen.add_(torch.bincount(h.argmax(-1), minlength=8))
+            return self.proj(h)'''), _FORWARD.format(body='''
+            with torch.no_grad():
+                h.mul_(2.0)
+            return self.proj(h)'''), _FORWARD.format(body='''
+            with torch.no_grad():
+                pick = torch.topk(h.var(-1), 16).indices
+            return self.proj(h[:, pick])'''), _FORWARD.format(body='''
+            with torch.no_grad():
+                left, right = self.split(h)
+            return self.proj(left - right)'''), _FORWARD.format(body='''
+            guess = None
+            if self.recycle:
+                with torch.no_grad():
+                    guess = self.core(h)
+            return self.core(h, guess)'''), _FORWARD.format(body='''
+            with torch.no_grad():
+                return self.wrapped(h)''') + '''
+    torch.onnx.export(Tower(), x, "tower.onnx")
+    '''],
+    },
+    "PTT019": {
+        "flagged": ['''
+            import torch
+            def validate(net, loader):
+                preds = []
+                with torch.no_grad():
+                    for x, y in loader:
+                        preds.append(net(x).argmax(-1))
+                return preds
+            '''],
+        "silent": ['''
+            import torch
+            @REGISTRY.register()
+            class Head(Base):
+                @torch.no_grad()
+                def predict_boxes(self, feats, deltas):
+                    return decode(feats, deltas)
+            ''', '''
+            import torch
+            def evaluate(net, loader, writer):
+                with torch.no_grad():
+                    for x, y in loader:
+                        x = x[:1]
+                        break
+                    writer.add_image("sample", net.generate(x))
+            ''', '''
+            import torch
+            @torch.no_grad()
+            def infer(cfg):
+                runner = SampleTrainer(cfg)
+                runner.ckpt.load(step=cfg.step)
+                return runner.model(cfg.prompt)
+            '''],
+    },
+    "PTT034": {
+        "flagged": ['''
+            import torch
+            torch.autograd.set_detect_anomaly(True)
+            ''', '''
+            import torch
+            def setup(cfg):
+                if torch.cuda.is_available():
+                    torch.autograd.set_detect_anomaly(True)
+            '''],
+        "silent": ['''
+            import torch
+            def setup(cfg):
+                if cfg.debugging.find_anomalies:
+                    log.warning("slow: for debugging only")
+                    torch.autograd.set_detect_anomaly(mode=True)
+            ''', '''
+            import torch
+            if opts.debug:
+                with torch.autograd.detect_anomaly():
+                    loss.backward()
+            '''],
+    },
+    "PTT012": {
+        "flagged": ['''
+            import torch
+            def fit(loader):
+                running = 0
+                for x, y in loader:
+                    step_loss = crit(net(x), y)
+                    step_loss.backward()
+                    running += step_loss
+                print(running)
+            '''],
+        "silent": ['''
+            import torch
+            def fit(loader):
+                line = ""
+                for x, y in loader:
+                    step_loss = crit(net(x), y)
+                    step_loss.backward()
+                    line += " {}={:.3f}".format("loss", step_loss)
+                    line += " %s=%g" % ("loss", step_loss)
+                    line += f" loss={step_loss}"
+                print(line)
+            '''],
+    },
+}
+
+
+@pytest.mark.parametrize("code", sorted(PRECISE))
+def test_rules_read_the_kinds_they_misread_in_round_2(code):
+    for source in PRECISE[code]["flagged"]:
+        assert codes(source).count(code) == 1, (code, source)
+    for source in PRECISE[code]["silent"]:
+        assert code not in codes(source), (code, source)
+
+
 # --- stable and preview rules, as ruff has them ------------------------------------------------------
 
 def test_a_rules_status_comes_from_the_labels_file():

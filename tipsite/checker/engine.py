@@ -342,6 +342,8 @@ class _Scan:
                                             else None) or self._stmt(stack))
         elif name == "DataParallel":
             self._add(self._guard(stack) or self._stmt(stack))  # PTT035 reads the branches around it
+        elif name in ("set_detect_anomaly", "detect_anomaly"):
+            self._add(self._guard(stack) or self._stmt(stack))  # PTT034 reads the ifs around it
         elif name in STMT_CALLS:
             self._add(self._stmt(stack))
         if name in SCOPE_CALLS:

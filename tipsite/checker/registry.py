@@ -318,7 +318,8 @@ for inputs, target in loader:
               "nor one returned by any function unless its terms were backpropagated already or the loop "
               "runs over batches: the caller may backpropagate it (.detach() on a term would stop that "
               "branch training); not under no_grad/inference_mode (a decorator of the project's own "
-              "that returns one included).",
+              "that returns one included); not a string that formats a loss (log += \"{}\".format(loss), "
+              "an f-string, %).",
     ),
     Rule(
         "PTT013", "tip_detach_logged_values", "logging tensors that carry a graph",
@@ -443,8 +444,15 @@ class Net(torch.nn.Module):
 """),
         short="torch.no_grad() in forward stops gradients for every caller",
         fix="leave gradient mode to the caller",
-        scope="Only in a model's forward: a loss (a distillation teacher's outputs), matcher or "
-              "post-processor computes without gradients on purpose.",
+        scope="Only in a model's forward (a loss, such as a distillation teacher's, a matcher or a "
+              "post-processor computes without gradients on purpose), and only a block that runs a "
+              "submodule (self.encoder(x), an attribute that is no method of the class) and writes "
+              "nothing in place. It leaves alone what it cannot tell from a deliberate choice: a "
+              "block that writes in place (a weight renormalised with copy_, a buffer of counts), "
+              "one that computes with functions or the class's own methods (hard alignments, "
+              "sampled points, routing indices), a submodule the same forward also calls with "
+              "gradients (a self-conditioning pass), and files that export a model (a wrapper for "
+              "tracing).",
     ),
     Rule(
         "PTT018", "tip_module_conventions", "self.eval() / self.train() in forward",
@@ -489,7 +497,10 @@ def evaluate(model, x):
         scope="Off by default: a tensor created under inference_mode() breaks autograd wherever it "
               "meets it later (a cached buffer, an index used in a loss), which the code rarely shows. "
               "Selected, only in evaluation functions (named eval/valid/test/infer/predict), not in a "
-              "class's methods, not around updates that outlive the block.",
+              "class's methods (a predict_... method may run in training, feeding the losses), not "
+              "around updates that outlive the block, nor around code that builds or loads the model "
+              "(its parameters would be inference tensors), nor around a loop that breaks after its "
+              "first batch (a sample for a log: nothing to gain).",
         unlike_tip="The tip times a generic run_no_grad(fn, x); the rule looks only in functions named "
                    "for evaluation.",
         default=False,
@@ -610,6 +621,11 @@ for i, (x, y) in enumerate(loader):
 """),
         short="gradients summed over k backward() calls are k times too large",
         fix="divide each micro-batch loss by k",
+        scope="Only a backward() of a loss not already divided, in a loop whose step() runs under an "
+              "if with a modulo that the backward is not under. Not a backward with a step() right "
+              "after it or a zero_grad() right before it in the same block (one backward per step, "
+              "as with separate optimizers each zeroed around its own loss), nor one under the same "
+              "interval as the step (an update every k environment steps).",
     ),
     Rule(
         "PTT025", "tip_unneeded_detach", "x = x.detach() before more layers",
@@ -824,6 +840,8 @@ torch.autograd.set_detect_anomaly(False)
 """),
         short="autograd anomaly detection is on: a stack trace for every op",
         fix="switch it on only while hunting a NaN",
+        scope="Not under an if that tests a debugging option (if cfg.debug:, if args.detect_anomaly:): "
+              "that is the advice, taken.",
     ),
     Rule(
         "PTT035", "tip_ddp_vs_dataparallel", "nn.DataParallel",

@@ -965,13 +965,50 @@ def _scalar(value: cst.BaseExpression) -> bool:
     return False
 
 
+def _self_attr_calls(node: cst.CSTNode) -> list[tuple[cst.Call, str]]:
+    """``self.encoder(x)`` and ``self.vae.encode(x)``: the calls through an attribute of
+    ``self``, with that attribute's name."""
+    out = []
+    for n in walk(node):
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute):
+            target = n.func
+            while isinstance(target.value, cst.Attribute):
+                target = target.value
+            if isinstance(target.value, cst.Name) and target.value.value == "self":
+                out.append((n, target.attr.value))
+    return out
+
+
 class NoGradInForward(RuleVisitor):
+    """Only a ``with torch.no_grad():`` in a model's forward that runs a submodule of the model
+    (an attribute of ``self`` that is no method of the class) and only computes: a block that
+    writes in place (a weight renormalised with ``copy_``, a buffer of counts, activations scaled
+    with ``mul_``) needs no_grad; one that computes with functions or the class's own methods
+    (hard alignments, sampled indices, routing bins) is deliberate and cannot be told from an
+    accident; a submodule the same forward also calls with gradients still trains (a
+    self-conditioning pass); and a file that exports a model wraps it for tracing."""
+
     CODE = "PTT017"
 
-    def visit_WithItem(self, node: cst.WithItem) -> None:
-        if (isinstance(node.item, cst.Call) and self.qname(node.item) == "torch.no_grad"
-                and self.where.method_of_model("forward")):
-            self.flag(node.item)
+    def visit_With(self, node: cst.With) -> None:
+        for item in node.items:
+            if (isinstance(item.item, cst.Call) and self.qname(item.item) == "torch.no_grad"
+                    and self.where.method_of_model("forward") and self._freezes_submodule(node)):
+                self.flag(item.item)
+
+    def _freezes_submodule(self, block: cst.With) -> bool:
+        if self.facts.exports or _writes_state(block.body):
+            return False
+        cls, func = self.where.module_class("forward"), self.where.function()
+        if cls is None or func is None:
+            return False
+        methods = {s.name.value for s in cls.body.body if isinstance(s, cst.FunctionDef)}
+        inside = _self_attr_calls(block.body)
+        frozen = {name for _, name in inside if name not in methods}
+        if not frozen:
+            return False
+        seen = {id(c) for c, _ in inside}
+        return not any(name in frozen and id(c) not in seen for c, name in _self_attr_calls(func.body))
 
 
 class ModeSwitchInForward(RuleVisitor):
@@ -1013,10 +1050,43 @@ def _writes_state(node: cst.CSTNode) -> bool:
     return False
 
 
+# A call that builds or loads a model or its weights (``torch.load``, ``load_state_dict``,
+# ``checkpointer.load``, ``from_pretrained``, ``Trainer(config)``): not a DataLoader.
+_BUILDS = re.compile(r"load(?!er)|from_pretrained|^build_model|^create_model|Trainer$", re.IGNORECASE)
+
+
+def _builds_state(node: cst.CSTNode) -> bool:
+    """The block builds or loads a model: its parameters would be inference tensors."""
+    return any(isinstance(n, cst.Call) and _BUILDS.search((get_full_name_for_node(n.func) or "").rsplit(".", 1)[-1])
+               for n in walk(node))
+
+
+def _single_pass(node: cst.CSTNode) -> bool:
+    """Every loop in the block ends with an unconditional ``break``: one batch, looked at once
+    (a sample for a log), where the saving cannot show."""
+    loops = [n for n in walk(node) if isinstance(n, (cst.For, cst.While))]
+    return bool(loops) and all(
+        isinstance(loop.body, cst.IndentedBlock) and loop.body.body
+        and isinstance(loop.body.body[-1], cst.SimpleStatementLine)
+        and any(isinstance(x, cst.Break) for x in loop.body.body[-1].body) for loop in loops)
+
+
+def _method_def(func: cst.FunctionDef, stack: list[cst.CSTNode]) -> bool:
+    """A class's method: a class around it, or (in a piece checked without its class) a first
+    parameter named ``self`` or ``cls``."""
+    if any(isinstance(n, cst.ClassDef) for n in stack):
+        return True
+    params = func.params.params or func.params.posonly_params
+    return bool(params) and params[0].name.value in ("self", "cls")
+
+
 class NoGradForInference(RuleVisitor):
-    """Only in evaluation functions (named eval/valid/test/infer/predict), not in a module's
-    methods, and not around updates that outlive the block (an inference tensor stored in a
-    buffer or a cache breaks autograd later)."""
+    """Only in evaluation functions (named eval/valid/test/infer/predict), not in a class's
+    methods (a method named predict_... may run during training too, its outputs feeding the
+    losses), not around updates that outlive the block (an inference tensor stored in a buffer
+    or a cache breaks autograd later), nor around code that builds or loads the model (its
+    parameters would be inference tensors), nor around a loop that breaks after its first
+    batch (a sample for a log: nothing to gain)."""
 
     CODE = "PTT019"
 
@@ -1024,21 +1094,25 @@ class NoGradForInference(RuleVisitor):
         func = self.where.function()
         if func is None or not EVALUATION.search(func.name.value) or func.name.value.startswith("test_"):
             return False
-        return not any(isinstance(n, cst.ClassDef) for n in self.where.stack)
+        return not _method_def(func, self.where.stack)
+
+    @staticmethod
+    def _left_alone(body: cst.CSTNode) -> bool:
+        return _writes_state(body) or _builds_state(body) or _single_pass(body)
 
     def visit_With(self, node: cst.With) -> None:
         for item in node.items:
             if (isinstance(item.item, cst.Call) and self.qname(item.item) == "torch.no_grad"
-                    and self._evaluation() and not _writes_state(node.body)):
+                    and self._evaluation() and not self._left_alone(node.body)):
                 self.flag(item.item)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if not EVALUATION.search(node.name.value) or any(isinstance(n, cst.ClassDef) for n in self.where.stack):
+        if not EVALUATION.search(node.name.value) or _method_def(node, self.where.stack[:-1]):
             return
         for d in node.decorators:
             dec = d.decorator
             name = self.qname(dec) if isinstance(dec, cst.Call) else self.qualify(dec)
-            if name == "torch.no_grad" and not _writes_state(node.body):
+            if name == "torch.no_grad" and not self._left_alone(node.body):
                 self.flag(dec)
 
 
@@ -1255,13 +1329,33 @@ class _LossTracking(RuleVisitor):
         self._finish(0, None)
 
 
+_STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
+def _text(node: cst.BaseExpression) -> bool:
+    """A string built from values (``"{}: {:.4f}".format(k, v)``, ``"%g" % v``, an f-string):
+    a str, whatever it formats."""
+    if isinstance(node, _STRINGS):
+        return True
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return node.func.attr.value in ("format", "join") and isinstance(node.func.value, _STRINGS)
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, cst.Modulo):
+            return isinstance(node.left, _STRINGS)
+        return isinstance(node.operator, cst.Add) and (_text(node.left) or _text(node.right))
+    return False
+
+
 class RunningLossTensor(_LossTracking):
+    """A loss added to a running total in a loop; not a string that formats a loss (a log
+    line built with ``+=``)."""
+
     CODE = "PTT012"
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         super().visit_AugAssign(node)
         if (isinstance(node.operator, cst.AddAssign) and self.where.loop() is not None
-                and self.carries_loss(node.value)
+                and not _text(node.value) and self.carries_loss(node.value)
                 and not (isinstance(node.target, cst.Name)
                          and node.target.value in self.facts.backward_receivers)):
             self.candidate(node, get_full_name_for_node(node.target), node.value)
@@ -1458,6 +1552,13 @@ def _divided(node: cst.BaseExpression) -> bool:
 
 
 class AccumulationWithoutScaling(RuleVisitor):
+    """A ``backward()`` of an unscaled loss in a loop whose ``step()`` runs only every k-th
+    iteration (under an ``if`` with a modulo that the backward is not under): k backward calls
+    add up before each step. Not a backward with its own step right after it in the same block,
+    or its own ``zero_grad()`` right before it (one backward per step: separate optimizers, each
+    zeroed and stepped around its own loss), nor one under the same interval as the step (an
+    update every k environment steps, one backward each)."""
+
     CODE = "PTT024"
 
     def reset(self) -> None:
@@ -1474,11 +1575,16 @@ class AccumulationWithoutScaling(RuleVisitor):
         if isinstance(node.target, cst.Name) and isinstance(node.operator, (cst.DivideAssign, cst.FloorDivideAssign)):
             self.assigned[node.target.value] = True
 
+    def _gates(self, loop: cst.CSTNode) -> frozenset[int]:
+        """The ``if``s with a modulo in their test between ``loop`` and the node."""
+        return frozenset(id(n) for n in self.where.stack[self.where.stack.index(loop):]
+                         if isinstance(n, cst.If) and _has_mod(n.test))
+
     def visit_Call(self, node: cst.Call) -> None:
         loop = self.where.loop()
         if not isinstance(loop, cst.For):
             return
-        state = self.loops.setdefault(id(loop), {"backward": [], "gated_step": False})
+        state = self.loops.setdefault(id(loop), {"backward": [], "steps": []})
         method = _method(node)
         if method == "backward":
             receiver = node.func.value
@@ -1487,16 +1593,38 @@ class AccumulationWithoutScaling(RuleVisitor):
             divided = _divided(receiver) or (isinstance(receiver, cst.Name)
                                               and self.assigned.get(receiver.value, False))
             if not divided:
-                state["backward"].append(node)
-        elif method == "step" and any(isinstance(n, cst.If) and _has_mod(n.test)
-                                      for n in self.where.stack[self.where.stack.index(loop):]):
-            state["gated_step"] = True
+                state["backward"].append((node, self._gates(loop)))
+        elif method == "step":
+            state["steps"].append(self._gates(loop))
 
     def leave_For(self, node: cst.For) -> None:
         state = self.loops.pop(id(node), None)
-        if state and state["gated_step"]:
-            for call in state["backward"]:
+        if not state:
+            return
+        for call, gates in state["backward"]:
+            # a step under an interval this backward is not under: it runs on more iterations
+            if any(step - gates for step in state["steps"]) and not _stepped_in_place(node, call):
                 self.flag(call)
+
+
+def _stepped_in_place(loop: cst.CSTNode, call: cst.Call) -> bool:
+    """Whether the statement list holding ``call`` (in ``loop``) steps right after it or zeroes
+    the gradients right before it: ``opt.zero_grad(); loss.backward(); opt.step()``, one backward
+    per step whatever the other optimizers of the loop do."""
+    for block in [loop, *walk(loop, into_loops=False)]:
+        body = getattr(block, "body", None)
+        stmts = getattr(body, "body", None) if isinstance(body, cst.BaseSuite) else None
+        if not isinstance(stmts, (list, tuple)):
+            continue
+        for i, stmt in enumerate(stmts):
+            if not isinstance(stmt, cst.SimpleStatementLine) or not any(n is call for n in walk(stmt)):
+                continue
+            before = {_method(n) for s in stmts[:i] if isinstance(s, cst.SimpleStatementLine)
+                      for n in walk(s) if isinstance(n, cst.Call)}
+            after = {_method(n) for s in stmts[i + 1:] if isinstance(s, cst.SimpleStatementLine)
+                     for n in walk(s) if isinstance(n, cst.Call)}
+            return "zero_grad" in before or "step" in after
+    return False
 
 
 def _binds(node: cst.CSTNode) -> bool:
@@ -1769,11 +1897,25 @@ class OptimizerNotFused(RuleVisitor):
         self.flag(node)
 
 
+# A test that names an opt-in debugging switch: ``if args.debug:``, ``if cfg.detect_anomaly:``.
+_DEBUG_SWITCH = re.compile(r"debug|anomal|detect|(^|_)nan", re.IGNORECASE)
+
+
 class AnomalyDetection(RuleVisitor):
+    """Anomaly detection switched on; not under an ``if`` that tests a debugging option (the
+    advice, already taken: on only while hunting a NaN)."""
+
     CODE = "PTT034"
+
+    def _opt_in(self) -> bool:
+        return any(isinstance(n, cst.If) and any(
+            isinstance(x, cst.Name) and _DEBUG_SWITCH.search(x.value) for x in [n.test, *walk(n.test)])
+            for n in self.where.stack)
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.qname(node)
+        if name in ("torch.autograd.detect_anomaly", "torch.autograd.set_detect_anomaly") and self._opt_in():
+            return
         if name == "torch.autograd.detect_anomaly":
             self.flag(node)
         elif name == "torch.autograd.set_detect_anomaly":
