@@ -879,3 +879,203 @@ def test_the_shipped_evidence_counts_the_release_matrix_and_can_fail_a_run(tmp_p
 
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+# --- round 3's error kinds (issue 33): the misread case silent, its near miss still flagged ------
+
+ROUND_THREE = {
+    "frozen module trained through, then backward()": ("PTT023", '''
+        import torch
+        def train_step(frozen, adapter, opt, x, c):
+            frozen.eval()
+            out = frozen(x, adapter(c))
+            loss = (out - x).pow(2).mean()
+            loss.backward()
+            opt.step()
+        ''', '''
+        import torch
+        def score(frozen, x):
+            frozen.eval()
+            out = frozen(x)
+            print(out.mean())
+        '''),
+    "frozen module trained through, engine backward": ("PTT023", '''
+        import torch
+        def step(engine, frozen, hint, x):
+            frozen.eval()
+            pred = frozen(x, hint(x))
+            engine.backward(pred.mean())
+        ''', '''
+        import torch
+        def step(engine, frozen, hint, x):
+            frozen.eval()
+            pred = frozen(x, hint(x))
+            engine.log(pred.mean())
+        '''),
+    "frozen module's output returned to a caller": ("PTT023", '''
+        import torch
+        def distill_term(teacher, adapter, x):
+            teacher.eval()
+            return teacher(adapter(x)).mean()
+        ''', '''
+        import torch
+        def validate(model, x):
+            model.eval()
+            return model(x).mean()
+        '''),
+    "one random number for a branch": ("PTT016", '''
+        import torch
+        class Skip(torch.nn.Module):
+            def forward(self, x):
+                if self.training and torch.rand(1) < self.p:
+                    return x
+                return self.body(x)
+        ''', '''
+        import torch
+        class Noisy(torch.nn.Module):
+            def forward(self, x):
+                return x + torch.rand(x.shape[0], 1)
+        '''),
+    "one random int for a slice": ("PTT016", '''
+        import torch
+        class Crop(torch.nn.Module):
+            def forward(self, x):
+                side = int(torch.rand([]) * 8) + 1
+                top = torch.randint(0, x.shape[-1] - side, ())
+                return x[..., top:top + side]
+        ''', '''
+        import torch
+        class Mark(torch.nn.Module):
+            def forward(self, x):
+                row = torch.randint(0, x.shape[0], (1,))
+                x[row] = 0
+                return x
+        '''),
+    "memory read in the else of a CPU test": ("PTT027", '''
+        import torch
+        def peak(device):
+            if device == "cpu":
+                used = host_rss()
+            elif device == "other":
+                used = 0
+            else:
+                used = torch.cuda.max_memory_allocated(device)
+            print(used)
+        ''', '''
+        import torch
+        def peak(device):
+            if device == "cpu":
+                used = host_rss()
+            else:
+                used = 0
+            print(used + torch.cuda.max_memory_allocated(device))
+        '''),
+    "memory read in a CUDA-only helper": ("PTT027", '''
+        import torch
+        DEVICE = "cpu"
+        def used_share(index):
+            used = torch.cuda.max_memory_allocated(index)
+            return used / torch.cuda.get_device_properties(index).total_memory
+        ''', '''
+        import torch
+        DEVICE = "cpu"
+        def used_share(index):
+            used = torch.cuda.max_memory_allocated(index)
+            return used / total_of(index)
+        '''),
+    "loader over a TensorDataset": ("PTT021", '''
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        def batches(feats, labels):
+            data = TensorDataset(feats.cuda(), labels)
+            return DataLoader(data, batch_size=64)
+        ''', '''
+        import torch
+        from torch.utils.data import DataLoader
+        def batches(data, model):
+            model.cuda()
+            return DataLoader(data, batch_size=64)
+        '''),
+    "loss module built into a ModuleList": ("PTT013", '''
+        import torch
+        class Head(torch.nn.Module):
+            def __init__(self, cfgs):
+                super().__init__()
+                self.losses = torch.nn.ModuleList()
+                for cfg in cfgs:
+                    self.losses.append(build_loss(cfg))
+        ''', '''
+        import torch
+        def fit(model, loader, history):
+            for x, y in loader:
+                loss = model(x, y)
+                history.append(loss)
+        '''),
+    "rounded meter average in a log record": ("PTT013", '''
+        import torch
+        def fit(model, loader, loss_meter, history):
+            for x, y in loader:
+                loss = model(x, y)
+                loss_meter.update(loss.item())
+                history.append(dict(loss=round(loss_meter.avg, 4)))
+        ''', '''
+        import torch
+        def fit(model, loader, loss_meter, history):
+            for x, y in loader:
+                loss = model(x, y)
+                loss_meter.update(loss.item())
+                history.append(dict(loss=loss))
+        '''),
+    "objects of the engine that backpropagates": ("PTT013", '''
+        import torch
+        def fit(engine, model, loader, opt):
+            for x in loader:
+                loss = model(x)
+                engine.backward(loss)
+                opt.step()
+            trackers = []
+            for t in engine.trackers:
+                trackers.append(engine.get_tracker(t.name))
+        ''', '''
+        import torch
+        def fit(engine, model, loader, opt):
+            for x in loader:
+                loss = model(x)
+                engine.backward(loss)
+                opt.step()
+            trackers = []
+            for t in engine.trackers:
+                trackers.append(criterion(t.name))
+        '''),
+    "loss kept by a helper of a grad-free search": ("PTT013", '''
+        import torch
+        class Search:
+            def _try(self, ratios):
+                history = []
+                for r in ratios:
+                    loss = self.error(r)
+                    history.append(loss)
+                self.history = history
+            @torch.no_grad()
+            def search(self, ratios):
+                self._try(ratios)
+        ''', '''
+        import torch
+        class Search:
+            def _try(self, ratios):
+                history = []
+                for r in ratios:
+                    loss = self.error(r)
+                    history.append(loss)
+                self.history = history
+            def search(self, ratios):
+                self._try(ratios)
+        '''),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROUND_THREE))
+def test_round_three_error_kinds_stay_silent_and_their_near_misses_do_not(case):
+    code, silent, near = ROUND_THREE[case]
+    assert code not in codes(silent), case
+    assert code in codes(near), case

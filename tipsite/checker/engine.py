@@ -163,6 +163,8 @@ class _Scan:
         self.backward_loops: set[int] = set()  # loops whose body (or a closure in it) calls backward()
         # torch.no_grad / torch.inference_mode named in a function's body: (node, the functions around it)
         self.grad_free_refs: list[tuple[ast.expr, set[str]]] = []
+        self.callers: dict[str, set[str | None]] = {}  # a called name -> the functions calling it
+        self.grad_text: bool | None = None  # the text names no_grad or inference_mode
         self.numpy = False  # PTT014 can fire: the file names numpy
         self.formats = False  # PTT039 can fire: the file names CUDA and calls backward()
         self.amp_names: set[str] = set()  # local names bound to torch.cuda.amp or a name in it (PTT005)
@@ -334,6 +336,11 @@ class _Scan:
         name = _last_name(node.func)
         if name is None:
             return
+        if self.grad_text is None:  # PTT013: who calls each function of a file that names no_grad
+            self.grad_text = "no_grad" in self.text or "inference_mode" in self.text
+        if self.grad_text:
+            func = self._function(stack)
+            self.callers.setdefault(name, set()).add(func.name if func is not None else None)
         if self.amp_names and self._uses_amp(node.func):  # PTT005, with a fallback around it
             self._add(self._guard(stack) or self._stmt(stack))
         if name == "tensor" and self.numpy:  # PTT014 judges it with the loop or per-sample function
@@ -388,6 +395,8 @@ class _Scan:
             receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
             if isinstance(receiver, ast.Name):
                 self.facts.backward_receivers.add(receiver.id)
+                if node.args and "loss" not in receiver.id.lower():  # accelerator.backward(loss)
+                    self.facts.backward_engines.add(receiver.id)
             func = self._function(stack)
             if func is None:
                 self.facts.module_backward = True
@@ -403,6 +412,8 @@ class _Scan:
         for t in node.targets:
             if isinstance(t, ast.Name):
                 self.binds.append((t.id, value))
+                if isinstance(value, ast.Call) and _last_name(value.func) == "TensorDataset":
+                    self.facts.tensor_datasets.add(t.id)  # PTT021: its tensors may be on the GPU
             elif isinstance(t, ast.Subscript):
                 loop = self._loop(stack)
                 if (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
@@ -436,6 +447,9 @@ class _Scan:
                 last = (q or "").rsplit(".", 1)[-1]
                 if q in V.GRAD_FREE or last in f.grad_free_factories or V.GRAD_FREE_NAME.search(last):
                     f.grad_free_functions.add(func.name)
+        # functions of this file called only from grad-free ones (a helper of a @no_grad search)
+        f.grad_free_callees = {func.name for func in self.functions if self.callers.get(func.name)
+                               and self.callers[func.name] <= f.grad_free_functions}
 
     def finish(self) -> None:
         """Facts about bindings need the whole import table: resolved once the walk is done."""

@@ -345,7 +345,9 @@ for inputs, target in loader:
         scope="Not a list that is differentiated later (torch.stack(losses).sum().backward()), nor one "
               "returned by a forward() or a function named after a loss, nor one returned by any function "
               "unless its terms were backpropagated already or the loop runs over batches; not under "
-              "no_grad/inference_mode.",
+              "no_grad/inference_mode, nor in a function called only from grad-free ones; not a Python "
+              "number (round(), float()), an object a builder makes (build_loss(cfg)), an append in "
+              "__init__, or what accelerator.backward(loss)'s engine returns.",
     ),
     Rule(
         "PTT014", "tip_from_numpy", "torch.tensor(ndarray)",
@@ -421,7 +423,8 @@ class Net(torch.nn.Module):
         fix="pass device=x.device",
         scope="Only in a model's forward; not a factory moved at once (torch.zeros(n).to(x.device); a "
               "hard-coded .cuda() is PTT015's), nor "
-              "torch.tensor of shapes or lengths (index metadata meant for the CPU).",
+              "torch.tensor of shapes or lengths (index metadata meant for the CPU), nor one random "
+              "number (torch.rand(1), torch.randint(0, n, ())) read on the host for a branch or a slice.",
     ),
     Rule(
         "PTT017", "tip_module_conventions", "torch.no_grad() in forward",
@@ -549,7 +552,8 @@ for x, y in loader:
 """),
         short="DataLoader without pin_memory=True: every copy to the GPU is staged",
         fix="set pin_memory=True",
-        scope="Only in a file that names CUDA or an accelerator.",
+        scope="Only in a file that names CUDA or an accelerator; not a loader over a TensorDataset (its "
+              "tensors may be on the GPU, where pin_memory=True raises).",
     ),
     Rule(
         "PTT022", "tip_non_blocking", "blocking copies of pinned batches",
@@ -594,7 +598,9 @@ def evaluate(model, x):
         short="model.eval() without no_grad() still records the autograd graph",
         fix="evaluate under torch.inference_mode() or torch.no_grad()",
         scope="Only a call of the module after its .eval() in the same function, outside any grad-free "
-              "block; not in unit tests (test_* functions).",
+              "block; not in unit tests (test_* functions), nor in a function that backpropagates or "
+              "returns a value without an evaluation name (gradients may flow through the frozen "
+              "module to trained ones: a ControlNet, LoRA weights, embeddings).",
     ),
     Rule(
         "PTT024", "tip_gradient_accumulation", "accumulation without scaling the loss",
@@ -699,7 +705,8 @@ if device == "cuda":
         short="torch.cuda.memory_allocated() reads 0 on the CPU path",
         fix="read it only under a CUDA check",
         scope="Only in a file that can run on the CPU (it names the \"cpu\" device), outside an if that "
-              "checks for CUDA.",
+              "checks for CUDA, the else of one that checks for the CPU, or a function that also asks "
+              "for CUDA device properties (CUDA-only).",
     ),
     Rule(
         "PTT028", "tip_oom_retry", "retry on any RuntimeError",

@@ -97,6 +97,9 @@ class Facts:
     cpu_path: bool = False  # the file names the CPU as a device ("cpu")
     grad_free_factories: set[str] = field(default_factory=set)  # functions here that return no_grad()...
     grad_free_functions: set[str] = field(default_factory=set)  # functions here run under a grad-free decorator
+    grad_free_callees: set[str] = field(default_factory=set)  # functions here called only from those
+    backward_engines: set[str] = field(default_factory=set)  # x in x.backward(loss): no loss itself
+    tensor_datasets: set[str] = field(default_factory=set)  # bound to a TensorDataset(...)
     tensor_names: set[str] = field(default_factory=set)  # every binding in the file is a torch call
     state_names: set[str] = field(default_factory=set)  # bound to a .state_dict() (weights, not a module)
     namespace_names: set[str] = field(default_factory=set)  # bound to parse_args() / argparse.Namespace
@@ -928,18 +931,52 @@ class DeviceInForward(RuleVisitor):
 
 class FactoryWithoutDevice(RuleVisitor):
     """Not a factory moved at once (``torch.zeros(n).to(x.device)``), nor ``torch.tensor`` of
-    shapes or lengths (CPU metadata, used for indexing)."""
+    shapes or lengths (CPU metadata, used for indexing), nor one random number read on the host
+    (``if torch.rand(1) < p``, ``int(...)``, a name bound to it used as a slice bound or in a test)."""
 
     CODE = "PTT016"
 
     def reset(self) -> None:
         self.moved: set[int] = set()
+        self.host: set[int] = set()  # calls whose value is read on the host at once
+        self.bound: dict[int, str] = {}  # id(draw) -> the name it is bound to
+        self.held: list[tuple[cst.Call, str]] = []  # one-number draws bound to a name
+        self.host_names: set[str] = set()  # names read on the host (a slice bound, a test, int())
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value in ("to", "type_as") and isinstance(node.value, cst.Call):
             self.moved.add(id(node.value))  # .cuda() is PTT015's
+        if node.attr.value in ("item", "tolist") and isinstance(node.value, cst.Call):
+            self.host.add(id(node.value))
+
+    def _read_on_host(self, node: cst.CSTNode) -> None:
+        self.host |= {id(n) for n in [node, *walk(node)] if isinstance(n, cst.Call)}
+        self.host_names |= {n.value for n in [node, *walk(node)] if isinstance(n, cst.Name)}
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        self._read_on_host(node)
+
+    def visit_If(self, node: cst.If) -> None:
+        self._read_on_host(node.test)
+
+    def visit_Slice(self, node: cst.Slice) -> None:
+        for part in (node.lower, node.upper, node.step):
+            if part is not None:
+                self._read_on_host(part)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            self.bound[id(node.value)] = node.targets[0].target.value
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        held, self.held = self.held, []
+        for call, name in held:
+            if name not in self.host_names:
+                self.flag(call)
 
     def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value in ("int", "float", "bool"):
+            self._read_on_host(node)
         name = self.qname(node)
         if (name not in FACTORIES or self.get_specific_arg(node, "device", -1) is not None
                 or _star_kwargs(node) or id(node) in self.moved or not self.where.method_of_model("forward")):
@@ -948,7 +985,42 @@ class FactoryWithoutDevice(RuleVisitor):
             return  # (names_in holds an attribute's own name: x.shape gives "shape")
         if name == "torch.tensor" and node.args and _scalar(node.args[0].value):
             return  # a 0-d tensor (x * torch.tensor(d ** 0.5)): used as a scalar, nothing is copied
+        if name in RANDOM_DRAWS and _one_number(node, name):
+            if id(node) in self.host:
+                return  # one random number read on the host at once (torch.rand(1) < p, int(...))
+            if id(node) in self.bound:  # judged by how its name is used (a slice bound, a test)
+                self.held.append((node, self.bound[id(node)]))
+                return
         self.flag(node)
+
+
+RANDOM_DRAWS = {"torch.rand", "torch.randn", "torch.randint"}
+
+
+def _one_number(call: cst.Call, name: str) -> bool:
+    """A draw of one number (``torch.rand(1)``, ``torch.rand([])``, ``torch.randint(0, n, ())``):
+    when it decides something on the host (a branch, an int, a slice bound), drawn on the GPU
+    each read would wait for the device."""
+    if any(a.star for a in call.args):
+        return False
+    size = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "size"), None)
+    args = [a.value for a in _positional(call)]
+    if not args and size is None:
+        return False
+    if size is None:
+        if name == "torch.randint":
+            size = args[2] if len(args) >= 3 else args[1] if len(args) == 2 and isinstance(
+                args[1], (cst.Tuple, cst.List)) else None
+            if size is None:
+                return False
+            sizes = [size]
+        else:
+            sizes = args
+    else:
+        sizes = [size]
+    if len(sizes) == 1 and isinstance(sizes[0], (cst.Tuple, cst.List)):
+        sizes = [e.value for e in sizes[0].elements]
+    return all(isinstance(v, cst.Integer) and v.value == "1" for v in sizes)
 
 
 def _scalar(value: cst.BaseExpression) -> bool:
@@ -1140,12 +1212,32 @@ class EvalWithoutNoGrad(RuleVisitor):
         if not isinstance(node.func, (cst.Name, cst.Attribute)):
             return
         callee = get_full_name_for_node(node.func)
-        if callee in seen and (id(func), callee) not in self.done and not self.where.grad_free(self):
+        if callee in seen and (id(func), callee) not in self.done and not self.where.grad_free(self) \
+                and not _may_train_through(func):
             self.done.add((id(func), callee))
             self.flag(node)
 
 
-def _loss_like(node: cst.BaseExpression, names: set[str], clean: frozenset[str] | set[str] = frozenset()) -> bool:
+def _may_train_through(func: cst.FunctionDef) -> bool:
+    """Gradients may flow back through a frozen module's forward to what is trained before it
+    (a ControlNet, LoRA weights, a learned embedding): the function backpropagates
+    (``loss.backward()``, ``accelerator.backward(loss)``, ``torch.autograd.grad``), or it
+    returns a value and its name does not say it evaluates (its caller may backpropagate it)."""
+    for n in walk(func.body):
+        if isinstance(n, cst.Call) and (_method(n) == "backward" or (get_full_name_for_node(
+                n.func) or "").endswith(("autograd.grad", "autograd.backward"))):
+            return True
+        if isinstance(n, (cst.FunctionDef, cst.Lambda)) and any(
+                isinstance(c, cst.Call) and _method(c) == "backward" for c in walk(n)):
+            return True
+    if EVALUATION.search(func.name.value):
+        return False
+    return any(isinstance(n, cst.Return) and n.value is not None
+               and not (isinstance(n.value, cst.Name) and n.value.value == "None") for n in walk(func.body))
+
+
+def _loss_like(node: cst.BaseExpression, names: set[str], clean: frozenset[str] | set[str] = frozenset(),
+               numbers: tuple[str, ...] = ("float", "int", "len", "str")) -> bool:
     """Whether the expression carries a loss tensor (with its graph) into its value.
 
     ``names`` hold a loss; a name that says "loss" does too unless ``clean`` knows it was bound
@@ -1156,19 +1248,19 @@ def _loss_like(node: cst.BaseExpression, names: set[str], clean: frozenset[str] 
     if isinstance(node, cst.Call):
         if _method(node) in UNTRACKED:
             return False
-        if isinstance(node.func, cst.Name) and node.func.value in ("float", "int", "len", "str"):
+        if isinstance(node.func, cst.Name) and node.func.value in numbers:
             return False
         callee = (get_full_name_for_node(node.func) or "").lower()
         if "loss" in callee or "criterion" in callee:
             return True
-        return any(_loss_like(a.value, names, clean) for a in node.args) or (
-            isinstance(node.func, cst.Attribute) and _loss_like(node.func.value, names, clean))
+        return any(_loss_like(a.value, names, clean, numbers) for a in node.args) or (
+            isinstance(node.func, cst.Attribute) and _loss_like(node.func.value, names, clean, numbers))
     if isinstance(node, cst.Attribute):
-        return _loss_like(node.value, names, clean)
+        return _loss_like(node.value, names, clean, numbers)
     if isinstance(node, (cst.BinaryOperation, cst.IfExp, cst.UnaryOperation, cst.Subscript)):
         parts = {cst.BinaryOperation: ("left", "right"), cst.IfExp: ("body", "orelse"),
                  cst.UnaryOperation: ("expression",), cst.Subscript: ("value",)}[type(node)]
-        return any(_loss_like(getattr(node, p), names, clean) for p in parts)
+        return any(_loss_like(getattr(node, p), names, clean, numbers) for p in parts)
     return False
 
 
@@ -1362,13 +1454,38 @@ class RunningLossTensor(_LossTracking):
 
 
 class LoggedLossTensor(_LossTracking):
+    """Only a value that carries a loss tensor: not a Python number (``round(meter.avg, 4)``),
+    not what a builder makes (``build_loss(cfg)``, a module), not in a constructor, not the
+    engine that backpropagates (``accelerator.backward(loss)``: ``accelerator`` holds no loss),
+    and not in a function whose only callers in the file run under a grad-free decorator."""
+
     CODE = "PTT013"
+    NUMBERS = ("float", "int", "len", "str", "round", "bool")
+
+    def reset(self) -> None:
+        super().reset()
+        self.loss_names -= self.facts.backward_engines
+
+    def carries_loss(self, node: cst.BaseExpression) -> bool:
+        return _loss_like(node, self.loss_names, self.clean, self.NUMBERS)
 
     def visit_Call(self, node: cst.Call) -> None:
         super().visit_Call(node)
+        func = self.where.function()
         if (_method(node) == "append" and len(node.args) == 1 and self.where.loop() is not None
+                and not (func is not None and (func.name.value == "__init__"
+                                               or func.name.value in self.facts.grad_free_callees))
+                and not _built(node.args[0].value)
                 and self.carries_loss(node.args[0].value)):
             self.candidate(node, get_full_name_for_node(node.func.value), node.args[0].value)
+
+
+def _built(value: cst.BaseExpression) -> bool:
+    """``build_loss(cfg)``, ``make_criterion(...)``: an object made from a configuration."""
+    if not isinstance(value, cst.Call):
+        return False
+    name = (get_full_name_for_node(value.func) or "").rsplit(".", 1)[-1].lower()
+    return name.startswith(("build", "make_", "create"))
 
 
 class DetachBeforeLayers(RuleVisitor):
@@ -1831,8 +1948,20 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
                 or not self.facts.mentions_cuda):
             return
         arg = self.get_specific_arg(node, "pin_memory", 7)
-        if arg is None or _is_false(arg.value):
+        if (arg is None or _is_false(arg.value)) and not self._over_tensors(node):
             self.flag(node)
+
+    def _over_tensors(self, node: cst.Call) -> bool:
+        """A loader over a ``TensorDataset`` (built in the call, or a name of the file bound to
+        one): its tensors may already be on the GPU, where ``pin_memory=True`` raises."""
+        data = self.get_specific_arg(node, "dataset", 0)
+        if data is None:
+            return False
+        value = data.value
+        if isinstance(value, cst.Name):
+            return value.value in self.facts.tensor_datasets
+        return isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)) and (
+            (self.qname(value) or "").endswith("TensorDataset"))
 
 
 class MemoryAllocated(RuleVisitor):
@@ -1843,8 +1972,37 @@ class MemoryAllocated(RuleVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if (self.qname(node) in ("torch.cuda.memory_allocated", "torch.cuda.max_memory_allocated")
                 and self.facts.cpu_path and not self.where.under_cuda_check()
-                and not _after_device_exit(self.where, node)):
+                and not _after_device_exit(self.where, node) and not _past_cpu_test(self.where, node)
+                and not _cuda_only_function(self.where, self)):
             self.flag(node)
+
+
+def _past_cpu_test(where: Tracker, node: cst.CSTNode) -> bool:
+    """In the ``else`` (or a later ``elif``) of ``if device == "cpu":``, or in the body of
+    ``if device != "cpu":``: reached only off the CPU."""
+    stack = where.stack
+    for i, outer in enumerate(stack):
+        if not isinstance(outer, cst.If) or not _mentions(outer.test, "cpu"):
+            continue
+        inner = stack[i + 1] if i + 1 < len(stack) else node
+        negated = any(isinstance(n, (cst.NotEqual, cst.NotIn, cst.Not))
+                      for n in [outer.test, *walk(outer.test)])
+        in_else = outer.orelse is not None and (inner is outer.orelse or any(
+            n is inner for n in walk(outer.orelse)))
+        if in_else != negated:
+            return True
+    return False
+
+
+# CUDA calls that fail for a CPU device (or without CUDA): a function that makes one is CUDA-only.
+CUDA_ONLY = {f"torch.cuda.{n}" for n in ("get_device_properties", "get_device_name",
+                                        "get_device_capability", "mem_get_info")}
+
+
+def _cuda_only_function(where: Tracker, visitor: RuleVisitor) -> bool:
+    func = where.function()
+    return func is not None and any(
+        isinstance(n, cst.Call) and visitor.qname(n) in CUDA_ONLY for n in walk(func.body))
 
 
 def _device_test(test: cst.CSTNode) -> bool:
