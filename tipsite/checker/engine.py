@@ -829,6 +829,8 @@ def declared_torch(path: str) -> tuple[int, int] | None:
     if not path or path.startswith("<"):
         return None
     try:
+        if not os.path.isfile(path):
+            return None  # source given with a name only (an excerpt, a test): no project around it
         folder = os.path.dirname(os.path.abspath(path))
     except (OSError, ValueError):
         return None
