@@ -72,7 +72,6 @@ _EXPORTS_WORDS = ("onnx", "torch.jit.trace", "torch.jit.script", "torch.export",
 _DDP_WORDS = ("DistributedDataParallel", "FullyShardedDataParallel", "DDP", "torch.distributed.run",
               "torchrun")  # _DDP needs one of these
 _UNSAFE_LOAD = re.compile(r"weights_only\s*=\s*False")
-_SAFE_LOAD = re.compile(r"weights_only\s*=\s*True")
 # A project's declared torch requirement: "torch>=2.6" (a requirement line, pyproject, setup.py)
 # and, in a README, only a lower bound ("torch>=2.6", "PyTorch 2.6 or later": a pinned
 # "pip install torch==..." there is one way to install, not the oldest supported);
@@ -912,7 +911,6 @@ class Checker:
         scan.facts.has_ddp = any(w in text for w in _DDP_WORDS) and bool(_DDP.search(text))
         scan.facts.exports = any(w in text for w in _EXPORTS_WORDS)
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
-        scan.facts.loads_safely = "weights_only" in text and bool(_SAFE_LOAD.search(text))
         scan.facts.torch_floor = declared_torch(path)
         scan.text = text
         scan.formats = scan.facts.mentions_cuda and "backward" in text

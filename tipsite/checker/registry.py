@@ -75,7 +75,7 @@ state = torch.load("ckpt.pt", weights_only=True)
               "(pyproject.toml, requirements*.txt, setup.py; a README's \"torch>=\" or \"PyTorch 2.6 "
               "or later\") need torch 2.6 or later. An explicit weights_only=False only where the "
               "code does not show it deliberate: not under a comment about weights_only or pickling, "
-              "not in a file that loads others with weights_only=True, not in such a 2.6+ project "
+              "not in such a 2.6+ project "
               "(False was written to opt out), not where the function restores Python's or NumPy's "
               "RNG state.",
         torchfix="TOR102",

@@ -104,7 +104,6 @@ class Facts:
     module_dicts: set[str] = field(default_factory=set)  # dicts here holding a whole module
     has_ddp: bool = False  # the file names DistributedDataParallel (a DDP path beside DataParallel)
     loads_unsafely: bool = False  # the file loads with weights_only=False (its own checkpoints)
-    loads_safely: bool = False  # the file also loads with weights_only=True: it picks per file
     torch_floor: tuple[int, ...] | None = None  # the oldest torch the checked project declares
     exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
     inference_only: bool = False  # grad-free or eval() code and no backward() or step(): no training
@@ -566,12 +565,11 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
 
     def deliberate(self) -> bool:
         """The explicit False is a choice the code shows was made knowingly: a comment on or
-        above the statement speaks of weights_only or pickling; the file loads other files with
-        weights_only=True (it picks per file); the project requires torch 2.6 or later, where
+        above the statement speaks of weights_only or pickling; the project requires torch 2.6 or later, where
         True is the default and False had to be written to opt out; or the function restores
         Python's or NumPy's RNG state (a tuple and arrays the weights-only loader refuses)."""
         floor = self.facts.torch_floor
-        if self.facts.loads_safely or (floor is not None and floor >= (2, 6)):
+        if floor is not None and floor >= (2, 6):
             return True
         stmt = self.statement
         if stmt is not None:
