@@ -1079,3 +1079,184 @@ def test_round_three_error_kinds_stay_silent_and_their_near_misses_do_not(case):
     code, silent, near = ROUND_THREE[case]
     assert code not in codes(silent), case
     assert code in codes(near), case
+
+
+# --- round 3's misreads of PTT001, PTT003, PTT004, PTT014 and PTT028 (issue 33) ----------------
+
+def _in_project(tmp_path, files: dict[str, str], source: str, torch=(2, 5)) -> list[str]:
+    """The codes found in ``pkg/train.py`` of a project made of ``files`` (relative paths)."""
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    path = tmp_path / "pkg" / "train.py"
+    path.parent.mkdir(exist_ok=True)
+    src = textwrap.dedent(source)
+    path.write_text(src, encoding="utf-8")
+    return [f.code for f in engine.Checker(torch, "cuda").check_source(src, str(path))]
+
+
+_LOAD = """\
+    import torch
+    state = torch.load(path_to_weights)
+"""
+
+
+@pytest.mark.parametrize("files, flagged", [
+    ({"pyproject.toml": '[project]\ndependencies = ["torch>=2.6", "numpy"]\n'}, False),
+    ({"requirements.txt": "numpy\ntorch==2.7.1\n"}, False),
+    ({"setup.py": "setup(install_requires=['torch >= 2.8.0'])\n"}, False),
+    ({"setup.py": "", "README.md": "Needs PyTorch 2.6 or later.\n"}, False),
+    # older floors, and names that only contain "torch", leave the finding
+    ({"pyproject.toml": '[project]\ndependencies = ["torch>=2.4"]\n'}, True),
+    ({"requirements.txt": "torchaudio>=2.9\npytorch-lightning>=2.9\n# torch>=2.9\n"}, True),
+    ({"setup.py": "", "README.md": "pip install torch==2.9.0\n"}, True),  # one way to install
+    ({}, True),
+])
+def test_torch_load_before_26_is_silent_where_the_project_requires_26(tmp_path, files, flagged):
+    """A project that declares torch 2.6 or later never runs the load with the old default."""
+    assert ("PTT001" in _in_project(tmp_path, files, _LOAD)) is flagged
+
+
+def test_explicit_weights_only_false_is_left_where_the_code_shows_it_deliberate(tmp_path):
+    commented = """\
+        import torch
+
+        def restore(path):
+            # our pickles hold custom config objects, so weights_only cannot be used
+            return torch.load(path, weights_only=False)
+    """
+    both = """\
+        import torch
+
+        def restore(path, other):
+            a = torch.load(other, weights_only=True)
+            return a, torch.load(path, weights_only=False)
+    """
+    rng = """\
+        import random
+        import numpy as np
+        import torch
+
+        def restore_rng(path):
+            saved = torch.load(path, weights_only=False)
+            random.setstate(saved["py"])
+            np.random.set_state(saved["np"])
+    """
+    plain = """\
+        import torch
+
+        def restore(path):
+            return torch.load(path, weights_only=False)
+    """
+    for src in (commented, rng):
+        assert "PTT001" not in codes(src), src
+    for src in (plain, both):  # a file that loads others with True is no evidence about this one
+        assert "PTT001" in codes(src), src
+    # in a project that requires torch 2.6, False was written to opt out of the default
+    req = {"requirements.txt": "torch>=2.6\n"}
+    assert "PTT001" not in _in_project(tmp_path, req, plain, torch=(2, 13))
+
+
+def test_saving_a_name_like_model_needs_evidence_that_it_is_a_module():
+    param = """\
+        import torch
+
+        def write(path, model):
+            torch.save(model, path)
+    """
+    loaded = """\
+        import torch
+
+        def republish(src, dst):
+            model = torch.load(src)
+            model = add_fields(model)
+            torch.save(model, dst)
+    """
+    to_safetensors = """\
+        import torch
+        from safetensors.torch import save_file
+
+        def write(path):
+            model = collect()
+            if path.endswith(".safetensors"):
+                save_file(model, path)
+            else:
+                torch.save(model, path)
+    """
+    annotated = """\
+        import torch
+
+        def write(path, model: torch.nn.Module):
+            torch.save(model, path)
+    """
+    built = """\
+        import torch
+
+        def write(path):
+            model = torch.nn.Linear(2, 2)
+            torch.save(model, path)
+    """
+    for src in (param, loaded, to_safetensors):
+        assert "PTT004" not in codes(src), src
+    for src in (annotated, built):
+        assert "PTT004" in codes(src), src
+
+
+def test_tensor_of_a_name_bound_to_a_list_here_is_not_an_ndarray():
+    src = """\
+        import numpy as np
+        import torch
+
+        def as_arrays(rows):
+            ids = np.asarray(rows)
+            return ids
+
+        def pad(rows):
+            out = torch.zeros(len(rows), 8)
+            for i, ids in enumerate(rows):
+                out[i, :len(ids)] = torch.tensor(ids)
+            return out
+    """
+    assert "PTT014" not in codes(src)
+    ndarray = """\
+        import numpy as np
+        import torch
+
+        def pad(rows):
+            out = []
+            for row in rows:
+                ids = np.asarray(row)
+                out.append(torch.tensor(ids))
+            return out
+    """
+    assert "PTT014" in codes(ndarray)
+
+
+def test_load_state_dict_of_a_data_loader_is_not_weights():
+    src = """\
+        import torch
+
+        def resume(trainer, path):
+            trainer.batch_generator.load_state_dict(torch.load(path))
+    """
+    assert "PTT003" not in codes(src)
+    assert "PTT003" in codes(src.replace("batch_generator", "generator"))
+
+
+def test_runtime_error_beside_input_errors_is_no_oom_retry():
+    src = """\
+        import pickle
+        import torch
+
+        def decode(items):
+            out = {}
+            for key, blob in items:
+                try:
+                    out[key] = pickle.loads(blob)
+                except (RuntimeError, TypeError, AttributeError) as err:
+                    print("cannot decode", key)
+            return out
+    """
+    assert "PTT028" not in codes(src)
+    retry = src.replace("(RuntimeError, TypeError, AttributeError)", "RuntimeError")
+    assert "PTT028" in codes(retry)

@@ -25,7 +25,9 @@ from __future__ import annotations
 import ast
 import bisect
 import dataclasses
+import functools
 import io
+import os
 import re
 import tokenize
 from collections.abc import Iterable
@@ -70,6 +72,17 @@ _EXPORTS_WORDS = ("onnx", "torch.jit.trace", "torch.jit.script", "torch.export",
 _DDP_WORDS = ("DistributedDataParallel", "FullyShardedDataParallel", "DDP", "torch.distributed.run",
               "torchrun")  # _DDP needs one of these
 _UNSAFE_LOAD = re.compile(r"weights_only\s*=\s*False")
+# A project's declared torch requirement: "torch>=2.6" (a requirement line, pyproject, setup.py)
+# and, in a README, only a lower bound ("torch>=2.6", "PyTorch 2.6 or later": a pinned
+# "pip install torch==..." there is one way to install, not the oldest supported);
+# "pytorch-lightning", "torchaudio" do not match.
+_TORCH_REQ = re.compile(r"(?<![\w.-])(?:py)?torch\s*(?:>=|==|~=|>)\s*(\d+)\.(\d+)", re.IGNORECASE)
+_TORCH_MIN = re.compile(r"(?<![\w.-])(?:py)?torch\s*(?:>=|>)\s*(\d+)\.(\d+)", re.IGNORECASE)
+_TORCH_PROSE = re.compile(r"(?<![\w.-])(?:py)?torch\s+(\d+)\.(\d+)(?:\.\d+)?\s+or\s+"
+                          r"(?:later|newer|higher|above)", re.IGNORECASE)
+_PROJECT_ROOT = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+_REQ_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "environment.yml")
+_READMES = ("README.md", "README.rst", "README.txt", "README")
 _NOQA = re.compile(r"#\s*noqa(?::\s*([\w, ]+))?", re.IGNORECASE)
 _CLAUSE = re.compile(r"\s*(else|elif|except|finally|case)\b")
 
@@ -371,6 +384,9 @@ class _Scan:
             elif _root(first):
                 self.saved_roots.add(_root(first))
             self.saved.append(first)
+            func = self._function(stack)
+            if isinstance(first, ast.Name) and func is not None and _maybe_not_module(first.id, func):
+                self._add(func)  # PTT004 judges the name with the function that binds it
         elif name == "isinstance" and len(node.args) == 2 and any(
                 (_dotted(t) or "").rsplit(".", 1)[-1] == "Namespace"
                 for t in (node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]])):
@@ -801,6 +817,71 @@ class _Walk:
         self.pop(node)
 
 
+def _maybe_not_module(name: str, func: ast.AST) -> bool:
+    """``name`` is a parameter of ``func``, or ``func`` binds it to a call or a dict, or passes
+    it to a ``save_file``: whether it holds a module is for PTT004 to judge with the function."""
+    a = func.args
+    if any(p.arg == name for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]):
+        return True
+    for n in ast.walk(func):
+        if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Call, ast.Dict, ast.DictComp)) and any(
+                isinstance(t, ast.Name) and t.id == name for t in n.targets):
+            return True
+        if isinstance(n, ast.Call) and _last_name(n.func) == "save_file" and any(
+                isinstance(x, ast.Name) and x.id == name for x in n.args):
+            return True
+    return False
+
+
+def declared_torch(path: str) -> tuple[int, int] | None:
+    """The oldest torch the project of ``path`` declares it needs (``torch>=2.6`` in its
+    requirements, pyproject.toml or setup.py, "PyTorch 2.6 or later" in its README), looked
+    for from the file's folder up to the project's root (a folder with pyproject.toml,
+    setup.py, setup.cfg or .git); the lowest such release when several are named; None when
+    none is (or the path is not a file)."""
+    if not path or path.startswith("<"):
+        return None
+    try:
+        if not os.path.isfile(path):
+            return None  # source given with a name only (an excerpt, a test): no project around it
+        folder = os.path.dirname(os.path.abspath(path))
+    except (OSError, ValueError):
+        return None
+    return _declared_in(folder)
+
+
+@functools.lru_cache(maxsize=256)
+def _declared_in(folder: str) -> tuple[int, int] | None:
+    found: list[tuple[int, int]] = []
+    try:
+        names = set(os.listdir(folder))
+    except OSError:
+        names = set()
+    for name in sorted(names):
+        is_req = name in _REQ_FILES or (name.startswith("requirements") and name.endswith(".txt"))
+        if not (is_req or name in _READMES):
+            continue
+        file = os.path.join(folder, name)
+        try:
+            if not os.path.isfile(file) or os.path.getsize(file) > 1_000_000:
+                continue
+            with open(file, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            continue
+        lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#") or name in _READMES]
+        body = "\n".join(lines)
+        patterns = (_TORCH_MIN, _TORCH_PROSE) if name in _READMES else (_TORCH_REQ,)
+        for pattern in patterns:
+            found += [(int(m.group(1)), int(m.group(2))) for m in pattern.finditer(body)]
+    if found:
+        return min(found)
+    parent = os.path.dirname(folder)
+    if parent == folder or names & set(_PROJECT_ROOT):
+        return None
+    return _declared_in(parent)
+
+
 class Checker:
     """Reusable: builds the visitors once; :meth:`check_source` per file.
 
@@ -844,6 +925,7 @@ class Checker:
         scan.facts.has_ddp = any(w in text for w in _DDP_WORDS) and bool(_DDP.search(text))
         scan.facts.exports = any(w in text for w in _EXPORTS_WORDS)
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
+        scan.facts.torch_floor = declared_torch(path)
         scan.text = text
         scan.formats = scan.facts.mentions_cuda and "backward" in text
         scan.numpy = "numpy" in text

@@ -71,7 +71,13 @@ state = torch.load("ckpt.pt", weights_only=True)
               "raise: a Megatron/DeepSpeed per-rank model-state file (mp_rank_*: NumPy RNG state, the "
               "run's Namespace), a load whose function handles NumPy RNG state keys, a file that reads "
               "Namespaces out of what it loads, or one that reads back from a buffer a module or "
-              "Namespace it pickled itself.",
+              "Namespace it pickled itself. Nothing before 2.6 in a project whose requirements "
+              "(pyproject.toml, requirements*.txt, setup.py; a README's \"torch>=\" or \"PyTorch 2.6 "
+              "or later\") need torch 2.6 or later. An explicit weights_only=False only where the "
+              "code does not show it deliberate: not under a comment about weights_only or pickling, "
+              "not in such a 2.6+ project "
+              "(False was written to opt out), not where the function restores Python's or NumPy's "
+              "RNG state.",
         torchfix="TOR102",
     ),
     Rule(
@@ -116,7 +122,8 @@ model.load_state_dict(sd, assign=True)
         short="load_state_dict(torch.load(...)) holds two copies of the weights",
         fix="load with mmap=True, build under torch.device('meta'), assign=True",
         scope="Off by default: it pays only for models whose weights are a large share of memory, "
-              "which the code does not show; select it where they are.",
+              "which the code does not show; select it where they are. Not a load_state_dict of a "
+              "data loader, sampler or batch generator (its position in the data, not weights).",
         default=False,
     ),
     Rule(
@@ -137,7 +144,9 @@ torch.save(model.state_dict(), "model.pt")
         short="torch.save(model) pickles the module object, not just its weights",
         fix="save model.state_dict()",
         scope="Only a first argument named like a model (model, net, module, network) or bound to an "
-              "nn.Module built in the same file.",
+              "nn.Module built in the same file, and not one the function shows may be no module: a "
+              "parameter not annotated as a Module, a name it binds to torch.load(...), a dict or a "
+              "state_dict(), or one it also hands to safetensors' save_file.",
     ),
     Rule(
         "PTT005", "tip_mixed_precision", "torch.cuda.amp",
@@ -370,7 +379,9 @@ for step in range(100):
         short="torch.tensor(ndarray) copies the array",
         fix="use torch.from_numpy(array)",
         scope="Only a copy made again and again: in a loop, or in __getitem__, forward, a collate "
-              "function or a step; a one-off copy at start-up saves nothing that matters.",
+              "function or a step; a one-off copy at start-up saves nothing that matters. Not a name "
+              "the function binds itself (a parameter, a loop target) and never to a NumPy call, "
+              "whatever the same name holds elsewhere in the file.",
         unlike_tip="The tip copies one array at top level to time the copy; the rule flags only copies "
                    "made again and again, where the copy's cost adds up.",
     ),
@@ -733,7 +744,9 @@ while batch_size > 0:
 """),
         short="except RuntimeError in a retry loop retries on every error, not only OOM",
         fix="catch torch.OutOfMemoryError",
-        scope="Not a handler that checks the message for memory or re-raises.",
+        scope="Not a handler that checks the message for memory or re-raises, nor one that catches "
+              "RuntimeError beside TypeError, AttributeError, ValueError or an unpickling error (a "
+              "guard on decoding input, not an out-of-memory retry).",
     ),
     Rule(
         "PTT029", "tip_register_buffer_parameter", "register_parameter(name) without a value",

@@ -107,6 +107,7 @@ class Facts:
     module_dicts: set[str] = field(default_factory=set)  # dicts here holding a whole module
     has_ddp: bool = False  # the file names DistributedDataParallel (a DDP path beside DataParallel)
     loads_unsafely: bool = False  # the file loads with weights_only=False (its own checkpoints)
+    torch_floor: tuple[int, ...] | None = None  # the oldest torch the checked project declares
     exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
     inference_only: bool = False  # grad-free or eval() code and no backward() or step(): no training
     pickles_objects: bool = False  # torch.save of a module, submodule or Namespace (not weights only)
@@ -497,7 +498,9 @@ class UnsafeLoad(_LoadFallback, TorchUnsafeLoadVisitor, RuleVisitor):
     loads under ``torch.serialization.safe_globals`` (written for the weights-only loader)."""
 
     def add_violation(self, node, error_code, message, replacement=None) -> None:
-        if (self.torch is None or not self.torch_before((2, 6)) or self.where.under(SAFE_GLOBALS, self)
+        floor = self.facts.torch_floor
+        if (self.torch is None or not self.torch_before((2, 6)) or (floor is not None and floor >= (2, 6))
+                or self.where.under(SAFE_GLOBALS, self)
                 or self.in_load_fallback() or self.reads_objects(node)):
             return
         RuleVisitor.add_violation(self, node, error_code, message, replacement)
@@ -550,14 +553,43 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
     CODE = "PTT001"
 
     def reset(self) -> None:
-        self.tries: list[cst.Try] = []
+        self.tries = []
+        self.statement: cst.CSTNode | None = None
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.statement = node
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.qname(node) == "torch.load":
             arg = self.get_specific_arg(node, "weights_only", -1)
             if (arg is not None and _is_false(arg.value) and not self.in_load_fallback()
-                    and not self.reads_objects(node)):
+                    and not self.reads_objects(node) and not self.deliberate()):
                 self.flag(node)
+
+    def deliberate(self) -> bool:
+        """The explicit False is a choice the code shows was made knowingly: a comment on or
+        above the statement speaks of weights_only or pickling; the project requires torch 2.6 or later, where
+        True is the default and False had to be written to opt out; or the function restores
+        Python's or NumPy's RNG state (a tuple and arrays the weights-only loader refuses)."""
+        floor = self.facts.torch_floor
+        if floor is not None and floor >= (2, 6):
+            return True
+        stmt = self.statement
+        if stmt is not None:
+            comments = [ln.comment.value for ln in stmt.leading_lines if ln.comment is not None]
+            if stmt.trailing_whitespace.comment is not None:
+                comments.append(stmt.trailing_whitespace.comment.value)
+            if any(_EXPLAINS_LOAD.search(c) for c in comments):
+                return True
+        func = self.where.function()
+        return func is not None and any(
+            type(n) is cst.Call and self.qname(n) in _RNG_RESTORERS for n in walk(func.body))
+
+
+# a comment that says why a load is not weights-only
+_EXPLAINS_LOAD = re.compile(r"weights_only|weights-only|unpickl|pickle", re.IGNORECASE)
+# restorers of RNG state whose saved form the weights-only loader refuses
+_RNG_RESTORERS = frozenset({"random.setstate", "numpy.random.set_state"})
 
 
 def _plain_load(visitor: RuleVisitor, value: cst.BaseExpression) -> cst.Call | None:
@@ -650,6 +682,10 @@ _MODEL_WORD = re.compile(r"model|(^|[._])net|net(\d*|[A-Z])$|network|module|enco
                          r"|discriminator", re.IGNORECASE)
 
 
+# the last name of a receiver whose state is where the data stands, not weights
+_DATA_STATE = re.compile(r"data|loader|sampler|batch|dataset|iterator", re.IGNORECASE)
+
+
 class LoadStateDictWithoutMmap(RuleVisitor):
     CODE = "PTT003"
 
@@ -677,6 +713,8 @@ class LoadStateDictWithoutMmap(RuleVisitor):
         receiver = get_full_name_for_node(node.func.value) or ""
         if not (_MODEL_WORD.search(receiver) or receiver in self.facts.module_names):
             return  # an optimizer, a scheduler, a scaler: no weights to build on the meta device
+        if receiver not in self.facts.module_names and _DATA_STATE.search(receiver.rsplit(".", 1)[-1]):
+            return  # a data loader, sampler or batch generator: its position, not weights
         value = node.args[0].value
         while isinstance(value, cst.Subscript):  # checkpoint["model"]
             value = value.value
@@ -717,8 +755,39 @@ class SaveWholeModule(RuleVisitor):
         if name is None:
             return
         last = name.rsplit(".", 1)[-1]
-        if _MODULE_NAME.search(last) or name in self.facts.module_names:
+        if (name in self.facts.module_names or _MODULE_NAME.search(last)) and not self._not_module(value):
             self.flag(node)
+
+    def _not_module(self, value: cst.BaseExpression) -> bool:
+        """A name that says "model" without evidence it holds a module: a parameter (it holds
+        whatever callers pass, a state dict as often as a module) not annotated as a Module, or
+        a name the function binds (anywhere in it) to ``torch.load(...)``, a dict or a
+        ``.state_dict()``, or hands to safetensors' ``save_file`` (tensors only)."""
+        if not isinstance(value, cst.Name):
+            return False
+        func = self.where.function()
+        if func is None:
+            return False
+        name = value.value
+        p = func.params
+        for param in [*p.posonly_params, *p.params, *p.kwonly_params]:
+            if param.name.value == name:
+                note = param.annotation
+                return note is None or "Module" not in (get_full_name_for_node(note.annotation) or "")
+        for n in walk(func.body):
+            if type(n) is cst.Assign and any(isinstance(t.target, cst.Name) and t.target.value == name
+                                             for t in n.targets):
+                v = n.value
+                if isinstance(v, (cst.Dict, cst.DictComp)) or _plain_load(self, v) is not None:
+                    return True
+                if isinstance(v, cst.Call) and (
+                        _method(v) in ("state_dict", "dict")
+                        or (get_full_name_for_node(v.func) or "") == "dict"):
+                    return True
+            elif type(n) is cst.Call and (self.qname(n) or "").endswith("save_file") and any(
+                    isinstance(a.value, cst.Name) and a.value.value == name for a in n.args):
+                return True
+        return False
 
 
 # --- APIs that changed -------------------------------------------------------------------------
@@ -1828,13 +1897,21 @@ class RetryOnAnyRuntimeError(RuleVisitor):
         if node.type is None or self.where.loop() is None:
             return
         types = [e.value for e in node.type.elements] if isinstance(node.type, cst.Tuple) else [node.type]
-        if not any(get_full_name_for_node(t) == "RuntimeError" for t in types):
-            return
+        names = {(get_full_name_for_node(t) or "").rsplit(".", 1)[-1] for t in types}
+        if "RuntimeError" not in names or names & _INPUT_ERRORS:
+            return  # beside TypeError, AttributeError...: a guard against bad input, not an OOM
         if _mentions(node.body, "memory") or any(isinstance(n, cst.Raise) for n in walk(node.body)):
             return
         if _inspects_error(node) or _ignores_error(node):
             return
         self.flag(node)
+
+
+# errors of bad input or of deserializing one: caught with RuntimeError, the handler guards a
+# parse or an unpickle, not a step that ran out of memory
+_INPUT_ERRORS = frozenset({"TypeError", "AttributeError", "ValueError", "KeyError", "IndexError",
+                           "ImportError", "ModuleNotFoundError", "EOFError", "UnpicklingError",
+                           "PicklingError", "JSONDecodeError", "UnicodeDecodeError"})
 
 
 def _ignores_error(handler: cst.ExceptHandler) -> bool:
@@ -1934,8 +2011,36 @@ class TensorFromNdarray(RuleVisitor):
             name = self.qname(value) or ""
             if name.startswith("numpy.") or _method(value) == "numpy":
                 self.flag(node)
-        elif isinstance(value, cst.Name) and value.value in self.facts.numpy_names:
+        elif (isinstance(value, cst.Name) and value.value in self.facts.numpy_names
+                and not self._bound_otherwise(value.value, func)):
             self.flag(node)
+
+    def _numpy_call(self, value: cst.BaseExpression) -> bool:
+        return isinstance(value, cst.Call) and (
+            (self.qname(value) or "").startswith("numpy.") or _method(value) == "numpy")
+
+    def _bound_otherwise(self, name: str, func: cst.FunctionDef | None) -> bool:
+        """The file binds ``name`` to an ndarray somewhere, but the function around the call
+        binds it itself (a parameter, a loop target, an assignment) and never to a NumPy call:
+        the ndarray is another variable of the same name (a list here, say)."""
+        scope = func if func is not None else (self.where.stack[0] if self.where.stack else None)
+        if scope is None:
+            return False  # the piece checked is the function or a statement of it (a loop)
+        local = False
+        if func is not None:
+            p = func.params
+            local = any(x.name.value == name for x in [*p.posonly_params, *p.params, *p.kwonly_params])
+        for n in [scope, *walk(scope)]:
+            kind = type(n)
+            if kind in (cst.For, cst.CompFor) and any(
+                    type(m) is cst.Name and m.value == name for m in [n.target, *walk(n.target)]):
+                local = True
+            elif kind is cst.Assign and any(
+                    type(m) is cst.Name and m.value == name for t in n.targets for m in [t.target, *walk(t.target)]):
+                if self._numpy_call(n.value):
+                    return False
+                local = True
+        return local
 
 
 class DataLoaderWithoutPinMemory(RuleVisitor):
