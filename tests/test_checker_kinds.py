@@ -1150,7 +1150,16 @@ def test_explicit_weights_only_false_is_left_where_the_code_shows_it_deliberate(
     """
     for src in (commented, rng):
         assert "PTT001" not in codes(src), src
-    for src in (plain, both):  # a file that loads others with True is no evidence about this one
+    heading = """\
+        import torch
+
+        # The risky way: weights_only=False
+        # ----------------------------------
+        state = torch.load("c.pt", weights_only=False)
+    """
+    # a file that loads others with True is no evidence about this one; a comment that only
+    # names the mode (a heading) gives no reason
+    for src in (plain, both, heading):
         assert "PTT001" in codes(src), src
     # in a project that requires torch 2.6, False was written to opt out of the default
     req = {"requirements.txt": "torch>=2.6\n"}

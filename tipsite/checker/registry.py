@@ -74,7 +74,7 @@ state = torch.load("ckpt.pt", weights_only=True)
               "Namespace it pickled itself. Nothing before 2.6 in a project whose requirements "
               "(pyproject.toml, requirements*.txt, setup.py; a README's \"torch>=\" or \"PyTorch 2.6 "
               "or later\") need torch 2.6 or later. An explicit weights_only=False only where the "
-              "code does not show it deliberate: not under a comment about weights_only or pickling, "
+              "code does not show it deliberate: not under a comment that gives a reason about weights_only or pickling, "
               "not in such a 2.6+ project "
               "(False was written to opt out), not where the function restores Python's or NumPy's "
               "RNG state.",

@@ -568,7 +568,7 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
 
     def deliberate(self) -> bool:
         """The explicit False is a choice the code shows was made knowingly: a comment on or
-        above the statement speaks of weights_only or pickling; the project requires torch 2.6 or later, where
+        above the statement speaks of weights_only or pickling and gives a reason; the project requires torch 2.6 or later, where
         True is the default and False had to be written to opt out; or the function restores
         Python's or NumPy's RNG state (a tuple and arrays the weights-only loader refuses)."""
         floor = self.facts.torch_floor
@@ -579,15 +579,20 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
             comments = [ln.comment.value for ln in stmt.leading_lines if ln.comment is not None]
             if stmt.trailing_whitespace.comment is not None:
                 comments.append(stmt.trailing_whitespace.comment.value)
-            if any(_EXPLAINS_LOAD.search(c) for c in comments):
+            if any(_EXPLAINS_LOAD.search(c) and _GIVES_REASON.search(c) for c in comments):
                 return True
         func = self.where.function()
         return func is not None and any(
             type(n) is cst.Call and self.qname(n) in _RNG_RESTORERS for n in walk(func.body))
 
 
-# a comment that says why a load is not weights-only
+# a comment that says why a load is not weights-only: it names the loader's mode or pickling
+# and gives a reason (a heading that only names the mode, "The anti-pattern: weights_only=False",
+# is not one)
 _EXPLAINS_LOAD = re.compile(r"weights_only|weights-only|unpickl|pickle", re.IGNORECASE)
+_GIVES_REASON = re.compile(r"\b(because|cannot|can't|can ?not|need|needs|required?|requires|must|"
+                           r"since|so that|legacy|trusted|allow|fails?|won't|refuses?|raises?)\b",
+                           re.IGNORECASE)
 # restorers of RNG state whose saved form the weights-only loader refuses
 _RNG_RESTORERS = frozenset({"random.setstate", "numpy.random.set_state"})
 
