@@ -36,3 +36,14 @@ def test_the_docs_publish_the_held_out_table_or_say_it_is_not_labelled():
     if heldout is None:
         section = page[page.index(labels.HELD_BEGIN):page.index(labels.HELD_END)]
         assert "Not yet labelled" in section and "%" not in section
+
+
+def test_a_spent_rounds_misses_stay_with_the_tuning_labels(tmp_path):
+    """What a held-out labeller saw and no rule reported moves into the tuning set with its
+    round, and survives a rewrite of labels.json (dump once dropped every key it did not know)."""
+    tuning = labels.load()
+    repos = {c["repo"] for c in tuning.corpora}
+    assert tuning.misses and all(m["repo"] in repos and m["round"] and m["what"] for m in tuning.misses)
+    out = tmp_path / "labels.json"
+    labels.dump(tuning, out)
+    assert labels.load(out).misses == tuning.misses

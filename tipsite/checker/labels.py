@@ -64,6 +64,7 @@ class Labels:
     configurations: list[dict] = field(default_factory=list)
     findings: list[dict] = field(default_factory=list)
     regressions: list[dict] = field(default_factory=list)
+    misses: list[dict] = field(default_factory=list)  # what a labeller saw and no rule reported
 
     def config(self, name: str) -> dict:
         return next(c for c in self.configurations if c["name"] == name)
@@ -71,7 +72,8 @@ class Labels:
 
 def load(path: Path = LABELS) -> Labels:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    out = Labels(**{k: data.get(k, []) for k in ("corpora", "configurations", "findings", "regressions")})
+    out = Labels(**{k: data.get(k, []) for k in ("corpora", "configurations", "findings", "regressions",
+                                                 "misses")})
     for f in out.findings + out.regressions:
         if f["label"] not in KINDS:
             raise ValueError(f"{f['repo']} {f['path']}:{f['line']} {f['code']}: unknown label {f['label']!r}")
@@ -82,6 +84,8 @@ def dump(labels: Labels, path: Path = LABELS) -> None:
     key = lambda f: (f["repo"], f["path"], f["line"], f["code"])  # noqa: E731
     data = {"corpora": labels.corpora, "configurations": labels.configurations,
             "findings": sorted(labels.findings, key=key), "regressions": sorted(labels.regressions, key=key)}
+    if labels.misses:
+        data["misses"] = labels.misses
     Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
@@ -321,8 +325,9 @@ def leaks(heldout: Labels, texts: dict[str, str] | None = None, spent: set[str] 
     """Held-out excerpt lines found in the rules' own test data.
 
     A held-out codebase that is now a tuning corpus (``spent``: by default the repositories of
-    ``labels.json``) was spent once labelled: round 1 moved into the tuning set, its excerpts
-    with it, and stays in ``heldout.json`` only until round 2's labels replace it.
+    ``labels.json``) was spent once labelled: it moved into the tuning set, its excerpts with
+    it (rounds 1 and 2), and stays in ``heldout.json`` only until the next round's labels
+    replace it.
 
     Only lines of at least :data:`LEAK_MIN` characters count: a short line such as
     ``with torch.no_grad():`` is in every training script and says nothing of where it came
