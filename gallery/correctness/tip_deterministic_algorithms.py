@@ -224,9 +224,10 @@ def variants(mode_fn):
 # while, and no process of the machine shows it. On this site's 2-core build machine the
 # default ``put_`` at 262,144 elements took about 1.0, 2.0 or 6-9 ms from one second to the
 # next, with nothing else running, while the deterministic one stayed at 1.2-1.5 ms.
-# ``thread_speedup`` checks it directly: how much faster ``torch.sin`` of 2**20 floats runs
-# on every thread than on one (no two threads touch the same memory, so it scales with the
-# cores the threads really get). A switched point counts only if that speed-up was at least
+# ``thread_speedup`` checks it directly: how much faster ``torch.sin`` runs on every thread
+# than on one, over 2**18 floats a thread (2**20 at least, so that each thread has enough work
+# on a many-core machine too); no two threads touch the same memory, so it scales with the
+# cores the threads really get. A switched point counts only if that speed-up was at least
 # half the extra threads' worth (1.5 with 2 threads) just before and just after it was
 # timed; otherwise it is timed again, up to ``TRIES`` times (and ``MAX_FAILED`` failed tries
 # in all: a machine that never frees its cores has other work on it, which the timings'
@@ -237,12 +238,12 @@ TRIES, MAX_FAILED = 8, 24
 threads = torch.get_num_threads()
 parallel = device.type == "cpu" and threads > 1
 speedup_floor = 1 + 0.5 * (threads - 1)
-probe_input = torch.randn(2**20)
+probe_input = torch.randn(max(2**20, 2**18 * threads))
 probes = []  # (point, speed-up before, speed-up after, accepted)
 
 
 def thread_speedup():
-    """How many times faster sin(2**20 floats) runs on every thread than on one."""
+    """How many times faster sin(probe_input) runs on every thread than on one."""
     def per_call(n):
         return benchmark.Timer("torch.sin(x)", globals={"x": probe_input},
                                num_threads=n).timeit(10).median
@@ -338,7 +339,7 @@ RULE = ("holds if use_deterministic_algorithms(True) makes an op its documentati
         "with accumulate=True; CUDA: index_add_) >10% slower at the largest size "
         "(interval above 1.10); wrong if no switched op is at any size; depends "
         "otherwise, or with no op switched; on the CPU a switched point counts only "
-        "if the threads sped sin(2**20 floats) up by half their extra number or more "
+        "if the threads sped sin up by half their extra number or more "
         "just before and after it (else it depends); on a GPU only sizes that kept it "
         "busy at least half the time count")
 print("ops the flag switches here:", ", ".join(switched) or "none")
