@@ -177,7 +177,7 @@ class _Scan:
         # torch.no_grad / torch.inference_mode named in a function's body: (node, the functions around it)
         self.grad_free_refs: list[tuple[ast.expr, set[str]]] = []
         self.callers: dict[str, set[str | None]] = {}  # a called name -> the functions calling it
-        self.grad_text: bool | None = None  # the text names no_grad or inference_mode
+        self.grad_text = False  # the text names no_grad or inference_mode (set with the text)
         self.numpy = False  # PTT014 can fire: the file names numpy
         self.formats = False  # PTT039 can fire: the file names CUDA and calls backward()
         self.amp_names: set[str] = set()  # local names bound to torch.cuda.amp or a name in it (PTT005)
@@ -349,9 +349,7 @@ class _Scan:
         name = _last_name(node.func)
         if name is None:
             return
-        if self.grad_text is None:  # PTT013: who calls each function of a file that names no_grad
-            self.grad_text = "no_grad" in self.text or "inference_mode" in self.text
-        if self.grad_text:
+        if self.grad_text:  # PTT013: who calls each function of a file that names no_grad
             func = self._function(stack)
             self.callers.setdefault(name, set()).add(func.name if func is not None else None)
         if self.amp_names and self._uses_amp(node.func):  # PTT005, with a fallback around it
@@ -450,7 +448,7 @@ class _Scan:
     def _grad_free(self) -> None:
         """The functions of this file that return a grad-free mode (a decorator factory that picks
         ``inference_mode`` or ``no_grad`` by torch version), and those decorated with one."""
-        if "no_grad" not in self.text and "inference_mode" not in self.text:
+        if not self.grad_text:
             return
         f = self.facts
         for node, funcs in self.grad_free_refs:
@@ -925,10 +923,12 @@ class Checker:
         scan.facts.has_ddp = any(w in text for w in _DDP_WORDS) and bool(_DDP.search(text))
         scan.facts.exports = any(w in text for w in _EXPORTS_WORDS)
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
-        scan.facts.torch_floor = declared_torch(path)
+        # PTT001 reads it for a torch.load only: no file system lookup for a file without one
+        scan.facts.torch_floor = declared_torch(path) if "load" in text else None
         scan.text = text
         scan.formats = scan.facts.mentions_cuda and "backward" in text
         scan.numpy = "numpy" in text
+        scan.grad_text = "no_grad" in text or "inference_mode" in text
         scan.walk(tree, [])
         scan.finish()
         qn = self.qn = _QualifiedNames(scan.facts.aliases)

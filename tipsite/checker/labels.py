@@ -326,7 +326,7 @@ def leaks(heldout: Labels, texts: dict[str, str] | None = None, spent: set[str] 
 
     A held-out codebase that is now a tuning corpus (``spent``: by default the repositories of
     ``labels.json``) was spent once labelled: it moved into the tuning set, its excerpts with
-    it (rounds 1 and 2), and stays in ``heldout.json`` only until the next round's labels
+    it (rounds 1 to 3), and stays in ``heldout.json`` only until the next round's labels
     replace it.
 
     Only lines of at least :data:`LEAK_MIN` characters count: a short line such as

@@ -438,6 +438,12 @@ class _LoadFallback:
         if self.tries and self.tries[-1] is node:
             self.tries.pop()
 
+    def project_needs_26(self) -> bool:
+        """The checked project declares torch 2.6 or later, where ``weights_only`` defaults
+        to True: a load without it is safe, and an explicit False was written on purpose."""
+        floor = self.facts.torch_floor
+        return floor is not None and floor >= (2, 6)
+
     def reads_objects(self, load: cst.Call) -> bool:
         """The code shows the file loaded holds objects besides tensors, so weights_only=True
         alone would raise: the file reads Namespaces out of what it loads, or it pickles modules
@@ -498,8 +504,7 @@ class UnsafeLoad(_LoadFallback, TorchUnsafeLoadVisitor, RuleVisitor):
     loads under ``torch.serialization.safe_globals`` (written for the weights-only loader)."""
 
     def add_violation(self, node, error_code, message, replacement=None) -> None:
-        floor = self.facts.torch_floor
-        if (self.torch is None or not self.torch_before((2, 6)) or (floor is not None and floor >= (2, 6))
+        if (self.torch is None or not self.torch_before((2, 6)) or self.project_needs_26()
                 or self.where.under(SAFE_GLOBALS, self)
                 or self.in_load_fallback() or self.reads_objects(node)):
             return
@@ -571,8 +576,7 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
         above the statement speaks of weights_only or pickling and gives a reason; the project requires torch 2.6 or later, where
         True is the default and False had to be written to opt out; or the function restores
         Python's or NumPy's RNG state (a tuple and arrays the weights-only loader refuses)."""
-        floor = self.facts.torch_floor
-        if floor is not None and floor >= (2, 6):
+        if self.project_needs_26():
             return True
         stmt = self.statement
         if stmt is not None:
