@@ -1406,3 +1406,22 @@ def test_a_factory_moved_with_cuda_is_left_to_ptt015():
     """
     found = codes(src)
     assert "PTT015" in found and "PTT016" not in found
+
+
+def test_a_loop_over_a_few_channels_is_no_row_loop():
+    src = """\
+        import torch
+
+        def scale(images, gains, axis):
+            out = torch.zeros_like(images)
+            for c in range(len(gains)):
+                out[c] = images[c] * gains[c]
+            for c in range(images.shape[axis]):
+                out[c] = out[c] + 1
+            return out
+    """
+    assert "PTT033" not in codes(src)
+    rows = src.replace("len(gains)", "images.shape[0]")
+    assert "PTT033" in codes(rows)
+    made = src.replace("range(len(gains))", "range(len(out))")
+    assert "PTT033" in codes(made)

@@ -853,6 +853,10 @@ max_x = torch.max(x, dim=1).values
 """),
         short="a Python loop writes a tensor one row at a time",
         fix="use one vectorised call",
+        scope="Only a loop whose bound counts a tensor's rows (x.size(0), x.shape[1], x.numel(), "
+              "len(t) of a tensor made in the file); not len() of a list of per-channel constants "
+              "(range(len(mean))) nor x.shape[dim] of a dimension chosen at run time: a few "
+              "channels, each one whole-slice op.",
     ),
     Rule(
         "PTT034", "tip_anomaly_detection_off", "anomaly detection left on",

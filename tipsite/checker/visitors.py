@@ -1988,11 +1988,35 @@ class RowLoop(RuleVisitor):
                                                    or get_full_name_for_node(bound.func) == "len"))
                  or (isinstance(bound, cst.Subscript) and isinstance(bound.value, cst.Attribute)
                      and bound.value.attr.value == "shape"))
-        if not sized or not isinstance(node.target, cst.Name):
+        if not sized or not isinstance(node.target, cst.Name) or not self._rows(bound):
             return
         var = node.target.value
         if _writes_element(node.body, var, self.facts.tensor_names):
             self.flag(node)
+
+
+    def _rows(self, bound: cst.BaseExpression) -> bool:
+        """The bound counts a tensor's rows: ``x.size(0)``, ``x.shape[1]`` (a fixed dimension),
+        or ``len(t)`` of a tensor made in this file; not ``len(mean)`` of a list of per-channel
+        constants, nor ``x.shape[dim]`` of a dimension chosen at run time (a few channels)."""
+        if isinstance(bound, cst.Call) and get_full_name_for_node(bound.func) == "len":
+            arg = bound.args[0].value if len(bound.args) == 1 else None
+            return isinstance(arg, cst.Name) and arg.value in self.facts.tensor_names
+        if isinstance(bound, cst.Call):
+            if _method(bound) == "numel":
+                return True
+            args = _positional(bound)
+            return len(args) == 1 and _fixed_dim(args[0].value)
+        elements = bound.slice if isinstance(bound, cst.Subscript) else ()
+        return len(elements) == 1 and isinstance(elements[0].slice, cst.Index) and _fixed_dim(
+            elements[0].slice.value)
+
+
+def _fixed_dim(value: cst.BaseExpression) -> bool:
+    """``0``, ``-1``: a dimension written as a number."""
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+        value = value.expression
+    return isinstance(value, cst.Integer)
 
 
 def _writes_element(node: cst.CSTNode, var: str, tensors: set[str]) -> bool:
