@@ -1269,3 +1269,159 @@ def test_runtime_error_beside_input_errors_is_no_oom_retry():
     assert "PTT028" not in codes(src)
     retry = src.replace("(RuntimeError, TypeError, AttributeError)", "RuntimeError")
     assert "PTT028" in codes(retry)
+
+
+# --- round 4's misreads of PTT016 and PTT012 (issue 33) ---------------------------------------
+
+ROUND_FOUR = {
+    "factory moved to the device at once, through a chain": ("PTT016", '''
+        import torch
+        class Head(torch.nn.Module):
+            def forward(self, x):
+                pad = torch.zeros(x.shape[0], 3).cuda()
+                jitter = torch.empty(x.shape[0]).normal_(0, 0.1).cuda(non_blocking=True)
+                band = (torch.arange(7) % 2 == 0).float().to(x.device)
+                return torch.cat((x, pad), 1) * jitter[:, None] + band.sum()
+        ''', '''
+        import torch
+        class Head(torch.nn.Module):
+            def forward(self, x):
+                pad = torch.zeros(x.shape[0], 3)
+                return torch.cat((x, pad.cuda()), 1)
+        '''),
+    "torch.tensor of a number or of a size kept as metadata": ("PTT016", '''
+        import torch
+        class Grid(torch.nn.Module):
+            def forward(self, x):
+                dims = list(x.shape[1:])
+                dims.insert(0, torch.tensor(self.frames))
+                floor = torch.tensor(torch.finfo(x.dtype).min)
+                return torch.maximum(x, floor), dims
+        ''', '''
+        import torch
+        class Grid(torch.nn.Module):
+            def forward(self, x):
+                return x * torch.tensor([self.frames, self.rows])
+        '''),
+    "output buffer handed to an extension kernel": ("PTT016", '''
+        import torch
+        import cpukernel
+        class Packed(torch.nn.Module):
+            def forward(self, x):
+                out = torch.zeros((x.shape[0], self.width), dtype=torch.float32)
+                cpukernel.matmul(x, self.packed, out)
+                return out
+        ''', '''
+        import torch
+        import cpukernel
+        class Packed(torch.nn.Module):
+            def forward(self, x):
+                out = torch.zeros((x.shape[0], self.width), dtype=torch.float32)
+                cpukernel.matmul(x, self.packed, x)
+                return out + x
+        '''),
+    "running total of a detached loss": ("PTT012", '''
+        import torch
+        def train(model, loader, opt):
+            total = 0
+            for batch in loader:
+                loss = model(batch)
+                total += loss.detach().float()
+                loss.backward()
+                opt.step()
+            return total
+        ''', '''
+        import torch
+        def train(model, loader, opt):
+            total = 0
+            for batch in loader:
+                loss = model(batch)
+                total += loss.float()
+                loss.backward()
+                opt.step()
+            return total
+        '''),
+    "running total of a loss computed under no_grad": ("PTT012", '''
+        import torch
+        def evaluate(model, loader):
+            total = 0
+            for batch in loader:
+                with torch.no_grad():
+                    out = model(batch)
+                loss = out.loss
+                total += loss
+            print(total)
+        ''', '''
+        import torch
+        def evaluate(model, loader):
+            total = 0
+            for batch in loader:
+                with torch.no_grad():
+                    feats = model.encoder(batch)
+                out = model.head(feats)
+                loss = out.loss
+                total += loss
+            print(total)
+        '''),
+    "running total of a name bound to a detached value": ("PTT012", '''
+        import torch
+        def fit(model, loader, opt):
+            running = 0
+            for batch in loader:
+                loss = model(batch)
+                loss.backward()
+                opt.step()
+                step_loss = loss.detach().to("cpu")
+                running += step_loss * 2
+            print(running)
+        ''', '''
+        import torch
+        def fit(model, loader, opt):
+            running = 0
+            for batch in loader:
+                loss = model(batch)
+                loss.backward()
+                opt.step()
+                step_loss = loss.detach().to("cpu")
+                step_loss = loss
+                running += step_loss * 2
+            print(running)
+        '''),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROUND_FOUR))
+def test_round_four_error_kinds_stay_silent_and_their_near_misses_do_not(case):
+    code, silent, near = ROUND_FOUR[case]
+    assert code not in codes(silent), case
+    assert code in codes(near), case
+
+
+def test_a_factory_moved_with_cuda_is_left_to_ptt015():
+    src = """\
+        import torch
+        class Head(torch.nn.Module):
+            def forward(self, x):
+                return x + torch.ones(x.shape[0]).cuda()
+    """
+    found = codes(src)
+    assert "PTT015" in found and "PTT016" not in found
+
+
+def test_a_loop_over_a_few_channels_is_no_row_loop():
+    src = """\
+        import torch
+
+        def scale(images, gains, axis):
+            out = torch.zeros_like(images)
+            for c in range(len(gains)):
+                out[c] = images[c] * gains[c]
+            for c in range(images.shape[axis]):
+                out[c] = out[c] + 1
+            return out
+    """
+    assert "PTT033" not in codes(src)
+    rows = src.replace("len(gains)", "images.shape[0]")
+    assert "PTT033" in codes(rows)
+    made = src.replace("range(len(gains))", "range(len(out))")
+    assert "PTT033" in codes(made)

@@ -328,7 +328,9 @@ for inputs, target in loader:
               "runs over batches: the caller may backpropagate it (.detach() on a term would stop that "
               "branch training); not under no_grad/inference_mode (a decorator of the project's own "
               "that returns one included); not a string that formats a loss (log += \"{}\".format(loss), "
-              "an f-string, %).",
+              "an f-string, %); not a value that holds no graph: .detach() or .item() anywhere in its "
+              "chain (loss.detach().float()), or a name bound (last, in the same function) to such a "
+              "value or to one computed under no_grad (out = model(x) under no_grad; loss = out.loss).",
     ),
     Rule(
         "PTT013", "tip_detach_logged_values", "logging tensors that carry a graph",
@@ -432,10 +434,17 @@ class Net(torch.nn.Module):
 """),
         short="tensor created in forward without device= lands on the CPU",
         fix="pass device=x.device",
-        scope="Only in a model's forward; not a factory moved at once (torch.zeros(n).to(x.device); a "
-              "hard-coded .cuda() is PTT015's), nor "
-              "torch.tensor of shapes or lengths (index metadata meant for the CPU), nor one random "
-              "number (torch.rand(1), torch.randint(0, n, ())) read on the host for a branch or a slice.",
+        scope="Only in a model's forward; not a factory moved at once, itself or what is computed "
+              "from it on the way (torch.zeros(n).to(x.device), torch.empty(n).uniform_().cuda(), "
+              "(torch.arange(n) % k).to(device); a hard-coded .cuda() is PTT015's), nor "
+              "torch.tensor of anything but a list, tuple or comprehension written there (a number "
+              "is a 0-d tensor used as a scalar; shapes, lengths and sizes are metadata meant for "
+              "the CPU), nor one handed, at once or through a local name, to a function that is not "
+              "torch's (an extension kernel's output buffer: its contract may need the CPU), nor one "
+              "random number (torch.rand(1), torch.randint(0, n, ())) read on the host for a branch "
+              "or a slice.",
+        unlike_tip="The tip's model moves its factory to the GPU at once (torch.ones(16).cuda()), "
+                   "which is PTT015's finding; the rule flags factories left on the default device.",
     ),
     Rule(
         "PTT017", "tip_module_conventions", "torch.no_grad() in forward",
@@ -844,6 +853,10 @@ max_x = torch.max(x, dim=1).values
 """),
         short="a Python loop writes a tensor one row at a time",
         fix="use one vectorised call",
+        scope="Only a loop whose bound counts a tensor's rows (x.size(0), x.shape[1], x.numel(), "
+              "len(t) of a tensor made in the file); not len() of a list of per-channel constants "
+              "(range(len(mean))) nor x.shape[dim] of a dimension chosen at run time: a few "
+              "channels, each one whole-slice op.",
     ),
     Rule(
         "PTT034", "tip_anomaly_detection_off", "anomaly detection left on",

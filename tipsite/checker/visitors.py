@@ -1022,10 +1022,31 @@ class FactoryWithoutDevice(RuleVisitor):
         self.host_names: set[str] = set()  # names read on the host (a slice bound, a test, int())
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value in ("to", "type_as") and isinstance(node.value, cst.Call):
-            self.moved.add(id(node.value))  # .cuda() is PTT015's
+        if node.attr.value in ("to", "type_as", "cuda"):
+            # moved at once (a hard-coded .cuda() is PTT015's), itself or what is computed from
+            # it on the way: torch.empty(n).uniform_().cuda(), (torch.arange(n) % k).to(device)
+            self.moved |= {id(n) for n in _moved_sources(node.value)}
         if node.attr.value in ("item", "tolist") and isinstance(node.value, cst.Call):
             self.host.add(id(node.value))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        # a factory handed (at once or through a local name) to a function that is not torch's
+        # (an extension kernel's output buffer): the callee's contract may need the CPU
+        if node.name.value != "forward" or not self.where.method_of_model("forward"):
+            return
+        bound: dict[str, list[int]] = {}
+        for n in walk(node.body):
+            if type(n) is cst.Assign and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name) \
+                    and isinstance(n.value, cst.Call):
+                bound.setdefault(n.targets[0].target.value, []).append(id(n.value))
+        for n in walk(node.body):
+            if type(n) is not cst.Call or not _foreign_call(self, n):
+                continue
+            for arg in n.args:
+                if isinstance(arg.value, cst.Call):
+                    self.moved.add(id(arg.value))
+                elif isinstance(arg.value, cst.Name):
+                    self.moved.update(bound.get(arg.value.value, ()))
 
     def _read_on_host(self, node: cst.CSTNode) -> None:
         self.host |= {id(n) for n in [node, *walk(node)] if isinstance(n, cst.Call)}
@@ -1063,6 +1084,11 @@ class FactoryWithoutDevice(RuleVisitor):
             return  # (names_in holds an attribute's own name: x.shape gives "shape")
         if name == "torch.tensor" and node.args and _scalar(node.args[0].value):
             return  # a 0-d tensor (x * torch.tensor(d ** 0.5)): used as a scalar, nothing is copied
+        if name == "torch.tensor" and node.args and not isinstance(
+                node.args[0].value, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
+            # torch.tensor(self.size), torch.tensor(finfo.min): a number (a 0-d tensor, used as a
+            # scalar) or sizes kept on the CPU as metadata, which the rule cannot tell apart
+            return
         if name in RANDOM_DRAWS and _one_number(node, name):
             if id(node) in self.host:
                 return  # one random number read on the host at once (torch.rand(1) < p, int(...))
@@ -1073,6 +1099,45 @@ class FactoryWithoutDevice(RuleVisitor):
 
 
 RANDOM_DRAWS = {"torch.rand", "torch.randn", "torch.randint"}
+
+
+def _moved_sources(value: cst.BaseExpression) -> list[cst.Call]:
+    """The calls whose result reaches ``value`` through method chains, operators and torch's
+    functions (``torch.empty(n).uniform_()``, ``torch.arange(n) % k == j``, ``torch.cat(...)``):
+    moved together with ``value``, they never meet a device tensor on the CPU."""
+    found: list[cst.Call] = []
+    todo = [value]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, cst.Call):
+            found.append(node)
+            if isinstance(node.func, cst.Attribute):
+                todo.append(node.func.value)
+            name = get_full_name_for_node(node.func) or ""
+            if name.startswith("torch."):
+                todo += [a.value for a in node.args]
+        elif isinstance(node, cst.BinaryOperation):
+            todo += [node.left, node.right]
+        elif isinstance(node, cst.Comparison):
+            todo += [node.left, *(c.comparator for c in node.comparisons)]
+        elif isinstance(node, cst.UnaryOperation):
+            todo.append(node.expression)
+        elif isinstance(node, (cst.Tuple, cst.List)):
+            todo += [e.value for e in node.elements]
+    return found
+
+
+def _foreign_call(visitor: RuleVisitor, call: cst.Call) -> bool:
+    """A call of a function imported from another package (not torch's) or of a plain function
+    of this file: what it needs of its arguments' devices is its own contract."""
+    name = visitor.qname(call) or ""
+    if name.startswith("torch.") or not isinstance(call.func, (cst.Name, cst.Attribute)):
+        return False
+    root = (get_full_name_for_node(call.func) or "").split(".", 1)[0]
+    if isinstance(call.func, cst.Name):
+        return root not in ("super", "int", "float", "bool", "len", "list", "tuple", "range",
+                            "isinstance", "print", "min", "max", "sum", "abs", "getattr")
+    return root in visitor.facts.aliases
 
 
 def _one_number(call: cst.Call, name: str) -> bool:
@@ -1342,6 +1407,34 @@ def _loss_like(node: cst.BaseExpression, names: set[str], clean: frozenset[str] 
     return False
 
 
+def _detached(node: cst.BaseExpression, detached: set[str]) -> bool:
+    """Whether the expression holds no graph: a ``.detach()`` / ``.item()`` anywhere in its
+    method chain (``loss.detach().float()``), a number, a name bound to such a value (or under
+    no_grad), or arithmetic of these."""
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(node, cst.Name):
+        return node.value in detached
+    if isinstance(node, cst.Attribute):
+        return _detached(node.value, detached)
+    if isinstance(node, cst.Subscript):
+        return _detached(node.value, detached)
+    if isinstance(node, cst.Call):
+        if _method(node) in UNTRACKED:
+            return True
+        if isinstance(node.func, cst.Name) and node.func.value in ("float", "int"):
+            return True
+        # a method of a detached value, with no loss in its arguments (.float(), .to(device))
+        return isinstance(node.func, cst.Attribute) and _detached(node.func.value, detached) and all(
+            _detached(a.value, detached) or not any("loss" in n.lower() for n in names_in(a.value))
+            for a in node.args)
+    if isinstance(node, cst.BinaryOperation):
+        return _detached(node.left, detached) and _detached(node.right, detached)
+    if isinstance(node, cst.UnaryOperation):
+        return _detached(node.expression, detached)
+    return False
+
+
 def _backward_receiver(call: cst.Call, visitor: RuleVisitor) -> cst.BaseExpression | None:
     """What ``.backward()`` / ``torch.autograd.backward(x)`` / ``torch.autograd.grad(x, ...)``
     differentiates."""
@@ -1417,6 +1510,7 @@ class _LossTracking(RuleVisitor):
     def reset(self) -> None:
         self.loss_names = set(self.facts.backward_receivers)
         self.clean: set[str] = set()
+        self.detached: set[str] = set()  # names bound (last) to a value that holds no graph
         self.flows: dict[int, _Flow] = {}
         self.candidates: dict[int, list[tuple[cst.CSTNode, str]]] = {}
 
@@ -1438,6 +1532,12 @@ class _LossTracking(RuleVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
+        # computed under no_grad, or from values that hold no graph (loss.detach().float()):
+        # the names it binds hold none either, until bound again to something that may
+        detached = self.where.grad_free(self) or _detached(value, self.detached)
+        for t in node.targets:
+            for name in target_names(t.target):
+                (self.detached.add if detached else self.detached.discard)(name)
         lossy = self.carries_loss(value)
         untracked = isinstance(value, cst.Call) and (
             _method(value) in UNTRACKED
@@ -1458,6 +1558,14 @@ class _LossTracking(RuleVisitor):
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         for name in target_names(node.target) | _subscript_root(node.target):
             self.flow().edges.setdefault(name, set()).update(names_in(node.value))
+        if not (self.where.grad_free(self) or _detached(node.value, self.detached)):
+            self.detached -= target_names(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self.detached -= target_names(node.target)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.detached = set()  # what a name held is known within one function only
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
@@ -1494,6 +1602,7 @@ class _LossTracking(RuleVisitor):
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._finish(id(node), node)
+        self.detached = set()
 
     def leave_Module(self, node: cst.Module) -> None:
         self._finish(0, None)
@@ -1525,7 +1634,8 @@ class RunningLossTensor(_LossTracking):
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         super().visit_AugAssign(node)
         if (isinstance(node.operator, cst.AddAssign) and self.where.loop() is not None
-                and not _text(node.value) and self.carries_loss(node.value)
+                and not _text(node.value) and not _detached(node.value, self.detached)
+                and self.carries_loss(node.value)
                 and not (isinstance(node.target, cst.Name)
                          and node.target.value in self.facts.backward_receivers)):
             self.candidate(node, get_full_name_for_node(node.target), node.value)
@@ -1878,11 +1988,35 @@ class RowLoop(RuleVisitor):
                                                    or get_full_name_for_node(bound.func) == "len"))
                  or (isinstance(bound, cst.Subscript) and isinstance(bound.value, cst.Attribute)
                      and bound.value.attr.value == "shape"))
-        if not sized or not isinstance(node.target, cst.Name):
+        if not sized or not isinstance(node.target, cst.Name) or not self._rows(bound):
             return
         var = node.target.value
         if _writes_element(node.body, var, self.facts.tensor_names):
             self.flag(node)
+
+
+    def _rows(self, bound: cst.BaseExpression) -> bool:
+        """The bound counts a tensor's rows: ``x.size(0)``, ``x.shape[1]`` (a fixed dimension),
+        or ``len(t)`` of a tensor made in this file; not ``len(mean)`` of a list of per-channel
+        constants, nor ``x.shape[dim]`` of a dimension chosen at run time (a few channels)."""
+        if isinstance(bound, cst.Call) and get_full_name_for_node(bound.func) == "len":
+            arg = bound.args[0].value if len(bound.args) == 1 else None
+            return isinstance(arg, cst.Name) and arg.value in self.facts.tensor_names
+        if isinstance(bound, cst.Call):
+            if _method(bound) == "numel":
+                return True
+            args = _positional(bound)
+            return len(args) == 1 and _fixed_dim(args[0].value)
+        elements = bound.slice if isinstance(bound, cst.Subscript) else ()
+        return len(elements) == 1 and isinstance(elements[0].slice, cst.Index) and _fixed_dim(
+            elements[0].slice.value)
+
+
+def _fixed_dim(value: cst.BaseExpression) -> bool:
+    """``0``, ``-1``: a dimension written as a number."""
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+        value = value.expression
+    return isinstance(value, cst.Integer)
 
 
 def _writes_element(node: cst.CSTNode, var: str, tensors: set[str]) -> bool:
