@@ -1328,8 +1328,10 @@ def test_load_of_a_checkpoint_saved_with_settings_or_objects_is_left_alone():
                 self.net.load_state_dict(blob["weights"])
     """
     assert "PTT001" not in codes(settings, (2, 5))
-    # a setting saved as text (cfg.dump()) is no object
+    # a setting saved as text (cfg.dump()), or kept as a plain dict, is no object
     assert "PTT001" in codes(settings.replace("self.cfg", "self.cfg.dump()"), (2, 5))
+    assert "PTT001" in codes(textwrap.dedent(settings).replace(
+        "blob = {}", "blob = {}\n        self.cfg = dict(lr=0.1)"), (2, 5))
     stats = """\
         import torch
 
@@ -1419,7 +1421,9 @@ def test_load_state_dict_into_parameters_already_held_is_left_alone():
                 self.net.load_state_dict(torch.load(path, weights_only=True))
     """
     assert "PTT003" not in codes(in_object)
+    assert "PTT003" not in codes(in_object.replace("self.optimizer = opt", "self.emas = [opt]"))
     assert "PTT003" in codes(in_object.replace("self.optimizer = opt", "self.step = 0"))
+    assert "PTT003" in codes(in_object.replace("self.optimizer = opt", "self.schema = opt"))
 
 
 def test_detach_after_the_backward_or_in_a_hand_written_backward_is_left_alone():

@@ -529,14 +529,23 @@ class _LoadFallback:
             if not args:
                 continue
             entries = _dict_entries(args[0].value, scope)
-            if keys & {k for k, _ in entries} and any(self._object_value(v) for _, v in entries):
+            if keys & {k for k, _ in entries} and any(self._object_value(v, scope) for _, v in entries):
                 return True
         return False
 
-    def _object_value(self, value: cst.BaseExpression) -> bool:
+    def _object_value(self, value: cst.BaseExpression, scope: cst.CSTNode) -> bool:
         if isinstance(value, (cst.Name, cst.Attribute)):
             name = get_full_name_for_node(value) or ""
-            return name.rsplit(".", 1)[-1] in _SETTINGS
+            if name.rsplit(".", 1)[-1] not in _SETTINGS:
+                return False
+            for n in _walk_all(scope):  # settings kept as a plain dict load fine
+                if type(n) is cst.Assign and any(get_full_name_for_node(t.target) == name for t in n.targets
+                                                 if isinstance(t.target, (cst.Name, cst.Attribute))):
+                    v = n.value
+                    if isinstance(v, (cst.Dict, cst.DictComp)) or (isinstance(v, cst.Call) and (
+                            get_full_name_for_node(v.func) or "").rsplit(".", 1)[-1] in _PLAIN_MAKERS):
+                        return False
+            return True
         if isinstance(value, cst.Call):
             method = _method(value)
             if method == "numpy":
@@ -618,6 +627,8 @@ class _LoadFallback:
         return False
 
 
+# calls that turn settings into a plain dict the weights-only loader reads
+_PLAIN_MAKERS = frozenset({"dict", "vars", "asdict", "to_container", "to_dict"})
 # methods only a module has: a loaded value asked for one is a pickled module, not weights
 _MODULE_ONLY = frozenset({"eval", "train", "parameters", "named_parameters", "modules", "named_modules",
                           "children", "state_dict", "forward", "buffers", "requires_grad_", "zero_grad"})
@@ -996,7 +1007,8 @@ class LoadStateDictWithoutMmap(RuleVisitor):
 
 
 # a callee or attribute that keeps a module's parameters: an optimizer, an EMA, a wrapper
-_HOLDS_PARAMS = re.compile(r"optim|ema|averaged|swa|parallel|fsdp|shard|compile", re.IGNORECASE)
+_HOLDS_PARAMS = re.compile(r"[Oo]ptim|EMA|Ema($|[A-Z_\d])|(^|_)emas?($|_|\d)|[Aa]veraged|SWA|(^|_)swa|[Pp]arallel"
+                           r"|FSDP|fsdp|[Ss]hard|compile")
 
 
 def _receiver_name(call: cst.Call) -> str | None:
