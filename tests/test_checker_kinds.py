@@ -1425,3 +1425,218 @@ def test_a_loop_over_a_few_channels_is_no_row_loop():
     assert "PTT033" in codes(rows)
     made = src.replace("range(len(gains))", "range(len(out))")
     assert "PTT033" in codes(made)
+
+
+# --- round 4's misreads of PTT001, PTT003 and PTT025 (issue 33) ------------------------------
+
+def test_load_of_a_pickled_module_or_class_is_left_alone():
+    module = """\
+        import torch
+
+        def restore(target, path):
+            whole: torch.nn.Module = torch.load(path)
+            target.load_state_dict(whole.state_dict())
+    """
+    assert "PTT001" not in codes(module, (2, 5))
+    called = """\
+        import torch
+
+        def predict(path, batch):
+            net = torch.load(path)
+            return net(batch)
+    """
+    assert "PTT001" not in codes(called, (2, 5))
+    klass = """\
+        import torch
+
+        def rebuild(path):
+            blob = torch.load(path)
+            factory = blob["factory"]
+            obj = factory(*blob["a"], **blob["kw"])
+            obj.load_state_dict(blob["weights"])
+            return obj
+    """
+    assert "PTT001" not in codes(klass, (2, 5))
+    plain = """\
+        import torch
+
+        def rebuild(obj, path):
+            blob = torch.load(path)
+            obj.load_state_dict(blob["weights"])
+            return obj
+    """
+    assert "PTT001" in codes(plain, (2, 5))
+
+
+def test_load_of_a_checkpoint_saved_with_settings_or_objects_is_left_alone():
+    settings = """\
+        import torch
+
+        class Runner:
+            def save(self):
+                blob = {}
+                blob["weights"] = self.net.state_dict()
+                blob["hyper"] = self.cfg
+                torch.save(blob, self.file)
+
+            def resume(self):
+                blob = torch.load(self.file)
+                self.net.load_state_dict(blob["weights"])
+    """
+    assert "PTT001" not in codes(settings, (2, 5))
+    # a setting saved as text (cfg.dump()), or kept as a plain dict, is no object
+    assert "PTT001" in codes(settings.replace("self.cfg", "self.cfg.dump()"), (2, 5))
+    assert "PTT001" in codes(textwrap.dedent(settings).replace(
+        "blob = {}", "blob = {}\n        self.cfg = dict(lr=0.1)"), (2, 5))
+    stats = """\
+        import torch
+
+        def main(resume, out):
+            agent = make_agent()
+            if resume:
+                blob = torch.load(resume)
+                agent.load_state_dict(blob["agent"])
+                envs.set_norm(blob["norm"])
+
+            def keep_best(agent):
+                torch.save({"agent": agent.state_dict(), "norm": envs.get_norm()}, out)
+            fit(agent, keep_best)
+    """
+    assert "PTT001" not in codes(stats, (2, 5))
+    assert "PTT001" in codes(stats.replace("envs.get_norm()", "step"), (2, 5))
+
+
+def test_load_of_what_the_run_just_wrote_is_left_alone():
+    child = """\
+        import io
+        import subprocess
+        import torch
+
+        def ask_child(code):
+            sent = io.BytesIO()
+            torch.save(code, sent)
+            done = subprocess.run(["python", "-c", code], input=sent.getvalue(), capture_output=True)
+            sent = io.BytesIO(done.stdout)
+            return torch.load(sent)
+    """
+    assert "PTT001" not in codes(child, (2, 5))
+    callback = """\
+        import torch
+
+        def fit(net, folder, epochs):
+            stopper = Stopper()
+            for epoch in range(epochs):
+                score = net(epoch).sum()
+                score.backward()
+                stopper(score, net, folder)
+            best = folder + "/best.pt"
+            net.load_state_dict(torch.load(best))
+    """
+    assert "PTT001" not in codes(callback, (2, 5))
+    assert "PTT001" in codes(callback.replace("stopper(score, net, folder)", "stopper(score)"), (2, 5))
+    # a helper handed the module and the path outside a training loop may be a loader
+    helper = """\
+        import torch
+
+        def warm_start(net, folder):
+            fetch_into(net, folder)
+            net.load_state_dict(torch.load(folder + "/best.pt"))
+    """
+    assert "PTT001" in codes(helper, (2, 5))
+
+
+def test_load_state_dict_into_parameters_already_held_is_left_alone():
+    held = """\
+        import torch
+
+        def resume(path, device):
+            model = Net()
+            model.to(device)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            model.load_state_dict(torch.load(path, weights_only=True))
+    """
+    assert "PTT003" not in codes(held)
+    fresh = """\
+        import torch
+
+        def resume(path):
+            model = Net()
+            model.load_state_dict(torch.load(path, weights_only=True))
+            return model
+    """
+    assert "PTT003" in codes(fresh)
+    in_object = """\
+        import torch
+
+        class Fitter:
+            def __init__(self, net, opt):
+                self.net = net
+                self.optimizer = opt
+
+            def restore(self, path):
+                self.net.load_state_dict(torch.load(path, weights_only=True))
+    """
+    assert "PTT003" not in codes(in_object)
+    assert "PTT003" not in codes(in_object.replace("self.optimizer = opt", "self.emas = [opt]"))
+    assert "PTT003" in codes(in_object.replace("self.optimizer = opt", "self.step = 0"))
+    assert "PTT003" in codes(in_object.replace("self.optimizer = opt", "self.schema = opt"))
+
+
+def test_detach_after_the_backward_or_in_a_hand_written_backward_is_left_alone():
+    metrics = """\
+        import torch
+
+        def step(net, opt, x, y):
+            out = net(x)
+            loss = (out - y).pow(2).mean()
+            loss.backward()
+            opt.step()
+            out = out.detach()
+            out[out < 0] = 0
+            return out
+    """
+    assert "PTT025" not in codes(metrics)
+    before = """\
+        import torch
+
+        def step(net, head, opt, x, y):
+            out = net(x)
+            out = out.detach()
+            loss = (head(out) - y).pow(2).mean()
+            loss.backward()
+            opt.step()
+    """
+    assert "PTT025" in codes(before)
+    function = """\
+        import torch
+
+        class Twice(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return 2 * x
+
+            @staticmethod
+            def backward(ctx, grad):
+                (x,) = ctx.saved_tensors
+                grad = grad.detach()
+                with torch.enable_grad():
+                    y = x * 2
+                    y.backward(grad)
+                return 2 * grad
+    """
+    assert "PTT025" not in codes(function)
+    recompute = """\
+        import torch
+
+        def reverse(block, y, dy):
+            with torch.enable_grad():
+                y.requires_grad = True
+                out = block(y)
+                out.backward(dy)
+            with torch.no_grad():
+                x = y - out
+                y = y.detach()
+            return x, y
+    """
+    assert "PTT025" not in codes(recompute)

@@ -234,9 +234,10 @@ class _Scan:
 
     @staticmethod
     def _method_class(stack: list[ast.AST], names=("forward", "__init__")) -> ast.AST | None:
+        """The class whose method (one of ``names``; any, for None) holds the node."""
         for i in range(len(stack) - 1, 0, -1):
             if isinstance(stack[i], (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(stack[i - 1], ast.ClassDef):
-                return stack[i - 1] if stack[i].name in names else None
+                return stack[i - 1] if names is None or stack[i].name in names else None
         return None
 
     def walk(self, node: ast.AST, stack: list[ast.AST]) -> None:
@@ -366,6 +367,8 @@ class _Scan:
             self._add(self._stmt(stack))
         if name in SCOPE_CALLS:
             self._scope(self._function(stack))
+            if name in ("load", "load_state_dict"):  # PTT001/PTT003 read the class's other methods
+                self._add(self._method_class(stack, names=None))
         if name == "format" and self.formats:
             self._formatting(stack)
         if (name.endswith("_") and isinstance(node.func, ast.Attribute)

@@ -71,7 +71,13 @@ state = torch.load("ckpt.pt", weights_only=True)
               "raise: a Megatron/DeepSpeed per-rank model-state file (mp_rank_*: NumPy RNG state, the "
               "run's Namespace), a load whose function handles NumPy RNG state keys, a file that reads "
               "Namespaces out of what it loads, or one that reads back from a buffer a module or "
-              "Namespace it pickled itself. Nothing before 2.6 in a project whose requirements "
+              "Namespace it pickled itself; a load whose value the function uses as a module (called, "
+              "annotated Module, asked for .eval()/.state_dict()) or whose item it calls (a class "
+              "stored in the file); a load reading keys of a dict that a torch.save of the same class "
+              "or function writes with a setting (args, cfg), a .numpy() array or a get_...() object "
+              "beside the tensors. Not a load of what the run just wrote: a child process's stdout, "
+              "or a path that the function's training loop, before the load, hands to torch.save or, "
+              "with the module, to a checkpoint callback. Nothing before 2.6 in a project whose requirements "
               "(pyproject.toml, requirements*.txt, setup.py; a README's \"torch>=\" or \"PyTorch 2.6 "
               "or later\") need torch 2.6 or later. An explicit weights_only=False only where the "
               "code does not show it deliberate: not under a comment that gives a reason about weights_only or pickling, "
@@ -123,7 +129,11 @@ model.load_state_dict(sd, assign=True)
         fix="load with mmap=True, build under torch.device('meta'), assign=True",
         scope="Off by default: it pays only for models whose weights are a large share of memory, "
               "which the code does not show; select it where they are. Not a load_state_dict of a "
-              "data loader, sampler or batch generator (its position in the data, not weights).",
+              "data loader, sampler or batch generator (its position in the data, not weights); nor "
+              "a module whose parameters something already holds, which assign=True would replace: "
+              "moved (.to(), .cuda()), handed to an optimizer (.parameters()) or wrapped (EMA, DDP, "
+              "FSDP, torch.compile) earlier in the function, or, for self.x, anywhere in the class, "
+              "or in an object that keeps an optimizer or EMA.",
         default=False,
     ),
     Rule(
@@ -673,6 +683,10 @@ output.sum().backward()
 """),
         short="x = x.detach() cuts the graph: the layers before it get no gradient",
         fix="drop the .detach()",
+        scope="Only an x = x.detach() before a backward() of the same function (or top-level "
+              "code): not one after its last backward (outputs detached for metrics after the "
+              "step, activations recomputed by a hand-written reversible backward), not in a "
+              "method named backward (an autograd.Function's), and not under a grad-free block.",
     ),
     Rule(
         "PTT026", "tip_closure_scope", "loop tensors outlive the training loop",

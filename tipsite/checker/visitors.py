@@ -475,7 +475,136 @@ class _LoadFallback:
             if (isinstance(node, cst.If) and any(_OBJECT_FILE.search(t) for t in _strings(node.test))
                     and any(m is load for m in walk(node.body))):
                 return True
+        return self._used_as_object(load, func) or self._saved_with_objects(load, func)
+
+    def _used_as_object(self, load: cst.Call, func: cst.FunctionDef) -> bool:
+        """What the function does with the loaded value shows it is no tensor container: it is
+        annotated as a Module, called, or asked for a module's methods (``.eval()``,
+        ``.state_dict()``), or an item of it is called (a class stored in the file:
+        ``klass = pkg["klass"]; klass(*args)``)."""
+        names = _bound_to(load, func)
+        if not names:
+            return False
+        items: set[str] = set()
+        for n in walk(func.body):
+            kind = type(n)
+            if kind is cst.AnnAssign and n.value is not None and _unsubscript(n.value) is load:
+                if "Module" in (get_full_name_for_node(n.annotation.annotation) or ""):
+                    return True
+            elif kind is cst.Assign and isinstance(n.value, cst.Subscript):
+                root = _unsubscript(n.value)
+                if isinstance(root, cst.Name) and root.value in names:
+                    items |= {t.target.value for t in n.targets if isinstance(t.target, cst.Name)}
+        for n in walk(func.body):
+            if type(n) is not cst.Call:
+                continue
+            f = n.func
+            if isinstance(f, cst.Name) and (f.value in names or f.value in items):
+                return True
+            if isinstance(f, cst.Subscript) and isinstance(_unsubscript(f), cst.Name) \
+                    and _unsubscript(f).value in names:
+                return True
+            if (isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value in names
+                    and f.attr.value in _MODULE_ONLY):
+                return True
         return False
+
+    def _saved_with_objects(self, load: cst.Call, func: cst.FunctionDef) -> bool:
+        """The matching ``torch.save`` (in the same class, or the same outermost function, that
+        writes a dict with a key this load reads) stores an object beside the tensors: a run's
+        settings (``"args": self.args``), a ``.numpy()`` array, or what a ``get_...()`` method
+        outside torch returns (a running normaliser, a statistics object)."""
+        names = _bound_to(load, func)
+        keys = _keys_read(load, names, func)
+        if not keys:
+            return False
+        scope = next((n for n in self.where.stack if isinstance(n, cst.ClassDef)), None)
+        if scope is None:
+            scope = next((n for n in self.where.stack if isinstance(n, cst.FunctionDef)), None)
+        if scope is None:
+            return False
+        saves = [n for n in _walk_all(scope) if type(n) is cst.Call and self.qname(n) == "torch.save"]
+        for save in saves:
+            args = _positional(save)
+            if not args:
+                continue
+            entries = _dict_entries(args[0].value, scope)
+            if keys & {k for k, _ in entries} and any(self._object_value(v, scope) for _, v in entries):
+                return True
+        return False
+
+    def _object_value(self, value: cst.BaseExpression, scope: cst.CSTNode) -> bool:
+        if isinstance(value, (cst.Name, cst.Attribute)):
+            name = get_full_name_for_node(value) or ""
+            if name.rsplit(".", 1)[-1] not in _SETTINGS:
+                return False
+            for n in _walk_all(scope):  # settings kept as a plain dict load fine
+                if type(n) is cst.Assign and any(get_full_name_for_node(t.target) == name for t in n.targets
+                                                 if isinstance(t.target, (cst.Name, cst.Attribute))):
+                    v = n.value
+                    if isinstance(v, (cst.Dict, cst.DictComp)) or (isinstance(v, cst.Call) and (
+                            get_full_name_for_node(v.func) or "").rsplit(".", 1)[-1] in _PLAIN_MAKERS):
+                        return False
+            return True
+        if isinstance(value, cst.Call):
+            method = _method(value)
+            if method == "numpy":
+                return True
+            q = self.qname(value) or ""
+            last = (get_full_name_for_node(value.func) or "").rsplit(".", 1)[-1]
+            return last.startswith("get_") and not q.startswith("torch.")
+        return False
+
+    def reads_own_output(self, load: cst.Call) -> bool:
+        """The load reads back what this run just wrote, so nothing untrusted is unpickled: the
+        stdout of a child process it started (``io.BytesIO(proc.stdout)``), or a path built from
+        a name that the function's training loop (a loop calling ``backward()``), before the
+        load, hands to ``torch.save`` or, with the module, to a checkpoint callback
+        (``early_stopping(loss, model, path)`` in the loop, ``torch.load(path + "/ckpt.pth")``
+        after it). (A save in another branch of an ``if`` is not this run's file.)"""
+        func = self.where.function()
+        if func is None:
+            return False
+        args = _positional(load)
+        if not args:
+            return False
+        value = args[0].value
+        paths = _bare_names(value)
+        if isinstance(value, cst.Name):
+            name = value.value
+            for n in _ordered(func.body):  # the last binding before the load
+                if n is load:
+                    break
+                if type(n) is cst.Assign and any(isinstance(t.target, cst.Name)
+                                                 and t.target.value == name for t in n.targets):
+                    paths = paths | _bare_names(n.value)
+                    value = n.value
+        if isinstance(value, cst.Call) and (self.qname(value) or "").endswith("BytesIO") and value.args:
+            inner = value.args[0].value
+            if isinstance(inner, cst.Attribute) and inner.attr.value == "stdout":
+                return True
+            if isinstance(inner, cst.Call) and (self.qname(inner) or "") == "subprocess.check_output":
+                return True
+        training = [n for n in walk(func.body) if type(n) in _LOOPS and _calls_backward(n)]
+        for n in _ordered(func.body):
+            if n is load:
+                return False
+            if type(n) is not cst.Call or not n.args:
+                continue
+            handed = {a.value.value for a in n.args if isinstance(a.value, cst.Name)}
+            if not handed & paths or not any(any(m is n for m in walk(loop)) for loop in training):
+                continue
+            if self.qname(n) == "torch.save":
+                return True
+            if ("load" not in (get_full_name_for_node(n.func) or "").lower()
+                    and any(self._module_arg(a.value) for a in n.args)):
+                return True  # a checkpoint callback of the training loop
+        return False
+
+    def _module_arg(self, value: cst.BaseExpression) -> bool:
+        name = get_full_name_for_node(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+        return bool(name) and (name in self.facts.module_names
+                               or bool(_MODULE_NAME.search(name.rsplit(".", 1)[-1])))
 
     def _reads_buffer(self, load: cst.Call, func: cst.FunctionDef) -> bool:
         """The load reads an in-memory buffer (``io.BytesIO(...)``, or a name bound to one here)."""
@@ -498,6 +627,104 @@ class _LoadFallback:
         return False
 
 
+# calls that turn settings into a plain dict the weights-only loader reads
+_PLAIN_MAKERS = frozenset({"dict", "vars", "asdict", "to_container", "to_dict"})
+# methods only a module has: a loaded value asked for one is a pickled module, not weights
+_MODULE_ONLY = frozenset({"eval", "train", "parameters", "named_parameters", "modules", "named_modules",
+                          "children", "state_dict", "forward", "buffers", "requires_grad_", "zero_grad"})
+
+
+def _unsubscript(node: cst.BaseExpression) -> cst.BaseExpression:
+    while isinstance(node, cst.Subscript):
+        node = node.value
+    return node
+
+
+def _ordered(node: cst.CSTNode):
+    """Like walk(), in source order."""
+    stack = list(children(node))[::-1]
+    while stack:
+        n = stack.pop()
+        yield n
+        if type(n) not in _STOPS:
+            stack.extend(list(children(n))[::-1])
+
+
+def _walk_all(node: cst.CSTNode):
+    """Every node under ``node``, nested functions and classes included."""
+    stack = list(children(node))
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(children(n))
+
+
+def _bare_names(node: cst.BaseExpression) -> set[str]:
+    """Plain names an expression reads, not the roots of dotted ones or settings (``args``)."""
+    roots = {id(n.value) for n in [node, *walk(node)] if type(n) is cst.Attribute}
+    return {n.value for n in [node, *walk(node)]
+            if type(n) is cst.Name and id(n) not in roots and n.value not in _SETTINGS}
+
+
+def _bound_to(load: cst.Call, func: cst.FunctionDef) -> set[str]:
+    """The names the function binds to ``load`` (``pkg = torch.load(p)``)."""
+    names: set[str] = set()
+    for n in walk(func.body):
+        if type(n) is cst.Assign and n.value is load:
+            names |= {t.target.value for t in n.targets if isinstance(t.target, cst.Name)}
+        elif type(n) is cst.AnnAssign and n.value is load and isinstance(n.target, cst.Name):
+            names.add(n.target.value)
+    return names
+
+
+def _key(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        return node.value.strip("'\"bru")
+    return None
+
+
+def _keys_read(load: cst.Call, names: set[str], func: cst.FunctionDef) -> set[str]:
+    """The string keys read out of the loaded dict (``pkg["state"]``, ``torch.load(p)["model"]``)."""
+    keys: set[str] = set()
+    for n in walk(func.body):
+        if type(n) is cst.Subscript and (n.value is load or (isinstance(n.value, cst.Name)
+                                                                 and n.value.value in names)):
+            for el in n.slice:
+                if isinstance(el.slice, cst.Index):
+                    k = _key(el.slice.value)
+                    if k:
+                        keys.add(k)
+    return keys
+
+
+def _dict_entries(value: cst.BaseExpression, scope: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:
+    """(key, value) of the dict a ``torch.save`` writes: a dict literal, or a name bound in
+    ``scope`` to one or filled item by item (``pkg["args"] = args``)."""
+    def literal(d: cst.BaseExpression) -> list[tuple[str, cst.BaseExpression]]:
+        if not isinstance(d, cst.Dict):
+            return []
+        return [(k, e.value) for e in d.elements if isinstance(e, cst.DictElement)
+                for k in [_key(e.key)] if k]
+    if isinstance(value, cst.Dict):
+        return literal(value)
+    if not isinstance(value, cst.Name):
+        return []
+    found: list[tuple[str, cst.BaseExpression]] = []
+    for n in _walk_all(scope):
+        if type(n) is not cst.Assign:
+            continue
+        for t in n.targets:
+            if isinstance(t.target, cst.Name) and t.target.value == value.value:
+                found += literal(n.value)
+            elif (isinstance(t.target, cst.Subscript) and isinstance(t.target.value, cst.Name)
+                  and t.target.value.value == value.value):
+                el = t.target.slice[0].slice if t.target.slice else None
+                k = _key(el.value) if isinstance(el, cst.Index) else None
+                if k:
+                    found.append((k, n.value))
+    return found
+
+
 class UnsafeLoad(_LoadFallback, TorchUnsafeLoadVisitor, RuleVisitor):
     """PTT001 through TorchFix's TOR102 (``torch.load`` without ``weights_only``): a risk only
     before torch 2.6, where ``weights_only`` defaults to False, and not where the code already
@@ -506,7 +733,7 @@ class UnsafeLoad(_LoadFallback, TorchUnsafeLoadVisitor, RuleVisitor):
     def add_violation(self, node, error_code, message, replacement=None) -> None:
         if (self.torch is None or not self.torch_before((2, 6)) or self.project_needs_26()
                 or self.where.under(SAFE_GLOBALS, self)
-                or self.in_load_fallback() or self.reads_objects(node)):
+                or self.in_load_fallback() or self.reads_objects(node) or self.reads_own_output(node)):
             return
         RuleVisitor.add_violation(self, node, error_code, message, replacement)
 
@@ -568,7 +795,8 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
         if self.qname(node) == "torch.load":
             arg = self.get_specific_arg(node, "weights_only", -1)
             if (arg is not None and _is_false(arg.value) and not self.in_load_fallback()
-                    and not self.reads_objects(node) and not self.deliberate()):
+                    and not self.reads_objects(node) and not self.reads_own_output(node)
+                    and not self.deliberate()):
                 self.flag(node)
 
     def deliberate(self) -> bool:
@@ -734,8 +962,63 @@ class LoadStateDictWithoutMmap(RuleVisitor):
             plain = self.loaded.get(value.value, default)
         else:
             plain = self._plain(node.args[0].value)
-        if plain:
+        if plain and not self._params_taken(node, receiver):
             self.flag(node)
+
+    def _params_taken(self, call: cst.Call, receiver: str) -> bool:
+        """Something already holds the module's parameters, which ``assign=True`` would replace
+        behind its back: earlier in the function (or anywhere in the class, for ``self.x``), the
+        module was moved (``.to()``, ``.cuda()``), its ``.parameters()`` handed out (an
+        optimizer), or it was wrapped (an EMA, DDP, FSDP, ``torch.compile``); or the object keeps
+        an optimizer or EMA (``self.optimizer = ...``)."""
+        func = self.where.function()
+        nodes = []
+        if func is not None:
+            for n in _ordered(func.body):
+                if n is call:
+                    break
+                nodes.append(n)
+        cls = next((n for n in reversed(self.where.stack) if isinstance(n, cst.ClassDef)), None)
+        if cls is not None and receiver.startswith("self."):
+            for n in _walk_all(cls):
+                if type(n) is cst.Assign and any(
+                        isinstance(t.target, cst.Attribute) and isinstance(t.target.value, cst.Name)
+                        and t.target.value.value == "self" and _HOLDS_PARAMS.search(t.target.attr.value)
+                        for t in n.targets):
+                    return True
+                nodes.append(n)
+        for n in nodes:
+            kind = type(n)
+            if kind is cst.Call:
+                method = _method(n)
+                if method in ("parameters", "named_parameters", "to", "cuda"):
+                    if _receiver_name(n) == receiver:
+                        return True
+                elif any(get_full_name_for_node(a.value) == receiver for a in n.args
+                         if isinstance(a.value, (cst.Name, cst.Attribute))):
+                    callee = (get_full_name_for_node(n.func) or "").rsplit(".", 1)[-1]
+                    if _HOLDS_PARAMS.search(callee):
+                        return True
+            elif kind is cst.Assign and any(get_full_name_for_node(t.target) == receiver for t in n.targets
+                                            if isinstance(t.target, (cst.Name, cst.Attribute))):
+                if any(type(c) is cst.Call and _method(c) in ("to", "cuda") for c in [n.value, *walk(n.value)]):
+                    return True
+        return False
+
+
+# a callee or attribute that keeps a module's parameters: an optimizer, an EMA, a wrapper
+_HOLDS_PARAMS = re.compile(r"[Oo]ptim|EMA|Ema($|[A-Z_\d])|(^|_)emas?($|_|\d)|[Aa]veraged|SWA|(^|_)swa|[Pp]arallel"
+                           r"|FSDP|fsdp|[Ss]hard|compile")
+
+
+def _receiver_name(call: cst.Call) -> str | None:
+    """``model`` for ``model.parameters()``, ``model.module.to(d)``, ``model.eval().cuda()``."""
+    value = call.func.value
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        value = value.func.value
+    while isinstance(value, cst.Attribute) and value.attr.value == "module":
+        value = value.value
+    return get_full_name_for_node(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
 
 
 _MODULE_NAME = re.compile(r"(^|_)(model|net|module|network)s?\d*$", re.IGNORECASE)
@@ -1677,11 +1960,17 @@ def _built(value: cst.BaseExpression) -> bool:
 
 
 class DetachBeforeLayers(RuleVisitor):
+    """``x = x.detach()`` before a ``backward()`` of the same code: not one after the last
+    backward (predictions detached for metrics after the step, a hand-written backward pass
+    that recomputes activations after calling backward on them), not in a ``backward`` method
+    (an autograd.Function's), and not under a grad-free block (where it changes nothing)."""
+
     CODE = "PTT025"
 
     def reset(self) -> None:
-        self.pending: dict[int, list[cst.Call]] = {}  # id(function or 0) -> detach calls
-        self.backward: set[int] = set()
+        self.pending: dict[int, list[tuple[int, cst.Call]]] = {}  # id(function or 0) -> (order, detach)
+        self.backward: dict[int, int] = {}  # id(function or 0) -> order of its last backward()
+        self.order = 0
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
@@ -1690,22 +1979,30 @@ class DetachBeforeLayers(RuleVisitor):
                 and isinstance(value.func.value, cst.Name)
                 and value.func.value.value == node.targets[0].target.value):
             func = self.where.function()
+            if func is not None and func.name.value == "backward":
+                return  # a hand-written backward: what it detaches is its own business
+            if self.where.grad_free(self):
+                return
             if func is not None or self.at_module_level:
-                self.pending.setdefault(id(func) if func else 0, []).append(value)
+                self.order += 1
+                self.pending.setdefault(id(func) if func else 0, []).append((self.order, value))
 
     def visit_Call(self, node: cst.Call) -> None:
         if _method(node) == "backward":
             func = self.where.function()
-            self.backward.add(id(func) if func else 0)
+            self.order += 1
+            self.backward[id(func) if func else 0] = self.order
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if id(node) in self.backward:
-            for call in self.pending.pop(id(node), []):
+        last = self.backward.get(id(node))
+        for order, call in self.pending.pop(id(node), []):
+            if last is not None and order < last:
                 self.flag(call)
 
     def leave_Module(self, node: cst.Module) -> None:
-        if 0 in self.pending and (0 in self.backward or self.facts.module_backward):
-            for call in self.pending.pop(0):
+        last = self.backward.get(0)
+        for order, call in self.pending.pop(0, []):
+            if (last is not None and order < last) or (last is None and self.facts.module_backward):
                 self.flag(call)
 
 
