@@ -107,7 +107,8 @@ IN_REPOSITORY = (Path(__file__).resolve().parents[2] / "gallery").is_dir()
 
 def version() -> str:
     try:
-        from importlib.metadata import PackageNotFoundError, version as dist_version
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as dist_version
 
         return dist_version("torch-tips")
     except (ImportError, PackageNotFoundError):

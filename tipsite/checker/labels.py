@@ -225,7 +225,7 @@ def status(tuning: Labels, heldout: Labels | None) -> dict:
     basis = heldout if heldout is not None else tuning
     t = table(basis)
     rules = {}
-    for code, rule in RULES.items():
+    for code in RULES:
         row = t.get(code, {"findings": 0, **{k: 0 for k in KINDS}})
         stable = (row["findings"] >= STABLE_MIN_FINDINGS and row["wrong"] == 0
                   and row["useful"] >= STABLE_MIN_USEFUL * row["findings"])

@@ -242,7 +242,7 @@ class Tracker:
                 return True
         return False
 
-    def grad_free(self, visitor: "RuleVisitor") -> bool:
+    def grad_free(self, visitor: RuleVisitor) -> bool:
         """Inside a grad-free ``with`` or a function under a grad-free decorator (the innermost
         function, and the functions around it that define it)."""
         for node in reversed(self.stack):
@@ -263,7 +263,7 @@ class Tracker:
 GRAD_FREE_NAME = re.compile(r"inference_mode|no_grad", re.IGNORECASE)
 
 
-def grad_free(expr: cst.BaseExpression, visitor: "RuleVisitor") -> bool:
+def grad_free(expr: cst.BaseExpression, visitor: RuleVisitor) -> bool:
     """Whether ``expr`` (a decorator or a ``with`` item) turns autograd off: ``torch.no_grad()``,
     ``torch.inference_mode()``, ``torch.set_grad_enabled(False)``, a function of this file that
     returns one of them (followed to what it returns), or a name that says so."""
