@@ -201,10 +201,11 @@ for name, f in found.items():
 # What the profile says is worth what it measures. Without the profiler, a stopwatch
 # (``time.perf_counter``) times the same four steps of the smallest model, split into the
 # wait for the next batch and the step itself (synchronising a GPU after each step). After
-# one profile as a warm-up, ten rounds, each one profile and one stopwatch run, give ten
-# ratios of the ``DataLoader``'s share of the steps as the profile reports it to its share
-# as the stopwatch measures it. The profile is *accurate* when the interval of that ratio
-# lies within 0.8 to 1.25.
+# one profile as a warm-up, twenty rounds, each one profile and one stopwatch run, give
+# twenty ratios of the ``DataLoader``'s share of the steps as the profile reports it to its
+# share as the stopwatch measures it. The profile is *accurate* when the interval of that
+# ratio lies within 0.8 to 1.25. (Ten rounds left one build beside a busy core with an
+# interval ending at 1.237: too close to 1.25 to settle.)
 
 
 def stopwatch_share(batches, step, steps=4):
@@ -230,7 +231,7 @@ def stopwatch_share(batches, step, steps=4):
 
 profiled, timed = [], []
 profile_steps(per_sample_batches, step)  # warm-up: the profiler's first start-up costs
-for _ in range(10):
+for _ in range(20):
     profiled.append(read_profile(profile_steps(per_sample_batches, step))
                     ["DataLoader share"])
     timed.append(stopwatch_share(per_sample_batches, step))
