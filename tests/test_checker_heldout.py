@@ -21,6 +21,16 @@ def test_held_out_excerpts_are_not_in_the_rules_test_data():
     fake = labels.Labels(findings=[{"excerpt": "  12|    total_loss = criterion(outputs, targets) * scale\n"}])
     assert labels.leaks(fake, {"tests/x.py": "x = 1\n    total_loss = criterion(outputs, targets) * scale\n"})
     assert not labels.leaks(fake, {"tests/x.py": "import torch\n"})
+    # in a tuning excerpt (cut from another codebase) one shared line is an idiom; two lines
+    # next to each other in both are copied code
+    pair = labels.Labels(findings=[{"excerpt": "  12|    total_loss = criterion(outputs, targets) * scale\n"
+                                                "  13|    total_loss.backward(retain_graph=keep_graph)\n"
+                                                "  14|)\n"}])
+    cut = str(labels.EXCERPTS.relative_to(ROOT)) + "/o+r/x.py.txt"
+    idiom = "  7|    total_loss = criterion(outputs, targets) * scale\n  8|)\n"
+    assert not labels.leaks(pair, {cut: idiom}) and labels.leaks(pair, {"tests/x.py": idiom})
+    copied_block = "  7|    total_loss = criterion(outputs, targets) * scale\n  9|    total_loss.backward(retain_graph=keep_graph)\n"
+    assert labels.leaks(pair, {cut: copied_block})
     # a held-out codebase moved into the tuning set (spent) may be in the tuning excerpts; no other
     moved = labels.Labels(findings=[{"repo": "o/r", "excerpt": fake.findings[0]["excerpt"]}])
     copied = {"tests/x.py": "    total_loss = criterion(outputs, targets) * scale\n"}
