@@ -1640,3 +1640,162 @@ def test_detach_after_the_backward_or_in_a_hand_written_backward_is_left_alone()
             return x, y
     """
     assert "PTT025" not in codes(recompute)
+
+
+# --- round 5: PTT001's advice follows the evidence; silent where the project already decided -------
+
+def test_weights_only_advice_never_tells_a_user_to_break_loading():
+    """The finding cannot see what a file holds, so its advice states the choice: True only for
+    a file of tensors, allow-listed classes or an explicit False (trusted files) otherwise."""
+    from tipsite.checker.registry import RULES
+
+    rule = RULES["PTT001"]
+    for text in (rule.advice, rule.fix, rule.scope):
+        assert "weights_only=True" in text or "True for a file of tensors" in text
+        assert "trusted" in text or "trust" in text
+    assert "add_safe_globals" in rule.advice and "allow-list" in rule.fix
+    assert rule.tip == "tip_weights_only_load"
+
+
+@pytest.mark.parametrize("init, flagged", [
+    ('import os\nos.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"\n', False),
+    ("import os\nos.environ.setdefault('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', '1')\n", False),
+    ('import os\nprint(os.environ.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"))\n', True),  # read only
+    ('# os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"\n', True),  # a comment
+    ("", True),
+])
+def test_torch_load_is_silent_where_the_package_turns_the_weights_only_loader_off(tmp_path, init, flagged):
+    assert ("PTT001" in _in_project(tmp_path, {"pkg/__init__.py": init}, _LOAD)) is flagged
+
+
+def test_torch_load_is_silent_where_the_file_sets_the_loader_off(tmp_path):
+    source = """\
+        import os
+        os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
+        import torch
+        net = torch.load(path_to_net)
+    """
+    assert "PTT001" not in _in_project(tmp_path, {}, source)
+    explicit = source.replace("torch.load(path_to_net)", "torch.load(path_to_net, weights_only=False)")
+    assert "PTT001" not in _in_project(tmp_path, {}, explicit, torch=(2, 13))
+    unset = 'os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"'
+    assert "PTT001" in _in_project(tmp_path, {}, source.replace(unset, ""))
+    assert "PTT001" in _in_project(tmp_path, {}, explicit.replace(unset, ""), torch=(2, 13))
+
+
+def test_weights_only_false_beside_an_allow_list_is_a_decision():
+    guarded = """\
+        import torch
+
+        def read_run(path):
+            if hasattr(torch.serialization, "add_safe_globals"):
+                torch.serialization.add_safe_globals([RunStats])
+                return torch.load(path, weights_only=False)
+            return torch.load(path, weights_only=False)
+    """
+    assert "PTT001" not in codes(guarded, torch=(2, 13))
+    assert "PTT001" not in codes(guarded, torch=(2, 5))
+    plain = """\
+        import torch
+
+        def read_run(path):
+            return torch.load(path, weights_only=False)
+    """
+    assert "PTT001" in codes(plain, torch=(2, 13))
+
+
+def test_requirement_floor_outranks_a_readme_recommendation(tmp_path):
+    files = {"pyproject.toml": '[project]\ndependencies = [\n    "torch>=2.8.1",  # a note\n]\n',
+             "README.md": "Training is fastest with PyTorch >= 2.1 and a GPU.\n"}
+    assert "PTT001" not in _in_project(tmp_path, files, _LOAD)
+    other = tmp_path / "other"
+    other.mkdir()
+    readme_only = {"setup.py": "", "README.md": "Training is fastest with PyTorch >= 2.1.\n"}
+    assert "PTT001" in _in_project(other, readme_only, _LOAD)
+
+
+def test_a_local_tensorrt_engine_is_no_checkpoint_download():
+    engine_load = """\
+        import torch
+
+        def build(engine_path):
+            from torch2trt import TRTModule
+            model_trt = TRTModule()
+            model_trt.load_state_dict(torch.load(engine_path))
+            return model_trt
+    """
+    assert "PTT001" not in codes(engine_load, torch=(2, 5))
+    assert "PTT003" not in codes(engine_load, torch=(2, 13))
+    weights = engine_load.replace("from torch2trt import TRTModule", "from mylib import Decoder") \
+        .replace("TRTModule()", "Decoder()")
+    assert "PTT001" in codes(weights, torch=(2, 5))
+    assert "PTT003" in codes(weights, torch=(2, 13))
+
+
+def test_mmap_advice_is_silent_on_a_resume_and_on_per_file_loads():
+    resume = """\
+        import torch
+
+        def resume(self, model, path):
+            state = torch.load(path, map_location="cpu")
+            model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            return model
+    """
+    assert "PTT003" not in codes(resume, torch=(2, 13))
+    no_optimizer = resume.replace('self.optimizer.load_state_dict(state["optimizer"])', "pass")
+    assert "PTT003" in codes(no_optimizer, torch=(2, 13))
+    per_file = """\
+        import torch
+
+        def load_parts(model, part_files):
+            for part in part_files:
+                piece = torch.load(part, map_location="cpu")
+                model.load_state_dict(piece, strict=False)
+            return model
+    """
+    assert "PTT003" not in codes(per_file, torch=(2, 13))
+    once = """\
+        import torch
+
+        def load_all(model, path, steps):
+            for step in range(steps):
+                model.load_state_dict(torch.load(path))
+            return model
+    """
+    assert "PTT003" in codes(once, torch=(2, 13))
+
+
+def test_whole_module_save_is_left_where_the_file_reads_whole_modules():
+    convert = """\
+        import torch
+
+        def convert(src, dst):
+            net = torch.load(src, map_location="cpu")
+            weights = net.state_dict()
+            out_model = rebuild(weights)
+            torch.save(out_model, dst)
+    """
+    assert "PTT004" not in codes(convert, torch=(2, 13))
+    fresh = """\
+        import torch
+
+        def export(dst):
+            out_model = build()
+            torch.save(out_model, dst)
+    """
+    assert "PTT004" in codes(fresh, torch=(2, 13))
+
+
+def test_tensor_from_ndarray_with_a_dtype_or_device_copies_anyway():
+    source = """\
+        import numpy as np
+        import torch
+
+        def step(self, x):
+            for k in range(3):
+                t = torch.tensor(np.ones(4), dtype=x.dtype, device=x.device)
+                u = torch.tensor(np.ones(4))
+    """
+    found = engine.Checker((2, 13), "cuda").check_source(textwrap.dedent(source))
+    assert [f.line for f in found if f.code == "PTT014"] == [7]

@@ -72,6 +72,13 @@ _EXPORTS_WORDS = ("onnx", "torch.jit.trace", "torch.jit.script", "torch.export",
 _DDP_WORDS = ("DistributedDataParallel", "FullyShardedDataParallel", "DDP", "torch.distributed.run",
               "torchrun")  # _DDP needs one of these
 _UNSAFE_LOAD = re.compile(r"weights_only\s*=\s*False")
+# the project turns the weights-only loader off (os.environ[...] = "1", setdefault, putenv): it
+# decided that its files load with weights_only=False (PTT001)
+_FORCE_UNSAFE = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
+_SETS_FORCE_UNSAFE = re.compile(r"""TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD["']\s*\]\s*=(?!=)"""
+                                r"""|(?:setdefault|putenv)\(\s*["']TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD""")
+# the file allow-lists classes for the weights-only loader, or asks whether torch can (PTT001)
+_ALLOW_LISTS = re.compile(r"\b(?:add_)?safe_globals\b")
 # A project's declared torch requirement: "torch>=2.6" (a requirement line, pyproject, setup.py)
 # and, in a README, only a lower bound ("torch>=2.6", "PyTorch 2.6 or later": a pinned
 # "pip install torch==..." there is one way to install, not the oldest supported);
@@ -851,9 +858,49 @@ def declared_torch(path: str) -> tuple[int, int] | None:
     return _declared_in(folder)
 
 
+def _package_forces_unsafe(path: str) -> bool:
+    """The package ``path`` belongs to sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD in an
+    ``__init__.py`` (its own folder's or one above, while the folders are a package)."""
+    if not path or path.startswith("<"):
+        return False
+    try:
+        if not os.path.isfile(path):
+            return False
+        return _init_forces_unsafe(os.path.dirname(os.path.abspath(path)))
+    except (OSError, ValueError):
+        return False
+
+
+@functools.lru_cache(maxsize=256)
+def _init_forces_unsafe(folder: str) -> bool:
+    init = os.path.join(folder, "__init__.py")
+    if not os.path.isfile(init):
+        return False
+    try:
+        if os.path.getsize(init) < 1_000_000:
+            with open(init, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            if _FORCE_UNSAFE in text and _in_code(_SETS_FORCE_UNSAFE, text):
+                return True
+    except OSError:
+        return False
+    parent = os.path.dirname(folder)
+    return parent != folder and _init_forces_unsafe(parent)
+
+
 @functools.lru_cache(maxsize=256)
 def _declared_in(folder: str) -> tuple[int, int] | None:
+    """The nearest requirement file's floor, from ``folder`` up to the project's root; a README's
+    only where none names torch (a requirement is what installs: a README's "PyTorch >= 2.2 is
+    recommended" beside a pyproject's torch>=2.7 is no floor)."""
+    req, prose = _declared_up(folder)
+    return req if req is not None else prose
+
+
+@functools.lru_cache(maxsize=256)
+def _declared_up(folder: str) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
     found: list[tuple[int, int]] = []
+    prose: list[tuple[int, int]] = []
     try:
         names = set(os.listdir(folder))
     except OSError:
@@ -874,13 +921,16 @@ def _declared_in(folder: str) -> tuple[int, int] | None:
         body = "\n".join(lines)
         patterns = (_TORCH_MIN, _TORCH_PROSE) if name in _READMES else (_TORCH_REQ,)
         for pattern in patterns:
-            found += [(int(m.group(1)), int(m.group(2))) for m in pattern.finditer(body)]
+            (prose if name in _READMES else found).extend(
+                (int(m.group(1)), int(m.group(2))) for m in pattern.finditer(body))
+    near = min(prose) if prose else None
     if found:
-        return min(found)
+        return min(found), near
     parent = os.path.dirname(folder)
     if parent == folder or names & set(_PROJECT_ROOT):
-        return None
-    return _declared_in(parent)
+        return None, near
+    req, above = _declared_up(parent)
+    return req, near if near is not None else above
 
 
 class Checker:
@@ -928,6 +978,10 @@ class Checker:
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
         # PTT001 reads it for a torch.load only: no file system lookup for a file without one
         scan.facts.torch_floor = declared_torch(path) if "load" in text else None
+        if "load(" in text or "save(" in text:  # PTT001 and PTT004 read them
+            scan.facts.forces_unsafe_load = (
+                (_FORCE_UNSAFE in text and _in_code(_SETS_FORCE_UNSAFE, text)) or _package_forces_unsafe(path))
+            scan.facts.allow_lists = "safe_globals" in text and _in_code(_ALLOW_LISTS, text)
         scan.text = text
         scan.formats = scan.facts.mentions_cuda and "backward" in text
         scan.numpy = "numpy" in text

@@ -54,7 +54,10 @@ _RULES = [
         "PTT001", "tip_weights_only_load", "torch.load can run code",
         "torch.load that unpickles arbitrary objects (weights_only=False, or no weights_only before "
         "torch 2.6, when False was the default): a checkpoint can run code",
-        "pass weights_only=True (allow your own classes with torch.serialization.add_safe_globals)",
+        "state the choice in the call: weights_only=True where the file holds only tensors (a "
+        "state_dict); where it also holds objects, allow their classes with "
+        "torch.serialization.add_safe_globals, or write weights_only=False only for files you trust "
+        "(it keeps them loading on torch 2.6+, where the default became True)",
         _snippet("""
 import torch
 state = torch.load("ckpt.pt", weights_only=False)
@@ -64,9 +67,19 @@ import torch
 state = torch.load("ckpt.pt", weights_only=True)
 """),
         short="torch.load may unpickle arbitrary objects: a checkpoint can run code",
-        fix="pass weights_only=True",
-        scope="A torch.load without weights_only only for a torch older than 2.6 (weights_only=True is "
-              "the default since 2.6), and not inside torch.serialization.safe_globals(...). Not where "
+        fix="choose weights_only in the call: True for a file of tensors, else allow-list its "
+            "classes, or False for a trusted file",
+        scope="The advice follows what the code shows: weights_only=True only for a file of tensors; "
+              "for a file whose content the code does not show, stating the choice (allow-listed "
+              "classes, or False for a trusted file) so that nothing stops loading. "
+              "A torch.load without weights_only only for a torch older than 2.6 (weights_only=True is "
+              "the default since 2.6), and not inside torch.serialization.safe_globals(...). Nothing "
+              "where the project already decided how it loads: it sets "
+              "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (in the file or its package's __init__.py), or the "
+              "file allow-lists classes with safe_globals/add_safe_globals or tests whether torch has "
+              "them (its weights_only=False is the choice it made, or the branch for an older torch). "
+              "Not a load into torch2trt's TRTModule (a TensorRT engine built locally for this GPU). "
+              "Not where "
               "the code shows the file holds more than tensors, so weights_only=True alone would "
               "raise: a Megatron/DeepSpeed per-rank model-state file (mp_rank_*: NumPy RNG state, the "
               "run's Namespace), a load whose function handles NumPy RNG state keys, a file that reads "
@@ -79,7 +92,7 @@ state = torch.load("ckpt.pt", weights_only=True)
               "or a path that the function's training loop, before the load, hands to torch.save or, "
               "with the module, to a checkpoint callback. Nothing before 2.6 in a project whose requirements "
               "(pyproject.toml, requirements*.txt, setup.py; a README's \"torch>=\" or \"PyTorch 2.6 "
-              "or later\") need torch 2.6 or later. An explicit weights_only=False only where the "
+              "or later\" only where no requirement file names torch) need torch 2.6 or later. An explicit weights_only=False only where the "
               "code does not show it deliberate: not under a comment that gives a reason about weights_only or pickling, "
               "not in such a 2.6+ project "
               "(False was written to opt out), not where the function restores Python's or NumPy's "
@@ -133,7 +146,10 @@ model.load_state_dict(sd, assign=True)
               "a module whose parameters something already holds, which assign=True would replace: "
               "moved (.to(), .cuda()), handed to an optimizer (.parameters()) or wrapped (EMA, DDP, "
               "FSDP, torch.compile) earlier in the function, or, for self.x, anywhere in the class, "
-              "or in an object that keeps an optimizer or EMA.",
+              "or in an object that keeps an optimizer or EMA, or in a function that also loads an "
+              "optimizer's or EMA's state (a resume: they hold these parameters). Not a load per "
+              "file in a loop over the files (shards, one tensor per file: the memory-efficient path "
+              "already), nor into torch2trt's TRTModule (an engine, no Parameters).",
         default=False,
     ),
     Rule(
@@ -156,7 +172,10 @@ torch.save(model.state_dict(), "model.pt")
         scope="Only a first argument named like a model (model, net, module, network) or bound to an "
               "nn.Module built in the same file, and not one the function shows may be no module: a "
               "parameter not annotated as a Module, a name it binds to torch.load(...), a dict or a "
-              "state_dict(), or one it also hands to safetensors' save_file.",
+              "state_dict(), or one it also hands to safetensors' save_file. Not where the project's "
+              "model files are whole pickled modules its own loaders read: the file or its package "
+              "sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD, or the saving function torch.loads a module "
+              "itself (asks it for .state_dict(), .parameters(), .eval()).",
     ),
     Rule(
         "PTT005", "tip_mixed_precision", "torch.cuda.amp",
@@ -393,7 +412,8 @@ for step in range(100):
         scope="Only a copy made again and again: in a loop, or in __getitem__, forward, a collate "
               "function or a step; a one-off copy at start-up saves nothing that matters. Not a name "
               "the function binds itself (a parameter, a loop target) and never to a NumPy call, "
-              "whatever the same name holds elsewhere in the file.",
+              "whatever the same name holds elsewhere in the file. Not a torch.tensor(array, dtype=..., "
+              "device=...): converted or moved as it is made, it copies with from_numpy too.",
         unlike_tip="The tip copies one array at top level to time the copy; the rule flags only copies "
                    "made again and again, where the copy's cost adds up.",
     ),

@@ -113,6 +113,8 @@ class Facts:
     pickles_objects: bool = False  # torch.save of a module, submodule or Namespace (not weights only)
     reads_namespaces: bool = False  # isinstance(x, Namespace): what the file reads holds Namespaces
     state_key_names: set[str] = field(default_factory=set)  # lists naming numpy RNG state keys
+    forces_unsafe_load: bool = False  # the file or its package sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD
+    allow_lists: bool = False  # the file uses (add_)safe_globals or asks whether torch has it
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -444,6 +446,25 @@ class _LoadFallback:
         floor = self.facts.torch_floor
         return floor is not None and floor >= (2, 6)
 
+    def project_decided(self, load: cst.Call) -> bool:
+        """The project already chose how its files load, so the finding has nothing to add: it
+        sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (in the file or its package), or the file
+        allow-lists classes with ``safe_globals``/``add_safe_globals`` or asks whether torch has
+        them (its ``weights_only=False`` beside it is the choice it made, or the branch for a
+        torch without them); or the load feeds torch2trt's ``TRTModule``, a TensorRT engine a
+        local build wrote for this GPU (engines do not move between GPUs: not a download)."""
+        return (self.facts.forces_unsafe_load or (self.facts.allow_lists and self._near_allow_list(load))
+                or _feeds_engine(self, load))
+
+    def _near_allow_list(self, load: cst.Call) -> bool:
+        """The load's function names ``safe_globals``/``add_safe_globals`` (calls it, or tests
+        whether torch has it); at module level, the load sits in an ``if`` that does."""
+        func = self.where.function()
+        if func is not None:
+            return any(_names_allow_list(n) for n in walk(func.body))
+        return any(isinstance(node, cst.If) and any(_names_allow_list(n) for n in [node.test, *walk(node.test)])
+                   and any(m is load for m in walk(node)) for node in self.where.stack)
+
     def reads_objects(self, load: cst.Call) -> bool:
         """The code shows the file loaded holds objects besides tensors, so weights_only=True
         alone would raise: the file reads Namespaces out of what it loads, or it pickles modules
@@ -634,6 +655,47 @@ _MODULE_ONLY = frozenset({"eval", "train", "parameters", "named_parameters", "mo
                           "children", "state_dict", "forward", "buffers", "requires_grad_", "zero_grad"})
 
 
+_ALLOW_LIST_NAMES = frozenset({"safe_globals", "add_safe_globals"})
+
+
+def _names_allow_list(node: cst.CSTNode) -> bool:
+    kind = type(node)
+    if kind is cst.Name:
+        return node.value in _ALLOW_LIST_NAMES
+    if kind is cst.Attribute:
+        return node.attr.value in _ALLOW_LIST_NAMES
+    return kind is cst.SimpleString and node.value.strip("'\"") in _ALLOW_LIST_NAMES
+
+
+def _engine_class(visitor: RuleVisitor, call: cst.BaseExpression) -> bool:
+    """A call building torch2trt's ``TRTModule`` (a TensorRT engine, no Parameters)."""
+    if not isinstance(call, cst.Call):
+        return False
+    name = visitor.qname(call) or get_full_name_for_node(call.func) or ""
+    return name.startswith("torch2trt.") or name.rsplit(".", 1)[-1] == "TRTModule"
+
+
+def _feeds_engine(visitor: RuleVisitor, load: cst.Call) -> bool:
+    """The load goes, whole, into ``x.load_state_dict`` of an ``x`` the function binds to a
+    torch2trt ``TRTModule(...)``."""
+    func = visitor.where.function()
+    if func is None:
+        return False
+    names = _bound_to(load, func)
+    engines = {t.target.value for n in walk(func.body)
+               if type(n) is cst.Assign and _engine_class(visitor, n.value)
+               for t in n.targets if isinstance(t.target, cst.Name)}
+    if not engines:
+        return False
+    for n in walk(func.body):
+        if (type(n) is cst.Call and _method(n) == "load_state_dict" and n.args
+                and isinstance(n.func.value, cst.Name) and n.func.value.value in engines):
+            value = n.args[0].value
+            if value is load or (isinstance(value, cst.Name) and value.value in names):
+                return True
+    return False
+
+
 def _unsubscript(node: cst.BaseExpression) -> cst.BaseExpression:
     while isinstance(node, cst.Subscript):
         node = node.value
@@ -732,7 +794,7 @@ class UnsafeLoad(_LoadFallback, TorchUnsafeLoadVisitor, RuleVisitor):
 
     def add_violation(self, node, error_code, message, replacement=None) -> None:
         if (self.torch is None or not self.torch_before((2, 6)) or self.project_needs_26()
-                or self.where.under(SAFE_GLOBALS, self)
+                or self.where.under(SAFE_GLOBALS, self) or self.project_decided(node)
                 or self.in_load_fallback() or self.reads_objects(node) or self.reads_own_output(node)):
             return
         RuleVisitor.add_violation(self, node, error_code, message, replacement)
@@ -795,6 +857,7 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
         if self.qname(node) == "torch.load":
             arg = self.get_specific_arg(node, "weights_only", -1)
             if (arg is not None and _is_false(arg.value) and not self.in_load_fallback()
+                    and not self.project_decided(node)
                     and not self.reads_objects(node) and not self.reads_own_output(node)
                     and not self.deliberate()):
                 self.flag(node)
@@ -962,8 +1025,34 @@ class LoadStateDictWithoutMmap(RuleVisitor):
             plain = self.loaded.get(value.value, default)
         else:
             plain = self._plain(node.args[0].value)
-        if plain and not self._params_taken(node, receiver):
+        if (plain and not self._params_taken(node, receiver) and not self._per_file(node)
+                and not self._engine(receiver)):
             self.flag(node)
+
+    def _per_file(self, call: cst.Call) -> bool:
+        """The load_state_dict sits in a ``for`` loop that ``torch.load``s the file its loop
+        variable names (``for f in shard_files: model.load_state_dict(torch.load(f), strict=False)``):
+        one shard, or one tensor, is held beside the weights at a time, the memory-efficient
+        path already."""
+        for node in reversed(self.where.stack):
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                return False
+            if isinstance(node, cst.For) and any(m is call for m in walk(node.body)):
+                turn = set(target_names(node.target))
+                if any(type(n) is cst.Call and self.qname(n) == "torch.load" and n.args
+                       and turn & _bare_names(n.args[0].value) for n in walk(node.body)):
+                    return True
+        return False
+
+    def _engine(self, receiver: str) -> bool:
+        """The receiver is torch2trt's ``TRTModule``: a serialized TensorRT engine, no Parameters
+        to build on the meta device."""
+        func = self.where.function()
+        return func is not None and any(
+            type(n) is cst.Assign and _engine_class(self, n.value)
+            and any(get_full_name_for_node(t.target) == receiver for t in n.targets
+                    if isinstance(t.target, (cst.Name, cst.Attribute)))
+            for n in walk(func.body))
 
     def _params_taken(self, call: cst.Call, receiver: str) -> bool:
         """Something already holds the module's parameters, which ``assign=True`` would replace
@@ -987,6 +1076,11 @@ class LoadStateDictWithoutMmap(RuleVisitor):
                         for t in n.targets):
                     return True
                 nodes.append(n)
+        if func is not None and any(  # a resume: an optimizer or EMA built on these parameters
+                type(n) is cst.Call and _method(n) == "load_state_dict" and n is not call
+                and _HOLDS_PARAMS.search((_receiver_name(n) or "").rsplit(".", 1)[-1])
+                for n in walk(func.body)):
+            return True
         for n in nodes:
             kind = type(n)
             if kind is cst.Call:
@@ -1047,8 +1141,26 @@ class SaveWholeModule(RuleVisitor):
         if name is None:
             return
         last = name.rsplit(".", 1)[-1]
-        if (name in self.facts.module_names or _MODULE_NAME.search(last)) and not self._not_module(value):
+        if (name in self.facts.module_names or _MODULE_NAME.search(last)) and not self._not_module(value) \
+                and not self._pickled_format():
             self.flag(node)
+
+    def _pickled_format(self) -> bool:
+        """The project's model files are whole pickled modules, which its own loaders read back:
+        it sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (in the file or its package), or the function
+        saving loads one itself (a ``torch.load`` whose value it asks for a module's methods,
+        ``.state_dict()``, ``.eval()``): a state_dict here would break those readers."""
+        if self.facts.forces_unsafe_load:
+            return True
+        func = self.where.function()
+        if func is None:
+            return False
+        loaded = {t.target.value for n in walk(func.body) if type(n) is cst.Assign
+                  and _plain_load(self, n.value) is not None and not isinstance(n.value, cst.Subscript)
+                  for t in n.targets if isinstance(t.target, cst.Name)}
+        return bool(loaded) and any(
+            type(n) is cst.Call and isinstance(n.func, cst.Attribute) and isinstance(n.func.value, cst.Name)
+            and n.func.value.value in loaded and n.func.attr.value in _MODULE_ONLY for n in walk(func.body))
 
     def _not_module(self, value: cst.BaseExpression) -> bool:
         """A name that says "model" without evidence it holds a module: a parameter (it holds
@@ -2443,6 +2555,9 @@ class TensorFromNdarray(RuleVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if self.qname(node) != "torch.tensor" or not node.args or node.args[0].keyword:
             return
+        if any(a.keyword is not None and a.keyword.value in ("dtype", "device")
+               and not (isinstance(a.value, cst.Name) and a.value.value == "None") for a in node.args):
+            return  # converted or moved as it is made: torch.from_numpy would copy too
         func = self.where.function()
         if self.where.loop() is None and not (func is not None and _PER_SAMPLE.search(func.name.value)):
             return  # a one-off copy (at start-up): sharing the memory would save nothing that matters
