@@ -681,7 +681,7 @@ def test_cli_lines_severity_and_exit_codes(tmp_path, capsys, monkeypatch, tuning
     lines = out.splitlines()
     assert lines[0] == (f"{bad}:2:9: PTT001 torch.load may unpickle arbitrary objects: a checkpoint can run "
                         "code; choose weights_only in the call: True for a file of tensors, else allow-list its "
-                        "classes, or False for a trusted file https://x.test/tips/saving_loading/tip_weights_only_load.html")
+                        "classes, or False with a comment for a trusted file https://x.test/tips/saving_loading/tip_weights_only_load.html")
     assert lines[1].startswith(f"{bad}:3:7: PTT031 note: Adam/AdamW without fused=True")
     # messages: what the code does and its fix in a clause (a note adds what the evidence says)
     assert all(len(line.split(" ", 2)[2].rsplit(" https://", 1)[0]) < 240 for line in lines), lines

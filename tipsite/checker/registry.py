@@ -56,8 +56,9 @@ _RULES = [
         "torch 2.6, when False was the default): a checkpoint can run code",
         "state the choice in the call: weights_only=True where the file holds only tensors (a "
         "state_dict); where it also holds objects, allow their classes with "
-        "torch.serialization.add_safe_globals, or write weights_only=False only for files you trust "
-        "(it keeps them loading on torch 2.6+, where the default became True)",
+        "torch.serialization.add_safe_globals, or write weights_only=False only for files you trust, "
+        "with a comment saying why (it keeps them loading on torch 2.6+, where the default became "
+        "True)",
         _snippet("""
 import torch
 state = torch.load("ckpt.pt", weights_only=False)
@@ -68,7 +69,7 @@ state = torch.load("ckpt.pt", weights_only=True)
 """),
         short="torch.load may unpickle arbitrary objects: a checkpoint can run code",
         fix="choose weights_only in the call: True for a file of tensors, else allow-list its "
-            "classes, or False for a trusted file",
+            "classes, or False with a comment for a trusted file",
         scope="The advice follows what the code shows: weights_only=True only for a file of tensors; "
               "for a file whose content the code does not show, stating the choice (allow-listed "
               "classes, or False for a trusted file) so that nothing stops loading. "
