@@ -1799,3 +1799,182 @@ def test_tensor_from_ndarray_with_a_dtype_or_device_copies_anyway():
     """
     found = engine.Checker((2, 13), "cuda").check_source(textwrap.dedent(source))
     assert [f.line for f in found if f.code == "PTT014"] == [7]
+
+
+# Round 5's error kinds (issue 33), written from their descriptions: (rule, silent, near miss).
+ROUND_FIVE = {
+    "factory in a method's default value": ("PTT016", '''
+        import torch
+        class Mixer(torch.nn.Module):
+            def forward(self, x, state: torch.Tensor = torch.zeros(2, 4),
+                        gate: torch.Tensor = torch.ones((3, 3), dtype=torch.bool)):
+                return x + state.sum() * gate.sum()
+        ''', '''
+        import torch
+        class Mixer(torch.nn.Module):
+            def forward(self, x, state=None):
+                if state is None:
+                    state = torch.zeros(2, 4)
+                return x + state.sum()
+        '''),
+    "empty placeholder tensor": ("PTT016", '''
+        import torch
+        class Stepper(torch.nn.Module):
+            def forward(self, x, memo=None):
+                if memo is None:
+                    memo = (torch.empty(0, 0, 2), torch.zeros((0, 8)), torch.tensor([]))
+                return self.step(x, memo)
+        ''', '''
+        import torch
+        class Stepper(torch.nn.Module):
+            def forward(self, x, memo=None):
+                if memo is None:
+                    memo = (torch.empty(1, 1, 2), torch.zeros((3, 8)))
+                return self.step(x, memo)
+        '''),
+    "module of an ONNX export script that never names a GPU": ("PTT016", '''
+        import torch
+        class Folded(torch.nn.Module):
+            def forward(self, x):
+                acc = torch.zeros(x.size(0), 4)
+                return acc + self.proj(x)
+        def main():
+            torch.onnx.export(Folded(), torch.randn(1, 8), "folded.onnx")
+        ''', '''
+        import torch
+        class Folded(torch.nn.Module):
+            def forward(self, x):
+                acc = torch.zeros(x.size(0), 4)
+                return acc + self.proj(x)
+        def main():
+            net = Folded().to("cuda")
+            torch.onnx.export(net, torch.randn(1, 8, device="cuda"), "folded.onnx")
+        '''),
+    "loss of scores computed under no_grad, through several names": ("PTT013", '''
+        import torch
+        def perplexity(model, chunks, seq_len):
+            loss_fn = torch.nn.CrossEntropyLoss()
+            nlls = []
+            for ids in chunks:
+                with torch.no_grad():
+                    scores = model(ids).logits
+                shifted = scores[:, :-1].contiguous().float()
+                chunk_loss = loss_fn(shifted.flatten(0, 1), ids[:, 1:].flatten())
+                nll = chunk_loss.float() * seq_len
+                nlls.append(nll)
+            print(torch.stack(nlls).mean().exp())
+        ''', '''
+        import torch
+        def perplexity(model, chunks, seq_len):
+            loss_fn = torch.nn.CrossEntropyLoss()
+            nlls = []
+            for ids in chunks:
+                scores = model(ids).logits
+                shifted = scores[:, :-1].contiguous().float()
+                chunk_loss = loss_fn(shifted.flatten(0, 1), ids[:, 1:].flatten())
+                nll = chunk_loss.float() * seq_len
+                nlls.append(nll)
+            print(torch.stack(nlls).mean().exp())
+        '''),
+    "weights averaged from checkpoints, named like a model": ("PTT041", '''
+        import torch
+        def average(paths):
+            mean_model = None
+            for i, path in enumerate(paths):
+                ck = torch.load(path, map_location="cpu")
+                weights = ck["weights"]
+                if i == 0:
+                    mean_model = weights
+                else:
+                    for k in mean_model:
+                        mean_model[k].add_(weights[k])
+            out = {"model": mean_model, "steps": len(paths)}
+            torch.save(out, "mean.pt")
+        ''', '''
+        import torch
+        def average(paths):
+            mean_model = torch.nn.Linear(4, 4)
+            out = {"model": mean_model, "steps": len(paths)}
+            torch.save(out, "mean.pt")
+        '''),
+    "a loaded checkpoint's own settings, named like the parsed options": ("PTT042", '''
+        import argparse
+        import torch
+        def merge(files, out_path):
+            ck = torch.load(files[0], map_location="cpu")
+            vocab, cfg = ck["vocab"], ck["cfg"]
+            torch.save({"vocab": vocab, "cfg": cfg}, out_path)
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--files", nargs="+")
+            cfg = parser.parse_args()
+            merge(cfg.files, "merged.pt")
+        ''', '''
+        import argparse
+        import torch
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--files", nargs="+")
+            cfg = parser.parse_args()
+            torch.save({"vocab": None, "cfg": cfg}, "merged.pt")
+        '''),
+    "an output size fixed by the data": ("PTT032", '''
+        import torch
+        from torch import nn
+        class Head(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.embed = nn.Linear(203, width)
+                self.out = nn.Linear(width, 201)
+                self.register_buffer("bins", torch.linspace(-4, 4, steps=201))
+        ''', '''
+        import torch
+        from torch import nn
+        class Head(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.inner = nn.Linear(width, 201)
+                self.out = nn.Linear(201, 10)
+        '''),
+    "loader whose batches go to NumPy": ("PTT021", '''
+        import torch
+        from torch.utils.data import DataLoader
+        def score(session, dataset):
+            loader = DataLoader(dataset, batch_size=16, num_workers=2)
+            use_cuda = torch.cuda.is_available()
+            for batch in loader:
+                feats = batch["feats"].numpy()
+                print(session.run(None, {"x": feats}))
+        ''', '''
+        import torch
+        from torch.utils.data import DataLoader
+        def score(model, dataset):
+            loader = DataLoader(dataset, batch_size=16, num_workers=2)
+            for batch in loader:
+                feats = batch["feats"].to("cuda")
+                print(model(feats).cpu().numpy())
+        '''),
+    "a warm-up call on a dummy input": ("PTT023", '''
+        import torch
+        def evaluate(model, loader, size):
+            model.eval()
+            dummy = torch.ones(1, 3, size, size).cuda()
+            model(dummy)
+            with torch.no_grad():
+                for x in loader:
+                    print(model(x))
+        ''', '''
+        import torch
+        def evaluate(model, loader, size):
+            model.eval()
+            for x in loader:
+                print(model(x))
+        '''),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROUND_FIVE))
+def test_round_five_error_kinds_stay_silent_and_their_near_misses_do_not(case):
+    code, silent, near = ROUND_FIVE[case]
+    assert code not in codes(silent, (2, 13)), case
+    assert code in codes(near, (2, 13)), case

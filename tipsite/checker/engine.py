@@ -189,6 +189,8 @@ class _Scan:
         self.formats = False  # PTT039 can fire: the file names CUDA and calls backward()
         self.amp_names: set[str] = set()  # local names bound to torch.cuda.amp or a name in it (PTT005)
         self.item_binds: list[tuple[str, ast.expr]] = []  # d["args"] = args: (d, args)
+        self.unpacked: list[tuple[str, ast.expr]] = []  # a, b = x, y: (a, x), (b, y)
+        self.for_loops: list[ast.For] = []
         # pieces that depend on whole-file facts: (why, expression, the enclosing function or the loop)
         self.maybe: list[tuple[str, ast.expr, ast.AST | None]] = []
         self.spots: dict[str, list[tuple[int, int, int, int]]] = {k: [] for k in POSITIONED}
@@ -264,6 +266,8 @@ class _Scan:
                 self.maybe.append(("lossy", node.value, self._function(stack)))
             if _writes_grad(node.target):
                 self.facts.manual_grad = True
+        elif isinstance(node, ast.For):
+            self.for_loops.append(node)  # PTT021: where each loader's batches go
         elif isinstance(node, ast.ClassDef):
             if any((_dotted(b) or "").endswith("Module") for b in node.bases):
                 self.facts.module_classes.add(node.name)
@@ -399,6 +403,12 @@ class _Scan:
                 (_dotted(t) or "").rsplit(".", 1)[-1] == "Namespace"
                 for t in (node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]])):
             self.facts.reads_namespaces = True
+        if name == "Linear":  # PTT032: the literal widths each Linear takes in and gives out
+            sizes = {**dict(zip(("in_features", "out_features"), node.args[:2])),
+                     **{k.arg: k.value for k in node.keywords if k.arg in ("in_features", "out_features")}}
+            for key, value in sizes.items():
+                if isinstance(value, ast.Constant) and type(value.value) is int:
+                    (self.facts.linear_inputs if key == "in_features" else self.facts.linear_outputs).add(value.value)
         if name in FUNCTION_CALLS:
             self._add(self._function(stack))
         if name in LOOP_CALLS:
@@ -434,6 +444,9 @@ class _Scan:
     def assign(self, node: ast.Assign, stack: list[ast.AST]) -> None:
         value = node.value
         for t in node.targets:
+            if isinstance(t, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+                    and len(t.elts) == len(value.elts):  # vocab, opt = ckpt["vocab"], ckpt["opt"]
+                self.unpacked += [(e.id, v) for e, v in zip(t.elts, value.elts) if isinstance(e, ast.Name)]
             if isinstance(t, ast.Name):
                 self.binds.append((t.id, value))
                 if isinstance(value, ast.Call) and _last_name(value.func) == "TensorDataset":
@@ -454,6 +467,20 @@ class _Scan:
                 self.facts.manual_grad = True
         if isinstance(value, ast.Call) and _last_name(value.func) == "detach":
             self._add(self._function(stack) or self._stmt(stack))
+
+    def _loader_uses(self) -> None:
+        """PTT021: the loaders of the file whose loops hand the batches to NumPy (an ONNX
+        runtime's inputs) and never move them with torch: they never reach a GPU through torch."""
+        uses: dict[str, list[tuple[bool, bool]]] = {}
+        for loop in self.for_loops:
+            it = loop.iter
+            while isinstance(it, ast.Call) and it.args and _dotted(it.func) in V.LOADER_WRAPPERS:
+                it = it.args[0]
+            name = _dotted(it)
+            if name in self.facts.loader_names:
+                uses.setdefault(name, []).append(_batch_use(loop))
+        self.facts.numpy_loaders = {n for n, u in uses.items()
+                                    if not any(m for m, _ in u) and any(np_ for _, np_ in u)}
 
     def _grad_free(self) -> None:
         """The functions of this file that return a grad-free mode (a decorator factory that picks
@@ -535,12 +562,22 @@ class _Scan:
                 if isinstance(value, ast.Call) and (_last_name(value.func) in ("parse_args", "Namespace")):
                     f.namespace_names.add(name)
         f.module_names -= f.state_names
+        # names bound (somewhere in the file) to an entry of a container (opt = ckpt["opt"]), a
+        # dict or list, or to such a name: not a Namespace or a module object, as far as the
+        # file shows (which of a name's bindings a saved dict holds is not known)
+        entries = (ast.Subscript, ast.Dict, ast.DictComp, ast.List, ast.ListComp)
+        pairs = [*self.binds, *self.unpacked]
+        f.plain_names = {n for n, v in pairs if isinstance(v, entries)}
+        for _ in range(3):  # avg = weights, weights = ckpt["model"]: a few hops
+            f.plain_names |= {n for n, v in pairs if isinstance(v, ast.Name) and v.id in f.plain_names}
         for name, value in [*self.binds, *self.item_binds]:
             if isinstance(value, ast.Dict):
                 values = value.values
             else:
                 values = [value] if (name, value) in self.item_binds else []
             for v in values:
+                if isinstance(v, ast.Name) and v.id in f.plain_names:
+                    continue  # PTT041/PTT042: a name also bound to another value (a loaded entry)
                 if isinstance(v, ast.Name) and v.id in f.namespace_names:
                     f.namespace_dicts.add(name)
                 if _whole_module(v, f.module_names, f.state_names):
@@ -554,6 +591,7 @@ class _Scan:
         for loop, piece in self.formatted:
             if id(loop) in self.backward_loops:
                 self._add(piece)
+        self._loader_uses()
         for why, expr, where in self.maybe:
             if why == "lossy" and (_mentions_any(expr, lossy) or _calls_loss(expr)):
                 self._scope(where)
@@ -565,6 +603,44 @@ class _Scan:
                 name = _dotted(it) or ""
                 if name in f.loader_names or "loader" in name.rsplit(".", 1)[-1].lower():
                     self._add(loop)
+
+
+_PLAIN_CALLS = {"print", "len", "enumerate", "zip", "range", "list", "tuple", "dict", "str", "int", "float",
+                "sorted", "isinstance", "min", "max"}
+
+
+def _raw(expr: ast.AST, raw: set[str]) -> bool:
+    """A batch value as the loader gave it: a name of ``raw``, or an item or attribute of one."""
+    while isinstance(expr, (ast.Subscript, ast.Attribute)):
+        expr = expr.value
+    return isinstance(expr, ast.Name) and expr.id in raw
+
+
+def _batch_use(loop: ast.For) -> tuple[bool, bool]:
+    """Whether a loop's batches may be moved by torch: ``.to(...)`` or ``.cuda()`` of a value
+    computed from them, or a batch handed as it is to a function (which may move it); and
+    whether a batch, as the loader gave it, is handed to NumPy (``batch["x"].numpy()``)."""
+    body = [n for stmt in loop.body for n in ast.walk(stmt)]
+    batch = _names_read(loop.target)
+    raw = set(batch)
+    for _ in range(3):
+        for n in body:
+            if isinstance(n, ast.Assign) and not _names_read(n.value).isdisjoint(batch):
+                for t in n.targets:
+                    batch |= _names_read(t)
+                    if _raw(n.value, raw):
+                        raw |= _names_read(t)
+    moved = numpy = False
+    for n in body:
+        if not isinstance(n, ast.Call):
+            continue
+        if isinstance(n.func, ast.Attribute) and not _names_read(n.func.value).isdisjoint(batch):
+            moved |= n.func.attr in ("to", "cuda")
+            numpy |= n.func.attr == "numpy" and _raw(n.func.value, raw)
+        if _last_name(n.func) not in _PLAIN_CALLS and any(
+                _raw(a, raw) for a in [*n.args, *(k.value for k in n.keywords)]):
+            moved = True
+    return moved, numpy
 
 
 _TENSOR_METHODS = {"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "clone", "zeros_like",
@@ -975,6 +1051,7 @@ class Checker:
         # searched position by position, a word alone at the speed of memchr
         scan.facts.has_ddp = any(w in text for w in _DDP_WORDS) and bool(_DDP.search(text))
         scan.facts.exports = any(w in text for w in _EXPORTS_WORDS)
+        scan.facts.exports_onnx = "onnx.export(" in text  # PTT016: an ONNX export script
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
         # PTT001 reads it for a torch.load only: no file system lookup for a file without one
         scan.facts.torch_floor = declared_torch(path) if "load" in text else None

@@ -388,7 +388,9 @@ for inputs, target in loader:
               "unless its terms were backpropagated already or the loop runs over batches; not under "
               "no_grad/inference_mode, nor in a function called only from grad-free ones; not a Python "
               "number (round(), float()), an object a builder makes (build_loss(cfg)), an append in "
-              "__init__, or what accelerator.backward(loss)'s engine returns.",
+              "__init__, or what accelerator.backward(loss)'s engine returns, nor a value computed from "
+              "outputs made under no_grad, followed through the names that hold it (a loss of "
+              "logits computed under no_grad has no graph).",
     ),
     Rule(
         "PTT014", "tip_from_numpy", "torch.tensor(ndarray)",
@@ -473,7 +475,10 @@ class Net(torch.nn.Module):
               "the CPU), nor one handed, at once or through a local name, to a function that is not "
               "torch's (an extension kernel's output buffer: its contract may need the CPU), nor one "
               "random number (torch.rand(1), torch.randint(0, n, ())) read on the host for a branch "
-              "or a slice.",
+              "or a slice; not a default value or decorator of the method (evaluated once, when the "
+              "class is defined), nor an empty tensor (a literal 0 in its shape: a placeholder such "
+              "as torch.zeros(0, 0, 0) for 'no cache' holds no data), nor in an ONNX export script "
+              "that never names a GPU.",
         unlike_tip="The tip's model moves its factory to the GPU at once (torch.ones(16).cuda()), "
                    "which is PTT015's finding; the rule flags factories left on the default device.",
     ),
@@ -604,7 +609,8 @@ for x, y in loader:
         short="DataLoader without pin_memory=True: every copy to the GPU is staged",
         fix="set pin_memory=True",
         scope="Only in a file that names CUDA or an accelerator; not a loader over a TensorDataset (its "
-              "tensors may be on the GPU, where pin_memory=True raises).",
+              "tensors may be on the GPU, where pin_memory=True raises), nor one whose loops in the file "
+              "hand the batches to NumPy (an ONNX runtime's inputs) and never move them with torch.",
     ),
     Rule(
         "PTT022", "tip_non_blocking", "blocking copies of pinned batches",
@@ -651,7 +657,8 @@ def evaluate(model, x):
         scope="Only a call of the module after its .eval() in the same function, outside any grad-free "
               "block; not in unit tests (test_* functions), nor in a function that backpropagates or "
               "returns a value without an evaluation name (gradients may flow through the frozen "
-              "module to trained ones: a ControlNet, LoRA weights, embeddings).",
+              "module to trained ones: a ControlNet, LoRA weights, embeddings), nor a single warm-up call "
+              "outside loops on a dummy input made by a factory whose output is dropped.",
     ),
     Rule(
         "PTT024", "tip_gradient_accumulation", "accumulation without scaling the loss",
@@ -863,15 +870,18 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
         "pad the sizes to multiples of 8 (for fp16/bf16 on NVIDIA GPUs)",
         _snippet("""
 from torch import nn
-head = nn.Linear(4095, 1000)
-"""), (2, 8),
+mix = nn.Linear(4095, 4095)
+"""), (2, 7),
         _snippet("""
 from torch import nn
-head = nn.Linear(4096, 1000)
+mix = nn.Linear(4096, 4096)
 """),
         short="nn.Linear size not a multiple of 8 misses the fastest Tensor Core kernels",
         fix="pad the sizes to multiples of 8",
-        scope="Only literal sizes of 64 and more.",
+        scope="Only literal sizes of 64 and more, and only a hidden width: a size one Linear of the "
+              "file gives out and another (or the same) takes in, a free choice. A size only taken in "
+              "or only given out is fixed by the data or by another tensor (features, classes, a "
+              "vocabulary, the buckets of a value head): padding it breaks shapes.",
     ),
     Rule(
         "PTT033", "tip_vectorize_loops", "Python loop over tensor rows",
@@ -1089,7 +1099,9 @@ torch.save({"epoch": 3, "model": model.state_dict()}, "last.pt")
         short="a checkpoint dict holding a whole module pickles the module object",
         fix="store model.state_dict() in the dict",
         scope="Only a value named like a model (model, net, module, network) or bound to an nn.Module "
-              "built in the same file, itself or through deepcopy(), .half(), .module or de_parallel().",
+              "built in the same file, itself or through deepcopy(), .half(), .module or de_parallel(); not "
+              "a name also bound to an entry read from a container or to a dict (weights averaged from "
+              "checkpoints: a dict of tensors).",
         unlike_tip="The tip saves the module itself (PTT004's case), not inside a dict.",
     ),
     Rule(
@@ -1112,7 +1124,9 @@ torch.save({"model": model.state_dict(), "args": vars(args)}, "ckpt.pt")
         short="a checkpoint holding an argparse.Namespace is refused by torch.load from 2.6",
         fix="save vars(args)",
         scope="Only a name bound to parse_args() or argparse.Namespace() in the same file, stored in the "
-              "saved dict literal (or in a dict name of the file); not for a torch older than 2.6.",
+              "saved dict literal (or in a dict name of the file), and not also bound to an entry read from a "
+              "container (opt = ckpt[\"opt\"]: a loaded checkpoint's own settings); not for a torch "
+              "older than 2.6.",
         unlike_tip="The tip loads a checkpoint of tensors; the rule flags the save that a weights-only "
                    "load refuses.",
     ),

@@ -115,6 +115,11 @@ class Facts:
     state_key_names: set[str] = field(default_factory=set)  # lists naming numpy RNG state keys
     forces_unsafe_load: bool = False  # the file or its package sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD
     allow_lists: bool = False  # the file uses (add_)safe_globals or asks whether torch has it
+    exports_onnx: bool = False  # the file calls torch.onnx.export
+    plain_names: set[str] = field(default_factory=set)  # also bound to a non-call (x = ckpt["x"])
+    linear_inputs: set[int] = field(default_factory=set)  # literal in_features of the file's Linears
+    linear_outputs: set[int] = field(default_factory=set)  # literal out_features of the file's Linears
+    numpy_loaders: set[str] = field(default_factory=set)  # loaders whose batches go to NumPy, not moved
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -1425,6 +1430,12 @@ class FactoryWithoutDevice(RuleVisitor):
             self.host.add(id(node.value))
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if not any(isinstance(n, (cst.FunctionDef, cst.Lambda)) for n in self.where.stack[:-1]):
+            # a method's default values and decorators run once, when the class is defined:
+            # no per-call work, and no input whose device they could take (a default
+            # ``cache: Tensor = torch.zeros((0, 0, 0))`` is a placeholder)
+            self.moved |= {id(n) for part in (node.params, *node.decorators)
+                           for n in [part, *walk(part)] if isinstance(n, cst.Call)}
         # a factory handed (at once or through a local name) to a function that is not torch's
         # (an extension kernel's output buffer): the callee's contract may need the CPU
         if node.name.value != "forward" or not self.where.method_of_model("forward"):
@@ -1477,6 +1488,10 @@ class FactoryWithoutDevice(RuleVisitor):
             return
         if name == "torch.tensor" and node.args and names_in(node.args[0].value) & {"shape", "size", "len"}:
             return  # (names_in holds an attribute's own name: x.shape gives "shape")
+        if _empty_shape(node, name):
+            return  # torch.empty(0, 0, 0): an empty placeholder ("no cache"), no data to copy
+        if self.facts.exports_onnx and not self.facts.mentions_cuda:
+            return  # a script that exports to ONNX and never names a GPU: it runs on the CPU
         if name == "torch.tensor" and node.args and _scalar(node.args[0].value):
             return  # a 0-d tensor (x * torch.tensor(d ** 0.5)): used as a scalar, nothing is copied
         if name == "torch.tensor" and node.args and not isinstance(
@@ -1494,6 +1509,28 @@ class FactoryWithoutDevice(RuleVisitor):
 
 
 RANDOM_DRAWS = {"torch.rand", "torch.randn", "torch.randint"}
+
+
+def _empty_shape(call: cst.Call, name: str) -> bool:
+    """A factory whose shape has a literal 0 (``torch.zeros(0, 0, 0)``, ``torch.ones((0, n))``,
+    ``torch.tensor([])``): an empty tensor, which holds no data to copy."""
+    args = _positional(call)
+    size = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "size"), None)
+    if name == "torch.tensor":
+        return bool(args) and isinstance(args[0].value, (cst.List, cst.Tuple)) and not args[0].value.elements
+    if name in ("torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn"):
+        dims = [a.value for a in args]
+    elif name in ("torch.full", "torch.randint"):
+        dims = [a.value for a in args if isinstance(a.value, (cst.Tuple, cst.List))][:1]
+    else:
+        return False
+    if size is not None:
+        dims.append(size)
+    if len(dims) == 1 and isinstance(dims[0], (cst.Tuple, cst.List)):
+        dims = [e.value for e in dims[0].elements]
+    elif any(isinstance(d, (cst.Tuple, cst.List)) for d in dims):
+        dims = [e.value for d in dims if isinstance(d, (cst.Tuple, cst.List)) for e in d.elements]
+    return any(_int(d) == 0 for d in dims)
 
 
 def _moved_sources(value: cst.BaseExpression) -> list[cst.Call]:
@@ -1631,6 +1668,11 @@ class ModeSwitchInForward(RuleVisitor):
 
 
 class LinearNotMultipleOf8(RuleVisitor):
+    """Only a hidden width: a literal size that one Linear of the file gives out and another
+    takes in, a free choice of the model's author. A size only taken in (the data's features) or
+    only given out (classes, a vocabulary, the buckets of a value head) is fixed by the data or
+    by another tensor, and padding it breaks shapes elsewhere."""
+
     CODE = "PTT032"
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -1638,7 +1680,8 @@ class LinearNotMultipleOf8(RuleVisitor):
             return
         sizes = [_int(a.value) for a in node.args[:2] if a.keyword is None
                  or a.keyword.value in ("in_features", "out_features")]
-        if any(s is not None and s >= 64 and s % 8 for s in sizes):
+        hidden = self.facts.linear_inputs & self.facts.linear_outputs
+        if any(s is not None and s >= 64 and s % 8 and s in hidden for s in sizes):
             self.flag(node)
 
 
@@ -1735,6 +1778,33 @@ class EvalWithoutNoGrad(RuleVisitor):
     def reset(self) -> None:
         self.evaluated: dict[int, set[str]] = {}  # id(function) -> receivers of .eval()
         self.done: set[tuple[int, str]] = set()
+        self.discarded: set[int] = set()  # calls whose value is dropped (a statement alone)
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        if isinstance(node.value, cst.Call):
+            self.discarded.add(id(node.value))
+
+    def _warm_up(self, node: cst.Call, func: cst.FunctionDef) -> bool:
+        """One call, outside loops, on a dummy input made by a factory (``x = torch.ones(...)``),
+        whose output is dropped at once: a warm-up, whose graph is freed as soon as it is made."""
+        if id(node) not in self.discarded or self.where.loop() is not None or not node.args:
+            return False
+        made: dict[str, list[cst.BaseExpression]] = {}
+        for n in walk(func.body):
+            if isinstance(n, cst.Assign):
+                for t in n.targets:
+                    for name in target_names(t.target):
+                        made.setdefault(name, []).append(n.value if isinstance(t.target, cst.Name) else t.target)
+        for a in node.args:
+            values = made.get(a.value.value, []) if isinstance(a.value, cst.Name) else [a.value]
+            if not values or not all(self._made_by_factory(v) for v in values):
+                return False
+        return True
+
+    def _made_by_factory(self, value: cst.BaseExpression) -> bool:
+        while isinstance(value, cst.Call) and _method(value) in ("to", "cuda", "half", "float", "type"):
+            value = value.func.value
+        return isinstance(value, cst.Call) and self.qname(value) in FACTORIES
 
     def visit_Call(self, node: cst.Call) -> None:
         func = self.where.function()
@@ -1751,7 +1821,7 @@ class EvalWithoutNoGrad(RuleVisitor):
             return
         callee = get_full_name_for_node(node.func)
         if callee in seen and (id(func), callee) not in self.done and not self.where.grad_free(self) \
-                and not _may_train_through(func):
+                and not _may_train_through(func) and not self._warm_up(node, func):
             self.done.add((id(func), callee))
             self.flag(node)
 
@@ -1817,14 +1887,26 @@ def _detached(node: cst.BaseExpression, detached: set[str]) -> bool:
     if isinstance(node, cst.Call):
         if _method(node) in UNTRACKED:
             return True
-        if isinstance(node.func, cst.Name) and node.func.value in ("float", "int"):
+        if isinstance(node.func, cst.Name) and node.func.value in ("float", "int", "len"):
             return True
+        if _method(node) in ("size", "numel", "dim"):
+            return True  # a size: Python ints
+        callee = (get_full_name_for_node(node.func) or "").lower()
+        args = _positional(node)
+        if ("loss" in callee or "criterion" in callee) and args and _detached(args[0].value, detached) \
+                and all(_detached(a.value, detached) or not any("loss" in n.lower() for n in names_in(a.value))
+                        for a in node.args):
+            return True  # a loss of predictions that hold no graph (computed under no_grad)
         # a method of a detached value, with no loss in its arguments (.float(), .to(device))
         return isinstance(node.func, cst.Attribute) and _detached(node.func.value, detached) and all(
             _detached(a.value, detached) or not any("loss" in n.lower() for n in names_in(a.value))
             for a in node.args)
     if isinstance(node, cst.BinaryOperation):
-        return _detached(node.left, detached) and _detached(node.right, detached)
+        sides = (node.left, node.right)
+        # both hold no graph, or one does and the other is a plain value (loss * args.scale)
+        return any(_detached(p, detached) for p in sides) and all(
+            _detached(p, detached) or (isinstance(p, (cst.Name, cst.Attribute))
+                                       and not any("loss" in n.lower() for n in names_in(p))) for p in sides)
     if isinstance(node, cst.UnaryOperation):
         return _detached(node.expression, detached)
     return False
@@ -2059,6 +2141,7 @@ class LoggedLossTensor(_LossTracking):
                 and not (func is not None and (func.name.value == "__init__"
                                                or func.name.value in self.facts.grad_free_callees))
                 and not _built(node.args[0].value)
+                and not _detached(node.args[0].value, self.detached)
                 and self.carries_loss(node.args[0].value)):
             self.candidate(node, get_full_name_for_node(node.func.value), node.args[0].value)
 
@@ -2603,10 +2686,19 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
 
     CODE = "PTT021"
 
+    def reset(self) -> None:
+        self.bound: dict[int, str] = {}  # id(DataLoader call) -> the name it is bound to
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            self.bound[id(node.value)] = node.targets[0].target.value
+
     def visit_Call(self, node: cst.Call) -> None:
         if (self.qname(node) != "torch.utils.data.DataLoader" or _star_kwargs(node)
                 or not self.facts.mentions_cuda):
             return
+        if self.bound.get(id(node)) in self.facts.numpy_loaders:
+            return  # its batches go to NumPy (an ONNX runtime) and torch never moves them
         arg = self.get_specific_arg(node, "pin_memory", 7)
         if (arg is None or _is_false(arg.value)) and not self._over_tensors(node):
             self.flag(node)
@@ -3039,7 +3131,9 @@ class SaveDictWithModule(RuleVisitor):
         if saved is None:
             return
         values, name = saved
-        if any(_whole_module_cst(v, self.facts) for v in values) or (name and name in self.facts.module_dicts):
+        plain = self.facts.plain_names  # also bound to an entry of a container: weights, maybe
+        if any(_whole_module_cst(v, self.facts) and not (isinstance(v, cst.Name) and v.value in plain)
+               for v in values) or (name and name in self.facts.module_dicts):
             self.flag(node)
 
 
@@ -3055,7 +3149,8 @@ class SaveNamespace(RuleVisitor):
         if saved is None or self.torch_before((2, 6)) or self.facts.loads_unsafely:
             return
         values, name = saved
-        if any(isinstance(v, cst.Name) and v.value in self.facts.namespace_names for v in values) or (
+        if any(isinstance(v, cst.Name) and v.value in self.facts.namespace_names - self.facts.plain_names
+               for v in values) or (
                 name and name in self.facts.namespace_dicts):
             self.flag(node)
 
