@@ -57,3 +57,11 @@ def test_a_spent_rounds_misses_stay_with_the_tuning_labels(tmp_path):
     out = tmp_path / "labels.json"
     labels.dump(tuning, out)
     assert labels.load(out).misses == tuning.misses
+
+
+def test_an_excerpt_keeps_the_comments_its_findings_need():
+    text = "import torch\n\n# needs cuda\nx = torch.ones(2)\ny = 3\n"
+    # a finding that needs only the statement it is on: the comment and the rest go
+    assert labels.minimize(text, lambda t: "torch.ones(2)" in t) == {4}
+    # one that also reads the file's words (as text facts do): the comment stays
+    assert labels.minimize(text, lambda t: "torch.ones(2)" in t and "cuda" in t) == {3, 4}

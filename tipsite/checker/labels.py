@@ -199,13 +199,18 @@ def minimize(text: str, ok, required: set[int] = frozenset()) -> set[int]:
             continue
         if ok(candidate):
             keep = trial
-    # lines outside every statement, and comment lines that hold no noqa, are not needed
+    # lines outside every statement, and comment lines that hold no noqa, are rarely needed;
+    # a rule that reads the file's words (a comment naming cuda, a reason) may need them: then
+    # the comments stay, or, failing that, everything the statements left
     inside = set()
     for first, last in statements(ast.parse(render(keep))):
         inside |= set(range(first, last + 1))
     comments = {i + 1 for i, line in enumerate(lines)
                 if line.strip().startswith("#") and "noqa" not in line}
-    return (keep & inside) - comments
+    for trimmed in ((keep & inside) - comments, keep & (inside | comments)):
+        if ok(render(trimmed)):
+            return trimmed
+    return keep
 
 
 # --- held-out labels and the rules' status ---------------------------------------------------------
