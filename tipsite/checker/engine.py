@@ -934,6 +934,11 @@ def declared_torch(path: str) -> tuple[int, int] | None:
     return _declared_in(folder)
 
 
+def _sets_force_unsafe(text: str) -> bool:
+    """The code (not a comment or a read) sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD."""
+    return _FORCE_UNSAFE in text and _in_code(_SETS_FORCE_UNSAFE, text)
+
+
 def _package_forces_unsafe(path: str) -> bool:
     """The package ``path`` belongs to sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD in an
     ``__init__.py`` (its own folder's or one above, while the folders are a package)."""
@@ -956,7 +961,7 @@ def _init_forces_unsafe(folder: str) -> bool:
         if os.path.getsize(init) < 1_000_000:
             with open(init, encoding="utf-8", errors="replace") as f:
                 text = f.read()
-            if _FORCE_UNSAFE in text and _in_code(_SETS_FORCE_UNSAFE, text):
+            if _sets_force_unsafe(text):
                 return True
     except OSError:
         return False
@@ -1056,8 +1061,7 @@ class Checker:
         # PTT001 reads it for a torch.load only: no file system lookup for a file without one
         scan.facts.torch_floor = declared_torch(path) if "load" in text else None
         if "load(" in text or "save(" in text:  # PTT001 and PTT004 read them
-            scan.facts.forces_unsafe_load = (
-                (_FORCE_UNSAFE in text and _in_code(_SETS_FORCE_UNSAFE, text)) or _package_forces_unsafe(path))
+            scan.facts.forces_unsafe_load = _sets_force_unsafe(text) or _package_forces_unsafe(path)
             scan.facts.allow_lists = "safe_globals" in text and _in_code(_ALLOW_LISTS, text)
         scan.text = text
         scan.formats = scan.facts.mentions_cuda and "backward" in text

@@ -310,8 +310,7 @@ def excerpt_lines(heldout: Labels) -> set[str]:
     """The held-out findings' excerpt lines worth matching (stripped, 20 characters or more)."""
     out = set()
     for f in heldout.findings + heldout.regressions:
-        for line in str(f.get("excerpt", "")).splitlines():
-            line = re.sub(r"^\s*\d+\|", "", line).strip()
+        for line in _stripped_lines(str(f.get("excerpt", ""))):
             if len(line) >= 20 and not line.startswith(("#", "import ", "from ")):
                 out.add(line)
     return out
@@ -344,8 +343,9 @@ def leaks(heldout: Labels, texts: dict[str, str] | None = None, spent: set[str] 
     codebases, not written by hand: there one line a held-out excerpt shares is an idiom both
     codebases use (``with torch.cuda.amp.autocast(enabled=False):``), and a leak is held-out
     code itself, so such a line counts only with a line next to it in the held-out excerpt
-    (of 20 characters or more: a closing bracket says nothing) next to it there too. The registry's examples and the checker's tests are written by the
-    rules' authors: any one such line counts."""
+    (of 20 characters or more: a closing bracket says nothing) next to it there too. The
+    registry's examples and the checker's tests are written by the rules' authors: any one such
+    line counts."""
     texts = own_test_data() if texts is None else texts
     spent = {c["repo"] for c in load().corpora} if spent is None else spent
     heldout = Labels(corpora=heldout.corpora,
@@ -357,14 +357,16 @@ def leaks(heldout: Labels, texts: dict[str, str] | None = None, spent: set[str] 
     for f in heldout.findings + heldout.regressions:
         held_pairs |= _pairs(_stripped_lines(str(f.get("excerpt", ""))))
     cut = str(EXCERPTS.relative_to(ROOT))
+    # for each tuning excerpt, the lines that sit next to a line of 20 characters or more in
+    # both it and a held-out excerpt
+    paired = {name: {line for pair in _pairs(lines) & held_pairs if min(map(len, pair)) >= 20
+                     for line in pair}
+              for name, lines in listed.items() if name.startswith(cut)}
 
     def found(line: str, name: str) -> bool:
         if len(line) < LEAK_MIN or line not in stripped[name]:
             return False
-        if not name.startswith(cut):
-            return True
-        return any(line in pair and min(map(len, pair)) >= 20
-                   for pair in _pairs(listed[name]) & held_pairs)
+        return name not in paired or line in paired[name]
 
     return [f"{name}: {line!r}" for line in sorted(excerpt_lines(heldout))
             for name in stripped if found(line, name)]

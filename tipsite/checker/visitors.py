@@ -680,6 +680,13 @@ def _engine_class(visitor: RuleVisitor, call: cst.BaseExpression) -> bool:
     return name.startswith("torch2trt.") or name.rsplit(".", 1)[-1] == "TRTModule"
 
 
+def _engine_names(visitor: RuleVisitor, func: cst.FunctionDef) -> set[str]:
+    """The names (and ``self.x`` attributes) the function binds to a torch2trt ``TRTModule(...)``."""
+    return {get_full_name_for_node(t.target) for n in walk(func.body)
+            if type(n) is cst.Assign and _engine_class(visitor, n.value)
+            for t in n.targets if isinstance(t.target, (cst.Name, cst.Attribute))}
+
+
 def _feeds_engine(visitor: RuleVisitor, load: cst.Call) -> bool:
     """The load goes, whole, into ``x.load_state_dict`` of an ``x`` the function binds to a
     torch2trt ``TRTModule(...)``."""
@@ -687,9 +694,7 @@ def _feeds_engine(visitor: RuleVisitor, load: cst.Call) -> bool:
     if func is None:
         return False
     names = _bound_to(load, func)
-    engines = {t.target.value for n in walk(func.body)
-               if type(n) is cst.Assign and _engine_class(visitor, n.value)
-               for t in n.targets if isinstance(t.target, cst.Name)}
+    engines = _engine_names(visitor, func)
     if not engines:
         return False
     for n in walk(func.body):
@@ -1053,11 +1058,7 @@ class LoadStateDictWithoutMmap(RuleVisitor):
         """The receiver is torch2trt's ``TRTModule``: a serialized TensorRT engine, no Parameters
         to build on the meta device."""
         func = self.where.function()
-        return func is not None and any(
-            type(n) is cst.Assign and _engine_class(self, n.value)
-            and any(get_full_name_for_node(t.target) == receiver for t in n.targets
-                    if isinstance(t.target, (cst.Name, cst.Attribute)))
-            for n in walk(func.body))
+        return func is not None and receiver in _engine_names(self, func)
 
     def _params_taken(self, call: cst.Call, receiver: str) -> bool:
         """Something already holds the module's parameters, which ``assign=True`` would replace
@@ -1894,22 +1895,25 @@ def _detached(node: cst.BaseExpression, detached: set[str]) -> bool:
         callee = (get_full_name_for_node(node.func) or "").lower()
         args = _positional(node)
         if ("loss" in callee or "criterion" in callee) and args and _detached(args[0].value, detached) \
-                and all(_detached(a.value, detached) or not any("loss" in n.lower() for n in names_in(a.value))
-                        for a in node.args):
+                and all(_no_graph_in(a.value, detached) for a in node.args):
             return True  # a loss of predictions that hold no graph (computed under no_grad)
         # a method of a detached value, with no loss in its arguments (.float(), .to(device))
         return isinstance(node.func, cst.Attribute) and _detached(node.func.value, detached) and all(
-            _detached(a.value, detached) or not any("loss" in n.lower() for n in names_in(a.value))
-            for a in node.args)
+            _no_graph_in(a.value, detached) for a in node.args)
     if isinstance(node, cst.BinaryOperation):
         sides = (node.left, node.right)
         # both hold no graph, or one does and the other is a plain value (loss * args.scale)
         return any(_detached(p, detached) for p in sides) and all(
-            _detached(p, detached) or (isinstance(p, (cst.Name, cst.Attribute))
-                                       and not any("loss" in n.lower() for n in names_in(p))) for p in sides)
+            _no_graph_in(p, detached) if isinstance(p, (cst.Name, cst.Attribute)) else _detached(p, detached)
+            for p in sides)
     if isinstance(node, cst.UnaryOperation):
         return _detached(node.expression, detached)
     return False
+
+
+def _no_graph_in(node: cst.BaseExpression, detached: set[str]) -> bool:
+    """Detached, or naming no loss: a value that adds no graph to what it is combined with."""
+    return _detached(node, detached) or not any("loss" in n.lower() for n in names_in(node))
 
 
 def _backward_receiver(call: cst.Call, visitor: RuleVisitor) -> cst.BaseExpression | None:
