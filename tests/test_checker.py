@@ -252,6 +252,58 @@ def test_host_reads_only_on_every_training_step():
     assert "PTT011" not in codes(rpc)
 
 
+def test_host_read_in_a_step_function_a_loop_calls(checker):
+    """A function that runs backward() and an optimizer step is one training step: its read,
+    outside its loops and ifs, happens every step when a loop of the file calls it."""
+    step = """\
+        import torch
+        class Runner:
+            def fit_one(self, batch):
+                out = self.net(batch["x"].to(self.dev))
+                err = self.crit(out, batch["y"].to(self.dev))
+                self.sgd_opt.zero_grad()
+                err.backward()
+                self.sgd_opt.step()
+                return {"err": err.detach().cpu().numpy()}
+
+            def fit(self):
+                for _ in range(self.iters):
+                    self.history.append(self.fit_one(next(self.feed)))
+        """
+    assert [line for line, _, c in codes_at(checker, step) if c == "PTT011"] == [9]
+    # never called in a loop here: one call may be the whole run
+    once = step.replace("for _ in range(self.iters):\n                    ", "")
+    once = once.replace("self.history.append", "return self.history.append")
+    assert "PTT011" not in codes(once)
+    # no optimizer step in it: a gradient for something else (an attack, a saliency map)
+    grad_only = step.replace("self.sgd_opt.step()", "self.sched.step()")
+    assert "PTT011" not in codes(grad_only)
+    # the read after a loop of its own: the function is an epoch, read once per epoch
+    epoch = """\
+        import torch
+        def run_epoch(net, opt, feed):
+            total = torch.zeros(())
+            for x, y in feed:
+                err = crit(net(x), y)
+                err.backward()
+                opt.step()
+                total += err.detach()
+            return total.item()
+
+        for epoch in range(9):
+            print(run_epoch(net, opt, feed))
+        """
+    assert "PTT011" not in codes(epoch)
+    # read under an if (every N calls), or to decide something (the step waits anyway)
+    gated = step.replace("return {", "if self.n % 50 == 0:\n                    return {")
+    assert "PTT011" not in codes(gated)
+    decides = step.replace("err.backward()", "value = err.item()\n                assert value < 1e9\n"
+                           "                err.backward()")
+    assert decides.count("err.item()") == 1 and "PTT011" not in codes(decides)
+    for variant in (once, grad_only, epoch, gated):
+        assert variant != step
+
+
 def test_forward_rules_skip_losses_matchers_and_moved_factories():
     src = """\
         import torch

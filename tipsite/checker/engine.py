@@ -191,6 +191,9 @@ class _Scan:
         self.item_binds: list[tuple[str, ast.expr]] = []  # d["args"] = args: (d, args)
         self.unpacked: list[tuple[str, ast.expr]] = []  # a, b = x, y: (a, x), (b, y)
         self.for_loops: list[ast.For] = []
+        self.while_loops: list[ast.While] = []
+        # PTT011: functions with a host read outside any loop of theirs (a training step's read?)
+        self.step_reads: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         # pieces that depend on whole-file facts: (why, expression, the enclosing function or the loop)
         self.maybe: list[tuple[str, ast.expr, ast.AST | None]] = []
         self.spots: dict[str, list[tuple[int, int, int, int]]] = {k: [] for k in POSITIONED}
@@ -268,6 +271,8 @@ class _Scan:
                 self.facts.manual_grad = True
         elif isinstance(node, ast.For):
             self.for_loops.append(node)  # PTT021: where each loader's batches go
+        elif isinstance(node, ast.While):
+            self.while_loops.append(node)  # PTT011: step functions called in a loop
         elif isinstance(node, ast.ClassDef):
             if any((_dotted(b) or "").endswith("Module") for b in node.bases):
                 self.facts.module_classes.add(node.name)
@@ -412,7 +417,12 @@ class _Scan:
         if name in FUNCTION_CALLS:
             self._add(self._function(stack))
         if name in LOOP_CALLS:
-            self._add(self._loop(stack))
+            loop = self._loop(stack)
+            self._add(loop)
+            if loop is None and name in V.HOST_READS and not node.args:
+                func = self._function(stack)
+                if func is not None:
+                    self.step_reads[id(func)] = func
         elif name in ("to", "cuda"):
             loop = self._loop(stack)
             if isinstance(loop, (ast.For, ast.AsyncFor)):
@@ -501,6 +511,24 @@ class _Scan:
         # functions of this file called only from grad-free ones (a helper of a @no_grad search)
         f.grad_free_callees = {func.name for func in self.functions if self.callers.get(func.name)
                                and self.callers[func.name] <= f.grad_free_functions}
+
+    def _step_functions(self) -> None:
+        """PTT011: functions that read a value on the host outside their loops, run ``backward()``
+        and an optimizer's ``step()`` outside their loops (one call is one training step), and are
+        called in a loop of this file: the read happens on every step."""
+        steps = {id(f): f for f in self.step_reads.values() if _one_step(f)}
+        if not steps:
+            return
+        names = {f.name for f in steps.values()}
+        looped = set()
+        for loop in [*self.for_loops, *self.while_loops]:
+            for n in ast.walk(loop):
+                if isinstance(n, ast.Call) and _last_name(n.func) in names:
+                    looped.add(_last_name(n.func))
+        self.facts.step_functions = looped
+        for f in steps.values():
+            if f.name in looped:
+                self._add(f)
 
     def finish(self) -> None:
         """Facts about bindings need the whole import table: resolved once the walk is done."""
@@ -591,6 +619,7 @@ class _Scan:
         for loop, piece in self.formatted:
             if id(loop) in self.backward_loops:
                 self._add(piece)
+        self._step_functions()
         self._loader_uses()
         for why, expr, where in self.maybe:
             if why == "lossy" and (_mentions_any(expr, lossy) or _calls_loss(expr)):
@@ -603,6 +632,24 @@ class _Scan:
                 name = _dotted(it) or ""
                 if name in f.loader_names or "loader" in name.rsplit(".", 1)[-1].lower():
                     self._add(loop)
+
+
+def _one_step(func: ast.AST) -> bool:
+    """The function's own body, outside its loops and nested functions, calls ``backward()`` (or
+    a loss scaler) and an optimizer's ``step()``: each call is one training step."""
+    backward = step = False
+    todo = list(func.body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef,
+                          ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            backward |= n.func.attr == "backward"
+            step |= n.func.attr == "step" and V.optimizer_step_receiver(_dotted(n.func.value) or "",
+                                                                       bool(n.args))
+        todo.extend(ast.iter_child_nodes(n))
+    return backward and step
 
 
 _PLAIN_CALLS = {"print", "len", "enumerate", "zip", "range", "list", "tuple", "dict", "str", "int", "float",

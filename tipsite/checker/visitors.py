@@ -120,6 +120,7 @@ class Facts:
     linear_inputs: set[int] = field(default_factory=set)  # literal in_features of the file's Linears
     linear_outputs: set[int] = field(default_factory=set)  # literal out_features of the file's Linears
     numpy_loaders: set[str] = field(default_factory=set)  # loaders whose batches go to NumPy, not moved
+    step_functions: set[str] = field(default_factory=set)  # training-step functions called in a loop here
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -2265,6 +2266,28 @@ def _decides(loop: cst.CSTNode) -> bool:
     return False
 
 
+_OPTIMIZER = re.compile(r"optim|(^|_)opt$", re.IGNORECASE)
+
+
+def optimizer_step_receiver(receiver: str, has_args: bool) -> bool:
+    """``x.step(...)`` steps an optimizer: ``optimizer.step()``, ``self.opt.step()``, or
+    ``scaler.step(optimizer)`` (not a scheduler's ``step()``)."""
+    last = receiver.rsplit(".", 1)[-1]
+    return bool(_OPTIMIZER.search(last)) or (has_args and last.lower().endswith("scaler"))
+
+
+def _one_step(func: cst.FunctionDef) -> bool:
+    """The function's own body, outside its loops, calls ``backward()`` and an optimizer's
+    ``step()``: each call is one training step."""
+    backward = step = False
+    for n in walk(func.body, into_loops=False):
+        if isinstance(n, cst.Call) and type(n.func) is cst.Attribute:
+            backward |= n.func.attr.value == "backward"
+            step |= n.func.attr.value == "step" and optimizer_step_receiver(
+                get_full_name_for_node(n.func.value) or "", bool(n.args))
+    return backward and step
+
+
 class HostReadInLoop(RuleVisitor):
     """A read of a tensor's value on every step of a training loop: not one gated by an ``if``
     (logging every N steps; a rank guard is no gate), and not in a loop that already waits for
@@ -2279,13 +2302,17 @@ class HostReadInLoop(RuleVisitor):
     def _loop(self, loop: cst.CSTNode) -> bool:
         known = self.loops.get(id(loop))
         if known is None:
-            known = self.loops[id(loop)] = _training_step(loop) and not _decides(loop)
+            if isinstance(loop, cst.FunctionDef):  # a step function that a loop of the file calls
+                known = loop.name.value in self.facts.step_functions and _one_step(loop)
+            else:
+                known = _training_step(loop)
+            known = self.loops[id(loop)] = known and not _decides(loop)
         return known
 
     def visit_Call(self, node: cst.Call) -> None:
         if _method(node) not in HOST_READS or node.args:
             return
-        loop = self.where.loop()
+        loop = self.where.loop() or self.where.function()
         if loop is None or self.where.gated_in(loop) or self.where.grad_free(self):
             return  # (an evaluation inside the loop, under no_grad: its results are for the host)
         if self._loop(loop):
