@@ -520,11 +520,25 @@ class _Scan:
         if not steps:
             return
         names = {f.name for f in steps.values()}
-        looped = set()
+        looped, decided = set(), set()
         for loop in [*self.for_loops, *self.while_loops]:
-            for n in ast.walk(loop):
-                if isinstance(n, ast.Call) and _last_name(n.func) in names:
-                    looped.add(_last_name(n.func))
+            nodes = list(ast.walk(loop))
+            called = {_last_name(n.func) for n in nodes if isinstance(n, ast.Call)} & names
+            if not called:
+                continue
+            looped |= called
+            # what the loop tests (if, while, assert): a step's value read there decides something,
+            # and the read in the step is the one that decision needs
+            tests = [n.test for n in nodes if isinstance(n, (ast.If, ast.While, ast.Assert, ast.IfExp))]
+            tested = set().union(*(_names_read(t) for t in tests)) if tests else set()
+            for n in nodes:
+                if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
+                    targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                    if not set().union(*(_names_read(t) for t in targets)).isdisjoint(tested):
+                        decided |= {_last_name(c.func) for c in ast.walk(n.value) if isinstance(c, ast.Call)}
+            for t in tests:
+                decided |= {_last_name(c.func) for c in ast.walk(t) if isinstance(c, ast.Call)}
+        looped -= decided
         self.facts.step_functions = looped
         for f in steps.values():
             if f.name in looped:

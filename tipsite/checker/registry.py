@@ -323,8 +323,8 @@ print(total.item())
         scope="Only in a loop whose own body calls backward() (itself, in a closure it defines, or through "
               "a loss scaler: one iteration is one step), or outside the loops of a function that itself "
               "calls backward() and an optimizer's step() outside its loops (one call is one step) and that "
-              "a loop of the same file calls; not under an if inside the loop or function (logging every N "
-              "steps; a rank or distributed guard is no such if), not under no_grad (an evaluation inside the "
+              "a loop of the same file calls (not a loop that tests what it returns); not under an if inside "
+              "the loop or function (logging every N steps; a rank or distributed guard is no such if), not under no_grad (an evaluation inside the "
               "loop), and not in a loop or function that already reads a value every step to decide something (if not "
               "math.isfinite(loss.item())), where one more read costs nothing. Reads are .item(), .tolist() "
               "and .numpy(): a bare .cpu() also moves modules (for RPC, for saving).",
