@@ -310,6 +310,34 @@ def test_host_read_in_a_step_function_a_loop_calls(checker):
         assert variant != step
 
 
+def test_host_read_in_a_per_step_hook(checker):
+    """A hook class's after_step runs after every training step: its reads are per step, unless
+    an if skips steps (a period), in a file that names CUDA."""
+    hook = """\
+        import torch
+        class MeterHook(BaseHook):
+            def after_step(self):
+                if "outs" in self.runner.info:
+                    for name, value in self.runner.info["outs"].items():
+                        self.meters[name].add(value.item())
+                self.dev = torch.device("cuda")
+        """
+    assert [line for line, _, c in codes_at(checker, hook) if c == "PTT011"] == [6]
+    periodic = hook.replace('if "outs" in self.runner.info:', "if self.runner.it % self.period == 0:")
+    assert "PTT011" not in codes(periodic)
+    not_a_hook = hook.replace("(BaseHook)", "(Meter)")
+    assert "PTT011" not in codes(not_a_hook)
+    other_method = hook.replace("def after_step", "def after_epoch")
+    assert "PTT011" not in codes(other_method)
+    no_cuda = hook.replace('self.dev = torch.device("cuda")', "self.n += 1")
+    assert "PTT011" not in codes(no_cuda)
+    # a module-level function of the same name: which after_step runs is not known
+    twin = textwrap.dedent(hook) + "\ndef after_step(x):\n    return x\n"
+    assert "PTT011" not in codes(twin)
+    for variant in (periodic, not_a_hook, other_method, no_cuda):
+        assert variant != hook
+
+
 def test_forward_rules_skip_losses_matchers_and_moved_factories():
     src = """\
         import torch

@@ -194,6 +194,9 @@ class _Scan:
         self.while_loops: list[ast.While] = []
         # PTT011: functions with a host read outside any loop of theirs (a training step's read?)
         self.step_reads: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.hook_reads: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] = {}  # reads in per-step hooks
+        self.hook_defs: set[str] = set()  # per-step hook methods of hook classes (after_step...)
+        self.other_defs: set[str] = set()  # functions of the same names elsewhere
         # pieces that depend on whole-file facts: (why, expression, the enclosing function or the loop)
         self.maybe: list[tuple[str, ast.expr, ast.AST | None]] = []
         self.spots: dict[str, list[tuple[int, int, int, int]]] = {k: [] for k in POSITIONED}
@@ -302,6 +305,11 @@ class _Scan:
                 self._add(self._guard(stack) or self._stmt(stack))  # judged with a fallback around it
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self.functions.append(node)
+            if node.name in V.HOOK_METHODS:  # PTT011: a hook the trainer calls after every step
+                parent = stack[-2] if len(stack) > 1 else None
+                hook = isinstance(parent, ast.ClassDef) and any(
+                    V.HOOK_BASE.search((_dotted(b) or "").rsplit(".", 1)[-1]) for b in parent.bases)
+                (self.hook_defs if hook else self.other_defs).add(node.name)
             if any(_last_name(d.func if isinstance(d, ast.Call) else d) == "no_grad" for d in node.decorator_list):
                 self._add(node)
             if self.amp_names and any(self._uses_amp(d) for d in node.decorator_list):
@@ -419,10 +427,12 @@ class _Scan:
         if name in LOOP_CALLS:
             loop = self._loop(stack)
             self._add(loop)
-            if loop is None and name in V.HOST_READS and not node.args:
-                func = self._function(stack)
-                if func is not None:
+            func = self._function(stack) if name in V.HOST_READS and not node.args else None
+            if func is not None:
+                if loop is None:
                     self.step_reads[id(func)] = func
+                if func.name in V.HOOK_METHODS:
+                    self.hook_reads[id(func)] = func
         elif name in ("to", "cuda"):
             loop = self._loop(stack)
             if isinstance(loop, (ast.For, ast.AsyncFor)):
@@ -511,6 +521,13 @@ class _Scan:
         # functions of this file called only from grad-free ones (a helper of a @no_grad search)
         f.grad_free_callees = {func.name for func in self.functions if self.callers.get(func.name)
                                and self.callers[func.name] <= f.grad_free_functions}
+
+    def _hooks(self) -> None:
+        """PTT011: the per-step hook methods with a host read (names no other function here has)."""
+        self.facts.hook_methods = self.hook_defs - self.other_defs
+        for f in self.hook_reads.values():
+            if f.name in self.facts.hook_methods:
+                self._add(f)
 
     def _step_functions(self) -> None:
         """PTT011: functions that read a value on the host outside their loops, run ``backward()``
@@ -634,6 +651,7 @@ class _Scan:
             if id(loop) in self.backward_loops:
                 self._add(piece)
         self._step_functions()
+        self._hooks()
         self._loader_uses()
         for why, expr, where in self.maybe:
             if why == "lossy" and (_mentions_any(expr, lossy) or _calls_loss(expr)):

@@ -121,6 +121,7 @@ class Facts:
     linear_outputs: set[int] = field(default_factory=set)  # literal out_features of the file's Linears
     numpy_loaders: set[str] = field(default_factory=set)  # loaders whose batches go to NumPy, not moved
     step_functions: set[str] = field(default_factory=set)  # training-step functions called in a loop here
+    hook_methods: set[str] = field(default_factory=set)  # after_step... methods of hook classes here
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -2266,6 +2267,25 @@ def _decides(loop: cst.CSTNode) -> bool:
     return False
 
 
+# methods a trainer calls after every training step (detectron2-style HookBase, mmengine's Hook,
+# Lightning's Callback), in a class deriving from a hook or callback class
+HOOK_METHODS = frozenset({"after_step", "after_train_step", "after_train_iter", "on_train_batch_end"})
+HOOK_BASE = re.compile(r"hook|callback", re.IGNORECASE)
+
+
+def _every_step_test(test: cst.BaseExpression) -> bool:
+    """An ``if`` that a hook takes on every step when it takes it once: a rank guard, or a test of
+    what the trainer holds (``"losses" in out``, ``x is not None``, ``isinstance``/``hasattr``), with
+    no step counter or modulo in it."""
+    if rank_guard(test):
+        return True
+    if _has_mod(test) or any(isinstance(n, cst.Name) and _INTERVAL.search(n.value) for n in [test, *walk(test)]):
+        return False
+    if isinstance(test, cst.Comparison):
+        return all(isinstance(c.operator, (cst.In, cst.NotIn, cst.Is, cst.IsNot)) for c in test.comparisons)
+    return isinstance(test, cst.Call) and get_full_name_for_node(test.func) in ("isinstance", "hasattr")
+
+
 _OPTIMIZER = re.compile(r"optim|(^|_)opt$", re.IGNORECASE)
 
 
@@ -2298,6 +2318,7 @@ class HostReadInLoop(RuleVisitor):
 
     def reset(self) -> None:
         self.loops: dict[int, bool] = {}  # id(loop) -> a training step that does not already wait
+        self.hooks: dict[int, bool] = {}  # id(hook method) -> it does not already read to decide
 
     def _loop(self, loop: cst.CSTNode) -> bool:
         known = self.loops.get(id(loop))
@@ -2316,6 +2337,26 @@ class HostReadInLoop(RuleVisitor):
         if loop is None or self.where.gated_in(loop) or self.where.grad_free(self):
             return  # (an evaluation inside the loop, under no_grad: its results are for the host)
         if self._loop(loop):
+            self.flag(node)
+        elif not self.where.gated_in(loop):
+            self._hook(node)
+
+    def _hook(self, node: cst.Call) -> None:
+        """A read in a per-step hook method (``after_step`` of a hook class) of a file that names
+        CUDA, under no ``if`` that skips steps, in a hook that does not read to decide something."""
+        func = self.where.function()
+        if func is None or func.name.value not in self.facts.hook_methods or not self.facts.mentions_cuda:
+            return
+        for n in reversed(self.where.stack):
+            if n is func:
+                break
+            if isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ExceptHandler)) or (
+                    isinstance(n, cst.If) and not _every_step_test(n.test)):
+                return
+        known = self.hooks.get(id(func))
+        if known is None:
+            known = self.hooks[id(func)] = not _decides(func)
+        if known:
             self.flag(node)
 
 
