@@ -471,6 +471,36 @@ def test_positions_from_ast_equal_libcst_positions(checker, monkeypatch):
     assert fast == slow
 
 
+def test_blanking_unmarked_functions_changes_no_finding(checker, monkeypatch):
+    """A file with top-level findings is parsed whole, with the bodies of the top-level
+    functions and classes that hold no piece blanked: the findings, and their positions, must be
+    those of the file parsed as it is (the tips and the tuning excerpts, real code)."""
+    sources = {p.name: p.read_text(encoding="utf-8") for p in tipmeta.tip_files()}
+    for txt in sorted(labels.EXCERPTS.rglob("*.py.txt")):
+        repo, _, path = txt.relative_to(labels.EXCERPTS).as_posix()[:-4].partition("/")
+        sources[path] = labels.read_excerpt(repo.replace("+", "/", 1), path)
+    blanked: dict[str, list] = {}
+    real = engine._blank_unmarked
+    current = ""
+
+    def counting(tree, pieces, lines):
+        kept, spans = real(tree, pieces, lines)
+        if spans:
+            blanked[current] = spans
+        return kept, spans
+
+    monkeypatch.setattr(engine, "_blank_unmarked", counting)
+    fast = {}
+    for current, text in sources.items():
+        fast[current] = [(f.line, f.col, f.code, f.message) for f in checker.check_source(text, current)]
+    fast = {p: fast[p] for p in blanked}
+    monkeypatch.setattr(engine, "_blank_unmarked", lambda tree, pieces, lines: (lines, []))
+    slow = {p: [(f.line, f.col, f.code, f.message) for f in checker.check_source(sources[p], p)]
+            for p in blanked}
+    assert len(blanked) > 10 and sum(map(len, fast.values())) > 10, (len(blanked), fast)
+    assert fast == slow
+
+
 def test_indented_pieces_keep_their_positions(checker):
     src = "import torch\n\nclass A:\n    def f(self):\n        if x:\n            y = torch.load(p, weights_only=False)\n"
     assert (6, 17, "PTT001") in codes_at(checker, src)

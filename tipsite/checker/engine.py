@@ -1156,7 +1156,11 @@ class Checker:
         lines = text.splitlines(keepends=True)
         found: dict[tuple[int, str], Finding] = {}
         if scan.whole:
-            results = self._whole(scan, lines, path)
+            kept, blanked = _blank_unmarked(tree, scan.pieces.values(), lines)
+            if blanked:  # the ast's positions of the nodes libcst no longer sees are dropped
+                scan.spots = {k: [s for s in v if not any(a <= s[0] <= b for a, b in blanked)]
+                              for k, v in scan.spots.items()}
+            results = self._whole(scan, kept, path)
         else:
             results = [f for piece in _outermost(scan.pieces.values())
                        for f in self._check_piece(piece, scan, lines, path)]
@@ -1240,6 +1244,42 @@ class Checker:
         if not text.isascii():  # ast columns count UTF-8 bytes
             col = len(text.encode("utf-8")[:col].decode("utf-8", errors="replace"))
         return line, col + 1
+
+
+def _blank_unmarked(tree: ast.Module, pieces: Iterable[ast.AST],
+                    lines: list[str]) -> tuple[list[str], list[tuple[int, int]]]:
+    """The file's lines with the body of each function or class that holds no piece (at the top
+    level, or a method of a class that holds one) replaced by ``pass`` and empty lines: top-level
+    code needs the whole file parsed, but no rule judges it by code it never marked, and libcst's
+    parse and walk cost grows with the lines given. Line numbers and columns stay as they were.
+    Also returns the blanked line ranges."""
+    spans = [(min([p.lineno] + [d.lineno for d in getattr(p, "decorator_list", [])]), p.end_lineno)
+             for p in pieces]
+    out, blanked = list(lines), []
+
+    def blank(body: list[ast.stmt]) -> None:
+        for node in body:
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            first, last = node.body[0].lineno, node.end_lineno
+            if first == node.lineno:
+                continue  # a body on the header's line
+            if any(a <= last and b >= first for a, b in spans):
+                if isinstance(node, ast.ClassDef):
+                    blank(node.body)  # its other methods
+                continue
+            line = lines[first - 1]
+            indent = line[:node.body[0].col_offset]
+            if indent.strip() or len(indent) <= node.col_offset:
+                continue
+            ending = "\r\n" if line.endswith("\r\n") else "\n"
+            out[first - 1] = indent + "pass" + ending
+            for i in range(first, last):
+                out[i] = ending
+            blanked.append((first, last))
+
+    blank(tree.body)
+    return (out if blanked else lines), blanked
 
 
 def _outermost(pieces: Iterable[ast.AST]) -> list[ast.AST]:
