@@ -127,6 +127,47 @@ class Finding:
     torchfix: str | None = None  # the TorchFix code when TorchFix's own visitor found it
 
 
+# the errors a version fallback catches when the newer spelling is missing
+_IMPORT_FALLBACK = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError"})
+
+
+def _amp_bound(node: ast.Import | ast.ImportFrom) -> dict[str, str]:
+    """The local names the import binds, each to what it names (``torch.cuda.amp.GradScaler``)."""
+    if isinstance(node, ast.Import):
+        return {a.asname: a.name for a in node.names if a.asname}
+    if not node.module or node.level:
+        return {}
+    return {a.asname or a.name: f"{node.module}.{a.name}" for a in node.names}
+
+
+def _deprecated_amp(name: str) -> bool:
+    return name == "torch.cuda.amp" or name.startswith("torch.cuda.amp.")
+
+
+def _amp_fallback(node: ast.Import | ast.ImportFrom, stack: list[ast.AST],
+                  aliases: dict[str, str]) -> set[str]:
+    """PTT005: the names an import in ``except ImportError`` (or ``AttributeError``) binds to
+    ``torch.cuda.amp`` after the ``try`` imported the same name from torch's newer API
+    (``try: from torch import GradScaler / except ImportError: from torch.cuda.amp import
+    GradScaler``): the fallback runs only on a torch without the new name, where
+    torch.cuda.amp is not deprecated; the name keeps what the ``try`` bound it to."""
+    bound = {k: v for k, v in _amp_bound(node).items() if _deprecated_amp(v)}
+    if not bound or len(stack) < 3:
+        return set()
+    handler, trial = stack[-2], stack[-3]
+    if not isinstance(handler, ast.ExceptHandler) or not isinstance(trial, ast.Try) or handler.type is None:
+        return set()
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    if not any(_last_name(t) in _IMPORT_FALLBACK for t in types):
+        return set()
+    tried: dict[str, str] = {}
+    for n in trial.body:
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            tried.update(_amp_bound(n))
+    return {k for k in bound if k in tried and tried[k].startswith("torch.") and not _deprecated_amp(tried[k])
+            and aliases.get(k) == tried[k]}
+
+
 def _last_name(func: ast.expr) -> str | None:
     if isinstance(func, ast.Attribute):
         return func.attr
@@ -263,7 +304,7 @@ class _Scan:
         if isinstance(node, ast.Call):
             self.call(node, stack)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            self.imports(node)
+            self.imports(node, stack)
         elif isinstance(node, ast.Assign):
             self.assign(node, stack)
         elif isinstance(node, ast.AugAssign):
@@ -341,20 +382,26 @@ class _Scan:
         if loop is not None:  # kept in finish() only when the loop calls backward()
             self.formatted.append((loop, self._function(stack) or self._top_loop(stack)))
 
-    def imports(self, node: ast.Import | ast.ImportFrom) -> None:
+    def imports(self, node: ast.Import | ast.ImportFrom, stack: list[ast.AST] | None = None) -> None:
         aliases = self.facts.aliases
+        # PTT005: names this import rebinds to torch.cuda.amp only as an old torch's fallback
+        kept = _amp_fallback(node, stack or [], aliases)
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname:
-                    aliases[a.asname] = a.name
+                    if a.asname not in kept:
+                        aliases[a.asname] = a.name
                 else:
                     root = a.name.split(".")[0]
                     aliases[root] = root
         elif node.module and not node.level:
             for a in node.names:
-                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                if (a.asname or a.name) not in kept:
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
         for a in node.names:  # `from torch.cuda.amp import custom_fwd`, `from torch.cuda import amp`
             local = a.asname or a.name.split(".")[0]
+            if local in kept:
+                continue
             bound = aliases.get(local) or ""
             if local != "torch" and (bound == "torch.cuda.amp" or bound.startswith("torch.cuda.amp.")):
                 self.amp_names.add(local)

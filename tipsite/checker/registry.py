@@ -97,7 +97,11 @@ state = torch.load("ckpt.pt", weights_only=True)
               "code does not show it deliberate: not under a comment that gives a reason about weights_only or pickling, "
               "not in such a 2.6+ project "
               "(False was written to opt out), not where the function restores Python's or NumPy's "
-              "RNG state.",
+              "RNG state, and not where the stated False is the advice's own choice for a file the "
+              "program writes itself, with nothing in the code to show that True would load it: a "
+              "resume (the function restores an optimizer's, scheduler's or scaler's state from the "
+              "load: the run's own training checkpoint), or a cache (the function passes the path "
+              "it loads to torch.save).",
         torchfix="TOR102",
     ),
     Rule(
@@ -144,9 +148,13 @@ model.load_state_dict(sd, assign=True)
         scope="Off by default: it pays only for models whose weights are a large share of memory, "
               "which the code does not show; select it where they are. Not a load_state_dict of a "
               "data loader, sampler or batch generator (its position in the data, not weights); nor "
+              "a partial load (strict=False, or a strict the code does not show True: the keys the "
+              "file lacks would stay on the meta device), nor the .module of a wrapper (DDP, "
+              "DataParallel), nor "
               "a module whose parameters something already holds, which assign=True would replace: "
-              "moved (.to(), .cuda()), handed to an optimizer (.parameters()) or wrapped (EMA, DDP, "
-              "FSDP, torch.compile) earlier in the function, or, for self.x, anywhere in the class, "
+              "moved or cast (.to(), .cuda(), .half(), .float()), handed to an optimizer "
+              "(.parameters()) or wrapped (EMA, DDP, FSDP, torch.compile; under any alias) earlier in "
+              "the function (or the file's top-level code), or, for self.x, anywhere in the class, "
               "or in an object that keeps an optimizer or EMA, or in a function that also loads an "
               "optimizer's or EMA's state (a resume: they hold these parameters). Not a load per "
               "file in a loop over the files (shards, one tensor per file: the memory-efficient path "
@@ -197,7 +205,11 @@ with torch.amp.autocast("cuda"):
 """),
         short="torch.cuda.amp is deprecated (FutureWarning since torch 2.4)",
         fix="use torch.amp's autocast('cuda'), GradScaler('cuda'), custom_fwd(device_type='cuda')",
-        scope="Not for a torch older than 2.4, where it is not deprecated.",
+        scope="Not for a torch older than 2.4, where it is not deprecated, nor an older torch's "
+              "fallback: code in an except AttributeError/TypeError/ImportError after the new API "
+              "was tried, or under a version or hasattr check, and a name imported from "
+              "torch.cuda.amp in the except ImportError (or AttributeError) of a try that imported "
+              "the same name from torch's newer API (it keeps what the try bound it to).",
     ),
     Rule(
         "PTT006", "tip_zero_grad_set_to_none", "zero_grad(set_to_none=False)",

@@ -871,8 +871,37 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
             if (arg is not None and _is_false(arg.value) and not self.in_load_fallback()
                     and not self.project_decided(node)
                     and not self.reads_objects(node) and not self.reads_own_output(node)
-                    and not self.deliberate()):
+                    and not self.deliberate() and not self.trusted_file(node)):
                 self.flag(node)
+
+    def trusted_file(self, load: cst.Call) -> bool:
+        """The stated ``weights_only=False`` is the advice's own choice for a file this program
+        writes itself, where the code shows nothing True could go on: a resume (the function
+        restores an optimizer's, scheduler's or scaler's state from what it loaded: the run's own
+        training checkpoint), or a cache (the function also passes the path it loads to
+        ``torch.save``). (A loader returning the whole load is still reported: nothing shows
+        what its file holds or who wrote it.)"""
+        func = self.where.function()
+        if func is None:
+            return False
+        names = _bound_to(load, func)
+        args = _positional(load)
+        path = get_full_name_for_node(args[0].value) if args and isinstance(
+            args[0].value, (cst.Name, cst.Attribute)) else None
+        for n in walk(func.body):
+            if type(n) is not cst.Call:
+                continue
+            if _method(n) == "load_state_dict" and n.args and _RESUMED.search(
+                    (_receiver_name(n) or "").rsplit(".", 1)[-1]):
+                root = _unsubscript(n.args[0].value)
+                if root is load or (isinstance(root, cst.Name) and root.value in names):
+                    return True
+            elif path and self.qname(n) == "torch.save":
+                saved = _positional(n)
+                target = saved[1].value if len(saved) > 1 else None
+                if target is not None and get_full_name_for_node(target) == path:
+                    return True
+        return False
 
     def deliberate(self) -> bool:
         """The explicit False is a choice the code shows was made knowingly: a comment on or
@@ -891,6 +920,10 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
         func = self.where.function()
         return func is not None and any(
             type(n) is cst.Call and self.qname(n) in _RNG_RESTORERS for n in walk(func.body))
+
+
+# the receiver of a load_state_dict that restores training state, not weights: a resume
+_RESUMED = re.compile(r"optim|(^|_)opt(s|_|\d|$)|sched|scaler", re.IGNORECASE)
 
 
 # a comment that says why a load is not weights-only: it names the loader's mode or pickling
@@ -1004,6 +1037,10 @@ class LoadStateDictWithoutMmap(RuleVisitor):
     def reset(self) -> None:
         self.loaded: dict[str, bool] = {}  # name -> bound to torch.load(...) without mmap=True
 
+    def visit_Module(self, node: cst.Module) -> None:
+        super().visit_Module(node)
+        self.module = node  # top-level code: what ran before a load outside any function
+
     def _plain(self, value: cst.BaseExpression) -> bool:
         call = _plain_load(self, value)
         if call is None:
@@ -1022,7 +1059,12 @@ class LoadStateDictWithoutMmap(RuleVisitor):
         assign = self.get_specific_arg(node, "assign", -1)
         if assign is not None and _is_true(assign.value):
             return  # the meta-device recipe
+        strict = self.get_specific_arg(node, "strict", 1)
+        if strict is not None and not _is_true(strict.value):
+            return  # a partial load: with assign=True the keys it lacks would stay on the meta device
         receiver = get_full_name_for_node(node.func.value) or ""
+        if "module" in receiver.split(".")[1:]:
+            return  # ``ddp.module``: a wrapper (DDP, DataParallel) already holds these parameters
         if not (_MODEL_WORD.search(receiver) or receiver in self.facts.module_names):
             return  # an optimizer, a scheduler, a scaler: no weights to build on the meta device
         if receiver not in self.facts.module_names and _DATA_STATE.search(receiver.rsplit(".", 1)[-1]):
@@ -1070,8 +1112,11 @@ class LoadStateDictWithoutMmap(RuleVisitor):
         an optimizer or EMA (``self.optimizer = ...``)."""
         func = self.where.function()
         nodes = []
-        if func is not None:
-            for n in _ordered(func.body):
+        body = func.body if func is not None else (
+            getattr(self, "module", None)
+            if not any(isinstance(n, SCOPES) for n in self.where.stack) else None)  # top-level code
+        if body is not None:
+            for n in _ordered(body):
                 if n is call:
                     break
                 nodes.append(n)
@@ -1093,21 +1138,26 @@ class LoadStateDictWithoutMmap(RuleVisitor):
             kind = type(n)
             if kind is cst.Call:
                 method = _method(n)
-                if method in ("parameters", "named_parameters", "to", "cuda"):
+                if method in _MOVES_PARAMS:
                     if _receiver_name(n) == receiver:
                         return True
                 elif any(get_full_name_for_node(a.value) == receiver for a in n.args
                          if isinstance(a.value, (cst.Name, cst.Attribute))):
                     callee = (get_full_name_for_node(n.func) or "").rsplit(".", 1)[-1]
-                    if _HOLDS_PARAMS.search(callee):
+                    if _HOLDS_PARAMS.search(callee) or _HOLDS_PARAMS.search(
+                            (self.qname(n) or "").rsplit(".", 1)[-1]):  # DDP imported under an alias
                         return True
             elif kind is cst.Assign and any(get_full_name_for_node(t.target) == receiver for t in n.targets
                                             if isinstance(t.target, (cst.Name, cst.Attribute))):
-                if any(type(c) is cst.Call and _method(c) in ("to", "cuda") for c in [n.value, *walk(n.value)]):
+                if any(type(c) is cst.Call and _method(c) in _MOVES_PARAMS for c in [n.value, *walk(n.value)]):
                     return True
         return False
 
 
+# methods after which something holds the module's parameters as they are (moved, cast, handed
+# out): assign=True would swap in the loaded tensors, on the CPU and in the file's dtype
+_MOVES_PARAMS = frozenset({"parameters", "named_parameters", "to", "cuda", "half", "float", "double",
+                           "bfloat16"})
 # a callee or attribute that keeps a module's parameters: an optimizer, an EMA, a wrapper
 _HOLDS_PARAMS = re.compile(r"[Oo]ptim|EMA|Ema($|[A-Z_\d])|(^|_)emas?($|_|\d)|[Aa]veraged|SWA|(^|_)swa|[Pp]arallel"
                            r"|FSDP|fsdp|[Ss]hard|compile")
