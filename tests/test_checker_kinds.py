@@ -1408,6 +1408,195 @@ def test_a_factory_moved_with_cuda_is_left_to_ptt015():
     assert "PTT015" in found and "PTT016" not in found
 
 
+# Round 6's misreads of PTT015, PTT016, PTT022 and PTT023 (issue 33), written from their
+# descriptions: (rule, silent, near miss).
+ROUND_SIX_DEVICES = {
+    "cpu result made NumPy through detach or an item": ("PTT015", """
+        import torch
+        class Grouper(torch.nn.Module):
+            def forward(self, feats):
+                ranks = self.score(feats).argsort()
+                order = ranks.cpu().detach().numpy()
+                first = ranks.cpu()[0].clone().item()
+                return order, first
+        """, """
+        import torch
+        class Grouper(torch.nn.Module):
+            def forward(self, feats):
+                ranks = self.score(feats).argsort()
+                order = ranks.cpu().detach()
+                return self.head(order)
+        """),
+    "cpu fallback when the operator fails on the device": ("PTT015", """
+        import torch
+        class Spectral(torch.nn.Module):
+            def forward(self, sig):
+                try:
+                    spec = torch.fft.rfft(sig)
+                except RuntimeError:
+                    spec = torch.fft.rfft(sig.cpu()).to(sig.device)
+                on_apple = sig.device.type == "mps"
+                power = torch.fft.irfft(spec.cpu() if on_apple else spec).to(sig.device)
+                if on_apple:
+                    power = power.cpu().sqrt().to(sig.device)
+                return power
+        """, """
+        import torch
+        class Spectral(torch.nn.Module):
+            def forward(self, sig):
+                halved = self.halve_input
+                spec = torch.fft.rfft(sig.cpu() if halved else sig)
+                return spec.abs()
+        """),
+    "cpu outputs of the forward's evaluation-only branch": ("PTT015", """
+        import torch
+        class Detector(torch.nn.Module):
+            def forward(self, batch):
+                boxes = self.head(self.body(batch))
+                if not self.training:
+                    kept = boxes[boxes[:, 4] > self.thresh]
+                    return {"boxes": kept.cpu()}
+                return {"loss": self.crit(boxes, batch)}
+        """, """
+        import torch
+        class Detector(torch.nn.Module):
+            def forward(self, batch):
+                boxes = self.head(self.body(batch))
+                if self.training:
+                    boxes = boxes.cpu()
+                return {"boxes": boxes}
+        """),
+    "mask built on the CPU and moved through names before any use": ("PTT016", """
+        import torch
+        import torch.nn.functional as F
+        class Decoder(torch.nn.Module):
+            def forward(self, src, tgt):
+                s, t = src.shape[1], tgt.shape[1]
+                src_block = torch.zeros((s, s), dtype=torch.bool)
+                src_rows = F.pad(src_block, (0, t), value=True)
+                tgt_rows = F.pad(torch.tril(torch.ones(t, t, dtype=torch.bool)), (s, 0))
+                both = torch.cat([src_rows, tgt_rows], dim=0)[None].to(device=src.device)
+                return self.blocks(torch.cat([src, tgt], 1), both)
+        """, """
+        import torch
+        import torch.nn.functional as F
+        class Decoder(torch.nn.Module):
+            def forward(self, src, tgt):
+                s, t = src.shape[1], tgt.shape[1]
+                src_block = torch.zeros((s, s), dtype=torch.bool)
+                src_rows = F.pad(src_block, (0, t), value=True)
+                both = src_rows[None].to(torch.float32)
+                return self.blocks(src, both)
+        """),
+    "placeholder mirroring a branch computed on the CPU": ("PTT016", """
+        import torch
+        from sparse_ops import group_points
+        class Clusterer(torch.nn.Module):
+            def forward(self, coords, labels):
+                if labels.numel() == 0:
+                    members = torch.zeros(1, 2).long()
+                    starts = torch.zeros(1).int()
+                else:
+                    members, starts = group_points(coords.cpu(), labels.cpu(), self.radius)
+                return self.pool(coords, members, starts)
+        """, """
+        import torch
+        from sparse_ops import group_points
+        class Clusterer(torch.nn.Module):
+            def forward(self, coords, labels):
+                if labels.numel() == 0:
+                    members = torch.zeros(1, 2).long()
+                    starts = torch.zeros(1).int()
+                else:
+                    members, starts = group_points(coords, labels, self.radius)
+                return self.pool(coords, members, starts)
+        """),
+    "copy on the branch where CUDA is not available": ("PTT022", """
+        import torch
+        from torch.utils.data import DataLoader
+        def fit(net, data, dev):
+            feed = DataLoader(data, batch_size=8, pin_memory=True)
+            for wav, lab in feed:
+                if torch.cuda.is_available():
+                    wav, lab = wav.cuda(non_blocking=True), lab.cuda(non_blocking=True)
+                else:
+                    wav, lab = wav.to(dev), lab.to(dev)
+                if dev.type != "cuda":
+                    lab = lab.to(dev)
+                net(wav, lab).backward()
+        def probe(net, data, dev):
+            feed = DataLoader(data, batch_size=8, pin_memory=True)
+            if dev == "cpu":
+                for wav, lab in feed:
+                    net(wav.to(dev), lab.to(dev))
+        """, """
+        import torch
+        from torch.utils.data import DataLoader
+        def fit(net, data, dev):
+            feed = DataLoader(data, batch_size=8, pin_memory=True)
+            for wav, lab in feed:
+                if dev == "cuda":
+                    wav = wav.cuda(non_blocking=True)
+                else:
+                    wav = wav.to(dev)
+                net(wav, lab).backward()
+        """),
+    "one-shot check before a trace or an export": ("PTT023", """
+        import torch
+        def export_vocoder(voc, mel, dst):
+            voc.eval()
+            wave = voc(mel)
+            print("check", wave.shape)
+            torch.jit.trace(voc, mel).save(dst)
+        """, """
+        import torch
+        def export_vocoder(voc, mels, dst):
+            voc.eval()
+            for mel in mels:
+                print("check", voc(mel).shape)
+            torch.jit.trace(voc, mels[0]).save(dst)
+        """),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROUND_SIX_DEVICES))
+def test_round_six_device_rules_stay_silent_and_their_near_misses_do_not(case):
+    code, silent, near = ROUND_SIX_DEVICES[case]
+    assert code not in codes(silent, (2, 13), "cuda"), case
+    assert code in codes(near, (2, 13), "cuda"), case
+
+
+def test_a_cuda_in_the_evaluation_branch_and_a_factory_read_on_the_way_stay_flagged():
+    src = """\
+        import torch
+        class Detector(torch.nn.Module):
+            def forward(self, batch):
+                if not self.training:
+                    return self.head(batch) + torch.ones(4).cuda()
+                keep = torch.ones(batch.shape[0], dtype=torch.bool)
+                chosen = batch[keep].to(batch.device)
+                return chosen, keep.to(batch.device)
+    """
+    found = [(f.line, f.code) for f in engine.Checker((2, 13), "cuda").check_source(textwrap.dedent(src))]
+    assert (5, "PTT015") in found and (6, "PTT016") in found
+
+
+def test_a_module_written_for_an_onnx_export_is_left_alone():
+    src = textwrap.dedent("""\
+        import torch
+        class Folded(torch.nn.Module):
+            def forward(self, x):
+                acc = torch.zeros(x.size(0), 4)
+                return acc + self.proj(x)
+    """)
+    check = engine.Checker((2, 13), "cuda").check_source
+    assert not [f for f in check(src, "pkg/decoder_onnx.py") if f.code == "PTT016"]
+    assert [f for f in check(src, "pkg/decoder.py") if f.code == "PTT016"]
+    assert [f for f in check(src, "pkg/onnxruntime_decoder.py") if f.code == "PTT016"]
+    named_gpu = src + "    def place(self):\n        return self.to('cuda')\n"
+    assert [f for f in check(named_gpu, "pkg/decoder_onnx.py") if f.code == "PTT016"]
+
+
 def test_a_loop_over_a_few_channels_is_no_row_loop():
     src = """\
         import torch

@@ -112,6 +112,14 @@ def _in_code(pattern: re.Pattern, text: str) -> bool:
     return False
 
 
+# a file named for ONNX (models_onnx.py, onnx_model.py): its modules are written for the export
+_ONNX_NAME = re.compile(r"(^|[_.-])onnx([_.-]|$)", re.IGNORECASE)
+
+
+def _named_for_onnx(path: str) -> bool:
+    return "onnx" in path.lower() and bool(_ONNX_NAME.search(os.path.splitext(os.path.basename(path))[0]))
+
+
 def is_test_path(path: str) -> bool:
     """Whether ``path`` is a test module (its findings are not reported)."""
     return bool(_TEST_PATH.search(path))
@@ -483,7 +491,10 @@ class _Scan:
         elif name in ("to", "cuda"):
             loop = self._loop(stack)
             if isinstance(loop, (ast.For, ast.AsyncFor)):
-                self.maybe.append(("loader", loop.iter, loop))
+                # with the if around the loop, if any: PTT022 reads which device its branch is for
+                guard = self._guard(stack)
+                outer = guard is not None and stack.index(guard) < stack.index(loop)
+                self.maybe.append(("loader", loop.iter, guard if outer else loop))
         elif name == "append" and node.args:
             loop = self._loop(stack)
             if loop is not None:
@@ -704,7 +715,7 @@ class _Scan:
             if why == "lossy" and (_mentions_any(expr, lossy) or _calls_loss(expr)):
                 self._scope(where)
                 continue
-            if why == "loader":
+            if why == "loader":  # (where: the loop, or the if or try around it)
                 loop, it = where, expr
                 while isinstance(it, ast.Call) and it.args and _dotted(it.func) in V.LOADER_WRAPPERS:
                     it = it.args[0]
@@ -1182,7 +1193,8 @@ class Checker:
         # searched position by position, a word alone at the speed of memchr
         scan.facts.has_ddp = any(w in text for w in _DDP_WORDS) and bool(_DDP.search(text))
         scan.facts.exports = any(w in text for w in _EXPORTS_WORDS)
-        scan.facts.exports_onnx = "onnx.export(" in text  # PTT016: an ONNX export script
+        # PTT016: an ONNX export script, or a module written for one (named for ONNX)
+        scan.facts.exports_onnx = "onnx.export(" in text or _named_for_onnx(path)
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
         # PTT001 reads it for a torch.load only: no file system lookup for a file without one
         scan.facts.torch_floor = declared_torch(path) if "load" in text else None

@@ -458,10 +458,13 @@ class Net(torch.nn.Module):
         short=".cuda()/.cpu() inside forward hard-codes a device",
         fix="use the input's device (device=x.device)",
         scope="Only in a model's forward (not a loss, matcher or post-processor); not a .cpu() turned "
-              "into numbers at once (.cpu().numpy(), .tolist()), nor one handed, at once or through a "
-              "local name, to a function that is not torch's (a kernel's batch sizes: its contract may "
-              "need the CPU) or to pack_padded_sequence's lengths, nor in a file that uses RPC, which "
-              "sends CPU tensors.",
+              "into numbers at once (.cpu().numpy(), .tolist(), also through .detach() and the like), "
+              "nor one handed, at once or through a local name, to a function that is not torch's (a "
+              "kernel's batch sizes: its contract may need the CPU) or to pack_padded_sequence's "
+              "lengths, nor a CPU fallback (in an except handler, or on a branch for a device that "
+              "lacks the operator, such as MPS), nor a .cpu() in the forward's evaluation-only branch "
+              "(if not self.training:), whose outputs go to a host-side evaluator, nor in a file that "
+              "uses RPC, which sends CPU tensors.",
     ),
     Rule(
         "PTT016", "tip_module_conventions", "tensor created in forward without device=",
@@ -486,7 +489,11 @@ class Net(torch.nn.Module):
         fix="pass device=x.device",
         scope="Only in a model's forward; not a factory moved at once, itself or what is computed "
               "from it on the way (torch.zeros(n).to(x.device), torch.empty(n).uniform_().cuda(), "
-              "(torch.arange(n) % k).to(device); a hard-coded .cuda() is PTT015's), nor "
+              "(torch.arange(n) % k).to(device); a hard-coded .cuda() is PTT015's), nor one bound to "
+              "a name that is only ever moved, itself or through names computed from it (mask = "
+              "torch.zeros(n, n); padded = F.pad(mask, p); torch.cat([padded, m]).to(x.device)), nor a "
+              "placeholder for a name that the other branch of the if computes from .cpu() inputs "
+              "(it mirrors that branch's device), nor "
               "torch.tensor of anything but a list, tuple or comprehension written there (a number "
               "is a 0-d tensor used as a scalar; shapes, lengths and sizes are metadata meant for "
               "the CPU), nor one handed, at once or through a local name, to a function that is not "
@@ -494,8 +501,8 @@ class Net(torch.nn.Module):
               "random number (torch.rand(1), torch.randint(0, n, ())) read on the host for a branch "
               "or a slice; not a default value or decorator of the method (evaluated once, when the "
               "class is defined), nor an empty tensor (a literal 0 in its shape: a placeholder such "
-              "as torch.zeros(0, 0, 0) for 'no cache' holds no data), nor in an ONNX export script "
-              "that never names a GPU.",
+              "as torch.zeros(0, 0, 0) for 'no cache' holds no data), nor in an ONNX export script, or "
+              "a file named for ONNX (models_onnx.py), that never names a GPU.",
         unlike_tip="The tip's model moves its factory to the GPU at once (torch.ones(16).cuda()), "
                    "which is PTT015's finding; the rule flags factories left on the default device.",
     ),
@@ -649,7 +656,9 @@ for inputs, target in loader:
         short="blocking .to(device) of a pinned batch makes the host wait for the copy",
         fix="copy with non_blocking=True",
         scope="Only the batch variables of a loop over a DataLoader built with pin_memory in the same "
-              "file (from pageable memory the copy is staged either way); one finding per statement.",
+              "file (from pageable memory the copy is staged either way); one finding per statement; "
+              "not a copy on a branch where the device cannot be CUDA (the else of "
+              "if torch.cuda.is_available():, if device == 'cpu':).",
     ),
     Rule(
         "PTT023", "tip_eval_and_no_grad", "eval() without no_grad()",
@@ -675,7 +684,9 @@ def evaluate(model, x):
               "block; not in unit tests (test_* functions), nor in a function that backpropagates or "
               "returns a value without an evaluation name (gradients may flow through the frozen "
               "module to trained ones: a ControlNet, LoRA weights, embeddings), nor a single warm-up call "
-              "outside loops on a dummy input made by a factory whose output is dropped.",
+              "outside loops on a dummy input made by a factory whose output is dropped, nor a call "
+              "outside loops in a function that traces or exports the model (torch.jit.trace, "
+              "torch.onnx.export, torch.export.export): a one-shot check before the export.",
     ),
     Rule(
         "PTT024", "tip_gradient_accumulation", "accumulation without scaling the loss",

@@ -115,7 +115,7 @@ class Facts:
     state_key_names: set[str] = field(default_factory=set)  # lists naming numpy RNG state keys
     forces_unsafe_load: bool = False  # the file or its package sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD
     allow_lists: bool = False  # the file uses (add_)safe_globals or asks whether torch has it
-    exports_onnx: bool = False  # the file calls torch.onnx.export
+    exports_onnx: bool = False  # the file calls torch.onnx.export, or is named for ONNX (models_onnx.py)
     plain_names: set[str] = field(default_factory=set)  # also bound to a non-call (x = ckpt["x"])
     linear_inputs: set[int] = field(default_factory=set)  # literal in_features of the file's Linears
     linear_outputs: set[int] = field(default_factory=set)  # literal out_features of the file's Linears
@@ -1399,9 +1399,36 @@ def _cpu_chain(value: cst.BaseExpression) -> cst.Call | None:
     return None
 
 
+# devices that lack some of torch's operators: a branch taken only for one of them is a fallback
+_FALLBACK_DEVICES = frozenset({"mps", "xla", "npu", "xpu", "hpu", "mlu", "tpu", "directml", "dml"})
+
+
+def _names_fallback_device(test: cst.CSTNode) -> bool:
+    """``x_is_mps``, ``x.device.type == "mps"``, ``torch.backends.mps.is_available()``: the test
+    names a device that lacks operators (a word of a name or string, not a part of one)."""
+    for n in [test, *walk(test)]:
+        text = n.value if isinstance(n, (cst.Name, cst.SimpleString)) else None
+        if text and _FALLBACK_DEVICES & set(re.split(r"[^a-z0-9]+", text.lower())):
+            return True
+    return False
+
+
+def _training_test(test: cst.BaseExpression) -> bool | None:
+    """``self.training`` -> True, ``not self.training`` -> False; None for any other test."""
+    negated = False
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, negated = test.expression, not negated
+    if isinstance(test, cst.Attribute) and get_full_name_for_node(test) == "self.training":
+        return not negated
+    return None
+
+
 class DeviceInForward(RuleVisitor):
     """``.cuda()`` (or ``.to("cuda")``) in a model's forward; ``.cpu()`` too, unless its result is
-    turned into numbers or NumPy at once, or the file uses RPC (which sends CPU tensors)."""
+    turned into numbers or NumPy at once, or the file uses RPC (which sends CPU tensors), or it
+    is taken only on a path where the CPU is meant: a fallback (an ``except`` handler, a branch
+    for a device that lacks the operator, such as MPS) or the evaluation-only branch of the
+    forward (``if not self.training:``), whose outputs go to a host-side evaluator."""
 
     CODE = "PTT015"
 
@@ -1415,11 +1442,39 @@ class DeviceInForward(RuleVisitor):
                 self.flag(node)
         elif method == "cuda":
             self.flag(node)
-        elif id(node) not in self.leaving and not self.facts.uses_rpc:
+        elif id(node) not in self.leaving and not self.facts.uses_rpc and not self._cpu_meant():
             self.flag(node)
+
+    def _cpu_meant(self) -> bool:
+        """In an ``except`` handler or a branch for a device that lacks operators: a fallback to
+        the CPU when the operator fails or is missing on the input's device."""
+        for n in reversed(self.where.stack):
+            if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(n, cst.ExceptHandler) or (isinstance(n, cst.If) and self._fallback_test(n.test)):
+                return True
+        return False
+
+    def _fallback_test(self, test: cst.BaseExpression) -> bool:
+        """The test names such a device, itself or through a name bound to one (``on_mps``)."""
+        return _names_fallback_device(test) or bool(names_in(test) & self.device_flags)
 
     def reset(self) -> None:
         self.leaving: set[int] = set()  # .cpu() calls whose result leaves tensor land
+        self.device_flags: set[str] = set()  # names bound to a test of such a device (is_mps = ...)
+
+    def visit_If(self, node: cst.If) -> None:
+        # the evaluation-only branch (if not self.training: / the else of if self.training:);
+        # an If is on the tracker's stack for its body and orelse alike: its calls are noted here
+        training = _training_test(node.test)
+        branch = node.body if training is False else node.orelse if training else None
+        if branch is not None:
+            self.leaving.update(id(n) for n in walk(branch) if isinstance(n, cst.Call) and _method(n) == "cpu")
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        # x.cpu() if x_is_mps else x: the CPU taken only for a device that lacks the operator
+        if self._fallback_test(node.test):
+            self.leaving.update(id(n) for n in walk(node) if isinstance(n, cst.Call) and _method(n) == "cpu")
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         # a .cpu() handed (at once or through a local name) to a function that is not torch's
@@ -1430,6 +1485,8 @@ class DeviceInForward(RuleVisitor):
         bound: dict[str, list[int]] = {}
         for n in walk(node.body):
             if (type(n) is cst.Assign and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name)):
+                if _names_fallback_device(n.value):
+                    self.device_flags.add(n.targets[0].target.value)
                 cpu = _cpu_chain(n.value)
                 if cpu is not None:
                     bound.setdefault(n.targets[0].target.value, []).append(id(cpu))
@@ -1454,10 +1511,20 @@ class DeviceInForward(RuleVisitor):
         return root in self.facts.aliases or (isinstance(call.func, cst.Name) and root != "super")
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        # x.cpu().numpy(), x.cpu().tolist(), x.cpu().item(): the result leaves the model
-        if node.attr.value in ("numpy", "tolist", "item") and isinstance(node.value, cst.Call) \
-                and _method(node.value) == "cpu":
-            self.leaving.add(id(node.value))
+        # x.cpu().numpy(), x.cpu().tolist(), x.cpu().item(): the result leaves the model, also
+        # through methods and items on the way (x.cpu().detach().numpy(), x.cpu()[0].tolist())
+        if node.attr.value in ("numpy", "tolist", "item"):
+            value = node.value
+            while isinstance(value, (cst.Call, cst.Subscript)):
+                if isinstance(value, cst.Subscript):
+                    value = value.value
+                elif _method(value) == "cpu":
+                    self.leaving.add(id(value))
+                    return
+                elif isinstance(value.func, cst.Attribute):
+                    value = value.func.value
+                else:
+                    return
 
 
 class FactoryWithoutDevice(RuleVisitor):
@@ -1506,6 +1573,7 @@ class FactoryWithoutDevice(RuleVisitor):
                     self.moved.add(id(arg.value))
                 elif isinstance(arg.value, cst.Name):
                     self.moved.update(bound.get(arg.value.value, ()))
+        self.moved |= _moved_through_names(self, node)
 
     def _read_on_host(self, node: cst.CSTNode) -> None:
         self.host |= {id(n) for n in [node, *walk(node)] if isinstance(n, cst.Call)}
@@ -1516,6 +1584,17 @@ class FactoryWithoutDevice(RuleVisitor):
 
     def visit_If(self, node: cst.If) -> None:
         self._read_on_host(node.test)
+        # a placeholder for a name the other branch computes on the CPU (from .cpu() inputs):
+        # it mirrors that branch's device, which the input's device would no longer match
+        if isinstance(node.orelse, cst.Else):
+            for branch, other in ((node.body, node.orelse.body), (node.orelse.body, node.body)):
+                on_cpu = _bound_on_cpu(other)
+                if not on_cpu:
+                    continue
+                for n in walk(branch):
+                    if type(n) is cst.Assign and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name) \
+                            and n.targets[0].target.value in on_cpu:
+                        self.moved |= {id(c) for c in _moved_sources(n.value)}
 
     def visit_Slice(self, node: cst.Slice) -> None:
         for part in (node.lower, node.upper, node.step):
@@ -1609,6 +1688,134 @@ def _moved_sources(value: cst.BaseExpression) -> list[cst.Call]:
             todo.append(node.expression)
         elif isinstance(node, (cst.Tuple, cst.List)):
             todo += [e.value for e in node.elements]
+    return found
+
+
+_DTYPE_WORDS = frozenset({"float", "float16", "float32", "float64", "half", "double", "bfloat16", "int", "int8",
+                          "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128"})
+
+
+def _moves(call: cst.Call) -> bool:
+    """``.type_as(x)``, ``.to(x.device)``, ``.to(device=dev)``: a move to a device the code
+    takes from elsewhere, not a cast alone (``.to(torch.bool)``, ``.to(dtype=...)``), nor a
+    hard-coded one (``.cuda()``, ``.to("cuda")``: PTT015's, and the factory stays PTT016's)."""
+    method = _method(call)
+    if method == "type_as":
+        return True
+    if method != "to":
+        return False
+    device = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
+    if device is None:
+        args = _positional(call)
+        if not args:
+            return False
+        device = args[0].value
+        last = (get_full_name_for_node(device) or "").rsplit(".", 1)[-1]
+        if last in _DTYPE_WORDS or "dtype" in last.lower():
+            return False
+    return not isinstance(device, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString,
+                                   cst.Integer, cst.Float))
+
+
+def _flow(visitor: RuleVisitor, value: cst.BaseExpression) -> tuple[list[cst.Call], list[cst.Name]]:
+    """The calls and names whose value reaches ``value`` through method chains, items, operators
+    and torch's functions (``F.pad(mask, ...)``, ``torch.cat([a, b])[None]``)."""
+    calls: list[cst.Call] = []
+    names: list[cst.Name] = []
+    todo = [value]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, cst.Name):
+            names.append(node)
+        elif isinstance(node, cst.Call):
+            calls.append(node)
+            if isinstance(node.func, cst.Attribute):
+                todo.append(node.func.value)
+            if (visitor.qname(node) or get_full_name_for_node(node.func) or "").startswith("torch."):
+                todo += [a.value for a in node.args]
+        elif isinstance(node, cst.Subscript):
+            todo.append(node.value)
+        elif isinstance(node, cst.BinaryOperation):
+            todo += [node.left, node.right]
+        elif isinstance(node, cst.Comparison):
+            todo += [node.left, *(c.comparator for c in node.comparisons)]
+        elif isinstance(node, cst.UnaryOperation):
+            todo.append(node.expression)
+        elif isinstance(node, (cst.Tuple, cst.List)):
+            todo += [e.value for e in node.elements]
+    return calls, names
+
+
+def _moved_through_names(visitor: RuleVisitor, func: cst.FunctionDef) -> set[int]:
+    """The calls bound to a local name, once, whose every use is moved to a device (at once, or
+    through other such names) before anything else reads it: ``mask = torch.zeros(n, n)``,
+    ``padded = F.pad(mask, (0, k))``, ``full = torch.cat([padded, other]).to(x.device)``."""
+    params = {p.name.value for p in [*func.params.posonly_params, *func.params.params,
+                                     *func.params.kwonly_params]}
+    values: dict[str, list[cst.BaseExpression]] = {}
+    others: set[str] = set(params)  # names bound some other way, or read in a nested scope
+    not_uses: set[int] = set()  # ids of Name nodes that are no reads (targets, attributes, keywords)
+    moved_uses: set[int] = set()
+    feeds: dict[int, str] = {}  # id(a Name read) -> the name its value is bound to
+    nodes = list(walk(func.body))
+    for n in nodes:
+        kind = type(n)
+        if kind is cst.Assign:
+            for t in n.targets:
+                if len(n.targets) == 1 and isinstance(t.target, cst.Name):
+                    values.setdefault(t.target.value, []).append(n.value)
+                    not_uses.add(id(t.target))
+                    for read in _flow(visitor, n.value)[1]:
+                        feeds[id(read)] = t.target.value
+                else:
+                    others |= target_names(t.target)
+        elif kind in (cst.AugAssign, cst.AnnAssign):
+            others |= target_names(n.target)
+        elif kind in (cst.For, cst.CompFor):
+            others |= target_names(n.target)
+        elif kind is cst.AsName or kind is cst.NamedExpr:
+            others |= target_names(n.name if kind is cst.AsName else n.target)
+        elif kind in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
+            others |= names_in(n)
+        elif kind is cst.Attribute:
+            not_uses.add(id(n.attr))
+        elif kind is cst.Arg and n.keyword is not None:
+            not_uses.add(id(n.keyword))
+        elif kind is cst.Call and _moves(n):
+            moved_uses.update(id(read) for read in _flow(visitor, n.func.value)[1])
+    uses: dict[str, list[int]] = {}
+    for n in nodes:
+        if type(n) is cst.Name and id(n) not in not_uses:
+            uses.setdefault(n.value, []).append(id(n))
+    candidates = {k for k, v in values.items() if len(v) == 1 and k not in others and uses.get(k)}
+    moved: set[str] = set()
+    grown = True
+    while grown:
+        grown = False
+        for name in candidates - moved:
+            if all(u in moved_uses or feeds.get(u) in moved for u in uses[name]) \
+                    and all(feeds.get(u) != name for u in uses[name]):
+                moved.add(name)
+                grown = True
+    return {id(c) for name in moved for c in _flow(visitor, values[name][0])[0]}
+
+
+def _bound_on_cpu(block: cst.CSTNode) -> set[str]:
+    """The names a block binds to a value computed from ``.cpu()`` inputs and not moved after
+    (``idx, offsets = cluster(pred.cpu(), nbr.cpu())``, ``keep = mask.nonzero().cpu()``)."""
+    found: set[str] = set()
+    for n in walk(block):
+        if type(n) is not cst.Assign or not isinstance(n.value, cst.Call):
+            continue
+        chain: cst.BaseExpression = n.value
+        while isinstance(chain, cst.Call) and isinstance(chain.func, cst.Attribute) and _method(chain) != "cpu":
+            if _method(chain) in ("to", "cuda", "type_as"):
+                break
+            chain = chain.func.value
+        else:
+            if any(isinstance(c, cst.Call) and _method(c) == "cpu" for c in [n.value, *walk(n.value)]):
+                for t in n.targets:
+                    found |= target_names(t.target)
     return found
 
 
@@ -1822,9 +2029,15 @@ class NoGradForInference(RuleVisitor):
                 self.flag(dec)
 
 
+# torch's calls that trace or export a model (PTT023: a call of it before is a one-shot check)
+EXPORTERS = frozenset({"torch.jit.trace", "torch.jit.trace_module", "torch.onnx.export",
+                       "torch.onnx.dynamo_export", "torch.export.export", "torch.export"})
+
+
 class EvalWithoutNoGrad(RuleVisitor):
     """A forward call of a module after its ``.eval()``, in the same function, outside any
-    grad-free block; not in unit tests (``test_*``), where the graph of a test input costs nothing."""
+    grad-free block; not in unit tests (``test_*``), where the graph of a test input costs nothing,
+    nor a call outside loops in a function that traces or exports a model (a one-shot check)."""
 
     CODE = "PTT023"
 
@@ -1832,6 +2045,7 @@ class EvalWithoutNoGrad(RuleVisitor):
         self.evaluated: dict[int, set[str]] = {}  # id(function) -> receivers of .eval()
         self.done: set[tuple[int, str]] = set()
         self.discarded: set[int] = set()  # calls whose value is dropped (a statement alone)
+        self.exporting: dict[int, bool] = {}  # id(function) -> it traces or exports a model
 
     def visit_Expr(self, node: cst.Expr) -> None:
         if isinstance(node.value, cst.Call):
@@ -1874,9 +2088,19 @@ class EvalWithoutNoGrad(RuleVisitor):
             return
         callee = get_full_name_for_node(node.func)
         if callee in seen and (id(func), callee) not in self.done and not self.where.grad_free(self) \
-                and not _may_train_through(func) and not self._warm_up(node, func):
+                and not _may_train_through(func) and not self._warm_up(node, func) \
+                and not (self.where.loop() is None and self._exports(func)):
             self.done.add((id(func), callee))
             self.flag(node)
+
+    def _exports(self, func: cst.FunctionDef) -> bool:
+        """The function traces or exports a model (torch.jit.trace, torch.onnx.export,
+        torch.export.export): a call outside its loops is a one-shot check before the export."""
+        known = self.exporting.get(id(func))
+        if known is None:
+            known = self.exporting[id(func)] = any(
+                isinstance(n, cst.Call) and self.qname(n) in EXPORTERS for n in walk(func.body))
+        return known
 
 
 def _may_train_through(func: cst.FunctionDef) -> bool:
@@ -2430,9 +2654,18 @@ class BlockingCopyInLoader(RuleVisitor):
     def reset(self) -> None:
         self.done: set[int] = set()
         self.statement: cst.CSTNode | None = None
+        self.no_cuda: set[int] = set()  # calls on a branch where the device cannot be CUDA
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self.statement = node
+
+    def visit_If(self, node: cst.If) -> None:
+        # the else of ``if torch.cuda.is_available():``, the body of ``if device == "cpu":``: no
+        # copy reaches a GPU there (the CUDA branch beside it is the one to judge)
+        cuda = _cuda_test(self, node.test)
+        branch = node.orelse if cuda else node.body if cuda is False else None
+        if branch is not None:
+            self.no_cuda.update(id(n) for n in walk(branch) if isinstance(n, cst.Call))
 
     def visit_Call(self, node: cst.Call) -> None:
         method = _method(node)
@@ -2449,7 +2682,8 @@ class BlockingCopyInLoader(RuleVisitor):
             receiver = receiver.value
         if not (isinstance(receiver, cst.Name) and receiver.value in target_names(loop.target)):
             return
-        if self.get_specific_arg(node, "non_blocking", 1 if method == "cuda" else 2) is not None:
+        if self.get_specific_arg(node, "non_blocking", 1 if method == "cuda" else 2) is not None \
+                or id(node) in self.no_cuda:
             return
         args = _positional(node)
         if method == "to" and (not args or (isinstance(args[0].value, cst.SimpleString)
@@ -2459,6 +2693,33 @@ class BlockingCopyInLoader(RuleVisitor):
         if key not in self.done:
             self.done.add(key)
             self.flag(node)
+
+
+def _cuda_test(visitor: RuleVisitor, test: cst.BaseExpression) -> bool | None:
+    """What a test says of the device: True where its body may run on CUDA and its else cannot
+    (``torch.cuda.is_available()``, ``device != "cpu"``, ``x.device.type == "cuda"``), False
+    where its body cannot (``not torch.cuda.is_available()``, ``device == "cpu"``); None when
+    it says neither (``device == "cuda"`` leaves "cuda:1" to the else)."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _cuda_test(visitor, test.expression)
+        return None if inner is None else not inner
+    if isinstance(test, cst.Call):
+        return True if visitor.qname(test) == "torch.cuda.is_available" and not test.args else None
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return None
+    op, right, left = test.comparisons[0].operator, test.comparisons[0].comparator, test.left
+    if isinstance(left, cst.SimpleString):
+        left, right = right, left
+    if not isinstance(right, cst.SimpleString) or not isinstance(op, (cst.Equal, cst.NotEqual)):
+        return None
+    word = right.evaluated_value if isinstance(right.evaluated_value, str) else None
+    if word == "cpu":
+        said = False  # the body runs on the CPU
+    elif word == "cuda" and isinstance(left, cst.Attribute) and left.attr.value == "type":
+        said = True  # x.device.type == "cuda": its else is not CUDA
+    else:
+        return None
+    return said if isinstance(op, cst.Equal) else not said
 
 
 def _has_mod(node: cst.CSTNode) -> bool:
