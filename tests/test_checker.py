@@ -501,6 +501,38 @@ def test_blanking_unmarked_functions_changes_no_finding(checker, monkeypatch):
     assert fast == slow
 
 
+def test_blanking_keeps_a_decorated_first_method_valid(checker, monkeypatch):
+    """A class's first method under a decorator: blanking the class body starts at the
+    decorator, or the file left for libcst is not Python (round 7 crashed on such a file)."""
+    src = textwrap.dedent("""\
+        import torch
+        from torch.utils.cpp_extension import load as build
+
+        kernels = build("ops", sources=["ops.cpp"])
+        weights = torch.load("w.pt")
+
+
+        class Op(torch.autograd.Function):
+
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+        """)
+    lines = src.splitlines(keepends=True)
+    tree = __import__("ast").parse(src)
+    kept, blanked = engine._blank_unmarked(tree, [], lines)
+    assert blanked == [(10, 16)]
+    compile("".join(kept), "<blanked>", "exec")
+    found = [(f.line, f.code) for f in engine.Checker(torch_release=(2, 5)).check_source(src, "ops.py")]
+    assert (5, "PTT001") in found
+    monkeypatch.setattr(engine, "_blank_unmarked", lambda t, p, l: (["class (:\n"] * len(l), [(1, len(l))]))
+    assert [(f.line, f.code) for f in engine.Checker(torch_release=(2, 5)).check_source(src, "ops.py")] == found
+
+
 def test_indented_pieces_keep_their_positions(checker):
     src = "import torch\n\nclass A:\n    def f(self):\n        if x:\n            y = torch.load(p, weights_only=False)\n"
     assert (6, 17, "PTT001") in codes_at(checker, src)

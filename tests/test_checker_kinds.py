@@ -814,6 +814,28 @@ def test_hostile_input_gets_a_clear_error_and_exit_2(tmp_path, capsys, monkeypat
     assert rc == 0 and out.startswith("torch-tips ")
 
 
+def test_a_checker_defect_on_one_file_is_an_error_for_that_file_only(tmp_path, capsys, monkeypatch):
+    """An exception of the checker's own on one file is reported for that file (exit 2, no
+    traceback) and every other file is still checked, as a linter does."""
+    from tipsite.checker import engine, runner
+
+    (tmp_path / "bad.py").write_text("import torch\nx = torch.load('a.pt')\n")
+    (tmp_path / "good.py").write_text("import torch\nx = torch.load('b.pt')\n")
+    real = engine.Checker.check_source
+
+    def flaky(self, text, path="<string>", test=None):
+        if path.endswith("bad.py"):
+            raise RuntimeError("boom\nsecond line")
+        return real(self, text, path, test)
+
+    monkeypatch.setattr(engine.Checker, "check_source", flaky)
+    monkeypatch.setattr(runner, "_checker", None)
+    rc, out, err = _run(capsys, str(tmp_path), "--jobs", "1", "--torch", "2.5", "--select", "PTT001",
+                        "--fail-on", "never")
+    assert rc == 2 and "bad.py: the checker failed on this file (RuntimeError: boom)" in err, err
+    assert "Traceback" not in err and "good.py:2:" in out, (out, err)
+
+
 def test_pep_263_encodings_are_read(tmp_path, capsys):
     path = tmp_path / "latin.py"
     path.write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\nname = '\xe9t\xe9'\ntorch.save(model, 'm.pt')\n")

@@ -1216,10 +1216,17 @@ class Checker:
         found: dict[tuple[int, str], Finding] = {}
         if scan.whole:
             kept, blanked = _blank_unmarked(tree, scan.pieces.values(), lines)
+            spots = scan.spots
             if blanked:  # the ast's positions of the nodes libcst no longer sees are dropped
                 scan.spots = {k: [s for s in v if not any(a <= s[0] <= b for a, b in blanked)]
-                              for k, v in scan.spots.items()}
-            results = self._whole(scan, kept, path)
+                              for k, v in spots.items()}
+            try:
+                results = self._whole(scan, kept, path)
+            except cst.ParserSyntaxError:
+                if not blanked:
+                    raise
+                scan.spots = spots  # the file as it is: slower, never a crash of the blanking's
+                results = self._whole(scan, lines, path)
         else:
             results = [f for piece in _outermost(scan.pieces.values())
                        for f in self._check_piece(piece, scan, lines, path)]
@@ -1320,7 +1327,9 @@ def _blank_unmarked(tree: ast.Module, pieces: Iterable[ast.AST],
         for node in body:
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
-            first, last = node.body[0].lineno, node.end_lineno
+            head = node.body[0]  # its decorators, if any, start the body (a method's @staticmethod)
+            first = min([head.lineno] + [d.lineno for d in getattr(head, "decorator_list", [])])
+            last = node.end_lineno
             if first == node.lineno:
                 continue  # a body on the header's line
             if any(a <= last and b >= first for a, b in spans):
@@ -1328,8 +1337,8 @@ def _blank_unmarked(tree: ast.Module, pieces: Iterable[ast.AST],
                     blank(node.body)  # its other methods
                 continue
             line = lines[first - 1]
-            indent = line[:node.body[0].col_offset]
-            if indent.strip() or len(indent) <= node.col_offset:
+            indent = line[:len(line) - len(line.lstrip())]
+            if len(indent) <= node.col_offset:
                 continue
             ending = "\r\n" if line.endswith("\r\n") else "\n"
             out[first - 1] = indent + "pass" + ending

@@ -98,6 +98,10 @@ def check_file(path: Path) -> tuple[list, str | None]:
         return _checker.check_source(text, str(path), test=is_test_path(inside)), None
     except SyntaxError as exc:
         return [], f"{path}:{exc.lineno or 0}: cannot be parsed: {exc.msg}"
+    except Exception as exc:  # a defect of the checker's, on this file only: the others are still checked
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return [], (f"{path}: the checker failed on this file ({type(exc).__name__}: {first}); "
+                    "the other files were checked: please report it with this file")
 
 
 def can_fork() -> bool:
