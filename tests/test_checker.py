@@ -529,7 +529,7 @@ def test_blanking_keeps_a_decorated_first_method_valid(checker, monkeypatch):
     compile("".join(kept), "<blanked>", "exec")
     found = [(f.line, f.code) for f in engine.Checker(torch_release=(2, 5)).check_source(src, "ops.py")]
     assert (5, "PTT001") in found
-    monkeypatch.setattr(engine, "_blank_unmarked", lambda t, p, l: (["class (:\n"] * len(l), [(1, len(l))]))
+    monkeypatch.setattr(engine, "_blank_unmarked", lambda t, p, lines: (["class (:\n"] * len(lines), [(1, len(lines))]))
     assert [(f.line, f.code) for f in engine.Checker(torch_release=(2, 5)).check_source(src, "ops.py")] == found
 
 
