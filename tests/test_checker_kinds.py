@@ -5,6 +5,7 @@ Written from the issue's descriptions, never from held-out code (tests/test_chec
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -834,6 +835,25 @@ def test_a_checker_defect_on_one_file_is_an_error_for_that_file_only(tmp_path, c
                         "--fail-on", "never")
     assert rc == 2 and "bad.py: the checker failed on this file (RuntimeError: boom)" in err, err
     assert "Traceback" not in err and "good.py:2:" in out, (out, err)
+
+
+def test_a_closed_pipe_ends_the_listing_quietly():
+    """``torch-tips --list-rules | head -1``: a reader that closes the pipe early gets no
+    traceback. The child writes to a pipe whose reading end is already closed."""
+    import subprocess
+    import sys
+
+    child = textwrap.dedent("""\
+        import io, os, sys
+        r, w = os.pipe()
+        os.close(r)
+        sys.stdout = io.TextIOWrapper(os.fdopen(w, "wb"), line_buffering=True)
+        from tipsite.checker.cli import main
+        print("rc", main(["--list-rules"]), file=sys.stderr)
+        """)
+    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert "rc 1" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_pep_263_encodings_are_read(tmp_path, capsys):
