@@ -1068,3 +1068,101 @@ def test_names_read_and_names_in_give_what_a_full_walk_gives():
     assert first == {"x", "x.total", "total", "f", "y", "self", "self.z", "z"} and V.names_in(expr) is first
     other = cst.parse_expression("x.total + f(y, self.z)")  # an equal node is not the same node
     assert V.names_in(other) == first and V.names_in(other) is not first
+
+
+def test_ptt030_a_tensor_made_a_parameter_below_or_following_its_input_is_left_alone():
+    src = textwrap.dedent("""\
+        import torch
+        from torch import nn
+        class Edge(nn.Module):
+            def __init__(self, n, kind):
+                super().__init__()
+                if kind == "a":
+                    self.kern = torch.zeros(n, 2)
+                    for j in range(n):
+                        self.kern[j, 0] = 1.0
+                    self.kern = nn.Parameter(data=self.kern, requires_grad=False)
+                else:
+                    self.kern = torch.ones(n, 2)
+                self.shift = torch.zeros(1, n)
+                self.table = torch.zeros(n)
+                self.half = torch.zeros(n)
+            def forward(self, inp):
+                self.shift = self.shift.type_as(inp)
+                self.half = self.half.to(torch.float16)
+                return inp + self.shift + self.table + self.half
+        """)
+    found = [(line, code) for line, _, code in codes_at(engine.Checker(), src) if code == "PTT030"]
+    # the else's plain tensor, the attribute never moved, the one cast to a dtype alone
+    assert found == [(12, "PTT030"), (14, "PTT030"), (15, "PTT030")], found
+
+
+def test_ptt011_a_tensor_tested_as_a_bool_each_step_already_waits():
+    waits = textwrap.dedent("""\
+        import torch
+        for xb, yb in train_loader:
+            loss = crit(net(xb), yb)
+            if torch.isnan(loss):
+                continue
+            loss.backward()
+            opt.step()
+            stats.append(loss.item())
+        for xb, yb in train_loader:
+            loss = crit(net(xb), yb)
+            keep = yb > 0
+            if not keep.any():
+                continue
+            loss.backward()
+            opt.step()
+            stats.append(loss.item())
+        """)
+    assert "PTT011" not in codes(waits)
+    # NumPy's any() reads no device: the .item() is the step's only wait
+    numpy_test = textwrap.dedent("""\
+        import numpy as np
+        import torch
+        for xb, yb in train_loader:
+            loss = crit(net(xb), yb)
+            if np.isnan(arr).any():
+                continue
+            loss.backward()
+            opt.step()
+            stats.append(loss.item())
+        """)
+    assert codes(numpy_test).count("PTT011") == 1
+
+
+def test_ptt022_copies_followed_at_once_by_a_deciding_read_and_comprehension_copies():
+    head = ("import torch\nfrom torch.utils.data import DataLoader\n"
+            "train_loader = DataLoader(ds, batch_size=8, pin_memory=True)\n")
+    decided = head + textwrap.dedent("""\
+        for step, batch in enumerate(train_loader):
+            xb = batch["x"].to(dev)
+            yb = batch["y"].to(dev)
+            ok = (yb > 0) & (yb < 5)
+            if not ok.any():
+                continue
+            crit(net(xb), yb).backward()
+        """)
+    assert "PTT022" not in codes(decided, (2, 13), "cuda")
+    # work between the copies and the read (the forward): the copy could overlap it
+    later = head + textwrap.dedent("""\
+        for step, batch in enumerate(train_loader):
+            xb = batch["x"].to(dev)
+            loss = crit(net(xb), 0)
+            if torch.isnan(loss):
+                continue
+            loss.backward()
+        """)
+    assert codes(later, (2, 13), "cuda").count("PTT022") == 1
+    comp = head + textwrap.dedent("""\
+        for step, batch in enumerate(train_loader):
+            xb, yb = [t.to(dev) for t in batch]
+            crit(net(xb), yb).backward()
+        """)
+    assert codes(comp, (2, 13), "cuda").count("PTT022") == 1
+
+
+def test_ptt007_advice_keeps_requires_grad_for_a_leaf():
+    rule = RULES["PTT007"]
+    assert "requires_grad_()" in rule.advice and "requires_grad_()" in rule.fix

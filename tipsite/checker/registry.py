@@ -232,7 +232,10 @@ optimizer.zero_grad()
         "PTT007", "tip_variable_wrapping", "Variable(...)",
         "torch.autograd.Variable(t) is deprecated and returns t detached: harmless on input "
         "data, it silently cuts the graph on an intermediate result",
-        "use the tensor itself (torch.tensor(..., requires_grad=True) for a leaf)",
+        "use the tensor itself (x.detach() where the cut is meant); Variable(x, "
+        "requires_grad=True), a leaf to differentiate against (a gradient penalty's input), is "
+        "x.detach().requires_grad_(): keep the flag, or autograd.grad has nothing to reach "
+        "(torch.tensor(..., requires_grad=True) for new data)",
         _snippet("""
 from torch.autograd import Variable
 x = Variable(torch.ones(3), requires_grad=True)
@@ -242,7 +245,8 @@ import torch
 x = torch.ones(3, requires_grad=True)
 """),
         short="Variable() is deprecated and detaches an intermediate result",
-        fix="use the tensor itself",
+        fix="use the tensor itself; Variable(x, requires_grad=True) is "
+            "x.detach().requires_grad_()",
     ),
     Rule(
         "PTT008", "tip_module_list", "layers or parameters in a plain list",
@@ -341,7 +345,8 @@ print(total.item())
               "but a test of what the trainer holds (\"loss\" in out, x is not None, isinstance) or a rank "
               "guard; not under an if inside the loop or function (logging every N steps; a rank or distributed guard is no such if), not under no_grad (an evaluation inside the "
               "loop), and not in a loop or function that already reads a value every step to decide something (if not "
-              "math.isfinite(loss.item())), where one more read costs nothing. Reads are .item(), .tolist() "
+              "math.isfinite(loss.item()), or a tensor tested as a bool in the loop: if torch.isnan(loss):, "
+              "if not mask.any():), where one more read costs nothing. Reads are .item(), .tolist() "
               "and .numpy(): a bare .cpu() also moves modules (for RPC, for saving).",
         unlike_tip="The tip sweeps the log spacing (a read under `if step % every == 0`); the rule flags "
                    "only reads on every step, where the tip measured the cost.",
@@ -658,7 +663,10 @@ for inputs, target in loader:
         scope="Only the batch variables of a loop over a DataLoader built with pin_memory in the same "
               "file (from pageable memory the copy is staged either way); one finding per statement; "
               "not a copy on a branch where the device cannot be CUDA (the else of "
-              "if torch.cuda.is_available():, if device == 'cpu':).",
+              "if torch.cuda.is_available():, if device == 'cpu':), nor one followed in the loop's body, "
+              "with no work between but casts and reshapes, by an if that reads the device to decide "
+              "(if not mask.any(): continue): the host waits for the copies there anyway. A part of "
+              "the batch taken in a comprehension ([x.to(device) for x in batch]) is the batch's.",
     ),
     Rule(
         "PTT023", "tip_eval_and_no_grad", "eval() without no_grad()",
@@ -869,6 +877,11 @@ class Net(torch.nn.Module):
 """),
         short="a tensor attribute set in __init__ is not a buffer: .to() leaves it behind",
         fix="self.register_buffer(name, tensor)",
+        scope="Only a tensor made by a torch factory in a module's __init__, in a file that does not "
+              "export the model (ONNX, TorchScript); not one rebound as an nn.Parameter further down "
+              "the same block (self.m = nn.Parameter(self.m, requires_grad=False): registered from "
+              "then on), nor one a method of the class rebinds from itself to its input's device "
+              "(self.m = self.m.type_as(x), .to(x), .to(x.device)) before use.",
     ),
     Rule(
         "PTT031", "tip_foreach_fused_optimizers", "Adam/AdamW without fused=True",

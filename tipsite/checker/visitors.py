@@ -1372,14 +1372,91 @@ class RegisterParameterWithoutValue(RuleVisitor):
             self.flag(node)
 
 
+def _block_after(stack: list[cst.CSTNode], node: cst.CSTNode) -> list[cst.BaseStatement]:
+    """The statements after the one holding ``node`` in the block that holds it (the body of
+    the innermost compound statement, or its ``else``)."""
+    if not stack:
+        return []
+    inner = stack[-1]
+    blocks = [inner.body]
+    orelse = getattr(inner, "orelse", None)
+    while orelse is not None:  # an if's elif / else (and a loop's else)
+        blocks.append(orelse.body)
+        orelse = getattr(orelse, "orelse", None)
+    for block in blocks:
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)):
+            continue
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, cst.SimpleStatementLine) and any(s is node for s in stmt.body):
+                return list(body[i + 1:])
+    return []
+
+
+_PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+
+
 class TensorAttributeNotBuffer(RuleVisitor):
+    """A factory's tensor set as a plain attribute in a module's ``__init__``; not one rebound as
+    an ``nn.Parameter`` further down the same block (registered then), nor one that a method
+    rebinds from itself to its input's device and dtype before use
+    (``self.mean = self.mean.type_as(x)``)."""
+
     CODE = "PTT030"
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if (_self_target(node) and isinstance(node.value, cst.Call)
                 and self.qname(node.value) in FACTORIES and self.where.method_of_module("__init__")
                 and not self.facts.exports):
-            self.flag(node)
+            name = node.targets[0].target.attr.value
+            if not self._registered_below(node, name) and not self._follows_input(name):
+                self.flag(node)
+
+    def _rebinds(self, stmt: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
+        """The values ``stmt`` (one simple statement line) assigns to ``self.<name>``."""
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            return []
+        return [s.value for s in stmt.body if isinstance(s, cst.Assign) and _self_target(s)
+                and s.targets[0].target.attr.value == name]
+
+    def _registered_below(self, node: cst.Assign, name: str) -> bool:
+        """``self.<name> = nn.Parameter(...)`` later in the same block: the attribute is a
+        parameter from then on (Module.__setattr__ drops the plain one)."""
+        return any(isinstance(v, cst.Call) and self.qname(v) in _PARAMETERS
+                   for stmt in _block_after(self.where.stack, node) for v in self._rebinds(stmt, name))
+
+    def _follows_input(self, name: str) -> bool:
+        """A method of the class rebinds ``self.<name> = self.<name>.type_as(...)`` (or
+        ``.to(...)``): it is moved to its input's device and dtype where it is used."""
+        cls = self.where.module_class("__init__")
+        if cls is None:
+            return False
+        for n in _class_nodes(cls):
+            if not (isinstance(n, cst.Assign) and _self_target(n) and n.targets[0].target.attr.value == name):
+                continue
+            v = n.value
+            if (isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and v.args
+                    and get_full_name_for_node(v.func.value) == f"self.{name}"
+                    and _input_like(v.func.attr.value, v.args[0].value)):
+                return True
+        return False
+
+
+def _input_like(method: str, arg: cst.BaseExpression) -> bool:
+    """``.type_as(x)``, ``.to(x)``, ``.to(x.device)``: a device taken from another tensor (not
+    ``.to(torch.float16)``, a dtype alone)."""
+    if method == "type_as":
+        return True
+    if method != "to":
+        return False
+    return isinstance(arg, cst.Name) or (isinstance(arg, cst.Attribute) and arg.attr.value == "device")
+
+
+def _class_nodes(cls: cst.ClassDef):
+    """Every node in the methods of ``cls`` (its functions' bodies, not nested classes)."""
+    for stmt in cls.body.body:
+        if isinstance(stmt, cst.FunctionDef):
+            yield from walk(stmt)
 
 
 # torch's own APIs that take a CPU tensor argument (pack_padded_sequence's lengths)
@@ -2523,14 +2600,44 @@ def rank_guard(test: cst.CSTNode) -> bool:
     return any(_RANK.search(n) for n in names) and not any(_INTERVAL.search(n) for n in names)
 
 
-def _decides(loop: cst.CSTNode) -> bool:
+# torch's functions whose result is a tensor of bools (or a bool read from the device)
+_TENSOR_TESTS = frozenset({"torch.isnan", "torch.isinf", "torch.isfinite", "torch.any", "torch.all",
+                           "torch.is_nonzero", "torch.equal", "torch.allclose"})
+
+
+def tensor_truth(visitor: RuleVisitor, test: cst.BaseExpression) -> bool:
+    """The test uses a tensor as a Python bool (``if torch.isnan(loss):``, ``if not mask.any():``,
+    ``if torch.isinf(x).any() or ...``): the host waits for the device's value to decide. Not a
+    ``.any()`` of NumPy's (``np.isnan(a).any()``)."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return tensor_truth(visitor, test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return tensor_truth(visitor, test.left) or tensor_truth(visitor, test.right)
+    if not isinstance(test, cst.Call):
+        return False
+    if visitor.qname(test) in _TENSOR_TESTS:
+        return True
+    if _method(test) not in ("any", "all") or test.args:
+        return False
+    receiver = test.func.value
+    while isinstance(receiver, (cst.Attribute, cst.Subscript)):
+        receiver = receiver.value
+    if isinstance(receiver, cst.Call):
+        return tensor_truth(visitor, receiver) or (visitor.qname(receiver) or "").startswith("torch.")
+    return isinstance(receiver, cst.Name) and not (visitor.qualify(receiver) or "").startswith("numpy")
+
+
+def _decides(loop: cst.CSTNode, visitor: RuleVisitor | None = None) -> bool:
     """The loop reads a value on every step to decide something (``if not math.isfinite(
-    loss.item())``, ``value = loss.item(); assert ...``): it waits for the GPU each step anyway."""
+    loss.item())``, ``value = loss.item(); assert ...``; with ``visitor``, a tensor used as a
+    bool too: ``if torch.isnan(loss): continue``): it waits for the GPU each step anyway."""
     tested: set[str] = set()
     for n in walk(loop.body, into_loops=False):
         if isinstance(n, (cst.If, cst.While)):
             tested |= names_in(n.test)
             if any(isinstance(c, cst.Call) and _method(c) in HOST_READS for c in [n.test, *walk(n.test)]):
+                return True
+            if visitor is not None and tensor_truth(visitor, n.test):
                 return True
         elif isinstance(n, cst.Assert):
             tested |= names_in(n.test)
@@ -2601,7 +2708,7 @@ class HostReadInLoop(RuleVisitor):
                 known = loop.name.value in self.facts.step_functions and _one_step(loop)
             else:
                 known = _training_step(loop)
-            known = self.loops[id(loop)] = known and not _decides(loop)
+            known = self.loops[id(loop)] = known and not _decides(loop, self)
         return known
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -2655,6 +2762,33 @@ class BlockingCopyInLoader(RuleVisitor):
         self.done: set[int] = set()
         self.statement: cst.CSTNode | None = None
         self.no_cuda: set[int] = set()  # calls on a branch where the device cannot be CUDA
+        self.comps: list[tuple[set[str], str | None]] = []  # comprehensions: (targets, iterated name)
+
+    def _comp(self, node: cst.ListComp | cst.GeneratorExp) -> None:
+        # [x.to(device) for x in batch]: x is a part of the batch (the element is visited
+        # before the comprehension's for: the names are taken here)
+        for_in = node.for_in
+        it = for_in.iter.value if isinstance(for_in.iter, cst.Name) else None
+        self.comps.append((target_names(for_in.target), it))
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._comp(node)
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._comp(node)
+
+    def leave_ListComp(self, node: cst.ListComp) -> None:
+        self.comps.pop()
+
+    def leave_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self.comps.pop()
+
+    def _batch_name(self, name: str, targets: set[str]) -> bool:
+        """``name`` is one of the loop's batch variables, or a comprehension's name for a part
+        of one (``for x in batch``)."""
+        if name in targets:
+            return True
+        return any(name in names and it in targets for names, it in self.comps)
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self.statement = node
@@ -2680,10 +2814,10 @@ class BlockingCopyInLoader(RuleVisitor):
         receiver = node.func.value
         while isinstance(receiver, cst.Subscript):
             receiver = receiver.value
-        if not (isinstance(receiver, cst.Name) and receiver.value in target_names(loop.target)):
+        if not (isinstance(receiver, cst.Name) and self._batch_name(receiver.value, target_names(loop.target))):
             return
         if self.get_specific_arg(node, "non_blocking", 1 if method == "cuda" else 2) is not None \
-                or id(node) in self.no_cuda:
+                or id(node) in self.no_cuda or self._decided_at_once(loop):
             return
         args = _positional(node)
         if method == "to" and (not args or (isinstance(args[0].value, cst.SimpleString)
@@ -2693,6 +2827,28 @@ class BlockingCopyInLoader(RuleVisitor):
         if key not in self.done:
             self.done.add(key)
             self.flag(node)
+
+    def _decided_at_once(self, loop: cst.For) -> bool:
+        """The copy's statement is followed in the loop's body, before any other work, by an
+        ``if`` that reads the device to decide (``if not mask.any(): continue``): the host
+        waits for the copies there anyway, so ``non_blocking`` would overlap nothing."""
+        body = getattr(loop.body, "body", ())
+        after = next((i for i, stmt in enumerate(body) if stmt is self.statement), None)
+        if after is None:
+            return False
+        for stmt in body[after + 1:]:
+            if isinstance(stmt, cst.If):
+                return tensor_truth(self, stmt.test) or any(
+                    isinstance(c, cst.Call) and _method(c) in HOST_READS for c in [stmt.test, *walk(stmt.test)])
+            if not isinstance(stmt, cst.SimpleStatementLine) or any(
+                    isinstance(c, cst.Call) and _method(c) not in _NO_WORK for c in walk(stmt)):
+                return False
+        return False
+
+
+# tensor methods that copy, cast or reshape: no work a non-blocking copy could overlap with
+_NO_WORK = frozenset({"to", "cuda", "float", "half", "double", "long", "int", "bool", "view", "reshape",
+                      "permute", "unsqueeze", "squeeze", "contiguous", "flatten", "transpose"})
 
 
 def _cuda_test(visitor: RuleVisitor, test: cst.BaseExpression) -> bool | None:
