@@ -601,7 +601,11 @@ class _Scan:
             called = {_last_name(n.func) for n in nodes if isinstance(n, ast.Call)} & names
             if not called:
                 continue
-            looped |= called
+            # a call counts for its innermost loop (each nested loop is in the lists too), and
+            # not for a loop over epochs: one call per epoch is one full-batch step
+            if not _epoch_loop(loop):
+                looped |= {_last_name(n.func) for n in _outside_inner_loops(loop)
+                           if isinstance(n, ast.Call)} & names
             # what the loop tests (if, while, assert): a step's value read there decides something,
             # and the read in the step is the one that decision needs
             tests = [n.test for n in nodes if isinstance(n, (ast.If, ast.While, ast.Assert, ast.IfExp))]
@@ -842,6 +846,33 @@ def _writes_grad(target: ast.AST) -> bool:
             return True
         target = target.value
     return False
+
+
+def _epoch_loop(loop: ast.For | ast.While) -> bool:
+    """``for epoch in range(...)`` or ``for _ in range(args.epochs)``: a loop over epochs (a
+    ``range`` whose target or bounds name an epoch), where a step function called directly is
+    one full-batch step per epoch."""
+    if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
+            and isinstance(loop.iter.func, ast.Name) and loop.iter.func.id == "range"):
+        return False
+    words = [n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)]
+    for arg in loop.iter.args:
+        words += [n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(arg)
+                  if isinstance(n, (ast.Name, ast.Attribute))]
+    return any("epoch" in w.lower() for w in words)
+
+
+def _outside_inner_loops(loop: ast.For | ast.While) -> list[ast.AST]:
+    """The nodes of ``loop``'s body and else that no loop nested in it holds."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = [*loop.body, *loop.orelse]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.For, ast.While)):
+            continue
+        out.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
 
 
 def _names_read(expr: ast.AST) -> set[str]:

@@ -634,7 +634,9 @@ for x, y in loader:
         fix="set pin_memory=True",
         scope="Only in a file that names CUDA or an accelerator; not a loader over a TensorDataset (its "
               "tensors may be on the GPU, where pin_memory=True raises), nor one whose loops in the file "
-              "hand the batches to NumPy (an ONNX runtime's inputs) and never move them with torch.",
+              "hand the batches to NumPy (an ONNX runtime's inputs) and never move them with torch, nor "
+              "one over range(n) or an index tensor (torch.arange, torch.randperm): its batches are "
+              "small index tensors that gather rows already placed.",
     ),
     Rule(
         "PTT022", "tip_non_blocking", "blocking copies of pinned batches",

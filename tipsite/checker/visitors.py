@@ -3083,8 +3083,21 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
         if self.bound.get(id(node)) in self.facts.numpy_loaders:
             return  # its batches go to NumPy (an ONNX runtime) and torch never moves them
         arg = self.get_specific_arg(node, "pin_memory", 7)
-        if (arg is None or _is_false(arg.value)) and not self._over_tensors(node):
+        if (arg is None or _is_false(arg.value)) and not self._over_tensors(node) and not (
+                self._over_indices(node)):
             self.flag(node)
+
+    def _over_indices(self, node: cst.Call) -> bool:
+        """A loader over ``range(n)`` or an index tensor (``torch.arange``, ``torch.randperm``)
+        built in the call: its batches are small index tensors that gather rows of tensors the
+        script has already placed, and there is nothing worth pinning."""
+        data = self.get_specific_arg(node, "dataset", 0)
+        value = data.value if data is not None else None
+        if not isinstance(value, cst.Call):
+            return False
+        if isinstance(value.func, cst.Name) and value.func.value == "range":
+            return True
+        return self.qname(value) in ("torch.arange", "torch.randperm")
 
     def _over_tensors(self, node: cst.Call) -> bool:
         """A loader over a ``TensorDataset`` (built in the call, or a name of the file bound to
