@@ -1166,6 +1166,29 @@ def test_explicit_weights_only_false_is_left_where_the_code_shows_it_deliberate(
     assert "PTT001" not in _in_project(tmp_path, req, plain, torch=(2, 13))
 
 
+def test_one_reasoned_comment_covers_a_run_of_explicit_false_loads():
+    """A comment above a run of loads, one per line, each with weights_only=False, that speaks
+    of the risk and gives a reason, covers the whole run; a blank line ends the run."""
+    run = """\
+        import torch
+
+        def splits(root):
+            # unsafe in principle, but needed because our files hold dicts of arrays
+            a = fix(torch.load(root + "/a.bin", weights_only=False))
+            b = fix(torch.load(root + "/b.bin", weights_only=False))
+            return a, b
+    """
+    assert "PTT001" not in codes(run)
+    broken = run.replace('\n            b = fix', '\n\n            b = fix')
+    assert [f.line for f in engine.Checker().check_source(textwrap.dedent(broken))
+            if f.code == "PTT001"] == [7]
+    # a comment that gives no reason covers nothing
+    bare = run.replace("unsafe in principle, but needed because our files hold dicts of arrays",
+                       "the two splits")
+    assert [f.line for f in engine.Checker().check_source(textwrap.dedent(bare))
+            if f.code == "PTT001"] == [5, 6]
+
+
 def test_saving_a_name_like_model_needs_evidence_that_it_is_a_module():
     param = """\
         import torch

@@ -861,6 +861,18 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
     def reset(self) -> None:
         self.tries = []
         self.statement: cst.CSTNode | None = None
+        self.previous: dict[int, cst.CSTNode] = {}  # id(statement) -> the one right before it
+
+    def _siblings(self, body) -> None:
+        for before, after in zip(body, body[1:]):
+            self.previous[id(after)] = before
+
+    def visit_Module(self, node: cst.Module) -> None:
+        super().visit_Module(node)
+        self._siblings(node.body)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._siblings(node.body)
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self.statement = node
@@ -903,6 +915,15 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
                     return True
         return False
 
+    def _loads_unsafely(self, stmt: cst.SimpleStatementLine) -> bool:
+        """The statement calls ``torch.load`` with an explicit ``weights_only=False``."""
+        for n in walk(stmt):
+            if type(n) is cst.Call and self.qname(n) == "torch.load":
+                arg = self.get_specific_arg(n, "weights_only", -1)
+                if arg is not None and _is_false(arg.value):
+                    return True
+        return False
+
     def deliberate(self) -> bool:
         """The explicit False is a choice the code shows was made knowingly: a comment on or
         above the statement speaks of weights_only or pickling and gives a reason; the project requires torch 2.6 or later, where
@@ -911,12 +932,18 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
         if self.project_needs_26():
             return True
         stmt = self.statement
-        if stmt is not None:
+        while stmt is not None:
             comments = [ln.comment.value for ln in stmt.leading_lines if ln.comment is not None]
             if stmt.trailing_whitespace.comment is not None:
                 comments.append(stmt.trailing_whitespace.comment.value)
             if any(_EXPLAINS_LOAD.search(c) and _GIVES_REASON.search(c) for c in comments):
                 return True
+            # a run of such loads, line after line, under one comment: the comment is theirs
+            before = self.previous.get(id(stmt))
+            if stmt.leading_lines or not (isinstance(before, cst.SimpleStatementLine)
+                                          and self._loads_unsafely(before)):
+                break
+            stmt = before
         func = self.where.function()
         return func is not None and any(
             type(n) is cst.Call and self.qname(n) in _RNG_RESTORERS for n in walk(func.body))
@@ -929,7 +956,8 @@ _RESUMED = re.compile(r"optim|(^|_)opt(s|_|\d|$)|sched|scaler", re.IGNORECASE)
 # a comment that says why a load is not weights-only: it names the loader's mode or pickling
 # and gives a reason (a heading that only names the mode, "The anti-pattern: weights_only=False",
 # is not one)
-_EXPLAINS_LOAD = re.compile(r"weights_only|weights-only|unpickl|pickle", re.IGNORECASE)
+_EXPLAINS_LOAD = re.compile(r"weights_only|weights-only|unpickl|pickle|security|unsafe|\brisks?\b",
+                            re.IGNORECASE)
 _GIVES_REASON = re.compile(r"\b(because|cannot|can't|can ?not|need|needs|required?|requires|must|"
                            r"since|so that|legacy|trusted|allow|fails?|won't|refuses?|raises?)\b",
                            re.IGNORECASE)
