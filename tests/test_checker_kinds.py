@@ -1431,6 +1431,21 @@ def test_a_factory_moved_with_cuda_is_left_to_ptt015():
     assert "PTT015" in found and "PTT016" not in found
 
 
+def test_a_factory_given_another_tensors_type_string_is_moved():
+    """.type(x.type()) names x's device too (a CUDA type string on a GPU): moved at once; a
+    .type() to a dtype leaves the factory on the CPU and stays flagged."""
+    src = """\
+        import torch
+        class Shrink(torch.nn.Module):
+            def forward(self, cov):
+                ident = torch.ones(cov.shape[0]).diag().type(cov.type())
+                return cov + ident
+    """
+    assert "PTT016" not in codes(src)
+    dtype_only = src.replace(".type(cov.type())", ".type(torch.float64)")
+    assert "PTT016" in codes(dtype_only)
+
+
 # Round 6's misreads of PTT015, PTT016, PTT022 and PTT023 (issue 33), written from their
 # descriptions: (rule, silent, near miss).
 ROUND_SIX_DEVICES = {

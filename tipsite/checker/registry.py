@@ -489,7 +489,8 @@ class Net(torch.nn.Module):
         fix="pass device=x.device",
         scope="Only in a model's forward; not a factory moved at once, itself or what is computed "
               "from it on the way (torch.zeros(n).to(x.device), torch.empty(n).uniform_().cuda(), "
-              "(torch.arange(n) % k).to(device); a hard-coded .cuda() is PTT015's), nor one bound to "
+              "(torch.arange(n) % k).to(device), torch.eye(n).type(x.type()), whose type string names "
+              "x's device; a hard-coded .cuda() is PTT015's), nor one bound to "
               "a name that is only ever moved, itself or through names computed from it (mask = "
               "torch.zeros(n, n); padded = F.pad(mask, p); torch.cat([padded, m]).to(x.device)), nor a "
               "placeholder for a name that the other branch of the if computes from .cpu() inputs "

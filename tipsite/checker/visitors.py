@@ -1577,6 +1577,14 @@ class FactoryWithoutDevice(RuleVisitor):
         if node.attr.value in ("item", "tolist") and isinstance(node.value, cst.Call):
             self.host.add(id(node.value))
 
+    def _moved_by_type(self, node: cst.Call) -> None:
+        """``torch.eye(n).type(x.type())``: the type string of another tensor names its device
+        too (``torch.cuda.FloatTensor``), so the factory is moved at once."""
+        args = _positional(node)
+        if _method(node) == "type" and len(args) == 1 and isinstance(args[0].value, cst.Call) \
+                and _method(args[0].value) == "type" and not args[0].value.args:
+            self.moved |= {id(n) for n in _moved_sources(node.func.value)}
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if not any(isinstance(n, (cst.FunctionDef, cst.Lambda)) for n in self.where.stack[:-1]):
             # a method's default values and decorators run once, when the class is defined:
@@ -1642,6 +1650,7 @@ class FactoryWithoutDevice(RuleVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Name) and node.func.value in ("int", "float", "bool"):
             self._read_on_host(node)
+        self._moved_by_type(node)
         name = self.qname(node)
         if (name not in FACTORIES or self.get_specific_arg(node, "device", -1) is not None
                 or _star_kwargs(node) or id(node) in self.moved or not self.where.method_of_model("forward")):
