@@ -1654,6 +1654,26 @@ def test_a_loop_over_a_few_channels_is_no_row_loop():
     assert "PTT033" in codes(made)
 
 
+def test_a_loop_in_a_branch_that_finds_a_list_is_no_row_loop():
+    """Under ``if isinstance(seq, list)`` the name the loop writes into is a list, even where
+    the file binds it to a tensor elsewhere; under ``isinstance(seq, torch.Tensor)`` it is one."""
+    src = """\
+        import torch
+
+        def to_tensors(seq):
+            if isinstance(seq, tuple):
+                return seq
+            elif isinstance(seq, list):
+                for k in range(len(seq)):
+                    seq[k] = torch.as_tensor(seq[k])
+            seq = torch.as_tensor(seq)
+            return seq
+    """
+    assert "PTT033" not in codes(src)
+    tensor = src.replace("isinstance(seq, list)", "isinstance(seq, torch.Tensor)")
+    assert "PTT033" in codes(tensor)
+
+
 # --- round 4's misreads of PTT001, PTT003 and PTT025 (issue 33) ------------------------------
 
 def test_load_of_a_pickled_module_or_class_is_left_alone():

@@ -533,7 +533,9 @@ class _Scan:
                 loop = self._loop(stack)
                 if (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
                         and _last_name(loop.iter.func) == "range"):
-                    self._add(loop)
+                    # PTT033, with the ifs around the loop: ``isinstance(x, list)`` says x is
+                    # no tensor there
+                    self._add(_isinstance_guard(stack, loop) or loop)
             elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                 if isinstance(value, (ast.List, ast.ListComp, ast.Call)):
                     self._add(self._method_class(stack, ("__init__",)))
@@ -846,6 +848,20 @@ def _writes_grad(target: ast.AST) -> bool:
             return True
         target = target.value
     return False
+
+
+def _isinstance_guard(stack: list[ast.AST], loop: ast.AST) -> ast.AST | None:
+    """The outermost ``if`` around ``loop`` (within its function) when one of the ifs around it
+    tests ``isinstance``; else None."""
+    found, tested = None, False
+    for n in reversed(stack[:stack.index(loop)] if loop in stack else []):
+        if isinstance(n, _Scan.STOP):
+            break
+        if isinstance(n, ast.If):
+            found = n
+            tested = tested or any(isinstance(c, ast.Call) and _last_name(c.func) == "isinstance"
+                                   for c in ast.walk(n.test))
+    return found if tested else None
 
 
 def _epoch_loop(loop: ast.For | ast.While) -> bool:

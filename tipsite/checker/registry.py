@@ -932,7 +932,8 @@ max_x = torch.max(x, dim=1).values
         scope="Only a loop whose bound counts a tensor's rows (x.size(0), x.shape[1], x.numel(), "
               "len(t) of a tensor made in the file); not len() of a list of per-channel constants "
               "(range(len(mean))) nor x.shape[dim] of a dimension chosen at run time: a few "
-              "channels, each one whole-slice op.",
+              "channels, each one whole-slice op; nor a loop under an if that finds the written "
+              "name is of another type (isinstance(x, list)): there it is no tensor.",
     ),
     Rule(
         "PTT034", "tip_anomaly_detection_off", "anomaly detection left on",

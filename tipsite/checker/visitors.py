@@ -2903,8 +2903,28 @@ class RowLoop(RuleVisitor):
         if not sized or not isinstance(node.target, cst.Name) or not self._rows(bound):
             return
         var = node.target.value
-        if _writes_element(node.body, var, self.facts.tensor_names):
+        if _writes_element(node.body, var, self.facts.tensor_names) and not self._typed_otherwise(node):
             self.flag(node)
+
+    def _typed_otherwise(self, loop: cst.For) -> bool:
+        """The loop is in the body of an ``if isinstance(obj, list)`` (or another type that is
+        not a tensor) whose name the loop writes into: there it is no tensor."""
+        written = {t.target.value.value for n in walk(loop.body) if isinstance(n, cst.Assign)
+                   for t in n.targets if isinstance(t.target, cst.Subscript)
+                   and isinstance(t.target.value, cst.Name)}
+        for outer in self.where.stack:
+            branch = outer  # the if, or the elif (an If in its orelse) whose body holds the loop
+            while isinstance(branch, cst.If) and not any(n is loop for n in walk(branch.body)):
+                branch = branch.orelse
+            if not isinstance(branch, cst.If):
+                continue  # (the loop in the final else is no evidence)
+            for n in [branch.test, *walk(branch.test)]:
+                if (isinstance(n, cst.Call) and get_full_name_for_node(n.func) == "isinstance"
+                        and len(n.args) == 2 and isinstance(n.args[0].value, cst.Name)
+                        and n.args[0].value.value in written
+                        and not any(x.endswith("Tensor") for x in names_in(n.args[1].value))):
+                    return True
+        return False
 
 
     def _rows(self, bound: cst.BaseExpression) -> bool:
