@@ -1189,6 +1189,34 @@ def test_one_reasoned_comment_covers_a_run_of_explicit_false_loads():
             if f.code == "PTT001"] == [5, 6]
 
 
+@pytest.mark.parametrize("pins", [
+    {"install.sh": "conda install pytorch==1.8.1 torchvision==0.9.1 -c pytorch\n"},
+    {"conda_env.yaml": "dependencies:\n  - pytorch=1.8.1=py3.8_cuda11.1_0\n"
+                       "  - torchvision=0.9.1=py38_cu111\n"},
+    {"requirements.txt": "torch==1.8.1\nnumpy\n"},
+])
+def test_a_project_pinned_to_an_old_torch_gets_no_advice_its_torch_lacks(tmp_path, pins):
+    """A project that pins torch 1.8 runs there: weights_only (torch 1.13) and torch.amp's
+    replacements are not there to use, so PTT001's missing-argument half and PTT005 are silent;
+    an open range anywhere (torch>=1.8) is no ceiling."""
+    amp = """\
+        import torch
+        scaler = torch.cuda.amp.GradScaler()
+    """
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **pins}
+    assert "PTT001" not in _in_project(tmp_path, files, _LOAD)
+    assert "PTT005" not in _in_project(tmp_path, files, amp, torch=(2, 13))
+    opened = {**files, "requirements-dev.txt": "torch>=1.8\n"}
+    engine._pinned_up.cache_clear()  # (the project's files changed under the same folder)
+    assert "PTT001" in _in_project(tmp_path, opened, _LOAD)
+    assert "PTT005" in _in_project(tmp_path, opened, amp, torch=(2, 13))
+
+
+def test_a_pin_to_a_torch_that_has_the_advice_keeps_it(tmp_path):
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", "install.sh": "pip install torch==2.1.0\n"}
+    assert "PTT001" in _in_project(tmp_path, files, _LOAD)
+
+
 def test_saving_a_name_like_model_needs_evidence_that_it_is_a_module():
     param = """\
         import torch

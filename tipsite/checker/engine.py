@@ -88,6 +88,11 @@ _TORCH_MIN = re.compile(r"(?<![\w.-])(?:py)?torch\s*(?:>=|>)\s*(\d+)\.(\d+)", re
 _TORCH_PROSE = re.compile(r"(?<![\w.-])(?:py)?torch\s+(\d+)\.(\d+)(?:\.\d+)?\s+or\s+"
                           r"(?:later|newer|higher|above)", re.IGNORECASE)
 _PROJECT_ROOT = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+# A pin of one torch release, "torch==1.10.0" (pip) or "pytorch=1.10.0=py3.8_cuda11.3" (conda),
+# in a requirement file, a conda environment file (*env*.yml) or an install script (install*.sh)
+_TORCH_PIN = re.compile(r"(?<![\w.-])(?:py)?torch\s*==?\s*(\d+)\.(\d+)", re.IGNORECASE)
+_TORCH_OPEN = re.compile(r"(?<![\w.-])(?:py)?torch\s*(?:>=|~=|>|<|!=)", re.IGNORECASE)
+_PIN_FILE = re.compile(r"(?:^requirements.*\.txt|env.*\.ya?ml|^install.*\.sh)$", re.IGNORECASE)
 _REQ_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "environment.yml")
 _READMES = ("README.md", "README.rst", "README.txt", "README")
 _NOQA = re.compile(r"#\s*noqa(?::\s*([\w, ]+))?", re.IGNORECASE)
@@ -1118,6 +1123,53 @@ def declared_torch(path: str) -> tuple[int, int] | None:
     return _declared_in(folder)
 
 
+def pinned_torch(path: str) -> tuple[int, int] | None:
+    """The newest torch release the project of ``path`` pins exactly (``torch==1.10.0`` in its
+    requirements, ``pytorch=1.10.0`` in a conda environment file, ``pip install torch==1.9.0``
+    in an install script), from the file's folder up to the project's root; None when it pins
+    none, or when any of those files gives torch an open range (``torch>=1.9``): then the
+    project may run on a newer torch."""
+    if not path or path.startswith("<"):
+        return None
+    try:
+        if not os.path.isfile(path):
+            return None
+        folder = os.path.dirname(os.path.abspath(path))
+    except (OSError, ValueError):
+        return None
+    return _pinned_up(folder)
+
+
+@functools.lru_cache(maxsize=256)
+def _pinned_up(folder: str) -> tuple[int, int] | None:
+    pins: list[tuple[int, int]] = []
+    while True:
+        try:
+            names = set(os.listdir(folder))
+        except OSError:
+            names = set()
+        for name in sorted(names):
+            if not (name in _REQ_FILES or _PIN_FILE.search(name)):
+                continue
+            file = os.path.join(folder, name)
+            try:
+                if not os.path.isfile(file) or os.path.getsize(file) > 1_000_000:
+                    continue
+                with open(file, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+            if _TORCH_OPEN.search(body):
+                return None  # an open range: no ceiling
+            pins += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_PIN.finditer(body)]
+        parent = os.path.dirname(folder)
+        if parent == folder or names & set(_PROJECT_ROOT):
+            break
+        folder = parent
+    return max(pins) if pins else None
+
+
 def _sets_force_unsafe(text: str) -> bool:
     """The code (not a comment or a read) sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD."""
     return _FORCE_UNSAFE in text and _in_code(_SETS_FORCE_UNSAFE, text)
@@ -1245,6 +1297,8 @@ class Checker:
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
         # PTT001 reads it for a torch.load only: no file system lookup for a file without one
         scan.facts.torch_floor = declared_torch(path) if "load" in text else None
+        # PTT001 and PTT005: a project pinned to an old torch, where their advice cannot apply
+        scan.facts.torch_pin = pinned_torch(path) if "load" in text or "amp" in text else None
         if "load(" in text or "save(" in text:  # PTT001 and PTT004 read them
             scan.facts.forces_unsafe_load = _sets_force_unsafe(text) or _package_forces_unsafe(path)
             scan.facts.allow_lists = "safe_globals" in text and _in_code(_ALLOW_LISTS, text)

@@ -93,8 +93,12 @@ state = torch.load("ckpt.pt", weights_only=True)
               "or a path that the function's training loop, before the load, hands to torch.save or, "
               "with the module, to a checkpoint callback. Nothing before 2.6 in a project whose requirements "
               "(pyproject.toml, requirements*.txt, setup.py; a README's \"torch>=\" or \"PyTorch 2.6 "
-              "or later\" only where no requirement file names torch) need torch 2.6 or later. An explicit weights_only=False only where the "
-              "code does not show it deliberate: not under a comment that gives a reason about weights_only or pickling, "
+              "or later\" only where no requirement file names torch) need torch 2.6 or later, nor in a "
+              "project that pins torch exactly to a release before 1.13, which has no weights_only "
+              "(torch==1.10 in its requirements, pytorch=1.10 in a conda env*.yml, torch==1.10 in "
+              "an install*.sh; none of them giving torch an open range). An explicit weights_only=False only where the "
+              "code does not show it deliberate: not under a comment that gives a reason about weights_only, pickling "
+              "or the security risk (one such comment covers a run of such loads on the lines below it), "
               "not in such a 2.6+ project "
               "(False was written to opt out), not where the function restores Python's or NumPy's "
               "RNG state, and not where the stated False is the advice's own choice for a file the "
@@ -209,7 +213,9 @@ with torch.amp.autocast("cuda"):
               "fallback: code in an except AttributeError/TypeError/ImportError after the new API "
               "was tried, or under a version or hasattr check, and a name imported from "
               "torch.cuda.amp in the except ImportError (or AttributeError) of a try that imported "
-              "the same name from torch's newer API (it keeps what the try bound it to).",
+              "the same name from torch's newer API (it keeps what the try bound it to); nor in a "
+              "project that pins torch exactly to a release before 2.4 (requirements, a conda "
+              "env*.yml, an install*.sh; none giving torch an open range): it runs there.",
     ),
     Rule(
         "PTT006", "tip_zero_grad_set_to_none", "zero_grad(set_to_none=False)",

@@ -108,6 +108,7 @@ class Facts:
     has_ddp: bool = False  # the file names DistributedDataParallel (a DDP path beside DataParallel)
     loads_unsafely: bool = False  # the file loads with weights_only=False (its own checkpoints)
     torch_floor: tuple[int, ...] | None = None  # the oldest torch the checked project declares
+    torch_pin: tuple[int, ...] | None = None  # the newest torch release the project pins exactly
     exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
     inference_only: bool = False  # grad-free or eval() code and no backward() or step(): no training
     pickles_objects: bool = False  # torch.save of a module, submodule or Namespace (not weights only)
@@ -412,6 +413,11 @@ class RuleVisitor(TorchVisitor):
     def torch_before(self, release: tuple[int, ...]) -> bool:
         """The reader's torch is known to be older than ``release``."""
         return self.torch is not None and self.torch < release
+
+    def pinned_before(self, release: tuple[int, ...]) -> bool:
+        """The checked project pins torch exactly, to releases all older than ``release``."""
+        pin = self.facts.torch_pin
+        return pin is not None and pin < release
 
     def visit_Module(self, node: cst.Module) -> None:
         self.reset()
@@ -806,6 +812,7 @@ class UnsafeLoad(_LoadFallback, TorchUnsafeLoadVisitor, RuleVisitor):
 
     def add_violation(self, node, error_code, message, replacement=None) -> None:
         if (self.torch is None or not self.torch_before((2, 6)) or self.project_needs_26()
+                or self.pinned_before((1, 13))  # a torch without weights_only: the advice breaks
                 or self.where.under(SAFE_GLOBALS, self) or self.project_decided(node)
                 or self.in_load_fallback() or self.reads_objects(node) or self.reads_own_output(node)):
             return
@@ -1299,7 +1306,7 @@ class CudaAmp(RuleVisitor):
 
     def _deprecated(self, name: str | None) -> bool:
         return bool(name and name.startswith("torch.cuda.amp.") and not self.torch_before((2, 4))
-                    and not self._fallback())
+                    and not self.pinned_before((2, 4)) and not self._fallback())
 
     def _fallback(self) -> bool:
         """A deliberate old-torch path: in ``except (AttributeError, TypeError, ImportError)``
