@@ -1189,6 +1189,27 @@ def test_one_reasoned_comment_covers_a_run_of_explicit_false_loads():
             if f.code == "PTT001"] == [5, 6]
 
 
+def test_explicit_false_for_a_file_another_method_of_the_class_writes():
+    """A class that writes a file in one method (torch.save to a path the instance holds) and
+    loads it with an explicit weights_only=False in another: its own cache, the stated False
+    stays; a path the class never writes is still reported."""
+    src = """\
+        import torch
+
+        class Cached:
+            def __init__(self, root):
+                self.files = [root + "/cache.bin", root + "/other.bin"]
+                self.build()
+                self.table = torch.load(self.files[0], weights_only=False)
+
+            def build(self):
+                torch.save(make_table(), self.files[0])
+    """
+    assert "PTT001" not in codes(src)
+    other = src.replace("torch.load(self.files[0]", "torch.load(self.files[1]")
+    assert "PTT001" in codes(other)
+
+
 @pytest.mark.parametrize("pins", [
     {"install.sh": "conda install pytorch==1.8.1 torchvision==0.9.1 -c pytorch\n"},
     {"conda_env.yaml": "dependencies:\n  - pytorch=1.8.1=py3.8_cuda11.1_0\n"

@@ -105,7 +105,8 @@ state = torch.load("ckpt.pt", weights_only=True)
               "program writes itself, with nothing in the code to show that True would load it: a "
               "resume (the function restores an optimizer's, scheduler's or scaler's state from the "
               "load: the run's own training checkpoint), or a cache (the function passes the path "
-              "it loads to torch.save).",
+              "it loads to torch.save, or the path is the instance's, self.paths[0], and another "
+              "method of the class saves to it).",
         torchfix="TOR102",
     ),
     Rule(

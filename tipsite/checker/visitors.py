@@ -920,6 +920,26 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
                 target = saved[1].value if len(saved) > 1 else None
                 if target is not None and get_full_name_for_node(target) == path:
                     return True
+        return self._class_writes(load, func)
+
+    def _class_writes(self, load: cst.Call, func: cst.FunctionDef) -> bool:
+        """A cache kept by a class: the load reads a path held by the instance
+        (``self.paths[0]``) that another method of the same class hands to ``torch.save``."""
+        args = _positional(load)
+        if not args or not _instance_path(args[0].value):
+            return False
+        cls = next((n for n in reversed(self.where.stack) if isinstance(n, cst.ClassDef)), None)
+        if cls is None:
+            return False
+        code = _EMPTY.code_for_node(args[0].value)
+        for method in cls.body.body:
+            if not isinstance(method, cst.FunctionDef) or method is func:
+                continue
+            for n in walk(method.body):
+                if type(n) is cst.Call and self.qname(n) == "torch.save":
+                    saved = _positional(n)
+                    if len(saved) > 1 and _EMPTY.code_for_node(saved[1].value) == code:
+                        return True
         return False
 
     def _loads_unsafely(self, stmt: cst.SimpleStatementLine) -> bool:
@@ -955,6 +975,21 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
         return func is not None and any(
             type(n) is cst.Call and self.qname(n) in _RNG_RESTORERS for n in walk(func.body))
 
+
+_EMPTY = cst.Module([])  # renders an expression's code
+
+
+def _instance_path(node: cst.BaseExpression) -> bool:
+    """``self.path``, ``self.paths[0]``, ``self.files["cache"]``: a value the instance holds."""
+    while True:
+        if isinstance(node, cst.Attribute):
+            node = node.value
+        elif isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(
+                node.slice[0].slice, cst.Index) and isinstance(
+                node.slice[0].slice.value, (cst.Integer, cst.SimpleString)):
+            node = node.value
+        else:
+            return isinstance(node, cst.Name) and node.value == "self"
 
 # the receiver of a load_state_dict that restores training state, not weights: a resume
 _RESUMED = re.compile(r"optim|(^|_)opt(s|_|\d|$)|sched|scaler", re.IGNORECASE)
