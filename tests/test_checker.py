@@ -338,6 +338,24 @@ def test_host_read_in_a_step_function_a_loop_over_epochs_calls(checker):
     assert [line for line, _, c in codes_at(checker, steps) if c == "PTT011"] == [7]
 
 
+def test_float_of_the_backpropagated_loss_is_a_host_read(checker):
+    """float(loss) of the loss the loop calls backward() on reads it on the host every step, as
+    loss.item() does; float() of a name the loop never backpropagates is left alone."""
+    src = """\
+        import torch
+        for xb, yb in feed:
+            opt.zero_grad()
+            err = crit(net(xb.cuda()), yb.cuda())
+            err.backward()
+            opt.step()
+            seen += float(err) * len(xb)
+            lr_now = float(sched_lr)
+        """
+    assert [line for line, _, c in codes_at(checker, src) if c == "PTT011"] == [7]
+    gated = src.replace("seen += float(err)", "if k % 100 == 0:\n                seen += float(err)")
+    assert "PTT011" not in codes(gated)
+
+
 def test_loader_over_indices_needs_no_pinned_memory(checker):
     """A DataLoader over range(n) or an index tensor yields small index batches that gather rows
     of tensors already placed: PTT021 stays silent; a loader over a dataset is still flagged."""

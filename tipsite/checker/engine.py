@@ -484,6 +484,9 @@ class _Scan:
                     (self.facts.linear_inputs if key == "in_features" else self.facts.linear_outputs).add(value.value)
         if name in FUNCTION_CALLS:
             self._add(self._function(stack))
+        if name == "float" and isinstance(node.func, ast.Name) and len(node.args) == 1 \
+                and isinstance(node.args[0], ast.Name):
+            self._add(self._loop(stack))  # PTT011: float(loss) of the loss the loop backpropagates
         if name in LOOP_CALLS:
             loop = self._loop(stack)
             self._add(loop)

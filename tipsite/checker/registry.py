@@ -342,14 +342,17 @@ print(total.item())
         scope="Only in a loop whose own body calls backward() (itself, in a closure it defines, or through "
               "a loss scaler: one iteration is one step), or outside the loops of a function that itself "
               "calls backward() and an optimizer's step() outside its loops (one call is one step) and that "
-              "a loop of the same file calls (not a loop that tests what it returns), or in a method a trainer "
+              "a loop of the same file calls (not a loop that tests what it returns, nor a loop over "
+              "epochs, range(...) naming an epoch, that calls it directly: one full-batch step per "
+              "epoch), or in a method a trainer "
               "calls after every step (after_step, after_train_step, after_train_iter, on_train_batch_end) "
               "of a class deriving from a hook or callback class, in a file that names CUDA, under no if "
               "but a test of what the trainer holds (\"loss\" in out, x is not None, isinstance) or a rank "
               "guard; not under an if inside the loop or function (logging every N steps; a rank or distributed guard is no such if), not under no_grad (an evaluation inside the "
               "loop), and not in a loop or function that already reads a value every step to decide something (if not "
               "math.isfinite(loss.item())), where one more read costs nothing. Reads are .item(), .tolist() "
-              "and .numpy(): a bare .cpu() also moves modules (for RPC, for saving).",
+              "and .numpy(), and float(loss) of a name the loop itself calls backward() on: a bare "
+              ".cpu() also moves modules (for RPC, for saving).",
         unlike_tip="The tip sweeps the log spacing (a read under `if step % every == 0`); the rule flags "
                    "only reads on every step, where the tip measured the cost.",
     ),

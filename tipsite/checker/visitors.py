@@ -2684,6 +2684,11 @@ class HostReadInLoop(RuleVisitor):
         return known
 
     def visit_Call(self, node: cst.Call) -> None:
+        if self._float_of_loss(node):
+            loop = self.where.loop()
+            if not self.where.gated_in(loop) and not self.where.grad_free(self) and self._loop(loop):
+                self.flag(node)
+            return
         if _method(node) not in HOST_READS or node.args:
             return
         loop = self.where.loop() or self.where.function()
@@ -2693,6 +2698,20 @@ class HostReadInLoop(RuleVisitor):
             self.flag(node)
         elif not self.where.gated_in(loop):
             self._hook(node)
+
+    def _float_of_loss(self, node: cst.Call) -> bool:
+        """``float(loss)`` in a loop that calls ``loss.backward()`` itself: the same read as
+        ``loss.item()`` (the name is a tensor: it is backpropagated)."""
+        if not (isinstance(node.func, cst.Name) and node.func.value == "float" and len(node.args) == 1
+                and node.args[0].keyword is None and node.args[0].star == ""
+                and isinstance(node.args[0].value, cst.Name)):
+            return False
+        loop = self.where.loop()
+        name = node.args[0].value.value
+        return loop is not None and any(
+            type(n) is cst.Call and _method(n) == "backward" and isinstance(n.func, cst.Attribute)
+            and isinstance(n.func.value, cst.Name) and n.func.value.value == name
+            for n in walk(loop.body, into_loops=False))
 
     def _hook(self, node: cst.Call) -> None:
         """A read in a per-step hook method (``after_step`` of a hook class) of a file that names
