@@ -1233,6 +1233,18 @@ def test_a_project_pinned_to_an_old_torch_gets_no_advice_its_torch_lacks(tmp_pat
     assert "PTT005" in _in_project(tmp_path, opened, amp, torch=(2, 13))
 
 
+@pytest.mark.parametrize("readme", [
+    "Built on PyTorch 1.8; newer versions of PyTorch work too.\n",
+    "For the v2 models: `pip install torch==2.4.0`\n",
+])
+def test_a_pin_the_readme_goes_beyond_is_no_ceiling(tmp_path, readme):
+    """A README that names a newer torch than the pin, or says newer ones work: the pin is one
+    way to install, not the only torch the project runs on."""
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", "conda_env.yml": "  - pytorch=1.8.1\n",
+             "README.md": readme}
+    assert "PTT001" in _in_project(tmp_path, files, _LOAD)
+
+
 def test_a_pin_to_a_torch_that_has_the_advice_keeps_it(tmp_path):
     files = {"pyproject.toml": "[project]\nname = 'demo'\n", "install.sh": "pip install torch==2.1.0\n"}
     assert "PTT001" in _in_project(tmp_path, files, _LOAD)

@@ -92,6 +92,9 @@ _PROJECT_ROOT = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 # in a requirement file, a conda environment file (*env*.yml) or an install script (install*.sh)
 _TORCH_PIN = re.compile(r"(?<![\w.-])(?:py)?torch\s*==?\s*(\d+)\.(\d+)", re.IGNORECASE)
 _TORCH_OPEN = re.compile(r"(?<![\w.-])(?:py)?torch\s*(?:>=|~=|>|<|!=)", re.IGNORECASE)
+_TORCH_NAMED = re.compile(r"(?<![\w.-])(?:py)?torch\W{0,3}(?:v(?:ersion)?\s*)?(\d+)\.(\d+)", re.IGNORECASE)
+_NEWER_TORCH = re.compile(r"(?:higher|newer|later|above)\s+(?:versions?\s+(?:of\s+)?)?(?:py)?torch",
+                          re.IGNORECASE)
 _PIN_FILE = re.compile(r"(?:^requirements.*\.txt|env.*\.ya?ml|^install.*\.sh)$", re.IGNORECASE)
 _REQ_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "environment.yml")
 _READMES = ("README.md", "README.rst", "README.txt", "README")
@@ -1146,13 +1149,15 @@ def pinned_torch(path: str) -> tuple[int, int] | None:
 @functools.lru_cache(maxsize=256)
 def _pinned_up(folder: str) -> tuple[int, int] | None:
     pins: list[tuple[int, int]] = []
+    named: list[tuple[int, int]] = []  # torch releases a README names
     while True:
         try:
             names = set(os.listdir(folder))
         except OSError:
             names = set()
         for name in sorted(names):
-            if not (name in _REQ_FILES or _PIN_FILE.search(name)):
+            readme = name in _READMES
+            if not (name in _REQ_FILES or _PIN_FILE.search(name) or readme):
                 continue
             file = os.path.join(folder, name)
             try:
@@ -1162,6 +1167,13 @@ def _pinned_up(folder: str) -> tuple[int, int] | None:
                     text = f.read()
             except OSError:
                 continue
+            if readme:
+                # "a higher version of PyTorch also works", "pip install torch==2.4.0": the
+                # README names a way onto a newer torch, and a pin is one way to install
+                if _NEWER_TORCH.search(text):
+                    return None
+                named += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_NAMED.finditer(text)]
+                continue
             body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
             if _TORCH_OPEN.search(body):
                 return None  # an open range: no ceiling
@@ -1170,7 +1182,9 @@ def _pinned_up(folder: str) -> tuple[int, int] | None:
         if parent == folder or names & set(_PROJECT_ROOT):
             break
         folder = parent
-    return max(pins) if pins else None
+    if not pins or (named and max(named) > max(pins)):
+        return None
+    return max(pins)
 
 
 def _sets_force_unsafe(text: str) -> bool:
