@@ -336,6 +336,8 @@ def test_host_read_in_a_step_function_a_loop_over_epochs_calls(checker):
     assert [line for line, _, c in codes_at(checker, batches) if c == "PTT011"] == [7]
     steps = full.replace("for ep in range(1, cfg.num_epochs + 1)", "for it in range(cfg.iters)")
     assert [line for line, _, c in codes_at(checker, steps) if c == "PTT011"] == [7]
+    per_epoch = full.replace("for ep in range(1, cfg.num_epochs + 1)", "for it in range(cfg.steps_per_epoch)")
+    assert [line for line, _, c in codes_at(checker, per_epoch) if c == "PTT011"] == [7]
 
 
 def test_float_of_the_backpropagated_loss_is_a_host_read(checker):

@@ -886,7 +886,12 @@ def _epoch_loop(loop: ast.For | ast.While) -> bool:
     for arg in loop.iter.args:
         words += [n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(arg)
                   if isinstance(n, (ast.Name, ast.Attribute))]
-    return any("epoch" in w.lower() for w in words)
+    return any(_EPOCHS.search(w) for w in words)
+
+
+# a name for epochs (epoch, epochs, num_epochs, args.train_epochs), not a count per epoch
+# (iters_per_epoch) nor a step inside one (epoch_step)
+_EPOCHS = re.compile(r"(?<!per_)epochs?$", re.IGNORECASE)
 
 
 def _outside_inner_loops(loop: ast.For | ast.While) -> list[ast.AST]:
