@@ -310,6 +310,73 @@ def test_host_read_in_a_step_function_a_loop_calls(checker):
         assert variant != step
 
 
+def test_host_read_in_a_step_function_a_loop_over_epochs_calls(checker):
+    """Full-batch training: a step function called straight from a loop over epochs does one
+    optimizer step per epoch, so its read is one per epoch; called from a loop over batches
+    (nested in the epoch loop or not), it is one per step."""
+    full = """\
+        import torch
+        def fit(net, opt, feats, target):
+            opt.zero_grad()
+            err = crit(net(feats), target)
+            err.backward()
+            opt.step()
+            return err.item()
+
+        for trial in range(cfg.trials):
+            for ep in range(1, cfg.num_epochs + 1):
+                print(fit(net, opt, feats, target))
+        """
+    assert "PTT011" not in codes(full)
+    named = full.replace("for ep in range(1, cfg.num_epochs + 1)", "for epoch in range(200)")
+    assert "PTT011" not in codes(named)
+    batches = full.replace("print(fit(net, opt, feats, target))",
+                           "for feats, target in feed:\n                    "
+                           "print(fit(net, opt, feats, target))")
+    assert [line for line, _, c in codes_at(checker, batches) if c == "PTT011"] == [7]
+    steps = full.replace("for ep in range(1, cfg.num_epochs + 1)", "for it in range(cfg.iters)")
+    assert [line for line, _, c in codes_at(checker, steps) if c == "PTT011"] == [7]
+    per_epoch = full.replace("for ep in range(1, cfg.num_epochs + 1)", "for it in range(cfg.steps_per_epoch)")
+    assert [line for line, _, c in codes_at(checker, per_epoch) if c == "PTT011"] == [7]
+
+
+def test_float_of_the_backpropagated_loss_is_a_host_read(checker):
+    """float(loss) of the loss the loop calls backward() on reads it on the host every step, as
+    loss.item() does; float() of a name the loop never backpropagates is left alone."""
+    src = """\
+        import torch
+        for xb, yb in feed:
+            opt.zero_grad()
+            err = crit(net(xb.cuda()), yb.cuda())
+            err.backward()
+            opt.step()
+            seen += float(err) * len(xb)
+            lr_now = float(sched_lr)
+        """
+    assert [line for line, _, c in codes_at(checker, src) if c == "PTT011"] == [7]
+    gated = src.replace("seen += float(err)", "if k % 100 == 0:\n                seen += float(err)")
+    assert "PTT011" not in codes(gated)
+
+
+def test_loader_over_indices_needs_no_pinned_memory(checker):
+    """A DataLoader over range(n) or an index tensor yields small index batches that gather rows
+    of tensors already placed: PTT021 stays silent; a loader over a dataset is still flagged."""
+    src = """\
+        import torch
+        from torch.utils.data import DataLoader
+        feats = feats.to("cuda")
+        for rows in DataLoader(range(feats.size(0)), 512, shuffle=True):
+            step(feats[rows])
+        for rows in DataLoader(torch.randperm(n), batch_size=512):
+            step(feats[rows])
+        for rows in DataLoader(torch.arange(n), batch_size=512):
+            step(feats[rows])
+        for x in DataLoader(images, batch_size=512):
+            step(x.to("cuda"))
+        """
+    assert [line for line, _, c in codes_at(checker, src) if c == "PTT021"] == [10]
+
+
 def test_host_read_in_a_per_step_hook(checker):
     """A hook class's after_step runs after every training step: its reads are per step, unless
     an if skips steps (a period), in a file that names CUDA."""

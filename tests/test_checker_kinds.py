@@ -1208,6 +1208,90 @@ def test_explicit_weights_only_false_is_left_where_the_code_shows_it_deliberate(
     assert "PTT001" not in _in_project(tmp_path, req, plain, torch=(2, 13))
 
 
+def test_one_reasoned_comment_covers_a_run_of_explicit_false_loads():
+    """A comment above a run of loads, one per line, each with weights_only=False, that speaks
+    of the risk and gives a reason, covers the whole run; a blank line ends the run."""
+    run = """\
+        import torch
+
+        def splits(root):
+            # unsafe in principle, but needed because our files hold dicts of arrays
+            a = fix(torch.load(root + "/a.bin", weights_only=False))
+            b = fix(torch.load(root + "/b.bin", weights_only=False))
+            return a, b
+    """
+    assert "PTT001" not in codes(run)
+    broken = run.replace('\n            b = fix', '\n\n            b = fix')
+    assert [f.line for f in engine.Checker().check_source(textwrap.dedent(broken))
+            if f.code == "PTT001"] == [7]
+    # a comment that gives no reason covers nothing
+    bare = run.replace("unsafe in principle, but needed because our files hold dicts of arrays",
+                       "the two splits")
+    assert [f.line for f in engine.Checker().check_source(textwrap.dedent(bare))
+            if f.code == "PTT001"] == [5, 6]
+
+
+def test_explicit_false_for_a_file_another_method_of_the_class_writes():
+    """A class that writes a file in one method (torch.save to a path the instance holds) and
+    loads it with an explicit weights_only=False in another: its own cache, the stated False
+    stays; a path the class never writes is still reported."""
+    src = """\
+        import torch
+
+        class Cached:
+            def __init__(self, root):
+                self.files = [root + "/cache.bin", root + "/other.bin"]
+                self.build()
+                self.table = torch.load(self.files[0], weights_only=False)
+
+            def build(self):
+                torch.save(make_table(), self.files[0])
+    """
+    assert "PTT001" not in codes(src)
+    other = src.replace("torch.load(self.files[0]", "torch.load(self.files[1]")
+    assert "PTT001" in codes(other)
+
+
+@pytest.mark.parametrize("pins", [
+    {"install.sh": "conda install pytorch==1.8.1 torchvision==0.9.1 -c pytorch\n"},
+    {"conda_env.yaml": "dependencies:\n  - pytorch=1.8.1=py3.8_cuda11.1_0\n"
+                       "  - torchvision=0.9.1=py38_cu111\n"},
+    {"requirements.txt": "torch==1.8.1\nnumpy\n"},
+])
+def test_a_project_pinned_to_an_old_torch_gets_no_advice_its_torch_lacks(tmp_path, pins):
+    """A project that pins torch 1.8 runs there: weights_only (torch 1.13) and torch.amp's
+    replacements are not there to use, so PTT001's missing-argument half and PTT005 are silent;
+    an open range anywhere (torch>=1.8) is no ceiling."""
+    amp = """\
+        import torch
+        scaler = torch.cuda.amp.GradScaler()
+    """
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **pins}
+    assert "PTT001" not in _in_project(tmp_path, files, _LOAD)
+    assert "PTT005" not in _in_project(tmp_path, files, amp, torch=(2, 13))
+    opened = {**files, "requirements-dev.txt": "torch>=1.8\n"}
+    engine._pinned_up.cache_clear()  # (the project's files changed under the same folder)
+    assert "PTT001" in _in_project(tmp_path, opened, _LOAD)
+    assert "PTT005" in _in_project(tmp_path, opened, amp, torch=(2, 13))
+
+
+@pytest.mark.parametrize("readme", [
+    "Built on PyTorch 1.8; newer versions of PyTorch work too.\n",
+    "For the v2 models: `pip install torch==2.4.0`\n",
+])
+def test_a_pin_the_readme_goes_beyond_is_no_ceiling(tmp_path, readme):
+    """A README that names a newer torch than the pin, or says newer ones work: the pin is one
+    way to install, not the only torch the project runs on."""
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", "conda_env.yml": "  - pytorch=1.8.1\n",
+             "README.md": readme}
+    assert "PTT001" in _in_project(tmp_path, files, _LOAD)
+
+
+def test_a_pin_to_a_torch_that_has_the_advice_keeps_it(tmp_path):
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", "install.sh": "pip install torch==2.1.0\n"}
+    assert "PTT001" in _in_project(tmp_path, files, _LOAD)
+
+
 def test_saving_a_name_like_model_needs_evidence_that_it_is_a_module():
     param = """\
         import torch
@@ -1450,6 +1534,21 @@ def test_a_factory_moved_with_cuda_is_left_to_ptt015():
     assert "PTT015" in found and "PTT016" not in found
 
 
+def test_a_factory_given_another_tensors_type_string_is_moved():
+    """.type(x.type()) names x's device too (a CUDA type string on a GPU): moved at once; a
+    .type() to a dtype leaves the factory on the CPU and stays flagged."""
+    src = """\
+        import torch
+        class Shrink(torch.nn.Module):
+            def forward(self, cov):
+                ident = torch.ones(cov.shape[0]).diag().type(cov.type())
+                return cov + ident
+    """
+    assert "PTT016" not in codes(src)
+    dtype_only = src.replace(".type(cov.type())", ".type(torch.float64)")
+    assert "PTT016" in codes(dtype_only)
+
+
 # Round 6's misreads of PTT015, PTT016, PTT022 and PTT023 (issue 33), written from their
 # descriptions: (rule, silent, near miss).
 ROUND_SIX_DEVICES = {
@@ -1656,6 +1755,26 @@ def test_a_loop_over_a_few_channels_is_no_row_loop():
     assert "PTT033" in codes(rows)
     made = src.replace("range(len(gains))", "range(len(out))")
     assert "PTT033" in codes(made)
+
+
+def test_a_loop_in_a_branch_that_finds_a_list_is_no_row_loop():
+    """Under ``if isinstance(seq, list)`` the name the loop writes into is a list, even where
+    the file binds it to a tensor elsewhere; under ``isinstance(seq, torch.Tensor)`` it is one."""
+    src = """\
+        import torch
+
+        def to_tensors(seq):
+            if isinstance(seq, tuple):
+                return seq
+            elif isinstance(seq, list):
+                for k in range(len(seq)):
+                    seq[k] = torch.as_tensor(seq[k])
+            seq = torch.as_tensor(seq)
+            return seq
+    """
+    assert "PTT033" not in codes(src)
+    tensor = src.replace("isinstance(seq, list)", "isinstance(seq, torch.Tensor)")
+    assert "PTT033" in codes(tensor)
 
 
 # --- round 4's misreads of PTT001, PTT003 and PTT025 (issue 33) ------------------------------

@@ -88,6 +88,14 @@ _TORCH_MIN = re.compile(r"(?<![\w.-])(?:py)?torch\s*(?:>=|>)\s*(\d+)\.(\d+)", re
 _TORCH_PROSE = re.compile(r"(?<![\w.-])(?:py)?torch\s+(\d+)\.(\d+)(?:\.\d+)?\s+or\s+"
                           r"(?:later|newer|higher|above)", re.IGNORECASE)
 _PROJECT_ROOT = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+# A pin of one torch release, "torch==1.10.0" (pip) or "pytorch=1.10.0=py3.8_cuda11.3" (conda),
+# in a requirement file, a conda environment file (*env*.yml) or an install script (install*.sh)
+_TORCH_PIN = re.compile(r"(?<![\w.-])(?:py)?torch\s*==?\s*(\d+)\.(\d+)", re.IGNORECASE)
+_TORCH_OPEN = re.compile(r"(?<![\w.-])(?:py)?torch\s*(?:>=|~=|>|<|!=)", re.IGNORECASE)
+_TORCH_NAMED = re.compile(r"(?<![\w.-])(?:py)?torch\W{0,3}(?:v(?:ersion)?\s*)?(\d+)\.(\d+)", re.IGNORECASE)
+_NEWER_TORCH = re.compile(r"(?:higher|newer|later|above)\s+(?:versions?\s+(?:of\s+)?)?(?:py)?torch",
+                          re.IGNORECASE)
+_PIN_FILE = re.compile(r"(?:^requirements.*\.txt|env.*\.ya?ml|^install.*\.sh)$", re.IGNORECASE)
 _REQ_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "environment.yml")
 _READMES = ("README.md", "README.rst", "README.txt", "README")
 _NOQA = re.compile(r"#\s*noqa(?::\s*([\w, ]+))?", re.IGNORECASE)
@@ -479,6 +487,9 @@ class _Scan:
                     (self.facts.linear_inputs if key == "in_features" else self.facts.linear_outputs).add(value.value)
         if name in FUNCTION_CALLS:
             self._add(self._function(stack))
+        if name == "float" and isinstance(node.func, ast.Name) and len(node.args) == 1 \
+                and isinstance(node.args[0], ast.Name):
+            self._add(self._loop(stack))  # PTT011: float(loss) of the loss the loop backpropagates
         if name in LOOP_CALLS:
             loop = self._loop(stack)
             self._add(loop)
@@ -533,7 +544,9 @@ class _Scan:
                 loop = self._loop(stack)
                 if (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
                         and _last_name(loop.iter.func) == "range"):
-                    self._add(loop)
+                    # PTT033, with the ifs around the loop: ``isinstance(x, list)`` says x is
+                    # no tensor there
+                    self._add(_isinstance_guard(stack, loop) or loop)
             elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                 if isinstance(value, (ast.List, ast.ListComp, ast.Call)):
                     self._add(self._method_class(stack, ("__init__",)))
@@ -601,7 +614,11 @@ class _Scan:
             called = {_last_name(n.func) for n in nodes if isinstance(n, ast.Call)} & names
             if not called:
                 continue
-            looped |= called
+            # a call counts for its innermost loop (each nested loop is in the lists too), and
+            # not for a loop over epochs: one call per epoch is one full-batch step
+            if not _epoch_loop(loop):
+                looped |= {_last_name(n.func) for n in _outside_inner_loops(loop)
+                           if isinstance(n, ast.Call)} & names
             # what the loop tests (if, while, assert): a step's value read there decides something,
             # and the read in the step is the one that decision needs
             tests = [n.test for n in nodes if isinstance(n, (ast.If, ast.While, ast.Assert, ast.IfExp))]
@@ -844,6 +861,52 @@ def _writes_grad(target: ast.AST) -> bool:
     return False
 
 
+def _isinstance_guard(stack: list[ast.AST], loop: ast.AST) -> ast.AST | None:
+    """The outermost ``if`` around ``loop`` (within its function) when one of the ifs around it
+    tests ``isinstance``; else None."""
+    found, tested = None, False
+    for n in reversed(stack[:stack.index(loop)] if loop in stack else []):
+        if isinstance(n, _Scan.STOP):
+            break
+        if isinstance(n, ast.If):
+            found = n
+            tested = tested or any(isinstance(c, ast.Call) and _last_name(c.func) == "isinstance"
+                                   for c in ast.walk(n.test))
+    return found if tested else None
+
+
+def _epoch_loop(loop: ast.For | ast.While) -> bool:
+    """``for epoch in range(...)`` or ``for _ in range(args.epochs)``: a loop over epochs (a
+    ``range`` whose target or bounds name an epoch), where a step function called directly is
+    one full-batch step per epoch."""
+    if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
+            and isinstance(loop.iter.func, ast.Name) and loop.iter.func.id == "range"):
+        return False
+    words = [n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)]
+    for arg in loop.iter.args:
+        words += [n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(arg)
+                  if isinstance(n, (ast.Name, ast.Attribute))]
+    return any(_EPOCHS.search(w) for w in words)
+
+
+# a name for epochs (epoch, epochs, num_epochs, args.train_epochs), not a count per epoch
+# (iters_per_epoch) nor a step inside one (epoch_step)
+_EPOCHS = re.compile(r"(?<!per_)epochs?$", re.IGNORECASE)
+
+
+def _outside_inner_loops(loop: ast.For | ast.While) -> list[ast.AST]:
+    """The nodes of ``loop``'s body and else that no loop nested in it holds."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = [*loop.body, *loop.orelse]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.For, ast.While)):
+            continue
+        out.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
 def _names_read(expr: ast.AST) -> set[str]:
     """The ``id`` of every ``ast.Name`` in ``expr`` (``ast.walk``'s nodes, without its
     generators: a fifth of the scan's time went to them)."""
@@ -1071,6 +1134,64 @@ def declared_torch(path: str) -> tuple[int, int] | None:
     return _declared_in(folder)
 
 
+def pinned_torch(path: str) -> tuple[int, int] | None:
+    """The newest torch release the project of ``path`` pins exactly (``torch==1.10.0`` in its
+    requirements, ``pytorch=1.10.0`` in a conda environment file, ``pip install torch==1.9.0``
+    in an install script), from the file's folder up to the project's root; None when it pins
+    none, or when any of those files gives torch an open range (``torch>=1.9``): then the
+    project may run on a newer torch."""
+    if not path or path.startswith("<"):
+        return None
+    try:
+        if not os.path.isfile(path):
+            return None
+        folder = os.path.dirname(os.path.abspath(path))
+    except (OSError, ValueError):
+        return None
+    return _pinned_up(folder)
+
+
+@functools.lru_cache(maxsize=256)
+def _pinned_up(folder: str) -> tuple[int, int] | None:
+    pins: list[tuple[int, int]] = []
+    named: list[tuple[int, int]] = []  # torch releases a README names
+    while True:
+        try:
+            names = set(os.listdir(folder))
+        except OSError:
+            names = set()
+        for name in sorted(names):
+            readme = name in _READMES
+            if not (name in _REQ_FILES or _PIN_FILE.search(name) or readme):
+                continue
+            file = os.path.join(folder, name)
+            try:
+                if not os.path.isfile(file) or os.path.getsize(file) > 1_000_000:
+                    continue
+                with open(file, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            if readme:
+                # "a higher version of PyTorch also works", "pip install torch==2.4.0": the
+                # README names a way onto a newer torch, and a pin is one way to install
+                if _NEWER_TORCH.search(text):
+                    return None
+                named += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_NAMED.finditer(text)]
+                continue
+            body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+            if _TORCH_OPEN.search(body):
+                return None  # an open range: no ceiling
+            pins += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_PIN.finditer(body)]
+        parent = os.path.dirname(folder)
+        if parent == folder or names & set(_PROJECT_ROOT):
+            break
+        folder = parent
+    if not pins or (named and max(named) > max(pins)):
+        return None
+    return max(pins)
+
+
 def _sets_force_unsafe(text: str) -> bool:
     """The code (not a comment or a read) sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD."""
     return _FORCE_UNSAFE in text and _in_code(_SETS_FORCE_UNSAFE, text)
@@ -1198,6 +1319,8 @@ class Checker:
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
         # PTT001 reads it for a torch.load only: no file system lookup for a file without one
         scan.facts.torch_floor = declared_torch(path) if "load" in text else None
+        # PTT001 and PTT005: a project pinned to an old torch, where their advice cannot apply
+        scan.facts.torch_pin = pinned_torch(path) if "load" in text or "amp" in text else None
         if "load(" in text or "save(" in text:  # PTT001 and PTT004 read them
             scan.facts.forces_unsafe_load = _sets_force_unsafe(text) or _package_forces_unsafe(path)
             scan.facts.allow_lists = "safe_globals" in text and _in_code(_ALLOW_LISTS, text)

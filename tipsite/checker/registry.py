@@ -93,15 +93,20 @@ state = torch.load("ckpt.pt", weights_only=True)
               "or a path that the function's training loop, before the load, hands to torch.save or, "
               "with the module, to a checkpoint callback. Nothing before 2.6 in a project whose requirements "
               "(pyproject.toml, requirements*.txt, setup.py; a README's \"torch>=\" or \"PyTorch 2.6 "
-              "or later\" only where no requirement file names torch) need torch 2.6 or later. An explicit weights_only=False only where the "
-              "code does not show it deliberate: not under a comment that gives a reason about weights_only or pickling, "
+              "or later\" only where no requirement file names torch) need torch 2.6 or later, nor in a "
+              "project that pins torch exactly to a release before 1.13, which has no weights_only "
+              "(torch==1.10 in its requirements, pytorch=1.10 in a conda env*.yml, torch==1.10 in "
+              "an install*.sh; none of them giving torch an open range). An explicit weights_only=False only where the "
+              "code does not show it deliberate: not under a comment that gives a reason about weights_only, pickling "
+              "or the security risk (one such comment covers a run of such loads on the lines below it), "
               "not in such a 2.6+ project "
               "(False was written to opt out), not where the function restores Python's or NumPy's "
               "RNG state, and not where the stated False is the advice's own choice for a file the "
               "program writes itself, with nothing in the code to show that True would load it: a "
               "resume (the function restores an optimizer's, scheduler's or scaler's state from the "
               "load: the run's own training checkpoint), or a cache (the function passes the path "
-              "it loads to torch.save).",
+              "it loads to torch.save, or the path is the instance's, self.paths[0], and another "
+              "method of the class saves to it).",
         torchfix="TOR102",
     ),
     Rule(
@@ -209,7 +214,9 @@ with torch.amp.autocast("cuda"):
               "fallback: code in an except AttributeError/TypeError/ImportError after the new API "
               "was tried, or under a version or hasattr check, and a name imported from "
               "torch.cuda.amp in the except ImportError (or AttributeError) of a try that imported "
-              "the same name from torch's newer API (it keeps what the try bound it to).",
+              "the same name from torch's newer API (it keeps what the try bound it to); nor in a "
+              "project that pins torch exactly to a release before 2.4 (requirements, a conda "
+              "env*.yml, an install*.sh; none giving torch an open range): it runs there.",
     ),
     Rule(
         "PTT006", "tip_zero_grad_set_to_none", "zero_grad(set_to_none=False)",
@@ -339,7 +346,9 @@ print(total.item())
         scope="Only in a loop whose own body calls backward() (itself, in a closure it defines, or through "
               "a loss scaler: one iteration is one step), or outside the loops of a function that itself "
               "calls backward() and an optimizer's step() outside its loops (one call is one step) and that "
-              "a loop of the same file calls (not a loop that tests what it returns), or in a method a trainer "
+              "a loop of the same file calls (not a loop that tests what it returns, nor a loop over "
+              "epochs, range(...) naming an epoch, that calls it directly: one full-batch step per "
+              "epoch), or in a method a trainer "
               "calls after every step (after_step, after_train_step, after_train_iter, on_train_batch_end) "
               "of a class deriving from a hook or callback class, in a file that names CUDA, under no if "
               "but a test of what the trainer holds (\"loss\" in out, x is not None, isinstance) or a rank "
@@ -347,7 +356,8 @@ print(total.item())
               "loop), and not in a loop or function that already reads a value every step to decide something (if not "
               "math.isfinite(loss.item()), or a tensor tested as a bool in the loop: if torch.isnan(loss):, "
               "if not mask.any():), where one more read costs nothing. Reads are .item(), .tolist() "
-              "and .numpy(): a bare .cpu() also moves modules (for RPC, for saving).",
+              "and .numpy(), and float(loss) of a name the loop itself calls backward() on: a bare "
+              ".cpu() also moves modules (for RPC, for saving).",
         unlike_tip="The tip sweeps the log spacing (a read under `if step % every == 0`); the rule flags "
                    "only reads on every step, where the tip measured the cost.",
     ),
@@ -494,7 +504,8 @@ class Net(torch.nn.Module):
         fix="pass device=x.device",
         scope="Only in a model's forward; not a factory moved at once, itself or what is computed "
               "from it on the way (torch.zeros(n).to(x.device), torch.empty(n).uniform_().cuda(), "
-              "(torch.arange(n) % k).to(device); a hard-coded .cuda() is PTT015's), nor one bound to "
+              "(torch.arange(n) % k).to(device), torch.eye(n).type(x.type()), whose type string names "
+              "x's device; a hard-coded .cuda() is PTT015's), nor one bound to "
               "a name that is only ever moved, itself or through names computed from it (mask = "
               "torch.zeros(n, n); padded = F.pad(mask, p); torch.cat([padded, m]).to(x.device)), nor a "
               "placeholder for a name that the other branch of the if computes from .cpu() inputs "
@@ -639,7 +650,9 @@ for x, y in loader:
         fix="set pin_memory=True",
         scope="Only in a file that names CUDA or an accelerator; not a loader over a TensorDataset (its "
               "tensors may be on the GPU, where pin_memory=True raises), nor one whose loops in the file "
-              "hand the batches to NumPy (an ONNX runtime's inputs) and never move them with torch.",
+              "hand the batches to NumPy (an ONNX runtime's inputs) and never move them with torch, nor "
+              "one over range(n) or an index tensor (torch.arange, torch.randperm): its batches are "
+              "small index tensors that gather rows already placed.",
     ),
     Rule(
         "PTT022", "tip_non_blocking", "blocking copies of pinned batches",
@@ -942,7 +955,8 @@ max_x = torch.max(x, dim=1).values
         scope="Only a loop whose bound counts a tensor's rows (x.size(0), x.shape[1], x.numel(), "
               "len(t) of a tensor made in the file); not len() of a list of per-channel constants "
               "(range(len(mean))) nor x.shape[dim] of a dimension chosen at run time: a few "
-              "channels, each one whole-slice op.",
+              "channels, each one whole-slice op; nor a loop under an if that finds the written "
+              "name is of another type (isinstance(x, list)): there it is no tensor.",
     ),
     Rule(
         "PTT034", "tip_anomaly_detection_off", "anomaly detection left on",

@@ -108,6 +108,7 @@ class Facts:
     has_ddp: bool = False  # the file names DistributedDataParallel (a DDP path beside DataParallel)
     loads_unsafely: bool = False  # the file loads with weights_only=False (its own checkpoints)
     torch_floor: tuple[int, ...] | None = None  # the oldest torch the checked project declares
+    torch_pin: tuple[int, ...] | None = None  # the newest torch release the project pins exactly
     exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
     inference_only: bool = False  # grad-free or eval() code and no backward() or step(): no training
     pickles_objects: bool = False  # torch.save of a module, submodule or Namespace (not weights only)
@@ -412,6 +413,11 @@ class RuleVisitor(TorchVisitor):
     def torch_before(self, release: tuple[int, ...]) -> bool:
         """The reader's torch is known to be older than ``release``."""
         return self.torch is not None and self.torch < release
+
+    def pinned_before(self, release: tuple[int, ...]) -> bool:
+        """The checked project pins torch exactly, to releases all older than ``release``."""
+        pin = self.facts.torch_pin
+        return pin is not None and pin < release
 
     def visit_Module(self, node: cst.Module) -> None:
         self.reset()
@@ -806,6 +812,7 @@ class UnsafeLoad(_LoadFallback, TorchUnsafeLoadVisitor, RuleVisitor):
 
     def add_violation(self, node, error_code, message, replacement=None) -> None:
         if (self.torch is None or not self.torch_before((2, 6)) or self.project_needs_26()
+                or self.pinned_before((1, 13))  # a torch without weights_only: the advice breaks
                 or self.where.under(SAFE_GLOBALS, self) or self.project_decided(node)
                 or self.in_load_fallback() or self.reads_objects(node) or self.reads_own_output(node)):
             return
@@ -861,6 +868,18 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
     def reset(self) -> None:
         self.tries = []
         self.statement: cst.CSTNode | None = None
+        self.previous: dict[int, cst.CSTNode] = {}  # id(statement) -> the one right before it
+
+    def _siblings(self, body) -> None:
+        for before, after in zip(body, body[1:]):
+            self.previous[id(after)] = before
+
+    def visit_Module(self, node: cst.Module) -> None:
+        super().visit_Module(node)
+        self._siblings(node.body)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._siblings(node.body)
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self.statement = node
@@ -901,6 +920,35 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
                 target = saved[1].value if len(saved) > 1 else None
                 if target is not None and get_full_name_for_node(target) == path:
                     return True
+        return self._class_writes(load, func)
+
+    def _class_writes(self, load: cst.Call, func: cst.FunctionDef) -> bool:
+        """A cache kept by a class: the load reads a path held by the instance
+        (``self.paths[0]``) that another method of the same class hands to ``torch.save``."""
+        args = _positional(load)
+        if not args or not _instance_path(args[0].value):
+            return False
+        cls = next((n for n in reversed(self.where.stack) if isinstance(n, cst.ClassDef)), None)
+        if cls is None:
+            return False
+        code = _EMPTY.code_for_node(args[0].value)
+        for method in cls.body.body:
+            if not isinstance(method, cst.FunctionDef) or method is func:
+                continue
+            for n in walk(method.body):
+                if type(n) is cst.Call and self.qname(n) == "torch.save":
+                    saved = _positional(n)
+                    if len(saved) > 1 and _EMPTY.code_for_node(saved[1].value) == code:
+                        return True
+        return False
+
+    def _loads_unsafely(self, stmt: cst.SimpleStatementLine) -> bool:
+        """The statement calls ``torch.load`` with an explicit ``weights_only=False``."""
+        for n in walk(stmt):
+            if type(n) is cst.Call and self.qname(n) == "torch.load":
+                arg = self.get_specific_arg(n, "weights_only", -1)
+                if arg is not None and _is_false(arg.value):
+                    return True
         return False
 
     def deliberate(self) -> bool:
@@ -911,16 +959,37 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
         if self.project_needs_26():
             return True
         stmt = self.statement
-        if stmt is not None:
+        while stmt is not None:
             comments = [ln.comment.value for ln in stmt.leading_lines if ln.comment is not None]
             if stmt.trailing_whitespace.comment is not None:
                 comments.append(stmt.trailing_whitespace.comment.value)
             if any(_EXPLAINS_LOAD.search(c) and _GIVES_REASON.search(c) for c in comments):
                 return True
+            # a run of such loads, line after line, under one comment: the comment is theirs
+            before = self.previous.get(id(stmt))
+            if stmt.leading_lines or not (isinstance(before, cst.SimpleStatementLine)
+                                          and self._loads_unsafely(before)):
+                break
+            stmt = before
         func = self.where.function()
         return func is not None and any(
             type(n) is cst.Call and self.qname(n) in _RNG_RESTORERS for n in walk(func.body))
 
+
+_EMPTY = cst.Module([])  # renders an expression's code
+
+
+def _instance_path(node: cst.BaseExpression) -> bool:
+    """``self.path``, ``self.paths[0]``, ``self.files["cache"]``: a value the instance holds."""
+    while True:
+        if isinstance(node, cst.Attribute):
+            node = node.value
+        elif isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(
+                node.slice[0].slice, cst.Index) and isinstance(
+                node.slice[0].slice.value, (cst.Integer, cst.SimpleString)):
+            node = node.value
+        else:
+            return isinstance(node, cst.Name) and node.value == "self"
 
 # the receiver of a load_state_dict that restores training state, not weights: a resume
 _RESUMED = re.compile(r"optim|(^|_)opt(s|_|\d|$)|sched|scaler", re.IGNORECASE)
@@ -929,7 +998,8 @@ _RESUMED = re.compile(r"optim|(^|_)opt(s|_|\d|$)|sched|scaler", re.IGNORECASE)
 # a comment that says why a load is not weights-only: it names the loader's mode or pickling
 # and gives a reason (a heading that only names the mode, "The anti-pattern: weights_only=False",
 # is not one)
-_EXPLAINS_LOAD = re.compile(r"weights_only|weights-only|unpickl|pickle", re.IGNORECASE)
+_EXPLAINS_LOAD = re.compile(r"weights_only|weights-only|unpickl|pickle|security|unsafe|\brisks?\b",
+                            re.IGNORECASE)
 _GIVES_REASON = re.compile(r"\b(because|cannot|can't|can ?not|need|needs|required?|requires|must|"
                            r"since|so that|legacy|trusted|allow|fails?|won't|refuses?|raises?)\b",
                            re.IGNORECASE)
@@ -1271,7 +1341,7 @@ class CudaAmp(RuleVisitor):
 
     def _deprecated(self, name: str | None) -> bool:
         return bool(name and name.startswith("torch.cuda.amp.") and not self.torch_before((2, 4))
-                    and not self._fallback())
+                    and not self.pinned_before((2, 4)) and not self._fallback())
 
     def _fallback(self) -> bool:
         """A deliberate old-torch path: in ``except (AttributeError, TypeError, ImportError)``
@@ -1626,6 +1696,14 @@ class FactoryWithoutDevice(RuleVisitor):
         if node.attr.value in ("item", "tolist") and isinstance(node.value, cst.Call):
             self.host.add(id(node.value))
 
+    def _moved_by_type(self, node: cst.Call) -> None:
+        """``torch.eye(n).type(x.type())``: the type string of another tensor names its device
+        too (``torch.cuda.FloatTensor``), so the factory is moved at once."""
+        args = _positional(node)
+        if _method(node) == "type" and len(args) == 1 and isinstance(args[0].value, cst.Call) \
+                and _method(args[0].value) == "type" and not args[0].value.args:
+            self.moved |= {id(n) for n in _moved_sources(node.func.value)}
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if not any(isinstance(n, (cst.FunctionDef, cst.Lambda)) for n in self.where.stack[:-1]):
             # a method's default values and decorators run once, when the class is defined:
@@ -1691,6 +1769,7 @@ class FactoryWithoutDevice(RuleVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Name) and node.func.value in ("int", "float", "bool"):
             self._read_on_host(node)
+        self._moved_by_type(node)
         name = self.qname(node)
         if (name not in FACTORIES or self.get_specific_arg(node, "device", -1) is not None
                 or _star_kwargs(node) or id(node) in self.moved or not self.where.method_of_model("forward")):
@@ -2712,6 +2791,11 @@ class HostReadInLoop(RuleVisitor):
         return known
 
     def visit_Call(self, node: cst.Call) -> None:
+        if self._float_of_loss(node):
+            loop = self.where.loop()
+            if not self.where.gated_in(loop) and not self.where.grad_free(self) and self._loop(loop):
+                self.flag(node)
+            return
         if _method(node) not in HOST_READS or node.args:
             return
         loop = self.where.loop() or self.where.function()
@@ -2721,6 +2805,20 @@ class HostReadInLoop(RuleVisitor):
             self.flag(node)
         elif not self.where.gated_in(loop):
             self._hook(node)
+
+    def _float_of_loss(self, node: cst.Call) -> bool:
+        """``float(loss)`` in a loop that calls ``loss.backward()`` itself: the same read as
+        ``loss.item()`` (the name is a tensor: it is backpropagated)."""
+        if not (isinstance(node.func, cst.Name) and node.func.value == "float" and len(node.args) == 1
+                and node.args[0].keyword is None and node.args[0].star == ""
+                and isinstance(node.args[0].value, cst.Name)):
+            return False
+        loop = self.where.loop()
+        name = node.args[0].value.value
+        return loop is not None and any(
+            type(n) is cst.Call and _method(n) == "backward" and isinstance(n.func, cst.Attribute)
+            and isinstance(n.func.value, cst.Name) and n.func.value.value == name
+            for n in walk(loop.body, into_loops=False))
 
     def _hook(self, node: cst.Call) -> None:
         """A read in a per-step hook method (``after_step`` of a hook class) of a file that names
@@ -3022,8 +3120,28 @@ class RowLoop(RuleVisitor):
         if not sized or not isinstance(node.target, cst.Name) or not self._rows(bound):
             return
         var = node.target.value
-        if _writes_element(node.body, var, self.facts.tensor_names):
+        if _writes_element(node.body, var, self.facts.tensor_names) and not self._typed_otherwise(node):
             self.flag(node)
+
+    def _typed_otherwise(self, loop: cst.For) -> bool:
+        """The loop is in the body of an ``if isinstance(obj, list)`` (or another type that is
+        not a tensor) whose name the loop writes into: there it is no tensor."""
+        written = {t.target.value.value for n in walk(loop.body) if isinstance(n, cst.Assign)
+                   for t in n.targets if isinstance(t.target, cst.Subscript)
+                   and isinstance(t.target.value, cst.Name)}
+        for outer in self.where.stack:
+            branch = outer  # the if, or the elif (an If in its orelse) whose body holds the loop
+            while isinstance(branch, cst.If) and not any(n is loop for n in walk(branch.body)):
+                branch = branch.orelse
+            if not isinstance(branch, cst.If):
+                continue  # (the loop in the final else is no evidence)
+            for n in [branch.test, *walk(branch.test)]:
+                if (isinstance(n, cst.Call) and get_full_name_for_node(n.func) == "isinstance"
+                        and len(n.args) == 2 and isinstance(n.args[0].value, cst.Name)
+                        and n.args[0].value.value in written
+                        and not any(x.endswith("Tensor") for x in names_in(n.args[1].value))):
+                    return True
+        return False
 
 
     def _rows(self, bound: cst.BaseExpression) -> bool:
@@ -3239,8 +3357,21 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
         if self.bound.get(id(node)) in self.facts.numpy_loaders:
             return  # its batches go to NumPy (an ONNX runtime) and torch never moves them
         arg = self.get_specific_arg(node, "pin_memory", 7)
-        if (arg is None or _is_false(arg.value)) and not self._over_tensors(node):
+        if (arg is None or _is_false(arg.value)) and not self._over_tensors(node) and not (
+                self._over_indices(node)):
             self.flag(node)
+
+    def _over_indices(self, node: cst.Call) -> bool:
+        """A loader over ``range(n)`` or an index tensor (``torch.arange``, ``torch.randperm``)
+        built in the call: its batches are small index tensors that gather rows of tensors the
+        script has already placed, and there is nothing worth pinning."""
+        data = self.get_specific_arg(node, "dataset", 0)
+        value = data.value if data is not None else None
+        if not isinstance(value, cst.Call):
+            return False
+        if isinstance(value.func, cst.Name) and value.func.value == "range":
+            return True
+        return self.qname(value) in ("torch.arange", "torch.randperm")
 
     def _over_tensors(self, node: cst.Call) -> bool:
         """A loader over a ``TensorDataset`` (built in the call, or a name of the file bound to
