@@ -579,8 +579,34 @@ def test_status_follows_the_held_out_labels_once_they_exist():
     got = labels.status(tuning, held)
     assert got["basis"] == "held-out"
     assert got["rules"]["PTT011"]["stable"] and not got["rules"]["PTT001"]["stable"]
-    assert not got["rules"]["PTT031"]["stable"]  # no held-out finding: preview
     assert labels.status(tuning, None)["basis"] == "tuning"
+    # no held-out finding and no spent round: preview
+    assert not labels.status(labels.Labels(), held)["rules"]["PTT031"]["stable"]
+
+
+def test_a_rule_with_few_findings_in_the_round_counts_the_round_before_if_unchanged_there():
+    """Fewer than 5 findings in the held-out round: the blind labels of the round before count
+    too, unless the rule's findings on that round's code changed since (a regression there, or a
+    finding labelled only at the move); the findings labelled at the move never count."""
+    from tipsite.checker import labels
+
+    row = {"path": "a.py", "configs": ["c"], "why": "-", "round": "held-out round 3 (labelled after the freeze)"}
+    spent = [{**row, "repo": "o/old", "line": n, "code": "PTT031", "label": "useful"} for n in range(1, 7)]
+    spent += [{**row, "repo": "o/old", "line": n, "code": "PTT037", "label": "useful"} for n in range(1, 7)]
+    spent += [{**row, "repo": "o/old", "line": 9, "code": "PTT035", "label": "useful", "labelled_after_freeze": True}]
+    spent += [{**row, "repo": "o/old", "line": n, "code": "PTT035", "label": "useful"} for n in range(1, 6)]
+    older = {**row, "repo": "o/older", "line": 1, "code": "PTT021", "label": "useful",
+             "round": "held-out round 2 (labelled after the freeze)"}
+    tuning = labels.Labels(findings=spent + [older] * 6,
+                           regressions=[{**row, "repo": "o/old", "line": 20, "code": "PTT037", "label": "wrong"}])
+    held = labels.Labels(corpora=[{"repo": "o/new", "commit": "0" * 40, "files": 1, "lines": 1}],
+                         findings=[{**row, "repo": "o/new", "line": 1, "code": "PTT031", "label": "useful"}])
+    got = labels.status(tuning, held)["rules"]
+    assert got["PTT031"] == {"findings": 7, "useful": 7, "not applicable": 0, "wrong": 0, "with_round": 3,
+                             "stable": True}
+    assert not got["PTT037"]["stable"] and "with_round" not in got["PTT037"]  # changed on round 3's code
+    assert not got["PTT035"]["stable"]  # a finding labelled at the move: the rule changed there
+    assert not got["PTT021"]["stable"]  # only the latest spent round counts
 
 
 def test_preview_rules_run_with_preview_or_by_code_and_say_so(tmp_path, capsys, monkeypatch):

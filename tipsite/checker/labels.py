@@ -224,20 +224,55 @@ def load_heldout(path: Path = HELDOUT) -> Labels | None:
     return out if out.corpora else None
 
 
+_ROUND = re.compile(r"held-out round (\d+)")
+
+
+def previous_round(tuning: Labels) -> tuple[int | None, dict[str, Counter], set[str]]:
+    """The latest spent held-out round in the tuning labels: its number, its blind labels per
+    rule (not the findings labelled at the move), and the rules whose findings on its code
+    changed since it was labelled (a regression from its codebases, or a new finding there)."""
+    numbered = [(int(m.group(1)), f) for f in tuning.findings
+                if (m := _ROUND.match(f.get("round", "")))]
+    if not numbered:
+        return None, {}, set()
+    latest = max(n for n, _ in numbered)
+    rows = [f for n, f in numbered if n == latest]
+    repos = {f["repo"] for f in rows}
+    changed = {f["code"] for f in tuning.regressions if f["repo"] in repos}
+    changed |= {f["code"] for f in rows if f.get("labelled_after_freeze")}
+    counts: dict[str, Counter] = {}
+    for f in rows:
+        if not f.get("labelled_after_freeze"):
+            counts.setdefault(f["code"], Counter())[f["label"]] += 1
+    return latest, counts, changed
+
+
 def status(tuning: Labels, heldout: Labels | None) -> dict:
     """Each rule's counts on the basis set (held-out once labelled, else tuning) and whether it
-    is stable there: at least 5 findings, at least 90% useful, none wrong. ``status.json``."""
+    is stable there: at least 5 findings, at least 90% useful, none wrong. ``status.json``.
+    A rule with fewer than 5 findings in the held-out round also counts its blind labels of the
+    round before, where its findings on that round's code are still exactly those labelled (no
+    regression, no new finding there): a round whose code has little of a pattern then does not
+    flip the rule's status by itself, and evidence of an older version of a rule never counts."""
     basis = heldout if heldout is not None else tuning
     t = table(basis)
+    before, carried, changed = previous_round(tuning) if heldout is not None else (None, {}, set())
     rules = {}
     for code in RULES:
-        row = t.get(code, {"findings": 0, **{k: 0 for k in KINDS}})
+        row = dict(t.get(code, {"findings": 0, **{k: 0 for k in KINDS}}))
+        extra = {}
+        if row["findings"] < STABLE_MIN_FINDINGS and code in carried and code not in changed:
+            for k in KINDS:
+                row[k] += carried[code][k]
+            row["findings"] += sum(carried[code].values())
+            extra = {"with_round": before}
         stable = (row["findings"] >= STABLE_MIN_FINDINGS and row["wrong"] == 0
                   and row["useful"] >= STABLE_MIN_USEFUL * row["findings"])
-        rules[code] = {**{k: row[k] for k in ("findings", *KINDS)}, "stable": stable}
+        rules[code] = {**{k: row[k] for k in ("findings", *KINDS)}, **extra, "stable": stable}
     return {"basis": "held-out" if heldout is not None else "tuning",
             "rule": f"stable: at least {STABLE_MIN_FINDINGS} findings, at least {STABLE_MIN_USEFUL:.0%} useful "
-                    "and none wrong on the basis set; every other rule is in preview",
+                    "and none wrong on the basis set (a rule with fewer findings there adds the round before, "
+                    "with_round, where its findings on that code are unchanged); every other rule is in preview",
             "rules": rules}
 
 
@@ -295,15 +330,35 @@ def render_rst(labels: Labels) -> str:
     return "\n".join(head + body + tail) + "\n"
 
 
+def carried_note(heldout: Labels) -> str:
+    """A sentence naming the rules whose status also counts the round before (status.json's
+    ``with_round``), so that a reader sees why a stable rule has few findings in the table."""
+    t = table(heldout)
+    from tipsite.checker import registry
+
+    rows = [(code, row) for code, row in registry.STATUS["rules"].items()
+            if row.get("with_round") and registry.is_stable(code)]
+    if not rows:
+        return ""
+    parts = [f"{code} ({t.get(code, {}).get('findings', 0)} here; with round {row['with_round']}: "
+             f"{row['findings']} findings, {row['useful']} useful, {row['wrong']} wrong)" for code, row in rows]
+    return ("Stable with the round before counted, as the rule has fewer than 5 findings here and gives "
+            "the same findings as then on that round's code: " + ", ".join(parts) + ".\n")
+
+
 def render_heldout_rst(heldout: Labels | None) -> str:
     """The held-out set's table: generated from ``heldout.json``, or "not yet labelled"."""
-    return NOT_YET + "\n" if heldout is None else render_rst(heldout)
+    if heldout is None:
+        return NOT_YET + "\n"
+    note = carried_note(heldout)
+    return render_rst(heldout) + ("\n" + note if note else "")
 
 
 def render_heldout_markdown(heldout: Labels | None) -> str:
     if heldout is None:
         return NOT_YET.replace("``", "`") + "\n"
-    return render_markdown(heldout)
+    note = carried_note(heldout)
+    return render_markdown(heldout) + ("\n" + note.replace("``", "`") if note else "")
 
 
 def excerpt_lines(heldout: Labels) -> set[str]:
