@@ -195,6 +195,60 @@ def test_torch_load_follows_the_releases_default_and_safe_globals():
     assert [(f.code, f.torchfix) for f in found if f.code == "PTT001"] == [("PTT001", "TOR102")]
 
 
+def test_torch_load_in_branches_of_a_torch_version_test_is_the_projects_choice():
+    """A project that tests torch's release and states weights_only in one branch (False from
+    2.6 for its own files, left out for a torch that lacks the argument) chose per release: both
+    branches are silent. A version test that never names weights_only, a test of another
+    version, and a plain load stay reported."""
+    compared = """\
+        import torch
+        def restore(fname):
+            release = torch.__version__
+            if release >= "2.6":
+                return torch.load(fname, weights_only=False)
+            else:
+                return torch.load(fname)
+        """
+    bound = """\
+        import torch
+        from packaging import version
+        PARSED = version.parse(torch.__version__)
+        NEWER = PARSED >= version.parse("2.6")
+        def restore(fname):
+            if not NEWER:
+                blob = torch.load(fname, map_location="cpu")
+            elif NEWER:
+                blob = torch.load(fname, map_location="cpu", weights_only=False)
+            return blob
+        """
+    flagged = """\
+        import torch
+        def restore(fname):
+            return torch.load(fname, weights_only=False) if IS_TORCH_2_6 else torch.load(fname)
+        """
+    for src in (compared, bound, flagged):
+        for release in ((2, 5), (2, 13)):
+            assert "PTT001" not in codes(src, release), (src, release)
+    other = """\
+        import sys
+        import torch
+        def restore(fname):
+            if sys.version_info >= (3, 9):
+                return torch.load(fname, weights_only=False)
+            return torch.load(fname)
+        """
+    assert codes(other, (2, 5)).count("PTT001") == 2 and "PTT001" in codes(other, (2, 13))
+    no_choice = """\
+        import torch
+        def restore(fname):
+            if torch.__version__ >= "2.0":
+                return torch.load(fname)
+            return torch.load(fname, map_location="cpu")
+        """
+    assert codes(no_choice, (2, 5)).count("PTT001") == 2
+    assert "PTT001" in codes("import torch\ndef restore(fname):\n    return torch.load(fname)\n", (2, 5))
+
+
 def test_cuda_amp_is_deprecated_from_24():
     src = "import torch\nwith torch.cuda.amp.autocast():\n    y = model(x)\n"
     assert "PTT005" in codes(src, (2, 4)) and "PTT005" not in codes(src, (2, 3))

@@ -54,6 +54,7 @@ STMT_CALLS = {"save", "zero_grad", "Variable", "ModuleList", "tensor",
               "DataLoader", "register_parameter",
               "Linear", "set_detect_anomaly", "detect_anomaly", "autocast", "GradScaler",
               "DataParallel", "Sequential", *(n.rsplit(".", 1)[1] for n in V.CONVS | V.OPTIMIZERS)}
+_TORCH_VERSION = ("torch.__version__", "torch.version.__version__")
 SCOPE_CALLS = {"load", "no_grad", "load_state_dict", "eval"}  # judged with the rest of the function
 LOOP_CALLS = V.HOST_READS | {"empty_cache", "synchronize"}
 FUNCTION_CALLS = {"autocast"}  # judged with the rest of the function, not the whole file at top level
@@ -696,6 +697,16 @@ class _Scan:
                 if isinstance(value, ast.Call) and (_last_name(value.func) in ("parse_args", "Namespace")):
                     f.namespace_names.add(name)
         f.module_names -= f.state_names
+        if "__version__" in text_has:  # PTT001: names bound to torch's version or to a test of it
+            versions: set[str] = set()
+            while True:
+                more = {n for n, v in self.binds if n not in versions and any(
+                    (isinstance(m, ast.Attribute) and self.qualify(m) in _TORCH_VERSION)
+                    or (isinstance(m, ast.Name) and m.id in versions) for m in ast.walk(v))}
+                if not more:
+                    break
+                versions |= more
+            f.torch_version_names = versions
         # names bound (somewhere in the file) to an entry of a container (opt = ckpt["opt"]), a
         # dict or list, or to such a name: not a Namespace or a module object, as far as the
         # file shows (which of a name's bindings a saved dict holds is not known)

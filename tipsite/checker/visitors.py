@@ -116,6 +116,7 @@ class Facts:
     state_key_names: set[str] = field(default_factory=set)  # lists naming numpy RNG state keys
     forces_unsafe_load: bool = False  # the file or its package sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD
     allow_lists: bool = False  # the file uses (add_)safe_globals or asks whether torch has it
+    torch_version_names: set[str] = field(default_factory=set)  # bound to torch's version, or to a test of it
     exports_onnx: bool = False  # the file calls torch.onnx.export, or is named for ONNX (models_onnx.py)
     plain_names: set[str] = field(default_factory=set)  # also bound to a non-call (x = ckpt["x"])
     linear_inputs: set[int] = field(default_factory=set)  # literal in_features of the file's Linears
@@ -453,6 +454,37 @@ class _LoadFallback:
         if self.tries and self.tries[-1] is node:
             self.tries.pop()
 
+    def visit_Module(self, node: cst.Module) -> None:
+        super().visit_Module(node)
+        self.module = node
+
+    def per_release(self, load: cst.Call) -> bool:
+        """The load sits in a branch of an ``if`` (or a conditional expression) that tests torch's
+        version (``torch.__version__``, a name bound to an expression that reads it, or a flag
+        named for torch 2.6 or for ``weights_only``), and the ``if`` states ``weights_only`` in
+        one of its loads: the project chose per release how its files load (an explicit False
+        from 2.6, the argument left out for a torch that lacks it), on both branches."""
+        tests = [n for n in self.where.stack if isinstance(n, cst.If)]
+        scope = self.where.function() or getattr(self, "module", None)
+        if scope is not None:
+            tests += [n for n in _walk_all(scope) if type(n) is cst.IfExp
+                      and any(m is load for m in _walk_all(n))]
+        return any(self._states_weights_only(n) and self._tests_torch_version(n.test) for n in tests)
+
+    def _states_weights_only(self, node: cst.CSTNode) -> bool:
+        return any(type(n) is cst.Call and self.qname(n) == "torch.load"
+                   and self.get_specific_arg(n, "weights_only", -1) is not None for n in _walk_all(node))
+
+    def _tests_torch_version(self, test: cst.BaseExpression) -> bool:
+        nodes = [test, *_walk_all(test)]
+        if any(_reads_torch_version(n) for n in nodes):
+            return True
+        names = {n.value for n in nodes if type(n) is cst.Name}
+        if any(_RELEASE_FLAG.search(n) for n in names) or any(
+                type(n) is cst.Attribute and _RELEASE_FLAG.search(n.attr.value) for n in nodes):
+            return True
+        return bool(names & self.facts.torch_version_names)
+
     def project_needs_26(self) -> bool:
         """The checked project declares torch 2.6 or later, where ``weights_only`` defaults
         to True: a load without it is safe, and an explicit False was written on purpose."""
@@ -465,9 +497,10 @@ class _LoadFallback:
         allow-lists classes with ``safe_globals``/``add_safe_globals`` or asks whether torch has
         them (its ``weights_only=False`` beside it is the choice it made, or the branch for a
         torch without them); or the load feeds torch2trt's ``TRTModule``, a TensorRT engine a
-        local build wrote for this GPU (engines do not move between GPUs: not a download)."""
+        local build wrote for this GPU (engines do not move between GPUs: not a download); or
+        the load is one branch of a test of torch's version that states ``weights_only``."""
         return (self.facts.forces_unsafe_load or (self.facts.allow_lists and self._near_allow_list(load))
-                or _feeds_engine(self, load))
+                or _feeds_engine(self, load) or self.per_release(load))
 
     def _near_allow_list(self, load: cst.Call) -> bool:
         """The load's function names ``safe_globals``/``add_safe_globals`` (calls it, or tests
@@ -669,6 +702,14 @@ _MODULE_ONLY = frozenset({"eval", "train", "parameters", "named_parameters", "mo
 
 
 _ALLOW_LIST_NAMES = frozenset({"safe_globals", "add_safe_globals"})
+# a flag for the release that made weights_only the default (TORCH_2_6, _TORCH_GE_2_6), or for
+# the argument itself (_WEIGHTS_ONLY_SUPPORTED)
+_RELEASE_FLAG = re.compile(r"torch\w*2_?6|weights_only", re.IGNORECASE)
+
+
+def _reads_torch_version(node: cst.CSTNode) -> bool:
+    return type(node) is cst.Attribute and get_full_name_for_node(node) in (
+        "torch.__version__", "torch.version.__version__")
 
 
 def _names_allow_list(node: cst.CSTNode) -> bool:
