@@ -249,6 +249,27 @@ def test_torch_load_in_branches_of_a_torch_version_test_is_the_projects_choice()
     assert "PTT001" in codes("import torch\ndef restore(fname):\n    return torch.load(fname)\n", (2, 5))
 
 
+def test_a_retry_load_in_an_except_is_a_fallback_only_where_weights_only_differs():
+    """A second torch.load in the handler of a try that loaded is the fallback for an old torch
+    or a refused payload only where one of the two states weights_only; a retry for another
+    reason (renamed keys) with the same mode is as unsafe as the first, and reported too."""
+    retry = """\
+        import torch
+        def restore(net, fname):
+            try:
+                net.load_state_dict(torch.load(fname))
+            except KeyError:
+                weights = torch.load(fname)
+                net.load_state_dict({k.split(".", 1)[1]: v for k, v in weights.items()})
+        """
+    assert codes(retry, (2, 5)).count("PTT001") == 2
+    for first, handler in (("torch.load(fname, weights_only=True)", "torch.load(fname)"),
+                           ("torch.load(fname)", "torch.load(fname, weights_only=False)")):
+        src = f"import torch\ndef restore(fname):\n    try:\n        return {first}\n" \
+              f"    except Exception:\n        return {handler}\n"
+        assert codes(src, (2, 5)).count("PTT001") == ("weights_only" not in first), src
+
+
 def test_cuda_amp_is_deprecated_from_24():
     src = "import torch\nwith torch.cuda.amp.autocast():\n    y = model(x)\n"
     assert "PTT005" in codes(src, (2, 4)) and "PTT005" not in codes(src, (2, 3))

@@ -684,13 +684,19 @@ class _LoadFallback:
                 isinstance(t.target, cst.Name) and t.target.value == value.value for t in n.targets)), value)
         return isinstance(value, cst.Call) and (self.qname(value) or "").endswith("BytesIO")
 
-    def in_load_fallback(self) -> bool:
+    def in_load_fallback(self, load: cst.Call) -> bool:
+        """The load is in the handler of a ``try`` that already loaded, and one of the two
+        states ``weights_only`` (a retry with the same loader mode, for a reason of its own such
+        as renamed keys, is as unsafe as the first load, and reported like it)."""
         handler = self.where._inner(cst.ExceptHandler)
         if handler is None:
             return False
+        def states(call: cst.Call) -> bool:
+            return self.get_specific_arg(call, "weights_only", -1) is not None
         for t in reversed(self.tries):
             if any(h is handler for h in t.handlers):
-                return any(type(n) is cst.Call and self.qname(n) == "torch.load" for n in walk(t.body))
+                loads = [n for n in walk(t.body) if type(n) is cst.Call and self.qname(n) == "torch.load"]
+                return bool(loads) and (states(load) or any(states(n) for n in loads))
         return False
 
 
@@ -855,7 +861,7 @@ class UnsafeLoad(_LoadFallback, TorchUnsafeLoadVisitor, RuleVisitor):
         if (self.torch is None or not self.torch_before((2, 6)) or self.project_needs_26()
                 or self.pinned_before((1, 13))  # a torch without weights_only: the advice breaks
                 or self.where.under(SAFE_GLOBALS, self) or self.project_decided(node)
-                or self.in_load_fallback() or self.reads_objects(node) or self.reads_own_output(node)):
+                or self.in_load_fallback(node) or self.reads_objects(node) or self.reads_own_output(node)):
             return
         RuleVisitor.add_violation(self, node, error_code, message, replacement)
 
@@ -928,7 +934,7 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if self.qname(node) == "torch.load":
             arg = self.get_specific_arg(node, "weights_only", -1)
-            if (arg is not None and _is_false(arg.value) and not self.in_load_fallback()
+            if (arg is not None and _is_false(arg.value) and not self.in_load_fallback(node)
                     and not self.project_decided(node)
                     and not self.reads_objects(node) and not self.reads_own_output(node)
                     and not self.deliberate() and not self.trusted_file(node)):
