@@ -377,6 +377,23 @@ def test_loader_over_indices_needs_no_pinned_memory(checker):
     assert [line for line, _, c in codes_at(checker, src) if c == "PTT021"] == [10]
 
 
+def test_loader_with_explicit_pin_memory_false_is_a_choice(checker):
+    """pin_memory=False written out (a literal, or a value the caller passes) is a stated
+    choice: PTT021 stays silent; a loader that omits pin_memory is still flagged."""
+    src = """\
+        import torch
+        from torch.utils.data import DataLoader
+        def make(items, pin=False):
+            a = DataLoader(items, batch_size=16, pin_memory=False)
+            b = DataLoader(items, batch_size=16, pin_memory=pin)
+            c = DataLoader(items, batch_size=16, num_workers=2)
+            return a, b, c
+        for x in make(items)[0]:
+            step(x.to("cuda"))
+        """
+    assert [line for line, _, c in codes_at(checker, src) if c == "PTT021"] == [6]
+
+
 def test_host_read_in_a_per_step_hook(checker):
     """A hook class's after_step runs after every training step: its reads are per step, unless
     an if skips steps (a period), in a file that names CUDA."""
@@ -518,7 +535,7 @@ def test_noqa_anywhere_in_a_statement(checker):
         other = DataLoader(
             dataset,
         )  # noqa: PTT020
-        for x, y in DataLoader(ds, pin_memory=False):  # noqa
+        for x, y in DataLoader(ds, batch_size=4):  # noqa
             pass
         x = torch.load(p, weights_only=False)  # noqa: PTT002, PTT001
         """)

@@ -648,7 +648,8 @@ for x, y in loader:
 """),
         short="DataLoader without pin_memory=True: every copy to the GPU is staged",
         fix="set pin_memory=True",
-        scope="Only in a file that names CUDA or an accelerator; not a loader over a TensorDataset (its "
+        scope="Only a loader that omits pin_memory (an explicit pin_memory=False is a stated choice), "
+              "in a file that names CUDA or an accelerator; not a loader over a TensorDataset (its "
               "tensors may be on the GPU, where pin_memory=True raises), nor one whose loops in the file "
               "hand the batches to NumPy (an ONNX runtime's inputs) and never move them with torch, nor "
               "one over range(n) or an index tensor (torch.arange, torch.randperm): its batches are "

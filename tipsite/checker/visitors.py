@@ -3357,8 +3357,8 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
         if self.bound.get(id(node)) in self.facts.numpy_loaders:
             return  # its batches go to NumPy (an ONNX runtime) and torch never moves them
         arg = self.get_specific_arg(node, "pin_memory", 7)
-        if (arg is None or _is_false(arg.value)) and not self._over_tensors(node) and not (
-                self._over_indices(node)):
+        # an explicit pin_memory=False (or a name the caller sets) is a stated choice
+        if arg is None and not self._over_tensors(node) and not self._over_indices(node):
             self.flag(node)
 
     def _over_indices(self, node: cst.Call) -> bool:
