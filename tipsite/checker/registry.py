@@ -895,7 +895,10 @@ class Net(torch.nn.Module):
               "export the model (ONNX, TorchScript); not one rebound as an nn.Parameter further down "
               "the same block (self.m = nn.Parameter(self.m, requires_grad=False): registered from "
               "then on), nor one a method of the class rebinds from itself to its input's device "
-              "(self.m = self.m.type_as(x), .to(x), .to(x.device)) before use.",
+              "(self.m = self.m.type_as(x), .to(x), .to(x.device)) before use, nor one that only "
+              "__init__ reads and uses up (itself or in a method it hands it to) and no other code of "
+              "the file names: "
+              "never read after construction, .to() leaving it behind is harmless.",
     ),
     Rule(
         "PTT031", "tip_foreach_fused_optimizers", "Adam/AdamW without fused=True",
