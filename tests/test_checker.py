@@ -452,6 +452,57 @@ def test_loader_over_indices_needs_no_pinned_memory(checker):
     assert [line for line, _, c in codes_at(checker, src) if c == "PTT021"] == [10]
 
 
+def test_loader_with_explicit_pin_memory_false_is_a_choice(checker):
+    """pin_memory=False written out (a literal, or a value the caller passes) is a stated
+    choice: PTT021 stays silent; a loader that omits pin_memory is still flagged."""
+    src = """\
+        import torch
+        from torch.utils.data import DataLoader
+        def make(items, pin=False):
+            a = DataLoader(items, batch_size=16, pin_memory=False)
+            b = DataLoader(items, batch_size=16, pin_memory=pin)
+            c = DataLoader(items, batch_size=16, num_workers=2)
+            return a, b, c
+        for x in make(items)[0]:
+            step(x.to("cuda"))
+        """
+    assert [line for line, _, c in codes_at(checker, src) if c == "PTT021"] == [6]
+
+
+def test_tensor_attribute_used_only_while_building_the_module(checker):
+    """A plain tensor attribute that only __init__ (or a helper it hands it to) consumes is
+    never read after construction: PTT030 stays silent. One read in forward, aliased by a
+    helper, handed to a submodule, closed over by a lambda or never read in the file (another
+    file may read it) is still flagged."""
+    src = """\
+        import torch
+        from torch import nn
+        class Sampler(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.weights = torch.ones(n)
+                self.width = torch.ones(n)
+                self.cut = torch.zeros(n)
+                self.keep = torch.ones(n)
+                self.scale = torch.ones(n)
+                self.shift = torch.ones(n)
+                self.setup(self.weights, self.keep)
+                self.proj = nn.Linear(n, len(self.width))
+                self.inner = Inner(self.scale)
+                self.fn = lambda x: x * self.shift
+                self.spare = torch.zeros(n)  # never read here: another file may read it
+            def setup(self, w, k):
+                w.div_(w.sum())
+                self.w = len(w)  # an attribute named like the parameter
+                for i, p in enumerate(w):
+                    self.cut[i] = p * len(w)
+                self.kept = k
+            def forward(self, x):
+                return self.fn(x[self.cut > 0])
+        """
+    assert [line for line, _, c in codes_at(checker, src) if c == "PTT030"] == [8, 9, 10, 11, 16]
+
+
 def test_host_read_in_a_per_step_hook(checker):
     """A hook class's after_step runs after every training step: its reads are per step, unless
     an if skips steps (a period), in a file that names CUDA."""
@@ -593,7 +644,7 @@ def test_noqa_anywhere_in_a_statement(checker):
         other = DataLoader(
             dataset,
         )  # noqa: PTT020
-        for x, y in DataLoader(ds, pin_memory=False):  # noqa
+        for x, y in DataLoader(ds, batch_size=4):  # noqa
             pass
         x = torch.load(p, weights_only=False)  # noqa: PTT002, PTT001
         """)

@@ -655,7 +655,8 @@ for x, y in loader:
 """),
         short="DataLoader without pin_memory=True: every copy to the GPU is staged",
         fix="set pin_memory=True",
-        scope="Only in a file that names CUDA or an accelerator; not a loader over a TensorDataset (its "
+        scope="Only a loader that omits pin_memory (an explicit pin_memory=False is a stated choice), "
+              "in a file that names CUDA or an accelerator; not a loader over a TensorDataset (its "
               "tensors may be on the GPU, where pin_memory=True raises), nor one whose loops in the file "
               "hand the batches to NumPy (an ONNX runtime's inputs) and never move them with torch, nor "
               "one over range(n) or an index tensor (torch.arange, torch.randperm): its batches are "
@@ -901,7 +902,10 @@ class Net(torch.nn.Module):
               "export the model (ONNX, TorchScript); not one rebound as an nn.Parameter further down "
               "the same block (self.m = nn.Parameter(self.m, requires_grad=False): registered from "
               "then on), nor one a method of the class rebinds from itself to its input's device "
-              "(self.m = self.m.type_as(x), .to(x), .to(x.device)) before use.",
+              "(self.m = self.m.type_as(x), .to(x), .to(x.device)) before use, nor one that only "
+              "__init__ reads and uses up (itself or in a method it hands it to) and no other code of "
+              "the file names: "
+              "never read after construction, .to() leaving it behind is harmless.",
     ),
     Rule(
         "PTT031", "tip_foreach_fused_optimizers", "Adam/AdamW without fused=True",

@@ -1521,13 +1521,57 @@ class TensorAttributeNotBuffer(RuleVisitor):
 
     CODE = "PTT030"
 
+    def visit_Module(self, node: cst.Module) -> None:
+        super().visit_Module(node)
+        self.module = node  # the whole file: where else .<name> is read
+
     def visit_Assign(self, node: cst.Assign) -> None:
         if (_self_target(node) and isinstance(node.value, cst.Call)
                 and self.qname(node.value) in FACTORIES and self.where.method_of_module("__init__")
                 and not self.facts.exports):
             name = node.targets[0].target.attr.value
-            if not self._registered_below(node, name) and not self._follows_input(name):
+            if (not self._registered_below(node, name) and not self._follows_input(name)
+                    and not self._used_in_init_only(name)):
                 self.flag(node)
+
+    def _used_in_init_only(self, name: str) -> bool:
+        """No code of the file but ``__init__`` names ``.<name>`` (nor a string does), and
+        ``__init__`` reads it and only consumes it (a method or attribute of it, an index, arithmetic, a
+        comparison, ``len``/``enumerate``, an argument of a method of ``self`` that does the
+        same with it): it is never read after construction, so ``.to()`` leaving it behind is
+        harmless. Not when it is aliased, stored or handed to anything else."""
+        stack = self.where.stack
+        cls = self.where.module_class("__init__")
+        module = getattr(self, "module", None)
+        if not isinstance(module, cst.Module) or cls is None:
+            return False
+        init = next((n for n in stack if isinstance(n, cst.FunctionDef)
+                     and n.name.value == "__init__" and any(n is s for s in cls.body.body)), None)
+        if init is None:
+            return False
+        parents: dict[int, cst.CSTNode] = {}
+        inside: set[int] = set()
+        todo = [(module, False)]
+        while todo:
+            n, in_init = todo.pop()
+            if in_init:
+                inside.add(id(n))
+            elif isinstance(n, cst.Attribute) and n.attr.value == name:
+                return False  # read (or set) outside __init__
+            elif isinstance(n, cst.SimpleString) and name in n.value:
+                return False  # getattr(self, "name"), a config key: cannot tell
+            for c in children(n):
+                parents[id(c)] = n
+                todo.append((c, c is init or (in_init and type(c) not in _STOPS_INNER)))
+        methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+        refs = [n for n in walk(init) if isinstance(n, cst.Attribute) and n.attr.value == name
+                and get_full_name_for_node(n) == f"self.{name}"]
+        if len(refs) != sum(1 for n in walk(init) if isinstance(n, cst.Attribute)
+                            and n.attr.value == name):
+            return False  # another object's .<name>, or one in a nested function
+        if all(isinstance(parents.get(id(r)), cst.AssignTarget) for r in refs):
+            return False  # never read here: another file (a subclass, a caller) may read it
+        return all(_consumed(r, parents, methods, name) for r in refs)
 
     def _rebinds(self, stmt: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
         """The values ``stmt`` (one simple statement line) assigns to ``self.<name>``."""
@@ -1557,6 +1601,62 @@ class TensorAttributeNotBuffer(RuleVisitor):
                     and _input_like(v.func.attr.value, v.args[0].value)):
                 return True
         return False
+
+
+_STOPS_INNER = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
+_CONSUMERS = frozenset({"len", "enumerate", "float", "int", "bool"})
+
+
+def _consumed(ref: cst.CSTNode, parents: dict[int, cst.CSTNode],
+              methods: dict[str, cst.FunctionDef], name: str, depth: int = 0) -> bool:
+    """``ref`` is used up where it stands: the receiver of a method or attribute, an index's
+    base, an operand of arithmetic or a comparison, an argument of ``len``/``enumerate``, or
+    (once) an argument of a method of ``self`` whose parameter is used up the same way; or the
+    target of its own assignment."""
+    parent = parents.get(id(ref))
+    if isinstance(parent, cst.AssignTarget):
+        return True
+    if isinstance(parent, cst.Attribute) and parent.value is ref:
+        return True
+    if isinstance(parent, cst.Subscript) and parent.value is ref:
+        return True
+    if isinstance(parent, (cst.BinaryOperation, cst.Comparison, cst.ComparisonTarget,
+                           cst.UnaryOperation)):
+        return True
+    if not isinstance(parent, cst.Arg) or parent.keyword is not None or parent.star:
+        return False
+    call = parents.get(id(parent))
+    if not isinstance(call, cst.Call):
+        return False
+    if isinstance(call.func, cst.Name) and call.func.value in _CONSUMERS:
+        return True
+    callee = get_full_name_for_node(call.func) or ""
+    method = methods.get(callee[5:]) if callee.startswith("self.") and depth == 0 else None
+    if method is None:
+        return False
+    params = [p for p in method.params.params if p.name.value != "self"]
+    index = [i for i, a in enumerate(call.args) if a is parent][0]
+    if index >= len(params) or isinstance(method.params.star_arg, cst.Param):
+        return False
+    param = params[index].name.value
+    inner: dict[int, cst.CSTNode] = {}
+    uses = []
+    todo = [method]
+    while todo:
+        n = todo.pop()
+        for c in children(n):
+            inner[id(c)] = n
+            if type(c) in _STOPS_INNER:
+                if any(isinstance(x, cst.Name) and x.value == param for x in walk(c)):
+                    return False  # a nested function or lambda closes over it
+                continue
+            if (isinstance(c, cst.Name) and c.value == param
+                    and not (isinstance(n, cst.Attribute) and n.attr is c)
+                    and not (isinstance(n, cst.Arg) and n.keyword is c)):
+                uses.append(c)  # the parameter, not ``self.<param>`` nor ``f(<param>=...)``
+            todo.append(c)
+    return all(isinstance(inner.get(id(u)), cst.Param) or _consumed(u, inner, methods, name, 1)
+               for u in uses)
 
 
 def _input_like(method: str, arg: cst.BaseExpression) -> bool:
@@ -3404,8 +3504,8 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
         if self.bound.get(id(node)) in self.facts.numpy_loaders:
             return  # its batches go to NumPy (an ONNX runtime) and torch never moves them
         arg = self.get_specific_arg(node, "pin_memory", 7)
-        if (arg is None or _is_false(arg.value)) and not self._over_tensors(node) and not (
-                self._over_indices(node)):
+        # an explicit pin_memory=False (or a name the caller sets) is a stated choice
+        if arg is None and not self._over_tensors(node) and not self._over_indices(node):
             self.flag(node)
 
     def _over_indices(self, node: cst.Call) -> bool:
