@@ -607,6 +607,11 @@ def test_a_rule_with_few_findings_in_the_round_counts_the_round_before_if_unchan
     assert not got["PTT037"]["stable"] and "with_round" not in got["PTT037"]  # changed on round 3's code
     assert not got["PTT035"]["stable"]  # a finding labelled at the move: the rule changed there
     assert not got["PTT021"]["stable"]  # only the latest spent round counts
+    # the held-out round itself, once moved into the tuning labels too, is not "the round before"
+    moved = [{**row, "repo": "o/new", "line": n, "code": "PTT037", "label": "wrong",
+              "round": "held-out round 4 (labelled after the freeze)"} for n in range(1, 7)]
+    again = labels.status(labels.Labels(findings=tuning.findings + moved, regressions=tuning.regressions), held)
+    assert again["rules"]["PTT031"]["with_round"] == 3 and again["rules"]["PTT031"]["stable"]
 
 
 def test_preview_rules_run_with_preview_or_by_code_and_say_so(tmp_path, capsys, monkeypatch):

@@ -227,12 +227,14 @@ def load_heldout(path: Path = HELDOUT) -> Labels | None:
 _ROUND = re.compile(r"held-out round (\d+)")
 
 
-def previous_round(tuning: Labels) -> tuple[int | None, dict[str, Counter], set[str]]:
-    """The latest spent held-out round in the tuning labels: its number, its blind labels per
-    rule (not the findings labelled at the move), and the rules whose findings on its code
-    changed since it was labelled (a regression from its codebases, or a new finding there)."""
+def previous_round(tuning: Labels, heldout: Labels | None = None) -> tuple[int | None, dict[str, Counter], set[str]]:
+    """The latest spent held-out round in the tuning labels (not the held-out round itself, once
+    moved there too): its number, its blind labels per rule (not the findings labelled at the
+    move), and the rules whose findings on its code changed since it was labelled (a regression
+    from its codebases, or a new finding there)."""
+    current = {c["repo"] for c in heldout.corpora} if heldout is not None else set()
     numbered = [(int(m.group(1)), f) for f in tuning.findings
-                if (m := _ROUND.match(f.get("round", "")))]
+                if (m := _ROUND.match(f.get("round", ""))) and f["repo"] not in current]
     if not numbered:
         return None, {}, set()
     latest = max(n for n, _ in numbered)
@@ -256,7 +258,7 @@ def status(tuning: Labels, heldout: Labels | None) -> dict:
     flip the rule's status by itself, and evidence of an older version of a rule never counts."""
     basis = heldout if heldout is not None else tuning
     t = table(basis)
-    before, carried, changed = previous_round(tuning) if heldout is not None else (None, {}, set())
+    before, carried, changed = previous_round(tuning, heldout) if heldout is not None else (None, {}, set())
     rules = {}
     for code in RULES:
         row = dict(t.get(code, {"findings": 0, **{k: 0 for k in KINDS}}))
