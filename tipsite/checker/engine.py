@@ -1162,28 +1162,38 @@ def pinned_torch(path: str) -> tuple[int, int] | None:
     return _pinned_up(folder)
 
 
+def _listing(folder: str) -> set[str]:
+    try:
+        return set(os.listdir(folder))
+    except OSError:
+        return set()
+
+
+def _small_texts(folder: str, names: set[str], wanted) -> Iterable[tuple[str, str]]:
+    """(name, text) of each file of ``folder`` that ``wanted`` accepts, in name order: regular
+    files under 1 MB only (a project file, never data), unreadable ones skipped."""
+    for name in sorted(names):
+        if not wanted(name):
+            continue
+        file = os.path.join(folder, name)
+        try:
+            if not os.path.isfile(file) or os.path.getsize(file) > 1_000_000:
+                continue
+            with open(file, encoding="utf-8", errors="replace") as f:
+                yield name, f.read()
+        except OSError:
+            continue
+
+
 @functools.lru_cache(maxsize=256)
 def _pinned_up(folder: str) -> tuple[int, int] | None:
     pins: list[tuple[int, int]] = []
     named: list[tuple[int, int]] = []  # torch releases a README names
     while True:
-        try:
-            names = set(os.listdir(folder))
-        except OSError:
-            names = set()
-        for name in sorted(names):
-            readme = name in _READMES
-            if not (name in _REQ_FILES or _PIN_FILE.search(name) or readme):
-                continue
-            file = os.path.join(folder, name)
-            try:
-                if not os.path.isfile(file) or os.path.getsize(file) > 1_000_000:
-                    continue
-                with open(file, encoding="utf-8", errors="replace") as f:
-                    text = f.read()
-            except OSError:
-                continue
-            if readme:
+        names = _listing(folder)
+        for name, text in _small_texts(folder, names, lambda n: n in _REQ_FILES or _PIN_FILE.search(n)
+                                       or n in _READMES):
+            if name in _READMES:
                 # "a higher version of PyTorch also works", "pip install torch==2.4.0": the
                 # README names a way onto a newer torch, and a pin is one way to install
                 if _NEWER_TORCH.search(text):
@@ -1251,22 +1261,9 @@ def _declared_in(folder: str) -> tuple[int, int] | None:
 def _declared_up(folder: str) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
     found: list[tuple[int, int]] = []
     prose: list[tuple[int, int]] = []
-    try:
-        names = set(os.listdir(folder))
-    except OSError:
-        names = set()
-    for name in sorted(names):
-        is_req = name in _REQ_FILES or (name.startswith("requirements") and name.endswith(".txt"))
-        if not (is_req or name in _READMES):
-            continue
-        file = os.path.join(folder, name)
-        try:
-            if not os.path.isfile(file) or os.path.getsize(file) > 1_000_000:
-                continue
-            with open(file, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-        except OSError:
-            continue
+    names = _listing(folder)
+    for name, text in _small_texts(folder, names, lambda n: n in _REQ_FILES or n in _READMES or (
+            n.startswith("requirements") and n.endswith(".txt"))):
         lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#") or name in _READMES]
         body = "\n".join(lines)
         patterns = (_TORCH_MIN, _TORCH_PROSE) if name in _READMES else (_TORCH_REQ,)
