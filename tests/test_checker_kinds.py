@@ -2446,6 +2446,7 @@ ROUND_NINE = {
                 err.backward()
                 if (i + 1) % k == 0:
                     tools.clip_norms(model, 1.0)
+                    amp = torch.amp.GradScaler()
                     opt.step()
                     opt.zero_grad()
         '''),

@@ -3214,10 +3214,10 @@ _GRAD_SCALING = re.compile(r"scale_?grad|grads?_?scal", re.IGNORECASE)
 
 def _scales_grads(call: cst.Call) -> bool:
     """A manual scaling of the gradients: a call named like ``scale_grads`` / ``grad_scaler``
-    (not AMP's ``scaler.scale(loss)``), ``p.grad.div_(n)`` / ``p.grad.data.mul_(c)``, or
+    (not AMP's ``scaler.scale(loss)`` nor a ``GradScaler()`` made), ``p.grad.div_(n)`` / ``p.grad.data.mul_(c)``, or
     ``torch._foreach_mul_`` / ``_foreach_div_`` over them."""
     name = (get_full_name_for_node(call.func) or "").rsplit(".", 1)[-1]
-    if _GRAD_SCALING.search(name) or name in ("_foreach_mul_", "_foreach_div_"):
+    if (_GRAD_SCALING.search(name) and not name[:1].isupper()) or name in ("_foreach_mul_", "_foreach_div_"):
         return True
     if name in ("div_", "mul_") and isinstance(call.func, cst.Attribute):
         receiver = call.func.value
