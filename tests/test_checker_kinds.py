@@ -2359,3 +2359,102 @@ def test_round_five_error_kinds_stay_silent_and_their_near_misses_do_not(case):
     code, silent, near = ROUND_FIVE[case]
     assert code not in codes(silent, (2, 13)), case
     assert code in codes(near, (2, 13)), case
+
+
+# --- round 9's misreads: a loss built with += then backpropagated; gradients scaled by hand -----
+
+ROUND_NINE = {
+    "terms added into the loss an engine backpropagates": ("PTT012", '''
+        import torch
+        def fit(model, loader, engine, opt):
+            for a, b in loader:
+                err = rec_loss(model(a), b)
+                err += 0.5 * aux_loss(model(a), b)
+                engine.backward(err / 4)
+                opt.step()
+        ''', '''
+        import torch
+        def fit(model, loader, engine, opt):
+            total = 0
+            for a, b in loader:
+                err = rec_loss(model(a), b)
+                engine.backward(err / 4)
+                opt.step()
+                total += err
+            print(total)
+        '''),
+    "the loss divided inside the engine's backward call": ("PTT024", '''
+        import torch
+        def fit(model, loader, engine, opt, k):
+            for i, (a, b) in enumerate(loader):
+                err = rec_loss(model(a), b)
+                engine.backward(loss=err / k, optimizer=opt)
+                if (i + 1) % k == 0:
+                    opt.step()
+                    opt.zero_grad()
+        ''', '''
+        import torch
+        def fit(model, loader, engine, opt, k):
+            for i, (a, b) in enumerate(loader):
+                err = rec_loss(model(a), b)
+                engine.backward(loss=err, optimizer=opt)
+                if (i + 1) % k == 0:
+                    opt.step()
+                    opt.zero_grad()
+        '''),
+    "gradients divided by the token count before the step": ("PTT024", '''
+        import torch
+        def fit(model, loader, opt, k):
+            seen = 0
+            for i, (a, b) in enumerate(loader):
+                n = (b != -1).sum()
+                seen += n
+                err = rec_loss(model(a), b) * n
+                err.backward()
+                if (i + 1) % k == 0:
+                    for w in model.parameters():
+                        w.grad.div_(seen)
+                    opt.step()
+                    opt.zero_grad()
+                    seen = 0
+        ''', '''
+        import torch
+        def fit(model, loader, opt, k):
+            for i, (a, b) in enumerate(loader):
+                n = (b != -1).sum()
+                err = rec_loss(model(a), b) * n
+                err.backward()
+                if (i + 1) % k == 0:
+                    opt.step()
+                    opt.zero_grad()
+        '''),
+    "a helper that rescales the gradients before the step": ("PTT024", '''
+        import torch
+        def fit(model, loader, opt, k, tools):
+            for i, (a, b) in enumerate(loader):
+                err = rec_loss(model(a), b)
+                err.backward()
+                if (i + 1) % k == 0:
+                    tools.scale_grads(model, 1 / k)
+                    opt.step()
+                    opt.zero_grad()
+        ''', '''
+        import torch
+        def fit(model, loader, opt, k, tools):
+            for i, (a, b) in enumerate(loader):
+                err = rec_loss(model(a), b)
+                err.backward()
+                if (i + 1) % k == 0:
+                    tools.clip_norms(model, 1.0)
+                    amp = torch.amp.GradScaler()
+                    opt.step()
+                    opt.zero_grad()
+        '''),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROUND_NINE))
+def test_round_nine_error_kinds_stay_silent_and_their_near_misses_do_not(case):
+    code, silent, near = ROUND_NINE[case]
+    assert code not in codes(silent, (2, 13)), case
+    assert code in codes(near, (2, 13)), case

@@ -392,7 +392,8 @@ for inputs, target in loader:
         short="a loss tensor added to a running total keeps every step's graph alive",
         fix="add loss.detach()",
         scope="Not a total that is itself differentiated later (style_loss += ...; (content + "
-              "style_loss).backward()), nor one returned by a forward() or a function named after a loss, "
+              "style_loss).backward(), or an engine's accelerator.backward(loss) / "
+              "booster.backward(loss=loss / k) after loss += term), nor one returned by a forward() or a function named after a loss, "
               "nor one returned by any function unless its terms were backpropagated already or the loop "
               "runs over batches: the caller may backpropagate it (.detach() on a term would stop that "
               "branch training); not under no_grad/inference_mode (a decorator of the project's own "
@@ -742,11 +743,15 @@ for i, (x, y) in enumerate(loader):
 """),
         short="gradients summed over k backward() calls are k times too large",
         fix="divide each micro-batch loss by k",
-        scope="Only a backward() of a loss not already divided, in a loop whose step() runs under an "
+        scope="Only a backward() of a loss not already divided (nor divided or multiplied inside "
+              "the call: booster.backward(loss=loss / k)), in a loop whose step() runs under an "
               "if with a modulo that the backward is not under. Not a backward with a step() right "
               "after it or a zero_grad() right before it in the same block (one backward per step, "
               "as with separate optimizers each zeroed around its own loss), nor one under the same "
-              "interval as the step (an update every k environment steps).",
+              "interval as the step (an update every k environment steps), nor in a loop that "
+              "scales the gradients by hand before the step (a call named like scale_grads, "
+              "p.grad.div_/mul_, torch._foreach_mul_/_foreach_div_: a loss summed over tokens, "
+              "divided by their total count).",
     ),
     Rule(
         "PTT025", "tip_unneeded_detach", "x = x.detach() before more layers",

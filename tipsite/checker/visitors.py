@@ -2700,6 +2700,14 @@ class RunningLossTensor(_LossTracking):
                          and node.target.value in self.facts.backward_receivers)):
             self.candidate(node, get_full_name_for_node(node.target), node.value)
 
+    def visit_Call(self, node: cst.Call) -> None:
+        super().visit_Call(node)
+        # an engine's backward (``accelerator.backward(loss)``, ``booster.backward(loss=x / k)``):
+        # what it is passed is differentiated, so a total built with ``+=`` into it is the loss
+        if _method(node) == "backward" and isinstance(node.func, cst.Attribute):
+            for a in node.args:
+                self.flow().seeds |= names_in(a.value)
+
 
 class LoggedLossTensor(_LossTracking):
     """Only a value that carries a loss tensor: not a Python number (``round(meter.avg, 4)``),
@@ -3165,6 +3173,10 @@ class AccumulationWithoutScaling(RuleVisitor):
         loop = self.where.loop()
         if not isinstance(loop, cst.For):
             return
+        if _scales_grads(node):  # (also from a loop over the parameters inside the training loop)
+            for outer in self.where.stack:
+                if isinstance(outer, cst.For):
+                    self.loops.setdefault(id(outer), {"backward": [], "steps": []})["grads_scaled"] = True
         state = self.loops.setdefault(id(loop), {"backward": [], "steps": []})
         method = _method(node)
         if method == "backward":
@@ -3173,6 +3185,8 @@ class AccumulationWithoutScaling(RuleVisitor):
                 receiver = receiver.args[0].value  # scaler.scale(loss).backward()
             divided = _divided(receiver) or (isinstance(receiver, cst.Name)
                                               and self.assigned.get(receiver.value, False))
+            # an engine's backward given the loss already scaled: ``booster.backward(loss=x / k)``
+            divided = divided or any(_scaled(a.value) for a in node.args)
             if not divided:
                 state["backward"].append((node, self._gates(loop)))
         elif method == "step":
@@ -3182,10 +3196,35 @@ class AccumulationWithoutScaling(RuleVisitor):
         state = self.loops.pop(id(node), None)
         if not state:
             return
+        if state.get("grads_scaled"):
+            return  # the gradients are scaled by hand before the step (by a token count, say)
         for call, gates in state["backward"]:
             # a step under an interval this backward is not under: it runs on more iterations
             if any(step - gates for step in state["steps"]) and not _stepped_in_place(node, call):
                 self.flag(call)
+
+
+def _scaled(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.BinaryOperation) and isinstance(
+        node.operator, (cst.Divide, cst.FloorDivide, cst.Multiply))
+
+
+_GRAD_SCALING = re.compile(r"scale_?grad|grads?_?scal", re.IGNORECASE)
+
+
+def _scales_grads(call: cst.Call) -> bool:
+    """A manual scaling of the gradients: a call named like ``scale_grads`` / ``grad_scaler``
+    (not AMP's ``scaler.scale(loss)`` nor a ``GradScaler()`` made), ``p.grad.div_(n)`` / ``p.grad.data.mul_(c)``, or
+    ``torch._foreach_mul_`` / ``_foreach_div_`` over them."""
+    name = (get_full_name_for_node(call.func) or "").rsplit(".", 1)[-1]
+    if (_GRAD_SCALING.search(name) and not name[:1].isupper()) or name in ("_foreach_mul_", "_foreach_div_"):
+        return True
+    if name in ("div_", "mul_") and isinstance(call.func, cst.Attribute):
+        receiver = call.func.value
+        if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+            receiver = receiver.value
+        return isinstance(receiver, cst.Attribute) and receiver.attr.value == "grad"
+    return False
 
 
 def _stepped_in_place(loop: cst.CSTNode, call: cst.Call) -> bool:
