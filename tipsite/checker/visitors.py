@@ -1968,6 +1968,19 @@ def _empty_shape(call: cst.Call, name: str) -> bool:
     return any(_int(d) == 0 for d in dims)
 
 
+def _operands(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """What an operator or a tuple/list literal computes its value from (nothing for others)."""
+    if isinstance(node, cst.BinaryOperation):
+        return [node.left, node.right]
+    if isinstance(node, cst.Comparison):
+        return [node.left, *(c.comparator for c in node.comparisons)]
+    if isinstance(node, cst.UnaryOperation):
+        return [node.expression]
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [e.value for e in node.elements]
+    return []
+
+
 def _moved_sources(value: cst.BaseExpression) -> list[cst.Call]:
     """The calls whose result reaches ``value`` through method chains, operators and torch's
     functions (``torch.empty(n).uniform_()``, ``torch.arange(n) % k == j``, ``torch.cat(...)``):
@@ -1983,14 +1996,8 @@ def _moved_sources(value: cst.BaseExpression) -> list[cst.Call]:
             name = get_full_name_for_node(node.func) or ""
             if name.startswith("torch."):
                 todo += [a.value for a in node.args]
-        elif isinstance(node, cst.BinaryOperation):
-            todo += [node.left, node.right]
-        elif isinstance(node, cst.Comparison):
-            todo += [node.left, *(c.comparator for c in node.comparisons)]
-        elif isinstance(node, cst.UnaryOperation):
-            todo.append(node.expression)
-        elif isinstance(node, (cst.Tuple, cst.List)):
-            todo += [e.value for e in node.elements]
+        else:
+            todo += _operands(node)
     return found
 
 
@@ -2038,14 +2045,8 @@ def _flow(visitor: RuleVisitor, value: cst.BaseExpression) -> tuple[list[cst.Cal
                 todo += [a.value for a in node.args]
         elif isinstance(node, cst.Subscript):
             todo.append(node.value)
-        elif isinstance(node, cst.BinaryOperation):
-            todo += [node.left, node.right]
-        elif isinstance(node, cst.Comparison):
-            todo += [node.left, *(c.comparator for c in node.comparisons)]
-        elif isinstance(node, cst.UnaryOperation):
-            todo.append(node.expression)
-        elif isinstance(node, (cst.Tuple, cst.List)):
-            todo += [e.value for e in node.elements]
+        else:
+            todo += _operands(node)
     return calls, names
 
 
