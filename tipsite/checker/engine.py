@@ -148,7 +148,7 @@ class Finding:
 _IMPORT_FALLBACK = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError"})
 
 
-def _amp_bound(node: ast.Import | ast.ImportFrom) -> dict[str, str]:
+def _import_bound(node: ast.Import | ast.ImportFrom) -> dict[str, str]:
     """The local names the import binds, each to what it names (``torch.cuda.amp.GradScaler``)."""
     if isinstance(node, ast.Import):
         return {a.asname: a.name for a in node.names if a.asname}
@@ -168,7 +168,7 @@ def _amp_fallback(node: ast.Import | ast.ImportFrom, stack: list[ast.AST],
     (``try: from torch import GradScaler / except ImportError: from torch.cuda.amp import
     GradScaler``): the fallback runs only on a torch without the new name, where
     torch.cuda.amp is not deprecated; the name keeps what the ``try`` bound it to."""
-    bound = {k: v for k, v in _amp_bound(node).items() if _deprecated_amp(v)}
+    bound = {k: v for k, v in _import_bound(node).items() if _deprecated_amp(v)}
     if not bound or len(stack) < 3:
         return set()
     handler, trial = stack[-2], stack[-3]
@@ -180,7 +180,7 @@ def _amp_fallback(node: ast.Import | ast.ImportFrom, stack: list[ast.AST],
     tried: dict[str, str] = {}
     for n in trial.body:
         if isinstance(n, (ast.Import, ast.ImportFrom)):
-            tried.update(_amp_bound(n))
+            tried.update(_import_bound(n))
     return {k for k in bound if k in tried and tried[k].startswith("torch.") and not _deprecated_amp(tried[k])
             and aliases.get(k) == tried[k]}
 
@@ -411,16 +411,11 @@ class _Scan:
                 else:
                     root = a.name.split(".")[0]
                     aliases[root] = root
-        elif node.module and not node.level:
-            for a in node.names:
-                if (a.asname or a.name) not in kept:
-                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        else:
+            aliases.update({k: v for k, v in _import_bound(node).items() if k not in kept})
         for a in node.names:  # `from torch.cuda.amp import custom_fwd`, `from torch.cuda import amp`
             local = a.asname or a.name.split(".")[0]
-            if local in kept:
-                continue
-            bound = aliases.get(local) or ""
-            if local != "torch" and (bound == "torch.cuda.amp" or bound.startswith("torch.cuda.amp.")):
+            if local not in kept and local != "torch" and _deprecated_amp(aliases.get(local) or ""):
                 self.amp_names.add(local)
         module = getattr(node, "module", None) or ""
         if any(n.startswith("torch.distributed.rpc") for n in [module, *(a.name for a in node.names)]) or (
@@ -1134,15 +1129,19 @@ def declared_torch(path: str) -> tuple[int, int] | None:
     for from the file's folder up to the project's root (a folder with pyproject.toml,
     setup.py, setup.cfg or .git); the lowest such release when several are named; None when
     none is (or the path is not a file)."""
+    folder = _file_folder(path)
+    return None if folder is None else _declared_in(folder)
+
+
+def _file_folder(path: str) -> str | None:
+    """The folder of the checked file ``path``; None for source given with a name only (an
+    excerpt, a test: no project around it) or a path that is not a file."""
     if not path or path.startswith("<"):
         return None
     try:
-        if not os.path.isfile(path):
-            return None  # source given with a name only (an excerpt, a test): no project around it
-        folder = os.path.dirname(os.path.abspath(path))
+        return os.path.dirname(os.path.abspath(path)) if os.path.isfile(path) else None
     except (OSError, ValueError):
         return None
-    return _declared_in(folder)
 
 
 def pinned_torch(path: str) -> tuple[int, int] | None:
@@ -1151,15 +1150,8 @@ def pinned_torch(path: str) -> tuple[int, int] | None:
     in an install script), from the file's folder up to the project's root; None when it pins
     none, or when any of those files gives torch an open range (``torch>=1.9``): then the
     project may run on a newer torch."""
-    if not path or path.startswith("<"):
-        return None
-    try:
-        if not os.path.isfile(path):
-            return None
-        folder = os.path.dirname(os.path.abspath(path))
-    except (OSError, ValueError):
-        return None
-    return _pinned_up(folder)
+    folder = _file_folder(path)
+    return None if folder is None else _pinned_up(folder)
 
 
 def _listing(folder: str) -> set[str]:
@@ -1221,12 +1213,9 @@ def _sets_force_unsafe(text: str) -> bool:
 def _package_forces_unsafe(path: str) -> bool:
     """The package ``path`` belongs to sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD in an
     ``__init__.py`` (its own folder's or one above, while the folders are a package)."""
-    if not path or path.startswith("<"):
-        return False
+    folder = _file_folder(path)
     try:
-        if not os.path.isfile(path):
-            return False
-        return _init_forces_unsafe(os.path.dirname(os.path.abspath(path)))
+        return folder is not None and _init_forces_unsafe(folder)
     except (OSError, ValueError):
         return False
 
@@ -1370,7 +1359,7 @@ class Checker:
         return out
 
     def _check_piece(self, piece: ast.AST, scan: _Scan, lines: list[str], path: str) -> list[Finding]:
-        start = min([piece.lineno] + [d.lineno for d in getattr(piece, "decorator_list", [])])
+        start = _first_line(piece)
         end = piece.end_lineno
         first = lines[start - 1]
         indent = first[: len(first) - len(first.lstrip())]
@@ -1443,6 +1432,11 @@ class Checker:
         return line, col + 1
 
 
+def _first_line(node: ast.AST) -> int:
+    """The line a statement starts on, its decorators included."""
+    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+
+
 def _blank_unmarked(tree: ast.Module, pieces: Iterable[ast.AST],
                     lines: list[str]) -> tuple[list[str], list[tuple[int, int]]]:
     """The file's lines with the body of each function or class that holds no piece (at the top
@@ -1450,8 +1444,7 @@ def _blank_unmarked(tree: ast.Module, pieces: Iterable[ast.AST],
     code needs the whole file parsed, but no rule judges it by code it never marked, and libcst's
     parse and walk cost grows with the lines given. Line numbers and columns stay as they were.
     Also returns the blanked line ranges."""
-    spans = [(min([p.lineno] + [d.lineno for d in getattr(p, "decorator_list", [])]), p.end_lineno)
-             for p in pieces]
+    spans = [(_first_line(p), p.end_lineno) for p in pieces]
     out, blanked = list(lines), []
 
     def blank(body: list[ast.stmt]) -> None:
@@ -1459,7 +1452,7 @@ def _blank_unmarked(tree: ast.Module, pieces: Iterable[ast.AST],
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             head = node.body[0]  # its decorators, if any, start the body (a method's @staticmethod)
-            first = min([head.lineno] + [d.lineno for d in getattr(head, "decorator_list", [])])
+            first = _first_line(head)
             last = node.end_lineno
             if first == node.lineno:
                 continue  # a body on the header's line
@@ -1482,8 +1475,7 @@ def _blank_unmarked(tree: ast.Module, pieces: Iterable[ast.AST],
 
 
 def _outermost(pieces: Iterable[ast.AST]) -> list[ast.AST]:
-    spans = sorted(((min([p.lineno] + [d.lineno for d in getattr(p, "decorator_list", [])]), p.end_lineno, p)
-                    for p in pieces), key=lambda s: (s[0], -s[1]))
+    spans = sorted(((_first_line(p), p.end_lineno, p) for p in pieces), key=lambda s: (s[0], -s[1]))
     kept: list[tuple[int, int, ast.AST]] = []
     for s in spans:
         if kept and s[0] >= kept[-1][0] and s[1] <= kept[-1][1]:
@@ -1511,7 +1503,7 @@ def _header_spans(tree: ast.AST) -> dict[int, list[tuple[int, int]]]:
     for node in ast.walk(tree):
         if not isinstance(node, ast.stmt):
             continue
-        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        first = _first_line(node)
         body = getattr(node, "body", None)
         last = (body[0].lineno - 1 if body and isinstance(body, list) and body[0].lineno > node.lineno
                 else node.end_lineno if not body else node.lineno)
