@@ -54,7 +54,6 @@ STMT_CALLS = {"save", "zero_grad", "Variable", "ModuleList", "tensor",
               "DataLoader", "register_parameter",
               "Linear", "set_detect_anomaly", "detect_anomaly", "autocast", "GradScaler",
               "DataParallel", "Sequential", *(n.rsplit(".", 1)[1] for n in V.CONVS | V.OPTIMIZERS)}
-_TORCH_VERSION = ("torch.__version__", "torch.version.__version__")
 SCOPE_CALLS = {"load", "no_grad", "load_state_dict", "eval"}  # judged with the rest of the function
 LOOP_CALLS = V.HOST_READS | {"empty_cache", "synchronize"}
 FUNCTION_CALLS = {"autocast"}  # judged with the rest of the function, not the whole file at top level
@@ -696,7 +695,7 @@ class _Scan:
             versions: set[str] = set()
             while True:
                 more = {n for n, v in self.binds if n not in versions and any(
-                    (isinstance(m, ast.Attribute) and self.qualify(m) in _TORCH_VERSION)
+                    (isinstance(m, ast.Attribute) and self.qualify(m) in V.TORCH_VERSION_NAMES)
                     or (isinstance(m, ast.Name) and m.id in versions) for m in ast.walk(v))}
                 if not more:
                     break

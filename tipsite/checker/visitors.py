@@ -420,7 +420,10 @@ class RuleVisitor(TorchVisitor):
         pin = self.facts.torch_pin
         return pin is not None and pin < release
 
+    module: cst.Module | None = None  # the module (the file, or the piece of it) being walked
+
     def visit_Module(self, node: cst.Module) -> None:
+        self.module = node
         self.reset()
 
     def reset(self) -> None:
@@ -454,10 +457,6 @@ class _LoadFallback:
         if self.tries and self.tries[-1] is node:
             self.tries.pop()
 
-    def visit_Module(self, node: cst.Module) -> None:
-        super().visit_Module(node)
-        self.module = node
-
     def per_release(self, load: cst.Call) -> bool:
         """The load sits in a branch of an ``if`` (or a conditional expression) that tests torch's
         version (``torch.__version__``, a name bound to an expression that reads it, or a flag
@@ -465,15 +464,19 @@ class _LoadFallback:
         one of its loads: the project chose per release how its files load (an explicit False
         from 2.6, the argument left out for a torch that lacks it), on both branches."""
         tests = [n for n in self.where.stack if isinstance(n, cst.If)]
-        scope = self.where.function() or getattr(self, "module", None)
+        scope = self.where.function() or self.module
         if scope is not None:
             tests += [n for n in _walk_all(scope) if type(n) is cst.IfExp
                       and any(m is load for m in _walk_all(n))]
         return any(self._states_weights_only(n) and self._tests_torch_version(n.test) for n in tests)
 
+    def _states(self, call: cst.Call) -> bool:
+        """The call passes ``weights_only`` (True or False: the loader's mode is a choice)."""
+        return self.get_specific_arg(call, "weights_only", -1) is not None
+
     def _states_weights_only(self, node: cst.CSTNode) -> bool:
-        return any(type(n) is cst.Call and self.qname(n) == "torch.load"
-                   and self.get_specific_arg(n, "weights_only", -1) is not None for n in _walk_all(node))
+        return any(type(n) is cst.Call and self.qname(n) == "torch.load" and self._states(n)
+                   for n in _walk_all(node))
 
     def _tests_torch_version(self, test: cst.BaseExpression) -> bool:
         nodes = [test, *_walk_all(test)]
@@ -691,12 +694,10 @@ class _LoadFallback:
         handler = self.where._inner(cst.ExceptHandler)
         if handler is None:
             return False
-        def states(call: cst.Call) -> bool:
-            return self.get_specific_arg(call, "weights_only", -1) is not None
         for t in reversed(self.tries):
             if any(h is handler for h in t.handlers):
                 loads = [n for n in walk(t.body) if type(n) is cst.Call and self.qname(n) == "torch.load"]
-                return bool(loads) and (states(load) or any(states(n) for n in loads))
+                return bool(loads) and (self._states(load) or any(self._states(n) for n in loads))
         return False
 
 
@@ -713,9 +714,12 @@ _ALLOW_LIST_NAMES = frozenset({"safe_globals", "add_safe_globals"})
 _RELEASE_FLAG = re.compile(r"torch\w*2_?6|weights_only", re.IGNORECASE)
 
 
+# the spellings of torch's version string
+TORCH_VERSION_NAMES = ("torch.__version__", "torch.version.__version__")
+
+
 def _reads_torch_version(node: cst.CSTNode) -> bool:
-    return type(node) is cst.Attribute and get_full_name_for_node(node) in (
-        "torch.__version__", "torch.version.__version__")
+    return type(node) is cst.Attribute and get_full_name_for_node(node) in TORCH_VERSION_NAMES
 
 
 def _names_allow_list(node: cst.CSTNode) -> bool:
@@ -932,9 +936,8 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
         self.statement = node
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.qname(node) == "torch.load":
-            arg = self.get_specific_arg(node, "weights_only", -1)
-            if (arg is not None and _is_false(arg.value) and not self.in_load_fallback(node)
+        if self._unsafe_load(node):
+            if (not self.in_load_fallback(node)
                     and not self.project_decided(node)
                     and not self.reads_objects(node) and not self.reads_own_output(node)
                     and not self.deliberate() and not self.trusted_file(node)):
@@ -989,14 +992,16 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
                         return True
         return False
 
+    def _unsafe_load(self, call: cst.Call) -> bool:
+        """``torch.load`` with an explicit ``weights_only=False``."""
+        if self.qname(call) != "torch.load":
+            return False
+        arg = self.get_specific_arg(call, "weights_only", -1)
+        return arg is not None and _is_false(arg.value)
+
     def _loads_unsafely(self, stmt: cst.SimpleStatementLine) -> bool:
         """The statement calls ``torch.load`` with an explicit ``weights_only=False``."""
-        for n in walk(stmt):
-            if type(n) is cst.Call and self.qname(n) == "torch.load":
-                arg = self.get_specific_arg(n, "weights_only", -1)
-                if arg is not None and _is_false(arg.value):
-                    return True
-        return False
+        return any(type(n) is cst.Call and self._unsafe_load(n) for n in walk(stmt))
 
     def deliberate(self) -> bool:
         """The explicit False is a choice the code shows was made knowingly: a comment on or
@@ -1154,10 +1159,6 @@ class LoadStateDictWithoutMmap(RuleVisitor):
     def reset(self) -> None:
         self.loaded: dict[str, bool] = {}  # name -> bound to torch.load(...) without mmap=True
 
-    def visit_Module(self, node: cst.Module) -> None:
-        super().visit_Module(node)
-        self.module = node  # top-level code: what ran before a load outside any function
-
     def _plain(self, value: cst.BaseExpression) -> bool:
         call = _plain_load(self, value)
         if call is None:
@@ -1230,7 +1231,7 @@ class LoadStateDictWithoutMmap(RuleVisitor):
         func = self.where.function()
         nodes = []
         body = func.body if func is not None else (
-            getattr(self, "module", None)
+            self.module
             if not any(isinstance(n, SCOPES) for n in self.where.stack) else None)  # top-level code
         if body is not None:
             for n in _ordered(body):
@@ -1521,10 +1522,6 @@ class TensorAttributeNotBuffer(RuleVisitor):
 
     CODE = "PTT030"
 
-    def visit_Module(self, node: cst.Module) -> None:
-        super().visit_Module(node)
-        self.module = node  # the whole file: where else .<name> is read
-
     def visit_Assign(self, node: cst.Assign) -> None:
         if (_self_target(node) and isinstance(node.value, cst.Call)
                 and self.qname(node.value) in FACTORIES and self.where.method_of_module("__init__")
@@ -1542,7 +1539,7 @@ class TensorAttributeNotBuffer(RuleVisitor):
         harmless. Not when it is aliased, stored or handed to anything else."""
         stack = self.where.stack
         cls = self.where.module_class("__init__")
-        module = getattr(self, "module", None)
+        module = self.module
         if not isinstance(module, cst.Module) or cls is None:
             return False
         init = next((n for n in stack if isinstance(n, cst.FunctionDef)
@@ -1763,12 +1760,15 @@ class DeviceInForward(RuleVisitor):
         training = _training_test(node.test)
         branch = node.body if training is False else node.orelse if training else None
         if branch is not None:
-            self.leaving.update(id(n) for n in walk(branch) if isinstance(n, cst.Call) and _method(n) == "cpu")
+            self._cpu_meant_in(branch)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         # x.cpu() if x_is_mps else x: the CPU taken only for a device that lacks the operator
         if self._fallback_test(node.test):
-            self.leaving.update(id(n) for n in walk(node) if isinstance(n, cst.Call) and _method(n) == "cpu")
+            self._cpu_meant_in(node)
+
+    def _cpu_meant_in(self, node: cst.CSTNode) -> None:
+        self.leaving.update(id(n) for n in walk(node) if isinstance(n, cst.Call) and _method(n) == "cpu")
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         # a .cpu() handed (at once or through a local name) to a function that is not torch's
