@@ -56,7 +56,8 @@ def test_a_rules_recommended_fix_passes_every_rule(checker, code):
 POSITIVE = {
     "PTT001": "import torch\nx = torch.load(p, weights_only=False)\n",
     "PTT002": "import torch\nsd = torch.load(p)\nmodel.load_state_dict(sd['model'])\nmodel.cuda()\n",
-    "PTT003": "import torch\nsd = torch.load(p, weights_only=True)\nmodel.load_state_dict(sd['model'])\n",
+    "PTT003": "import torch\nfrom accelerate import init_empty_weights\nsd = torch.load(p, weights_only=True)\n"
+              "model.load_state_dict(sd['model'])\n",
     "PTT005": "from torch.cuda.amp import GradScaler\nscaler = GradScaler()\n",
     "PTT011": "import torch\nwhile True:\n    loss = f()\n    loss.backward()\n    log(loss.item())\n",
     "PTT012": "import torch\nfor b in loader:\n    out = criterion(model(b), y)\n    out.backward()\n    total += out\n",
@@ -74,7 +75,8 @@ POSITIVE = {
 NEGATIVE = {
     "PTT001": "import torch\nx = torch.load(p, **options)\n",  # unknown keywords: no claim
     "PTT002": "import torch\nmodel.cuda()\nsd = torch.load(p)\nmodel.load_state_dict(sd)\n",  # moved before
-    "PTT003": "import torch\nsd = torch.load(p, weights_only=True, mmap=True)\nmodel.load_state_dict(sd)\n",
+    "PTT003": "import torch\nfrom accelerate import init_empty_weights\n"
+              "sd = torch.load(p, weights_only=True, mmap=True)\nmodel.load_state_dict(sd)\n",
     "PTT004": "import torch\ntorch.save({'model': model.state_dict()}, p)\n",
     "PTT011": "import torch\nfor b in loader:\n    total += loss.detach()\nprint(total.item())\n",
     "PTT012": "import torch\nfor b in loader:\n    loss = criterion(model(b), y).item()\n    total += loss\n",
@@ -1097,7 +1099,8 @@ def test_configuration_in_pyproject(tmp_path, capsys, monkeypatch, tuning_status
     for rel in ("src/train.py", "tools/io.py", "legacy/old.py", "tests/test_io.py"):
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("import torch\nsd = torch.load('x', weights_only=False)\nmodel.load_state_dict(sd)\n"
+        path.write_text("import torch\nfrom accelerate import init_empty_weights\n"
+                        "sd = torch.load('x', weights_only=False)\nmodel.load_state_dict(sd)\n"
                         "opt = torch.optim.Adam(p)\ndevice = 'cuda'\n")
     monkeypatch.chdir(tmp_path / "src")
     assert cli.main([str(tmp_path), "--jobs", "1"]) == 1

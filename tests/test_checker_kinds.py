@@ -1401,6 +1401,7 @@ def test_tensor_of_a_name_bound_to_a_list_here_is_not_an_ndarray():
 def test_load_state_dict_of_a_data_loader_is_not_weights():
     src = """\
         import torch
+        from accelerate import init_empty_weights
 
         def resume(trainer, path):
             trainer.batch_generator.load_state_dict(torch.load(path))
@@ -1929,6 +1930,7 @@ def test_load_of_what_the_run_just_wrote_is_left_alone():
 def test_load_state_dict_into_parameters_already_held_is_left_alone():
     held = """\
         import torch
+        from accelerate import init_empty_weights
 
         def resume(path, device):
             model = Net()
@@ -1939,6 +1941,7 @@ def test_load_state_dict_into_parameters_already_held_is_left_alone():
     assert "PTT003" not in codes(held)
     fresh = """\
         import torch
+        from accelerate import init_empty_weights
 
         def resume(path):
             model = Net()
@@ -1948,6 +1951,7 @@ def test_load_state_dict_into_parameters_already_held_is_left_alone():
     assert "PTT003" in codes(fresh)
     in_object = """\
         import torch
+        from accelerate import init_empty_weights
 
         class Fitter:
             def __init__(self, net, opt):
@@ -2098,6 +2102,7 @@ def test_requirement_floor_outranks_a_readme_recommendation(tmp_path):
 def test_a_local_tensorrt_engine_is_no_checkpoint_download():
     engine_load = """\
         import torch
+        from accelerate import init_empty_weights
 
         def build(engine_path):
             from torch2trt import TRTModule
@@ -2116,6 +2121,7 @@ def test_a_local_tensorrt_engine_is_no_checkpoint_download():
 def test_mmap_advice_is_silent_on_a_resume_and_on_per_file_loads():
     resume = """\
         import torch
+        from accelerate import init_empty_weights
 
         def resume(self, model, path):
             state = torch.load(path, map_location="cpu")
@@ -2128,6 +2134,7 @@ def test_mmap_advice_is_silent_on_a_resume_and_on_per_file_loads():
     assert "PTT003" in codes(no_optimizer, torch=(2, 13))
     per_file = """\
         import torch
+        from accelerate import init_empty_weights
 
         def load_parts(model, part_files):
             for part in part_files:
@@ -2138,6 +2145,7 @@ def test_mmap_advice_is_silent_on_a_resume_and_on_per_file_loads():
     assert "PTT003" not in codes(per_file, torch=(2, 13))
     once = """\
         import torch
+        from accelerate import init_empty_weights
 
         def load_all(model, path, steps):
             for step in range(steps):
@@ -2458,3 +2466,198 @@ def test_round_nine_error_kinds_stay_silent_and_their_near_misses_do_not(case):
     code, silent, near = ROUND_NINE[case]
     assert code not in codes(silent, (2, 13)), case
     assert code in codes(near, (2, 13)), case
+
+
+# round 9's kinds for PTT001, PTT003, PTT008, PTT012 and PTT016 (rule, torch, silent, near miss)
+ROUND_NINE_A = {
+    "the whole explicit-False load handed to the project's loader": ("PTT001", (2, 13), '''
+        import torch
+        def open_run(opts, net):
+            blob = torch.load(opts.resume, weights_only=False)
+            apply_blob(opts, net, blob)
+        ''', '''
+        import torch
+        def open_run(opts, net):
+            blob = torch.load(opts.resume, weights_only=False)
+            net.load_state_dict(blob)
+        '''),
+    "an explicit-False load probed for format keys": ("PTT001", (2, 13), '''
+        import torch
+        def weights(path, net):
+            blob = torch.load(path, weights_only=False)
+            if "params_ema" in blob:
+                blob = blob["params_ema"]
+            net.load_state_dict(blob)
+        ''', '''
+        import torch
+        def weights(path, net):
+            blob = torch.load(path, weights_only=False)
+            net.load_state_dict(blob["params_ema"])
+        '''),
+    "an explicit-False load read only for its history": ("PTT001", (2, 13), '''
+        import torch
+        def show(path):
+            blob = torch.load(path, weights_only=False)
+            curve = blob["history"]
+            print(curve)
+        ''', '''
+        import torch
+        def show(path):
+            blob = torch.load(path, weights_only=False)
+            curve = blob["history"]
+            print(curve, len(blob["weights"]))
+        '''),
+    "a load switched off by hand (2.5)": ("PTT001", (2, 5), '''
+        import torch
+        def start(path, net):
+            if 1:
+                rebuild(net, path)
+            else:
+                net.load_state_dict(torch.load(path))
+        ''', '''
+        import torch
+        def start(path, net, fresh):
+            if fresh:
+                rebuild(net, path)
+            else:
+                net.load_state_dict(torch.load(path))
+        '''),
+    "a load switched off by hand": ("PTT003", (2, 13), '''
+        import torch
+        from transformers import AutoModelForCausalLM
+        def start(path, config):
+            net = AutoModelForCausalLM.from_config(config)
+            if 0:
+                net.load_state_dict(torch.load(path))
+        ''', '''
+        import torch
+        from transformers import AutoModelForCausalLM
+        def start(path, config):
+            net = AutoModelForCausalLM.from_config(config)
+            net.load_state_dict(torch.load(path))
+        '''),
+    "a model the file does not show to be large": ("PTT003", (2, 13), '''
+        import torch
+        def small(path):
+            net = TinyNet()
+            net.load_state_dict(torch.load(path))
+        ''', '''
+        import torch
+        from transformers import AutoModelForCausalLM
+        def small(path):
+            net = TinyNet()
+            with FSDP.state_dict_type(net, kind):
+                net.load_state_dict(torch.load(path))
+        '''),
+    "a list of layers also given to nn.Sequential": ("PTT008", (2, 13), '''
+        import torch.nn as nn
+        class Stack(nn.Module):
+            def __init__(self, width, depth):
+                super().__init__()
+                self.parts = [nn.Linear(width, width) for _ in range(depth)]
+                self.parts.append(nn.Tanh())
+                self.run = nn.Sequential(*self.parts)
+            def forward(self, x):
+                return self.run(x)
+        ''', '''
+        import torch.nn as nn
+        class Stack(nn.Module):
+            def __init__(self, width, depth):
+                super().__init__()
+                self.parts = [nn.Linear(width, width) for _ in range(depth)]
+                self.run = nn.Sequential(nn.Tanh())
+            def forward(self, x):
+                for p in self.parts:
+                    x = p(x)
+                return self.run(x)
+        '''),
+    "a list of layers added with add_module": ("PTT008", (2, 13), '''
+        import torch.nn as nn
+        class Stack(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.parts = [nn.Linear(width, width), nn.Tanh()]
+                for k, p in enumerate(self.parts):
+                    self.add_module("part%d" % k, p)
+        ''', '''
+        import torch.nn as nn
+        class Stack(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.parts = [nn.Linear(width, width), nn.Tanh()]
+                for k, p in enumerate(self.parts):
+                    print(k, p)
+        '''),
+    "a total of what a local step function returns from .item()": ("PTT012", (2, 13), '''
+        import torch
+        def fit(net, batches, opt):
+            def one(b):
+                loss = net(b).pow(2).mean()
+                loss.backward()
+                opt.step()
+                if dist_on():
+                    out = all_reduce_avg(loss.detach())
+                else:
+                    out = loss.detach().item()
+                return out
+            seen = 0.0
+            for b in batches:
+                loss = one(b)
+                seen += loss
+            print(seen)
+        ''', '''
+        import torch
+        def fit(net, batches, opt):
+            def one(b):
+                loss = net(b).pow(2).mean()
+                loss.backward()
+                opt.step()
+                return loss
+            seen = 0.0
+            for b in batches:
+                loss = one(b)
+                seen += loss
+            print(seen)
+        '''),
+    "one number drawn in place and read on the host": ("PTT016", (2, 13), '''
+        import torch
+        class Jitter(torch.nn.Module):
+            def forward(self, img):
+                amount = torch.empty(1).normal_(0, self.spread).item()
+                return img + amount
+        ''', '''
+        import torch
+        class Jitter(torch.nn.Module):
+            def forward(self, img):
+                amount = torch.empty(img.shape).normal_(0, self.spread)
+                return img + amount
+        '''),
+    "a file of transforms whose forward reads its input with .numpy()": ("PTT016", (2, 13), '''
+        import torch
+        class Flipper(torch.nn.Module):
+            def forward(self, item):
+                keep = torch.rand(item.pixels.shape[0]) < 0.5
+                return item.pixels[keep]
+        class Clipper(torch.nn.Module):
+            def forward(self, item):
+                arr = item.pixels.numpy()
+                return torch.as_tensor(arr.clip(0, 1))
+        ''', '''
+        import torch
+        class Flipper(torch.nn.Module):
+            def forward(self, item):
+                keep = torch.rand(item.pixels.shape[0]) < 0.5
+                return item.pixels[keep]
+        class Clipper(torch.nn.Module):
+            def forward(self, item):
+                arr = item.pixels.detach().cpu().numpy()
+                return torch.as_tensor(arr.clip(0, 1))
+        '''),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROUND_NINE_A))
+def test_round_nine_load_list_loss_factory_kinds_stay_silent_near_misses_do_not(case):
+    code, torch, silent, near = ROUND_NINE_A[case]
+    assert code not in codes(silent, torch), case
+    assert code in codes(near, torch), case

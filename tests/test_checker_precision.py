@@ -57,6 +57,7 @@ SILENT = {
         '''),
     "load_state_dict forwarding its parameter": ("PTT003", '''
         import torch
+        from accelerate import init_empty_weights
         class Wrapper:
             def load_state_dict(self, sd, strict=True):
                 return self.net.load_state_dict(sd, strict=strict)
@@ -110,7 +111,9 @@ FOUND = {
         '''),
     "load_state_dict of this function's torch.load": ("PTT003", '''
         import torch
-        def restore(path):
+        from transformers import AutoModelForCausalLM
+        def restore(path, config):
+            model = AutoModelForCausalLM.from_config(config)
             sd = torch.load(path)
             model.load_state_dict(sd)
         '''),

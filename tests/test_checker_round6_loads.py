@@ -55,12 +55,14 @@ ROUND_SIX = {
     # PTT003: assign=True would break these loads
     "partial load (strict=False)": ("PTT003", '''
         import torch
+        from accelerate import init_empty_weights
         def attach(head_file):
             head_net = Head()
             head_net.load_state_dict(torch.load(head_file, weights_only=True), strict=False)
             return head_net
         ''', '''
         import torch
+        from accelerate import init_empty_weights
         def attach(head_file):
             head_net = Head()
             head_net.load_state_dict(torch.load(head_file, weights_only=True), strict=True)
@@ -68,21 +70,25 @@ ROUND_SIX = {
         '''),
     "the module inside a DDP wrapper": ("PTT003", '''
         import torch
+        from accelerate import init_empty_weights
         def warm_start(wrapped_net, src):
             wrapped_net.module.load_state_dict(torch.load(src, weights_only=True))
         ''', '''
         import torch
+        from accelerate import init_empty_weights
         def warm_start(wrapped_net, src):
             wrapped_net.load_state_dict(torch.load(src, weights_only=True))
         '''),
     "wrapped by an aliased DDP and given to an optimizer first": ("PTT003", '''
         import torch
+        from accelerate import init_empty_weights
         from torch.nn.parallel import DistributedDataParallel as Wrap
         def setup(gen_net, src, local):
             gen_net = Wrap(gen_net, device_ids=[local])
             gen_net.load_state_dict(torch.load(src, weights_only=True))
         ''', '''
         import torch
+        from accelerate import init_empty_weights
         from torch.nn.parallel import DistributedDataParallel as Wrap
         def setup(gen_net, src, local):
             gen_net.load_state_dict(torch.load(src, weights_only=True))
@@ -90,6 +96,7 @@ ROUND_SIX = {
         '''),
     "cast to half at top level before the load": ("PTT003", '''
         import torch
+        from accelerate import init_empty_weights
         coder_model = Coder()
         if want_half:
             coder_model = coder_model.half()
@@ -97,6 +104,7 @@ ROUND_SIX = {
             coder_model.load_state_dict(torch.load(src_file, weights_only=True))
         ''', '''
         import torch
+        from accelerate import init_empty_weights
         coder_model = Coder()
         if ready:
             coder_model.load_state_dict(torch.load(src_file, weights_only=True))

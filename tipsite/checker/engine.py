@@ -108,6 +108,34 @@ _CLAUSE = re.compile(r"\s*(else|elif|except|finally|case)\b")
 _TEST_PATH = re.compile(r"(^|[/\\])(tests?|testing)[/\\]|(^|[/\\])(test_[^/\\]*|[^/\\]*_test|conftest)\.py$")
 
 
+def _numpy_of_input(forward: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """The forward calls ``.numpy()`` on its input (a parameter, an item or attribute of one, or
+    a name bound to such), with no ``.cpu()`` on the way: the input must be on the CPU (PTT016)."""
+    a = forward.args
+    inputs = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]} - {"self"}
+    body = [n for stmt in forward.body for n in ast.walk(stmt)]
+    for n in body:  # x = data["audio"][k]: a name for (part of) an input
+        if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Subscript, ast.Attribute, ast.Name)):
+            root = n.value
+            while isinstance(root, (ast.Subscript, ast.Attribute)):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in inputs:
+                inputs |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+    for n in body:
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "numpy":
+            value = n.func.value
+            while isinstance(value, (ast.Subscript, ast.Attribute, ast.Call)):
+                if isinstance(value, ast.Call):
+                    if not isinstance(value.func, ast.Attribute) or value.func.attr == "cpu":
+                        break
+                    value = value.func.value
+                else:
+                    value = value.value
+            if isinstance(value, ast.Name) and value.id in inputs:
+                return True
+    return False
+
+
 def _in_code(pattern: re.Pattern, text: str) -> bool:
     """Whether ``pattern`` occurs on a line before any ``#`` (the same answer as searching
     ``^[^#\\n]*(pattern)`` line by line, in a third of the time: the line's start is read only
@@ -1313,6 +1341,12 @@ class Checker:
         # PTT016: an ONNX export script, or a module written for one (named for ONNX)
         scan.facts.exports_onnx = "onnx.export(" in text or _named_for_onnx(path)
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
+        # PTT003: models too large for a second copy of their weights to be harmless
+        scan.facts.large_models = "load_state_dict" in text and _in_code(V.LARGE_MODEL, text)
+        # PTT016: data transforms whose forward reads its input with .numpy(): run on the CPU
+        scan.facts.cpu_transforms = ".numpy()" in text and "def forward" in text and any(
+            isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "forward"
+            and _numpy_of_input(n) for n in ast.walk(tree))
         # PTT001 reads it for a torch.load only: no file system lookup for a file without one
         scan.facts.torch_floor = declared_torch(path) if "load" in text else None
         # PTT001 and PTT005: a project pinned to an old torch, where their advice cannot apply

@@ -113,7 +113,12 @@ state = torch.load("ckpt.pt", weights_only=True)
               "resume (the function restores an optimizer's, scheduler's or scaler's state from the "
               "load: the run's own training checkpoint), or a cache (the function passes the path "
               "it loads to torch.save, or the path is the instance's, self.paths[0], and another "
-              "method of the class saves to it).",
+              "method of the class saves to it); nor where the code uses the file as more than "
+              "weights without showing what it holds (only a comment is missing): the function hands "
+              "the whole load to another function (the project's loader, which knows its formats), "
+              "probes it for format keys (\"state\" in ckpt: files of several formats) or reads only "
+              "entries that are not weights out of it (metrics, a config). Nothing in a branch no run "
+              "takes (the else of `if 1:`, the body of `if 0:`).",
         torchfix="TOR102",
     ),
     Rule(
@@ -145,20 +150,27 @@ state = torch.load("ckpt.pt", map_location="cuda", weights_only=True)
         "load_state_dict(sd, assign=True)",
         _snippet("""
 import torch
-model = Net()
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_config(config)
 model.load_state_dict(torch.load("ckpt.pt", weights_only=True))
-"""), (3, 1),
+"""), (4, 1),
         _snippet("""
 import torch
+from transformers import AutoModelForCausalLM
 sd = torch.load("ckpt.pt", weights_only=True, mmap=True)
 with torch.device("meta"):
-    model = Net()
+    model = AutoModelForCausalLM.from_config(config)
 model.load_state_dict(sd, assign=True)
 """),
         short="load_state_dict(torch.load(...)) holds two copies of the weights",
         fix="load with mmap=True, build under torch.device('meta'), assign=True",
         scope="Off by default: it pays only for models whose weights are a large share of memory, "
-              "which the code does not show; select it where they are. Not a load_state_dict of a "
+              "so only in a file whose code shows them: it shards its models (FSDP, fully_shard), "
+              "loads them the big-model way elsewhere (accelerate's init_empty_weights or "
+              "load_checkpoint_and_dispatch, a device_map, low_cpu_mem_usage) or builds causal "
+              "language models (a ...CausalLM class, from_config); a model of a few hundred MB "
+              "loaded once holds its second copy only for a moment. Not in a branch no run takes "
+              "(the else of `if 1:`). Not a load_state_dict of a "
               "data loader, sampler or batch generator (its position in the data, not weights); nor "
               "a partial load (strict=False, or a strict the code does not show True: the keys the "
               "file lacks would stay on the meta device), nor the .module of a wrapper (DDP, "
@@ -172,6 +184,9 @@ model.load_state_dict(sd, assign=True)
               "file in a loop over the files (shards, one tensor per file: the memory-efficient path "
               "already), nor into torch2trt's TRTModule (an engine, no Parameters).",
         default=False,
+        unlike_tip="The tip's model is a stack of layers sized to make the copy measurable; the "
+                   "rule fires only where the file's code shows a large model (sharded, loaded the "
+                   "big-model way, or a causal language model).",
     ),
     Rule(
         "PTT004", "tip_state_dict", "torch.save of a whole module",
@@ -286,7 +301,10 @@ class Net(nn.Module):
         scope="Only a list, assigned to self in a module's __init__, built by calling a class of "
               "torch.nn (a layer, nn.Parameter): a list made by one of torch.nn's helper functions "
               "(_pair(p), init.*, functional.*) holds tuples or tensors, which ModuleList and "
-              "ParameterList cannot hold.",
+              "ParameterList cannot hold. Not a list whose modules the class registers another way: "
+              "it hands the list to a torch.nn container (nn.Sequential(*self.layers)) or adds its "
+              "items with add_module/register_module in a loop over it (a ModuleList too would "
+              "register them twice, under new state_dict keys).",
     ),
     Rule(
         "PTT009", "tip_module_list", "nn.ModuleList of Parameters",
@@ -400,7 +418,10 @@ for inputs, target in loader:
               "that returns one included); not a string that formats a loss (log += \"{}\".format(loss), "
               "an f-string, %); not a value that holds no graph: .detach() or .item() anywhere in its "
               "chain (loss.detach().float()), or a name bound (last, in the same function) to such a "
-              "value or to one computed under no_grad (out = model(x) under no_grad; loss = out.loss).",
+              "value or to one computed under no_grad (out = model(x) under no_grad; loss = out.loss), "
+              "or to what a function defined in the file returns when each of its returns holds no "
+              "graph (return loss.item(); a name it binds only to such values; a collective such as "
+              "all_reduce_mean(loss.detach())).",
     ),
     Rule(
         "PTT013", "tip_detach_logged_values", "logging tensors that carry a graph",
@@ -526,7 +547,11 @@ class Net(torch.nn.Module):
               "or a slice; not a default value or decorator of the method (evaluated once, when the "
               "class is defined), nor an empty tensor (a literal 0 in its shape: a placeholder such "
               "as torch.zeros(0, 0, 0) for 'no cache' holds no data), nor in an ONNX export script, or "
-              "a file named for ONNX (models_onnx.py), that never names a GPU.",
+              "a file named for ONNX (models_onnx.py), that never names a GPU. Not a factory read on the "
+              "host at once (torch.empty(1).uniform_(a, b).item(), through in-place random fills and "
+              "methods without arguments: a number, where device= would only add a sync), nor in a file "
+              "whose modules are data transforms run on the CPU (a forward in it calls .numpy() on its "
+              "input, with no .cpu() on the way, which only a CPU tensor allows).",
         unlike_tip="The tip's model moves its factory to the GPU at once (torch.ones(16).cuda()), "
                    "which is PTT015's finding; the rule flags factories left on the default device.",
     ),

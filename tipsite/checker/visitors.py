@@ -24,6 +24,7 @@ not a leak) and stays quiet where the static signal is weak. Each rule's ``scope
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import re
 from dataclasses import dataclass, field
@@ -124,6 +125,8 @@ class Facts:
     numpy_loaders: set[str] = field(default_factory=set)  # loaders whose batches go to NumPy, not moved
     step_functions: set[str] = field(default_factory=set)  # training-step functions called in a loop here
     hook_methods: set[str] = field(default_factory=set)  # after_step... methods of hook classes here
+    large_models: bool = False  # PTT003: the file shards or big-model-loads its models, or builds LLMs
+    cpu_transforms: bool = False  # PTT016: a forward of the file reads its input with .numpy()
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -865,7 +868,8 @@ class UnsafeLoad(_LoadFallback, TorchUnsafeLoadVisitor, RuleVisitor):
         if (self.torch is None or not self.torch_before((2, 6)) or self.project_needs_26()
                 or self.pinned_before((1, 13))  # a torch without weights_only: the advice breaks
                 or self.where.under(SAFE_GLOBALS, self) or self.project_decided(node)
-                or self.in_load_fallback(node) or self.reads_objects(node) or self.reads_own_output(node)):
+                or self.in_load_fallback(node) or self.reads_objects(node) or self.reads_own_output(node)
+                or dead_branch(self.where.stack, node)):
             return
         RuleVisitor.add_violation(self, node, error_code, message, replacement)
 
@@ -940,8 +944,47 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
             if (not self.in_load_fallback(node)
                     and not self.project_decided(node)
                     and not self.reads_objects(node) and not self.reads_own_output(node)
-                    and not self.deliberate() and not self.trusted_file(node)):
+                    and not self.deliberate() and not self.trusted_file(node)
+                    and not self.format_unknown(node) and not dead_branch(self.where.stack, node)):
                 self.flag(node)
+
+    def format_unknown(self, load: cst.Call) -> bool:
+        """The stated ``weights_only=False`` is the choice for a file whose content the code does
+        not show to be tensors, and uses as more than weights: its function hands the whole load
+        to another function (a project's loader, which knows its formats), probes it for format
+        keys (``"state" in ckpt``: files of several formats, others' among them), or reads only
+        entries that are not weights out of it (metrics, a config: the objects beside the
+        tensors, which True may refuse). Only a comment is missing there."""
+        func = self.where.function()
+        if func is None:
+            return False
+        names = _bound_to(load, func)
+        if not names:
+            return False
+        keys: set[str] = set()
+        subscripted: set[int] = set()
+        for n in walk(func.body):
+            kind = type(n)
+            if kind is cst.Comparison and any(
+                    isinstance(c.operator, (cst.In, cst.NotIn)) and isinstance(c.comparator, cst.Name)
+                    and c.comparator.value in names for c in n.comparisons) and isinstance(
+                    n.left, (cst.SimpleString, cst.ConcatenatedString)):
+                return True  # "state" in ckpt
+            if kind is cst.Subscript and isinstance(n.value, cst.Name) and n.value.value in names:
+                subscripted.add(id(n.value))
+                for el in n.slice:
+                    k = _key(el.slice.value) if isinstance(el.slice, cst.Index) else None
+                    keys.add(k or "")
+            elif kind is cst.Call and _method(n) != "load_state_dict" and not (
+                    self.qname(n) or "").startswith(("torch.", "builtins.")) and not (
+                    isinstance(n.func, cst.Name) and n.func.value in _BUILTINS) and any(
+                    isinstance(a.value, cst.Name) and a.value.value in names for a in n.args):
+                return True  # load_start(args, model, ckpt): the project's loader reads it
+        uses = [n for n in walk(func.body) if type(n) is cst.Name and n.value in names]
+        targets = {id(t.target) for n in walk(func.body) if type(n) is cst.Assign for t in n.targets}
+        reads = [n for n in uses if id(n) not in targets]
+        return bool(reads) and all(id(n) in subscripted for n in reads) and bool(keys) and not any(
+            not k or _WEIGHT_KEY.search(k) for k in keys)
 
     def trusted_file(self, load: cst.Call) -> bool:
         """The stated ``weights_only=False`` is the advice's own choice for a file this program
@@ -1029,6 +1072,28 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
 
 
 _EMPTY = cst.Module([])  # renders an expression's code
+_BUILTINS = frozenset(dir(builtins))
+# a checkpoint key that may name weights (a state dict, a model's entry)
+_WEIGHT_KEY = re.compile(r"state|weight|model|param|net|ema|module|encoder|decoder|generator|backbone"
+                         r"|dict|ckpt|checkpoint", re.IGNORECASE)
+
+
+def dead_branch(stack: list[cst.CSTNode], node: cst.CSTNode) -> bool:
+    """The node sits in a branch no run takes: the ``else`` of ``if 1:`` / ``if True:``, or the
+    body of ``if 0:`` / ``if False:`` (code switched off by hand)."""
+    for outer in stack:
+        if not isinstance(outer, cst.If):
+            continue
+        test = outer.test
+        value = (bool(int(test.value, 0)) if isinstance(test, cst.Integer)
+                 else {"True": True, "False": False}.get(test.value) if isinstance(test, cst.Name)
+                 else None)
+        if value is None:
+            continue
+        dead = outer.orelse if value else outer.body
+        if dead is not None and any(m is node for m in walk(dead)):
+            return True
+    return False
 
 
 def _instance_path(node: cst.BaseExpression) -> bool:
@@ -1153,6 +1218,12 @@ _MODEL_WORD = re.compile(r"model|(^|[._])net|net(\d*|[A-Z])$|network|module|enco
 _DATA_STATE = re.compile(r"data|loader|sampler|batch|dataset|iterator", re.IGNORECASE)
 
 
+# names in a file's code that show a model too large for a second copy to be harmless (PTT003)
+LARGE_MODEL = re.compile(r"\b(FullyShardedDataParallel|FSDP|fully_shard|init_empty_weights"
+                         r"|load_checkpoint_and_dispatch|low_cpu_mem_usage|device_map|\w*CausalLM"
+                         r"|from_config)\b")
+
+
 class LoadStateDictWithoutMmap(RuleVisitor):
     CODE = "PTT003"
 
@@ -1198,8 +1269,18 @@ class LoadStateDictWithoutMmap(RuleVisitor):
         else:
             plain = self._plain(node.args[0].value)
         if (plain and not self._params_taken(node, receiver) and not self._per_file(node)
-                and not self._engine(receiver)):
+                and not self._engine(receiver) and not dead_branch(self.where.stack, node)
+                and self._large_model()):
             self.flag(node)
+
+    def _large_model(self) -> bool:
+        """The file shows its models' weights are a large share of memory, where the advice
+        pays: it shards them (FSDP, fully_shard), loads them the big-model way elsewhere
+        (accelerate's init_empty_weights, a device_map, low_cpu_mem_usage) or builds causal
+        language models (``...ForCausalLM``, ``from_config``); the engine reads it from the
+        file's code (``LARGE_MODEL``). A model of a few hundred MB loaded once holds its
+        second copy only for a moment."""
+        return self.facts.large_models
 
     def _per_file(self, call: cst.Call) -> bool:
         """The load_state_dict sits in a ``for`` loop that ``torch.load``s the file its loop
@@ -1461,8 +1542,38 @@ class PlainListOfModules(RuleVisitor):
             # a class of torch.nn (a layer, a Parameter), not a helper function of it (_pair,
             # init.*, functional.*), whose result is a tuple or a tensor, not a module
             if last[:1].isupper() and (name.startswith("torch.nn.") or last == "Parameter" or "nn." in name):
-                self.flag(node)
+                if not self._registered_elsewhere(node.targets[0].target.attr.value):
+                    self.flag(node)
                 return
+
+    def _registered_elsewhere(self, attr: str) -> bool:
+        """The class hands the list (``self.<attr>``) to a torch.nn container
+        (``nn.Sequential(*self.layers)``, ``nn.ModuleList(self.layers)``) or registers its items
+        one by one (``self.add_module(...)`` in a loop over it): its modules are registered
+        already, and a ModuleList too would register them twice (new state_dict keys)."""
+        cls = self.where.module_class("__init__")
+        if cls is None:
+            return False
+        own = f"self.{attr}"
+        for n in _walk_all(cls):
+            if type(n) is cst.Call:
+                name = self.qname(n) or ""
+                if name.startswith("torch.nn.") and name.rsplit(".", 1)[-1][:1].isupper() and any(
+                        get_full_name_for_node(a.value) == own for a in n.args):
+                    return True
+            elif type(n) is cst.For and get_full_name_for_node(_unwrap_iter(n.iter)) == own and any(
+                    type(c) is cst.Call and _method(c) in ("add_module", "register_module")
+                    for c in walk(n.body)):
+                return True
+        return False
+
+
+def _unwrap_iter(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``self.layers`` for ``enumerate(self.layers)``, ``zip(names, self.layers)`` keeps its own."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "enumerate" \
+            and node.args:
+        return node.args[0].value
+    return node
 
 
 def _parameter_calls(visitor: RuleVisitor, node: cst.BaseExpression) -> bool:
@@ -1834,6 +1945,7 @@ class FactoryWithoutDevice(RuleVisitor):
         self.bound: dict[int, str] = {}  # id(draw) -> the name it is bound to
         self.held: list[tuple[cst.Call, str]] = []  # one-number draws bound to a name
         self.host_names: set[str] = set()  # names read on the host (a slice bound, a test, int())
+        self.read_at_once: set[int] = set()  # factories whose chain ends in .item()/.tolist()
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value in ("to", "type_as", "cuda"):
@@ -1842,6 +1954,15 @@ class FactoryWithoutDevice(RuleVisitor):
             self.moved |= {id(n) for n in _moved_sources(node.value)}
         if node.attr.value in ("item", "tolist") and isinstance(node.value, cst.Call):
             self.host.add(id(node.value))
+            # torch.empty(1).uniform_(a, b).item(): a draw filled in place and read at once,
+            # through methods that take no tensor (random fills, methods without arguments)
+            value = node.value
+            self.read_at_once.add(id(value))
+            while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+                   and (value.func.attr.value in _FILLS or not value.args)):
+                value = value.func.value
+                if isinstance(value, cst.Call):
+                    self.read_at_once.add(id(value))
 
     def _moved_by_type(self, node: cst.Call) -> None:
         """``torch.eye(n).type(x.type())``: the type string of another tensor names its device
@@ -1927,6 +2048,12 @@ class FactoryWithoutDevice(RuleVisitor):
             return  # torch.empty(0, 0, 0): an empty placeholder ("no cache"), no data to copy
         if self.facts.exports_onnx and not self.facts.mentions_cuda:
             return  # a script that exports to ONNX and never names a GPU: it runs on the CPU
+        if id(node) in self.read_at_once:
+            return  # torch.empty(1).uniform_(a, b).item(): a host number, the device only a sync
+        if self.facts.cpu_transforms:
+            # a forward of the file converts its input with .numpy() (no .cpu() on the way, which
+            # only a CPU tensor allows): data transforms, run on the CPU, the factory's default
+            return
         if name == "torch.tensor" and node.args and _scalar(node.args[0].value):
             return  # a 0-d tensor (x * torch.tensor(d ** 0.5)): used as a scalar, nothing is copied
         if name == "torch.tensor" and node.args and not isinstance(
@@ -1944,6 +2071,10 @@ class FactoryWithoutDevice(RuleVisitor):
 
 
 RANDOM_DRAWS = {"torch.rand", "torch.randn", "torch.randint"}
+# the in-place random fills of a tensor (torch.empty(1).uniform_(a, b))
+_FILLS = frozenset({"uniform_", "normal_", "random_", "exponential_", "bernoulli_", "geometric_",
+                    "log_normal_", "cauchy_"})
+
 
 
 def _empty_shape(call: cst.Call, name: str) -> bool:
@@ -2686,11 +2817,93 @@ def _text(node: cst.BaseExpression) -> bool:
     return False
 
 
+# a collective's helper (all_reduce_mean(x.detach())): of a value that holds no graph, it
+# returns one (torch.distributed's collectives record nothing for autograd)
+_COLLECTIVE = re.compile(r"reduce|gather", re.IGNORECASE)
+
+
+def _graph_free(node: cst.BaseExpression, detached: set[str]) -> bool:
+    """``_detached``, or a collective's helper applied to values that hold no graph."""
+    if _detached(node, detached):
+        return True
+    return (isinstance(node, cst.Call) and bool(node.args)
+            and bool(_COLLECTIVE.search(get_full_name_for_node(node.func) or ""))
+            and all(_detached(a.value, detached) for a in node.args))
+
+
+_UNKNOWN = cst.Name("_unknown_")  # a value the function does not show
+
+
+def _returns_host_values(func: cst.FunctionDef) -> bool:
+    """Every ``return`` of the function gives a value that holds no graph (``loss.item()``, a
+    name bound only to such values in the function): what a call of it returns is a Python
+    number or a detached tensor, not a loss to detach."""
+    bound: dict[str, list[cst.BaseExpression]] = {}
+    returns: list[cst.BaseExpression] = []
+    for n in walk(func.body):
+        if type(n) is cst.Assign:
+            for t in n.targets:
+                for name in target_names(t.target):
+                    bound.setdefault(name, []).append(n.value)
+        elif type(n) is cst.AugAssign:
+            for name in target_names(n.target):
+                bound.setdefault(name, []).append(n.value)
+        elif type(n) is cst.AnnAssign and n.value is not None:
+            for name in target_names(n.target):
+                bound.setdefault(name, []).append(n.value)
+        elif type(n) is cst.Return:
+            if n.value is None:
+                return False
+            returns.append(n.value)
+        elif type(n) is cst.Yield:
+            return False
+        elif type(n) in (cst.For, cst.AsName, cst.NamedExpr):  # bound to anything
+            target = n.name if type(n) is cst.AsName else n.target
+            for name in target_names(target):
+                bound.setdefault(name, []).append(_UNKNOWN)
+    detached: set[str] = set()
+    for _ in range(3):  # names bound to names bound to .item() ...
+        detached = {name for name, values in bound.items()
+                    if all(_graph_free(v, detached) for v in values)}
+    return bool(returns) and all(
+        _graph_free(r, detached) and not (isinstance(r, cst.Name) and r.value not in bound)
+        for r in returns)
+
+
 class RunningLossTensor(_LossTracking):
     """A loss added to a running total in a loop; not a string that formats a loss (a log
-    line built with ``+=``)."""
+    line built with ``+=``), nor a value returned by a function of the file that returns only
+    values holding no graph (``return loss.item()``)."""
 
     CODE = "PTT012"
+
+    def reset(self) -> None:
+        super().reset()
+        self.host_functions: set[str] | None = None
+
+    def _host_function(self, call: cst.BaseExpression) -> bool:
+        """A call of a function defined in this file (at any depth) whose every definition
+        returns only values that hold no graph."""
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
+            return False
+        if self.host_functions is None:
+            defs: dict[str, list[cst.FunctionDef]] = {}
+            if self.module is not None:
+                for n in _walk_all(self.module):
+                    if type(n) is cst.FunctionDef:
+                        defs.setdefault(n.name.value, []).append(n)
+            self.host_functions = {name for name, fs in defs.items()
+                                   if all(_returns_host_values(f) for f in fs)}
+        return call.func.value in self.host_functions
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        super().visit_Assign(node)
+        if self._host_function(node.value):  # loss = run_step(batch), which returns loss.item()
+            for t in node.targets:
+                if isinstance(t.target, cst.Name):
+                    self.loss_names.discard(t.target.value)
+                    self.clean.add(t.target.value)
+                    self.detached.add(t.target.value)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         super().visit_AugAssign(node)
