@@ -2661,3 +2661,17 @@ def test_round_nine_load_list_loss_factory_kinds_stay_silent_near_misses_do_not(
     code, torch, silent, near = ROUND_NINE_A[case]
     assert code not in codes(silent, torch), case
     assert code in codes(near, torch), case
+
+
+def test_lengths_read_with_numpy_beside_the_input_do_not_make_a_cpu_transform():
+    # pack_padded_sequence wants its lengths on the CPU; the input x may still be on the GPU
+    src = '''
+        import torch
+        class Tagger(torch.nn.Module):
+            def forward(self, x, lengths):
+                packed = pack(x, lengths.numpy())
+                h = torch.zeros(2, x.size(0), 8)
+                return self.rnn(packed, h)
+        '''
+    assert "PTT016" in codes(src)
+    assert "PTT016" not in codes(src.replace("x, lengths):", "lengths, x):"))

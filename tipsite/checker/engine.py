@@ -109,10 +109,12 @@ _TEST_PATH = re.compile(r"(^|[/\\])(tests?|testing)[/\\]|(^|[/\\])(test_[^/\\]*|
 
 
 def _numpy_of_input(forward: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """The forward calls ``.numpy()`` on its input (a parameter, an item or attribute of one, or
-    a name bound to such), with no ``.cpu()`` on the way: the input must be on the CPU (PTT016)."""
-    a = forward.args
-    inputs = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]} - {"self"}
+    """The forward calls ``.numpy()`` on its input (its first parameter, an item or attribute of
+    it, or a name bound to such), with no ``.cpu()`` on the way: the input must be on the CPU
+    (PTT016). Not another parameter: lengths for pack_padded_sequence are on the CPU beside a
+    GPU input."""
+    params = [x.arg for x in [*forward.args.posonlyargs, *forward.args.args] if x.arg != "self"]
+    inputs = set(params[:1])
     body = [n for stmt in forward.body for n in ast.walk(stmt)]
     for n in body:  # x = data["audio"][k]: a name for (part of) an input
         if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Subscript, ast.Attribute, ast.Name)):

@@ -551,7 +551,7 @@ class Net(torch.nn.Module):
               "host at once (torch.empty(1).uniform_(a, b).item(), through in-place random fills and "
               "methods without arguments: a number, where device= would only add a sync), nor in a file "
               "whose modules are data transforms run on the CPU (a forward in it calls .numpy() on its "
-              "input, with no .cpu() on the way, which only a CPU tensor allows).",
+              "input, its first argument, with no .cpu() on the way, which only a CPU tensor allows).",
         unlike_tip="The tip's model moves its factory to the GPU at once (torch.ones(16).cuda()), "
                    "which is PTT015's finding; the rule flags factories left on the default device.",
     ),
