@@ -108,6 +108,22 @@ _CLAUSE = re.compile(r"\s*(else|elif|except|finally|case)\b")
 _TEST_PATH = re.compile(r"(^|[/\\])(tests?|testing)[/\\]|(^|[/\\])(test_[^/\\]*|[^/\\]*_test|conftest)\.py$")
 
 
+def _cuda_beyond_autocast_off(tree: ast.AST, text: str) -> bool:
+    """PTT021: the file names CUDA or an accelerator outside its ``autocast(..., enabled=False)``
+    calls (a decorator that keeps a function in full precision names "cuda" as autocast's device
+    type, not as where the file's tensors go)."""
+    lines = [line.encode() for line in text.splitlines(keepends=True)]  # ast's columns are bytes
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and _last_name(node.func) == "autocast" and any(
+                k.arg == "enabled" and isinstance(k.value, ast.Constant) and k.value.value is False
+                for k in node.keywords)):
+            for i in range(node.lineno - 1, node.end_lineno):
+                start = node.col_offset if i == node.lineno - 1 else 0
+                end = node.end_col_offset if i == node.end_lineno - 1 else len(lines[i]) - 1
+                lines[i] = lines[i][:start] + b" " * (end - start) + lines[i][end:]
+    return _in_code(_ACCELERATOR, b"".join(lines).decode(errors="replace"))
+
+
 def _in_code(pattern: re.Pattern, text: str) -> bool:
     """Whether ``pattern`` occurs on a line before any ``#`` (the same answer as searching
     ``^[^#\\n]*(pattern)`` line by line, in a third of the time: the line's start is read only
@@ -1303,6 +1319,8 @@ class Checker:
             return []
         scan = _Scan()
         scan.facts.mentions_cuda = _in_code(_ACCELERATOR, text)
+        scan.facts.cuda_beyond_autocast_off = scan.facts.mentions_cuda and (
+            "enabled" not in text or "DataLoader" not in text or _cuda_beyond_autocast_off(tree, text))
         scan.facts.cpu_path = _in_code(_CPU_PATH, text) and not (
             "accelerator" in text and _in_code(_CUDA_ONLY, text))
         scan.facts.inference_only = not _in_code(_TRAINS, text) and _in_code(_INFERS, text)
