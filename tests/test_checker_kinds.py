@@ -2542,3 +2542,22 @@ def test_round_nine_device_rules_stay_silent_and_their_near_misses_do_not(case):
     code, silent, near = ROUND_NINE_DEVICES[case]
     assert code not in codes(silent, (2, 13), "cuda"), case
     assert code in codes(near, (2, 13), "cuda"), case
+
+
+def test_data_parallel_in_a_script_named_for_evaluation_that_does_not_train():
+    """PTT035: a DataParallel in eval.py / inference_x.py with no backward() nor step() serves one
+    pass (DDP's launcher and gathering do not pay); the same script that trains, or one named
+    for training, is still flagged."""
+    src = """\
+        import torch
+        def main(cfg, net, feed):
+            net = torch.nn.DataParallel(net, device_ids=cfg.gpus).cuda()
+            report(score_all(net, feed))
+        """
+    for name in ("eval.py", "tools/test.py", "inference_video.py", "predict-batch.py"):
+        found = [f.code for f in engine.Checker((2, 13), "cuda").check_source(textwrap.dedent(src), name)]
+        assert "PTT035" not in found, name
+    trains = src.replace("report(", "opt.step()\n            report(")
+    for name, text in (("train.py", src), ("testbed.py", src), ("eval.py", trains)):
+        found = [f.code for f in engine.Checker((2, 13), "cuda").check_source(textwrap.dedent(text), name)]
+        assert "PTT035" in found, name

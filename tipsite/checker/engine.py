@@ -144,6 +144,18 @@ def _named_for_onnx(path: str) -> bool:
     return "onnx" in path.lower() and bool(_ONNX_NAME.search(os.path.splitext(os.path.basename(path))[0]))
 
 
+# a script named for evaluation or inference (test.py, eval_coco.py, inference.py, predict.py)
+_EVAL_NAME = re.compile(r"^(test|eval|evaluate|evaluation|validate|infer|inference|predict|demo)([_-]|$)",
+                        re.IGNORECASE)
+
+
+def _evaluation_script(path: str, text: str) -> bool:
+    """PTT035: a script named for evaluation or inference that does not train (no backward()
+    nor step()): DDP's launcher, sampler and gathering of the results do not pay for one pass."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return bool(_EVAL_NAME.match(stem)) and not _in_code(_TRAINS, text)
+
+
 def is_test_path(path: str) -> bool:
     """Whether ``path`` is a test module (its findings are not reported)."""
     return bool(_TEST_PATH.search(path))
@@ -1324,6 +1336,7 @@ class Checker:
         scan.facts.cpu_path = _in_code(_CPU_PATH, text) and not (
             "accelerator" in text and _in_code(_CUDA_ONLY, text))
         scan.facts.inference_only = not _in_code(_TRAINS, text) and _in_code(_INFERS, text)
+        scan.facts.evaluation_script = "DataParallel" in text and _evaluation_script(path, text)
         # each regex only where a word it needs is in the text: an alternation of words is
         # searched position by position, a word alone at the speed of memchr
         scan.facts.has_ddp = any(w in text for w in _DDP_WORDS) and bool(_DDP.search(text))

@@ -1016,7 +1016,10 @@ model = DDP(Net().to(rank), device_ids=[rank])
         short="nn.DataParallel: one process copies the model to every GPU on every forward",
         fix="use DistributedDataParallel, one process per GPU",
         scope="Every nn.DataParallel(...) call, except a single-process fallback that the code warns "
-              "about beside a DistributedDataParallel path (the advice is taken where it can be). The tip "
+              "about beside a DistributedDataParallel path (the advice is taken where it can be), or one "
+              "in code that does not train: grad-free or eval() code, or a script named for evaluation "
+              "or inference (test.py, eval_*.py, inference.py, predict.py) with no backward() nor step() "
+              "(DDP's launcher, sampler and gathering do not pay for one pass). The tip "
               "measures only a machine without a GPU, so on CUDA the finding is a note until a multi-GPU "
               "run measures it.",
         unlike_tip="The tip's DataParallel runs in a second process from code held in a string, which "

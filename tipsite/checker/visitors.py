@@ -114,6 +114,7 @@ class Facts:
     torch_pin: tuple[int, ...] | None = None  # the newest torch release the project pins exactly
     exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
     inference_only: bool = False  # grad-free or eval() code and no backward() or step(): no training
+    evaluation_script: bool = False  # named for evaluation or inference (test.py), no backward() or step()
     pickles_objects: bool = False  # torch.save of a module, submodule or Namespace (not weights only)
     reads_namespaces: bool = False  # isinstance(x, Namespace): what the file reads holds Namespaces
     state_key_names: set[str] = field(default_factory=set)  # lists naming numpy RNG state keys
@@ -3745,7 +3746,8 @@ class DataParallelWrapper(RuleVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if self.qname(node) in ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
                                 "torch.nn.parallel.data_parallel.DataParallel") and not self._warned_fallback() \
-                and not self.facts.inference_only:  # DDP's launcher and gathering do not pay there
+                and not self.facts.inference_only and not self.facts.evaluation_script:
+            # DDP's launcher and gathering do not pay for evaluation or inference
             self.flag(node)
 
     def _warned_fallback(self) -> bool:
