@@ -2675,3 +2675,106 @@ def test_lengths_read_with_numpy_beside_the_input_do_not_make_a_cpu_transform():
         '''
     assert "PTT016" in codes(src)
     assert "PTT016" not in codes(src.replace("x, lengths):", "lengths, x):"))
+
+
+# Round 9's misreads of PTT015, PTT021, PTT022 and PTT027 (issue 33), written from their
+# descriptions: (rule, silent, near miss).
+ROUND_NINE_DEVICES = {
+    "outputs gathered on the host by a forward that returns to its input's device": ("PTT015", """
+        import torch
+        class Tiled(torch.nn.Module):
+            def forward(self, wave, step):
+                home = wave.device
+                pieces = wave.cpu().split(self.width, dim=-1)
+                store = torch.zeros(len(pieces), self.width)
+                for k, piece in enumerate(pieces):
+                    store[k] = step(piece.to(home)).cpu()
+                return store.flatten().to(device=home)
+        """, """
+        import torch
+        class Tiled(torch.nn.Module):
+            def forward(self, wave, step):
+                home = wave.device
+                pieces = wave.split(self.width, dim=-1)
+                return torch.stack([step(p).cpu() for p in pieces]), home
+        """),
+    "loader in a file that names CUDA only to keep a function out of autocast": ("PTT021", '''
+        import torch
+        from torch.utils.data import DataLoader
+        class Scaler(torch.nn.Module):
+            @torch.autocast(device_type="cuda", enabled=False)
+            def forward(self, v):
+                return v * self.k
+        def estimate(samples, size):
+            feed = DataLoader(samples, batch_size=size, shuffle=True)
+            sums = [item["energy"].double().sum() for item in feed]
+            return torch.stack(sums).mean()
+        ''', '''
+        import torch
+        from torch.utils.data import DataLoader
+        class Scaler(torch.nn.Module):
+            @torch.autocast(device_type="cuda")
+            def forward(self, v):
+                return v * self.k
+        def estimate(samples, size):
+            feed = DataLoader(samples, batch_size=size, shuffle=True)
+            sums = [item["energy"].double().sum() for item in feed]
+            return torch.stack(sums).mean()
+        '''),
+    "batch variable rebuilt by torch before the copy": ("PTT022", """
+        import torch
+        from torch.utils.data import DataLoader
+        def sweep(net, data):
+            feed = DataLoader(data, batch_size=8, pin_memory=True)
+            for pics, tags in feed:
+                tags = torch.as_tensor(tags, dtype=torch.long)
+                tags = tags.cuda()
+                net(pics.cuda(non_blocking=True), tags).backward()
+        """, """
+        import torch
+        from torch.utils.data import DataLoader
+        def sweep(net, data):
+            feed = DataLoader(data, batch_size=8, pin_memory=True)
+            for pics, tags in feed:
+                tags = tags.cuda()
+                net(pics.cuda(non_blocking=True), tags).backward()
+                tags = torch.as_tensor(tags, dtype=torch.long)
+        """),
+    "memory read in a function named for the GPU": ("PTT027", """
+        import torch
+        dev = "cpu"
+        def report_gpu_stats():
+            print(torch.cuda.memory_allocated() >> 20)
+        """, """
+        import torch
+        dev = "cpu"
+        def report_stats():
+            print(torch.cuda.memory_allocated() >> 20)
+        """),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROUND_NINE_DEVICES))
+def test_round_nine_device_rules_stay_silent_and_their_near_misses_do_not(case):
+    code, silent, near = ROUND_NINE_DEVICES[case]
+    assert code not in codes(silent, (2, 13), "cuda"), case
+    assert code in codes(near, (2, 13), "cuda"), case
+
+
+def test_data_parallel_in_a_script_named_for_evaluation_that_does_not_train():
+    """PTT035: a DataParallel in eval.py / inference_x.py with no backward() nor step() serves one
+    pass (DDP's launcher and gathering do not pay); the same script that trains, or one named
+    for training, is still flagged."""
+    src = """\
+        import torch
+        def main(cfg, net, feed):
+            net = torch.nn.DataParallel(net, device_ids=cfg.gpus).cuda()
+            report(score_all(net, feed))
+        """
+    for name in ("eval.py", "tools/test.py", "inference_video.py", "predict-batch.py"):
+        found = [f.code for f in engine.Checker((2, 13), "cuda").check_source(textwrap.dedent(src), name)]
+        assert "PTT035" not in found, name
+    trains = src.replace("report(", "opt.step()\n            report(")
+    for name, text in (("train.py", src), ("testbed.py", src), ("eval.py", trains)):
+        found = [f.code for f in engine.Checker((2, 13), "cuda").check_source(textwrap.dedent(text), name)]
+        assert "PTT035" in found, name

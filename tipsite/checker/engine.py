@@ -138,6 +138,22 @@ def _numpy_of_input(forward: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
+def _cuda_beyond_autocast_off(tree: ast.AST, text: str) -> bool:
+    """PTT021: the file names CUDA or an accelerator outside its ``autocast(..., enabled=False)``
+    calls (a decorator that keeps a function in full precision names "cuda" as autocast's device
+    type, not as where the file's tensors go)."""
+    lines = [line.encode() for line in text.splitlines(keepends=True)]  # ast's columns are bytes
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and _last_name(node.func) == "autocast" and any(
+                k.arg == "enabled" and isinstance(k.value, ast.Constant) and k.value.value is False
+                for k in node.keywords)):
+            for i in range(node.lineno - 1, node.end_lineno):
+                start = node.col_offset if i == node.lineno - 1 else 0
+                end = node.end_col_offset if i == node.end_lineno - 1 else len(lines[i]) - 1
+                lines[i] = lines[i][:start] + b" " * (end - start) + lines[i][end:]
+    return _in_code(_ACCELERATOR, b"".join(lines).decode(errors="replace"))
+
+
 def _in_code(pattern: re.Pattern, text: str) -> bool:
     """Whether ``pattern`` occurs on a line before any ``#`` (the same answer as searching
     ``^[^#\\n]*(pattern)`` line by line, in a third of the time: the line's start is read only
@@ -156,6 +172,18 @@ _ONNX_NAME = re.compile(r"(^|[_.-])onnx([_.-]|$)", re.IGNORECASE)
 
 def _named_for_onnx(path: str) -> bool:
     return "onnx" in path.lower() and bool(_ONNX_NAME.search(os.path.splitext(os.path.basename(path))[0]))
+
+
+# a script named for evaluation or inference (test.py, eval_coco.py, inference.py, predict.py)
+_EVAL_NAME = re.compile(r"^(test|eval|evaluate|evaluation|validate|infer|inference|predict|demo)([_-]|$)",
+                        re.IGNORECASE)
+
+
+def _evaluation_script(path: str, text: str) -> bool:
+    """PTT035: a script named for evaluation or inference that does not train (no backward()
+    nor step()): DDP's launcher, sampler and gathering of the results do not pay for one pass."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return bool(_EVAL_NAME.match(stem)) and not _in_code(_TRAINS, text)
 
 
 def is_test_path(path: str) -> bool:
@@ -1333,9 +1361,12 @@ class Checker:
             return []
         scan = _Scan()
         scan.facts.mentions_cuda = _in_code(_ACCELERATOR, text)
+        scan.facts.cuda_beyond_autocast_off = scan.facts.mentions_cuda and (
+            "enabled" not in text or "DataLoader" not in text or _cuda_beyond_autocast_off(tree, text))
         scan.facts.cpu_path = _in_code(_CPU_PATH, text) and not (
             "accelerator" in text and _in_code(_CUDA_ONLY, text))
         scan.facts.inference_only = not _in_code(_TRAINS, text) and _in_code(_INFERS, text)
+        scan.facts.evaluation_script = "DataParallel" in text and _evaluation_script(path, text)
         # each regex only where a word it needs is in the text: an alternation of words is
         # searched position by position, a word alone at the speed of memchr
         scan.facts.has_ddp = any(w in text for w in _DDP_WORDS) and bool(_DDP.search(text))

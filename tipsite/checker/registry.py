@@ -507,8 +507,10 @@ class Net(torch.nn.Module):
               "kernel's batch sizes: its contract may need the CPU) or to pack_padded_sequence's "
               "lengths, nor a CPU fallback (in an except handler, or on a branch for a device that "
               "lacks the operator, such as MPS), nor a .cpu() in the forward's evaluation-only branch "
-              "(if not self.training:), whose outputs go to a host-side evaluator, nor in a file that "
-              "uses RPC, which sends CPU tensors.",
+              "(if not self.training:), whose outputs go to a host-side evaluator, nor in a forward "
+              "that keeps its input's device in a name and moves tensors to it (device = x.device; "
+              "out.to(device)): it offloads to the CPU on purpose (chunked inference gathering its "
+              "outputs on the host) and returns, nor in a file that uses RPC, which sends CPU tensors.",
     ),
     Rule(
         "PTT016", "tip_module_conventions", "tensor created in forward without device=",
@@ -682,7 +684,8 @@ for x, y in loader:
         short="DataLoader without pin_memory=True: every copy to the GPU is staged",
         fix="set pin_memory=True",
         scope="Only a loader that omits pin_memory (an explicit pin_memory=False is a stated choice), "
-              "in a file that names CUDA or an accelerator; not a loader over a TensorDataset (its "
+              "in a file that names CUDA or an accelerator (an autocast(..., enabled=False) that keeps a "
+              "function in full precision does not count); not a loader over a TensorDataset (its "
               "tensors may be on the GPU, where pin_memory=True raises), nor one whose loops in the file "
               "hand the batches to NumPy (an ONNX runtime's inputs) and never move them with torch, nor "
               "one over range(n) or an index tensor (torch.arange, torch.randperm): its batches are "
@@ -713,7 +716,9 @@ for inputs, target in loader:
               "if torch.cuda.is_available():, if device == 'cpu':), nor one followed in the loop's body, "
               "with no work between but casts and reshapes, by an if that reads the device to decide "
               "(if not mask.any(): continue): the host waits for the copies there anyway. A part of "
-              "the batch taken in a comprehension ([x.to(device) for x in batch]) is the batch's.",
+              "the batch taken in a comprehension ([x.to(device) for x in batch]) is the batch's. Not "
+              "a batch variable the loop has rebound before the copy to a tensor torch makes "
+              "(labels = torch.tensor(labels)): that tensor is pageable.",
     ),
     Rule(
         "PTT023", "tip_eval_and_no_grad", "eval() without no_grad()",
@@ -855,7 +860,8 @@ if device == "cuda":
         fix="read it only under a CUDA check",
         scope="Only in a file that can run on the CPU (it names the \"cpu\" device), outside an if that "
               "checks for CUDA, the else of one that checks for the CPU, or a function that also asks "
-              "for CUDA device properties (CUDA-only).",
+              "for CUDA device properties (CUDA-only) or is named for the GPU (print_cuda_usage, "
+              "log_gpu_memory).",
     ),
     Rule(
         "PTT028", "tip_oom_retry", "retry on any RuntimeError",
@@ -1035,7 +1041,10 @@ model = DDP(Net().to(rank), device_ids=[rank])
         short="nn.DataParallel: one process copies the model to every GPU on every forward",
         fix="use DistributedDataParallel, one process per GPU",
         scope="Every nn.DataParallel(...) call, except a single-process fallback that the code warns "
-              "about beside a DistributedDataParallel path (the advice is taken where it can be). The tip "
+              "about beside a DistributedDataParallel path (the advice is taken where it can be), or one "
+              "in code that does not train: grad-free or eval() code, or a script named for evaluation "
+              "or inference (test.py, eval_*.py, inference.py, predict.py) with no backward() nor step() "
+              "(DDP's launcher, sampler and gathering do not pay for one pass). The tip "
               "measures only a machine without a GPU, so on CUDA the finding is a note until a multi-GPU "
               "run measures it.",
         unlike_tip="The tip's DataParallel runs in a second process from code held in a string, which "

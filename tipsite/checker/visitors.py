@@ -95,6 +95,9 @@ class Facts:
     uses_rpc: bool = False  # imports torch.distributed.rpc
     saves_from_cpu: bool = False  # torch.save of something moved to the CPU first (x.cpu(), model.cpu())
     mentions_cuda: bool = False  # the file says "cuda" or "accelerator" (torch.accelerator)
+    # PTT021: it says so elsewhere than in an autocast(..., enabled=False), which turns mixed
+    # precision off for a function and says nothing of where its tensors live
+    cuda_beyond_autocast_off: bool = False
     cpu_path: bool = False  # the file names the CPU as a device ("cpu")
     grad_free_factories: set[str] = field(default_factory=set)  # functions here that return no_grad()...
     grad_free_functions: set[str] = field(default_factory=set)  # functions here run under a grad-free decorator
@@ -112,6 +115,7 @@ class Facts:
     torch_pin: tuple[int, ...] | None = None  # the newest torch release the project pins exactly
     exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
     inference_only: bool = False  # grad-free or eval() code and no backward() or step(): no training
+    evaluation_script: bool = False  # named for evaluation or inference (test.py), no backward() or step()
     pickles_objects: bool = False  # torch.save of a module, submodule or Namespace (not weights only)
     reads_namespaces: bool = False  # isinstance(x, Namespace): what the file reads holds Namespaces
     state_key_names: set[str] = field(default_factory=set)  # lists naming numpy RNG state keys
@@ -1887,6 +1891,9 @@ class DeviceInForward(RuleVisitor):
         # callee's contract, which the rule cannot see, may require the CPU
         if node.name.value != "forward" or not self.where.method_of_model("forward"):
             return
+        if _returns_to_input_device(node.body):
+            self._cpu_meant_in(node.body)
+            return
         bound: dict[str, list[int]] = {}
         for n in walk(node.body):
             if (type(n) is cst.Assign and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name)):
@@ -1930,6 +1937,24 @@ class DeviceInForward(RuleVisitor):
                     value = value.func.value
                 else:
                     return
+
+
+def _returns_to_input_device(body: cst.CSTNode) -> bool:
+    """The forward keeps a tensor's device in a name (``device = x.device``) and moves a result
+    back to it (``out.to(device)``, ``.to(device=device)``): it offloads to the CPU on purpose
+    (chunked inference gathering its outputs on the host) and returns to the input's device."""
+    kept = {t.target.value for n in walk(body) if type(n) is cst.Assign
+            and isinstance(n.value, cst.Attribute) and n.value.attr.value == "device"
+            for t in n.targets if isinstance(t.target, cst.Name)}
+    if not kept:
+        return False
+    for n in walk(body):
+        if type(n) is cst.Call and _method(n) == "to":
+            for arg in n.args:
+                if ((arg.keyword is None or arg.keyword.value == "device")
+                        and isinstance(arg.value, cst.Name) and arg.value.value in kept):
+                    return True
+    return False
 
 
 class FactoryWithoutDevice(RuleVisitor):
@@ -3230,6 +3255,23 @@ class BlockingCopyInLoader(RuleVisitor):
         self.statement: cst.CSTNode | None = None
         self.no_cuda: set[int] = set()  # calls on a branch where the device cannot be CUDA
         self.comps: list[tuple[set[str], str | None]] = []  # comprehensions: (targets, iterated name)
+        self.rebuilt: set[tuple[int, str]] = set()  # (id(loop), batch name made a new tensor in it)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        # targets = torch.tensor(targets), x = torch.stack(x): the name now holds a tensor torch
+        # has just made in pageable memory, no longer the pinned batch (a copy of it from here
+        # on is staged either way)
+        loop = self.where.loop()
+        value = node.value
+        if not (isinstance(loop, cst.For) and isinstance(value, cst.Call)):
+            return
+        name = self.qname(value) or ""
+        pinned = self.get_specific_arg(value, "pin_memory", -1)
+        if not name.startswith("torch.") or name.startswith("torch.Tensor.") or pinned is not None:
+            return
+        batch = target_names(loop.target)
+        for t in node.targets:
+            self.rebuilt.update((id(loop), n) for n in target_names(t.target) if n in batch)
 
     def _comp(self, node: cst.ListComp | cst.GeneratorExp) -> None:
         # [x.to(device) for x in batch]: x is a part of the batch (the element is visited
@@ -3282,6 +3324,8 @@ class BlockingCopyInLoader(RuleVisitor):
         while isinstance(receiver, cst.Subscript):
             receiver = receiver.value
         if not (isinstance(receiver, cst.Name) and self._batch_name(receiver.value, target_names(loop.target))):
+            return
+        if (id(loop), receiver.value) in self.rebuilt:
             return
         if self.get_specific_arg(node, "non_blocking", 1 if method == "cuda" else 2) is not None \
                 or id(node) in self.no_cuda or self._decided_at_once(loop):
@@ -3752,7 +3796,7 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         if (self.qname(node) != "torch.utils.data.DataLoader" or _star_kwargs(node)
-                or not self.facts.mentions_cuda):
+                or not self.facts.cuda_beyond_autocast_off):
             return
         if self.bound.get(id(node)) in self.facts.numpy_loaders:
             return  # its batches go to NumPy (an ONNX runtime) and torch never moves them
@@ -3821,10 +3865,14 @@ CUDA_ONLY = {f"torch.cuda.{n}" for n in ("get_device_properties", "get_device_na
                                         "get_device_capability", "mem_get_info")}
 
 
+# a function named for the GPU (print_cuda_usage, log_gpu_memory): it reports CUDA on purpose
+_GPU_NAMED = re.compile(r"(^|_)(cuda|gpu)(_|$)", re.IGNORECASE)
+
+
 def _cuda_only_function(where: Tracker, visitor: RuleVisitor) -> bool:
     func = where.function()
-    return func is not None and any(
-        isinstance(n, cst.Call) and visitor.qname(n) in CUDA_ONLY for n in walk(func.body))
+    return func is not None and (bool(_GPU_NAMED.search(func.name.value)) or any(
+        isinstance(n, cst.Call) and visitor.qname(n) in CUDA_ONLY for n in walk(func.body)))
 
 
 def _device_test(test: cst.CSTNode) -> bool:
@@ -3911,7 +3959,8 @@ class DataParallelWrapper(RuleVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if self.qname(node) in ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
                                 "torch.nn.parallel.data_parallel.DataParallel") and not self._warned_fallback() \
-                and not self.facts.inference_only:  # DDP's launcher and gathering do not pay there
+                and not self.facts.inference_only and not self.facts.evaluation_script:
+            # DDP's launcher and gathering do not pay for evaluation or inference
             self.flag(node)
 
     def _warned_fallback(self) -> bool:
