@@ -750,11 +750,15 @@ class _Scan:
                     f.namespace_names.add(name)
         f.module_names -= f.state_names
         if "__version__" in text_has:  # PTT001: names bound to torch's version or to a test of it
-            versions: set[str] = set()
+            # each value walked once: (name, names it reads, reads torch's version itself)
+            reads = []
+            for n, v in self.binds:
+                found: list[ast.Attribute] = []
+                read = _names_read(v, _VERSION_ATTRS, found)
+                reads.append((n, read, any(self.qualify(a) in V.TORCH_VERSION_NAMES for a in found)))
+            versions: set[str] = {n for n, _, direct in reads if direct}
             while True:
-                more = {n for n, v in self.binds if n not in versions and any(
-                    (isinstance(m, ast.Attribute) and self.qualify(m) in V.TORCH_VERSION_NAMES)
-                    or (isinstance(m, ast.Name) and m.id in versions) for m in ast.walk(v))}
+                more = {n for n, read, _ in reads if n not in versions and not read.isdisjoint(versions)}
                 if not more:
                     break
                 versions |= more
@@ -970,9 +974,13 @@ def _outside_inner_loops(loop: ast.For | ast.While) -> list[ast.AST]:
     return out
 
 
-def _names_read(expr: ast.AST) -> set[str]:
+_VERSION_ATTRS = frozenset(n.rsplit(".", 1)[1] for n in V.TORCH_VERSION_NAMES)  # __version__
+
+
+def _names_read(expr: ast.AST, attrs: frozenset[str] = frozenset(), found: list | None = None) -> set[str]:
     """The ``id`` of every ``ast.Name`` in ``expr`` (``ast.walk``'s nodes, without its
-    generators: a fifth of the scan's time went to them)."""
+    generators: a fifth of the scan's time went to them). The ``ast.Attribute`` nodes named in
+    ``attrs`` are added to ``found`` on the same walk."""
     out: set[str] = set()
     stack = [expr]
     pop, push = stack.pop, stack.append
@@ -982,6 +990,8 @@ def _names_read(expr: ast.AST) -> set[str]:
         if kind is ast.Name:
             out.add(node.id)
             continue  # a Name's only child is its context
+        if kind is ast.Attribute and node.attr in attrs:
+            found.append(node)
         for field in node._fields:
             value = getattr(node, field, None)
             if type(value) is list:
