@@ -857,8 +857,8 @@ def test_findings_labelled_wrong_stay_gone(label_data):
 
 
 def test_precision_targets(label_data):
-    """No stable rule (on by default) is wrong on the tuning set, and together they are at least
-    90% useful there. A preview rule may still be wrong on a spent held-out round's code (a misread
+    """No stable rule (on by default) is wrong on the tuning set, and each is at least 90% useful
+    there. A preview rule may still be wrong on a spent held-out round's code (a misread
     not yet fixed, PTT001 on round 3): that is what keeps it in preview, and the table shows it."""
     from tipsite.checker.registry import is_stable
 
@@ -868,9 +868,11 @@ def test_precision_targets(label_data):
     wrong_stable = [code for code, row in table.items()
                     if code != "total" and is_stable(code) and row["wrong"]]
     assert not wrong_stable, wrong_stable
-    stable = [row for code, row in table.items() if code != "total" and is_stable(code)]
-    findings, useful = sum(r["findings"] for r in stable), sum(r["useful"] for r in stable)
-    assert stable and useful >= 0.9 * findings, (useful, findings)
+    # each stable rule, not only all of them together (none may be stable: a plain run then
+    # says that no rule ran, tests/test_checker_kinds.py)
+    low = {code: (row["useful"], row["findings"]) for code, row in table.items()
+           if code != "total" and is_stable(code) and row["useful"] < 0.9 * row["findings"]}
+    assert not low, low
 
 
 def test_the_docs_publish_the_current_table(label_data):
@@ -1119,7 +1121,7 @@ def test_configuration_in_pyproject(tmp_path, capsys, monkeypatch, tuning_status
         config.load()
 
 
-def test_selection_prefixes():
+def test_selection_prefixes(tuning_status):
     cfg = config.Config(select=["PTT0"])
     stable = [c for c in RULES if is_stable(c) and c.startswith("PTT0")]
     assert stable, "no stable rule to select"  # the labels decide which (status.json)

@@ -255,9 +255,14 @@ def status(tuning: Labels, heldout: Labels | None) -> dict:
     A rule with fewer than 5 findings in the held-out round also counts its blind labels of the
     round before, where its findings on that round's code are still exactly those labelled (no
     regression, no new finding there): a round whose code has little of a pattern then does not
-    flip the rule's status by itself, and evidence of an older version of a rule never counts."""
+    flip the rule's status by itself, and evidence of an older version of a rule never counts.
+    With a held-out basis, a stable rule must also hold on the tuning labels (every round labelled
+    before, re-checked on the current rules): at least 90% useful and none wrong there."""
     basis = heldout if heldout is not None else tuning
     t = table(basis)
+    # and on every round labelled before (the tuning labels, re-checked on the current rules):
+    # a rule that holds on one new round but not on the rounds before is not stable either
+    tt = table(tuning) if heldout is not None else {}
     before, carried, changed = previous_round(tuning, heldout) if heldout is not None else (None, {}, set())
     rules = {}
     for code in RULES:
@@ -270,11 +275,18 @@ def status(tuning: Labels, heldout: Labels | None) -> dict:
             extra = {"with_round": before}
         stable = (row["findings"] >= STABLE_MIN_FINDINGS and row["wrong"] == 0
                   and row["useful"] >= STABLE_MIN_USEFUL * row["findings"])
+        if code in tt:
+            before_rows = tt[code]
+            extra["tuning"] = {k: before_rows[k] for k in ("findings", *KINDS)}
+            stable = stable and before_rows["wrong"] == 0 and \
+                before_rows["useful"] >= STABLE_MIN_USEFUL * before_rows["findings"]
         rules[code] = {**{k: row[k] for k in ("findings", *KINDS)}, **extra, "stable": stable}
     return {"basis": "held-out" if heldout is not None else "tuning",
             "rule": f"stable: at least {STABLE_MIN_FINDINGS} findings, at least {STABLE_MIN_USEFUL:.0%} useful "
                     "and none wrong on the basis set (a rule with fewer findings there adds the round before, "
-                    "with_round, where its findings on that code are unchanged); every other rule is in preview",
+                    "with_round, where its findings on that code are unchanged), and, with a held-out basis, "
+                    f"at least {STABLE_MIN_USEFUL:.0%} useful and none wrong on the tuning set too (tuning); "
+                    "every other rule is in preview",
             "rules": rules}
 
 
