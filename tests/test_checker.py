@@ -1364,3 +1364,38 @@ def test_ptt022_copies_followed_at_once_by_a_deciding_read_and_comprehension_cop
 def test_ptt007_advice_keeps_requires_grad_for_a_leaf():
     rule = RULES["PTT007"]
     assert "requires_grad_()" in rule.advice and "requires_grad_()" in rule.fix
+
+
+def test_weights_only_false_read_for_a_non_weight_entry_by_get():
+    """PTT001: an explicit False whose load is read only for a non-weight entry through
+    ``.get("key", default)`` (like ``ckpt["key"]``), or stated under a comment giving its
+    purpose (``to load ...``), is the choice the advice describes."""
+    by_get = """\
+        import torch
+        def settings(path):
+            blob = torch.load(path, weights_only=False)
+            return blob.get("options", {})
+        """
+    assert "PTT001" not in codes(by_get, (2, 13))
+    commented = """\
+        import torch
+        def restore(path):
+            # weights_only=False to load the pickled vocabulary as well
+            blob = torch.load(path, weights_only=False)
+            return blob
+        """
+    assert "PTT001" not in codes(commented, (2, 13))
+    weights_by_get = """\
+        import torch
+        def restore(path):
+            blob = torch.load(path, weights_only=False)
+            return blob.get("model")
+        """
+    assert "PTT001" in codes(weights_by_get, (2, 13))
+    bare = """\
+        import torch
+        def restore(path):
+            blob = torch.load(path, weights_only=False)
+            return blob
+        """
+    assert "PTT001" in codes(bare, (2, 13))

@@ -105,7 +105,8 @@ state = torch.load("ckpt.pt", weights_only=True)
               "(torch==1.10 in its requirements, pytorch=1.10 in a conda env*.yml, torch==1.10 in "
               "an install*.sh; none of them giving torch an open range). An explicit weights_only=False only where the "
               "code does not show it deliberate: not under a comment that gives a reason about weights_only, pickling "
-              "or the security risk (one such comment covers a run of such loads on the lines below it), "
+              "or the security risk (a purpose counts: \"to load the config too\"; one such comment "
+              "covers a run of such loads on the lines below it), "
               "not in such a 2.6+ project "
               "(False was written to opt out), not where the function restores Python's or NumPy's "
               "RNG state, and not where the stated False is the advice's own choice for a file the "
@@ -117,7 +118,8 @@ state = torch.load("ckpt.pt", weights_only=True)
               "weights without showing what it holds (only a comment is missing): the function hands "
               "the whole load to another function (the project's loader, which knows its formats), "
               "probes it for format keys (\"state\" in ckpt: files of several formats) or reads only "
-              "entries that are not weights out of it (metrics, a config). Nothing in a branch no run "
+              "entries that are not weights out of it (ckpt[\"config\"] or ckpt.get(\"config\", {}): "
+              "metrics, a config). Nothing in a branch no run "
               "takes (the else of `if 1:`, the body of `if 0:`).",
         torchfix="TOR102",
     ),

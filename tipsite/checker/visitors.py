@@ -979,6 +979,10 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
                 for el in n.slice:
                     k = _key(el.slice.value) if isinstance(el.slice, cst.Index) else None
                     keys.add(k or "")
+            elif kind is cst.Call and _method(n) == "get" and isinstance(n.func.value, cst.Name) \
+                    and n.func.value.value in names and n.args and _key(n.args[0].value):
+                subscripted.add(id(n.func.value))  # ckpt.get("config", {}): a keyed read too
+                keys.add(_key(n.args[0].value))
             elif kind is cst.Call and _method(n) != "load_state_dict" and not (
                     self.qname(n) or "").startswith(("torch.", "builtins.")) and not (
                     isinstance(n.func, cst.Name) and n.func.value in _BUILTINS) and any(
@@ -1122,7 +1126,8 @@ _RESUMED = re.compile(r"optim|(^|_)opt(s|_|\d|$)|sched|scaler", re.IGNORECASE)
 _EXPLAINS_LOAD = re.compile(r"weights_only|weights-only|unpickl|pickle|security|unsafe|\brisks?\b",
                             re.IGNORECASE)
 _GIVES_REASON = re.compile(r"\b(because|cannot|can't|can ?not|need|needs|required?|requires|must|"
-                           r"since|so that|legacy|trusted|allow|fails?|won't|refuses?|raises?)\b",
+                           r"since|so that|legacy|trusted|allow|fails?|won't|refuses?|raises?|"
+                           r"to (load|read|keep|restore))\b",
                            re.IGNORECASE)
 # restorers of RNG state whose saved form the weights-only loader refuses
 _RNG_RESTORERS = frozenset({"random.setstate", "numpy.random.set_state"})
