@@ -103,7 +103,8 @@ state = torch.load("ckpt.pt", weights_only=True)
               "or later\" only where no requirement file names torch) need torch 2.6 or later, nor in a "
               "project that pins torch exactly to a release before 1.13, which has no weights_only "
               "(torch==1.10 in its requirements, pytorch=1.10 in a conda env*.yml, torch==1.10 in "
-              "an install*.sh; none of them giving torch an open range). An explicit weights_only=False only where the "
+              "an install*.sh, or torchvision/torchaudio pinned exactly, which pins the torch it is "
+              "built for; none of them giving torch an open range). An explicit weights_only=False only where the "
               "code does not show it deliberate: not under a comment that gives a reason about weights_only, pickling "
               "or the security risk (one such comment covers a run of such loads on the lines below it), "
               "not in such a 2.6+ project "
@@ -238,7 +239,9 @@ with torch.amp.autocast("cuda"):
               "torch.cuda.amp in the except ImportError (or AttributeError) of a try that imported "
               "the same name from torch's newer API (it keeps what the try bound it to); nor in a "
               "project that pins torch exactly to a release before 2.4 (requirements, a conda "
-              "env*.yml, an install*.sh; none giving torch an open range): it runs there.",
+              "env*.yml, an install*.sh; an exact torchvision or torchaudio pin, e.g. torchvision=="
+              "0.15.2, pins the torch it is built for, 2.0; none giving torch an open range): it runs "
+              "there.",
     ),
     Rule(
         "PTT006", "tip_zero_grad_set_to_none", "zero_grad(set_to_none=False)",
@@ -961,7 +964,10 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
         scope="Only Adam and AdamW (the optimizers the tip measures; RMSprop, Adamax, NAdam, RAdam and "
               "Adadelta have no fused implementation), only where the reader's torch accepts fused=True "
               "on their device (CUDA: Adam 1.13+, AdamW 2.0+; CPU: 2.4+), and not where the code already "
-              "chose a fast implementation (foreach=True, fused=) or passes **kwargs. For CUDA, only in a file that "
+              "chose a fast implementation (foreach=True, fused=) or passes **kwargs; nor in a project that pins "
+              "torch exactly (requirements, a conda env*.yml, an install*.sh; an exact torchvision or "
+              "torchaudio pin pins the torch it is built for) to a release without fused= there: it "
+              "raises a TypeError. For CUDA, only in a file that "
               "names CUDA or an accelerator: one that never does trains on the CPU.",
     ),
     Rule(

@@ -3906,7 +3906,8 @@ def _after_device_exit(where: Tracker, node: cst.CSTNode) -> bool:
 
 class OptimizerNotFused(RuleVisitor):
     """Adam and AdamW (the optimizers the tip measures) built without choosing an implementation
-    (no ``fused=``, no ``foreach=``), where the reader's torch accepts ``fused=True`` on the device;
+    (no ``fused=``, no ``foreach=``), where the reader's torch, and the torch the project pins
+    exactly if it does, accept ``fused=True`` on the device;
     for CUDA, only in a file that names an accelerator (one that never does trains on the CPU)."""
 
     CODE = "PTT031"
@@ -3920,7 +3921,9 @@ class OptimizerNotFused(RuleVisitor):
                 if not (a.keyword.value == "foreach" and _is_false(a.value)):
                     return  # an implementation chosen (foreach=False, the for-loop, is still flagged)
         since = FUSED_SINCE[name].get(self.device)
-        if since is None or self.torch_before(since) or (self.device == "cuda" and not self.facts.mentions_cuda):
+        if since is None or self.torch_before(since) or self.pinned_before(since):
+            return  # a torch without fused= there: the advice raises a TypeError
+        if self.device == "cuda" and not self.facts.mentions_cuda:
             return  # a file that never names an accelerator trains on the CPU
         self.flag(node)
 
