@@ -944,7 +944,9 @@ class Net(torch.nn.Module):
               "(self.m = self.m.type_as(x), .to(x), .to(x.device)) before use, nor one that only "
               "__init__ reads and uses up (itself or in a method it hands it to) and no other code of "
               "the file names: "
-              "never read after construction, .to() leaving it behind is harmless.",
+              "never read after construction, .to() leaving it behind is harmless; nor an empty or "
+              "0-dim placeholder (torch.tensor([]), torch.tensor(0), torch.zeros(0)) for an attribute "
+              "that __init__ makes an nn.Parameter on another branch: the parameter is what is used.",
     ),
     Rule(
         "PTT031", "tip_foreach_fused_optimizers", "Adam/AdamW without fused=True",

@@ -1643,8 +1643,24 @@ class TensorAttributeNotBuffer(RuleVisitor):
                 and not self.facts.exports):
             name = node.targets[0].target.attr.value
             if (not self._registered_below(node, name) and not self._follows_input(name)
-                    and not self._used_in_init_only(name)):
+                    and not self._used_in_init_only(name) and not self._placeholder(node, name)):
                 self.flag(node)
+
+    def _placeholder(self, node: cst.Assign, name: str) -> bool:
+        """An empty or 0-dim tensor (``torch.tensor([])``, ``torch.tensor(0)``,
+        ``torch.zeros(0)``) standing in for an attribute that ``__init__`` makes an
+        ``nn.Parameter`` on another branch: the parameter is what the module uses, the
+        placeholder only keeps the attribute defined (for TorchScript) where it is off."""
+        call = node.value
+        if not (isinstance(call, cst.Call) and call.args and len(call.args) == 1
+                and call.args[0].keyword is None and _empty_or_scalar(self.qname(call), call.args[0].value)):
+            return False
+        init = next((n for n in reversed(self.where.stack) if isinstance(n, cst.FunctionDef)), None)
+        if init is None or init.name.value != "__init__":
+            return False
+        return any(isinstance(n, cst.Assign) and n is not node and _self_target(n)
+                   and n.targets[0].target.attr.value == name and isinstance(n.value, cst.Call)
+                   and self.qname(n.value) in _PARAMETERS for n in walk(init))
 
     def _used_in_init_only(self, name: str) -> bool:
         """No code of the file but ``__init__`` names ``.<name>`` (nor a string does), and
@@ -1713,6 +1729,21 @@ class TensorAttributeNotBuffer(RuleVisitor):
                     and _input_like(v.func.attr.value, v.args[0].value)):
                 return True
         return False
+
+
+def _empty_or_scalar(factory: str | None, arg: cst.BaseExpression) -> bool:
+    """``torch.tensor([])`` / ``torch.tensor(0)`` (a number), or ``torch.empty/zeros/ones(0)``:
+    a tensor that holds nothing to move."""
+    if isinstance(arg, cst.UnaryOperation):
+        arg = arg.expression
+    if factory == "torch.tensor":
+        return (isinstance(arg, (cst.List, cst.Tuple)) and not arg.elements) or isinstance(
+            arg, (cst.Integer, cst.Float))
+    if factory in ("torch.empty", "torch.zeros", "torch.ones"):
+        if isinstance(arg, (cst.List, cst.Tuple)) and len(arg.elements) == 1:
+            arg = arg.elements[0].value
+        return isinstance(arg, cst.Integer) and arg.evaluated_value == 0
+    return False
 
 
 _STOPS_INNER = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
