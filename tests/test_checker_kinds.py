@@ -1363,6 +1363,41 @@ def test_a_project_pinned_to_a_torch_without_fused_gets_no_fused_advice(tmp_path
     assert ("PTT031" in _in_project(tmp_path, files, _ADAMW, torch=(2, 13))) is adamw
 
 
+_CONV_BN = """\
+    import torch
+    from torch import nn
+    class Block(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c))
+        def forward(self, x):
+            return self.body(x)
+"""
+_SERVE = """\
+    import torch
+    from .train import Block
+    def build(path):
+        net = Block(8)
+        net.load_state_dict(torch.load(path)["weights"])
+        return net.eval()
+"""
+
+
+@pytest.mark.parametrize(("extra", "flagged"), [
+    ({"pkg/serve.py": _SERVE}, False),  # an app serving weights: they hold the bias
+    ({"pkg/serve.py": _SERVE, "pkg/fit.py": "def fit(loss, opt):\n    loss.backward()\n"
+      "    opt.step()\n"}, True),  # the folder trains: the model can be retrained without it
+    ({}, True),  # no checkpoint loaded beside it
+    ({"tools/serve.py": _SERVE}, True),  # another folder's loader
+])
+def test_ptt037_is_silent_in_a_folder_that_serves_checkpoints(tmp_path, extra, flagged):
+    """A conv's bias before a batch norm in the model of a folder that only loads state dicts
+    (an inference app): its released checkpoints hold the bias, and dropping it breaks loading."""
+    engine._folder_serves_checkpoints.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **extra}
+    assert ("PTT037" in _in_project(tmp_path, files, _CONV_BN)) is flagged
+
+
 @pytest.mark.parametrize("readme", [
     "Built on PyTorch 1.8; newer versions of PyTorch work too.\n",
     "For the v2 models: `pip install torch==2.4.0`\n",

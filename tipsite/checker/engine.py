@@ -1279,6 +1279,24 @@ def _pinned_up(folder: str) -> tuple[int, int] | None:
     return max(pins)
 
 
+def _serves_checkpoints(path: str) -> bool:
+    """The Python files of the folder of ``path`` (the checked file with its siblings) call
+    ``load_state_dict`` and none trains (no ``backward()`` or ``.step()``): an inference app
+    or a deployment of released weights, whose models must keep the layers the weights hold."""
+    folder = _file_folder(path)
+    return folder is not None and _folder_serves_checkpoints(folder)
+
+
+@functools.lru_cache(maxsize=256)
+def _folder_serves_checkpoints(folder: str) -> bool:
+    loads = False
+    for _, text in _small_texts(folder, _listing(folder), lambda n: n.endswith(".py")):
+        if _in_code(_TRAINS, text):
+            return False
+        loads = loads or ("load_state_dict(" in text and _in_code(re.compile(r"load_state_dict\("), text))
+    return loads
+
+
 def _companion_torch(package: str, major: int, minor: int) -> tuple[int, int] | None:
     """The torch release that release ``major.minor`` of torchvision or torchaudio is built for
     (PyTorch's published compatibility table): torchvision 0.5 to 0.14 go with torch 1.4 to
@@ -1416,6 +1434,8 @@ class Checker:
             and _numpy_of_input(n) for n in ast.walk(tree))
         # PTT001 reads it for a torch.load only: no file system lookup for a file without one
         scan.facts.torch_floor = declared_torch(path) if "load" in text else None
+        # PTT037: a model of an inference app, whose released checkpoints hold the biases
+        scan.facts.serves_checkpoints = "BatchNorm" in text and "Conv" in text and _serves_checkpoints(path)
         # PTT001, PTT005 and PTT031: a project pinned to an old torch, where their advice cannot apply
         scan.facts.torch_pin = pinned_torch(path) if (
             "load" in text or "amp" in text or "Adam" in text) else None

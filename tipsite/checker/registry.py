@@ -1104,7 +1104,9 @@ block = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2
         fix="pass bias=False",
         scope="Only a Conv/ConvTranspose (1d-3d) whose bias is left at its default or set to True, "
               "immediately followed by a BatchNorm in the same nn.Sequential(...) or list literal; not a "
-              "bias given by a variable, and not with anything (an activation) between them. Loading a "
+              "bias given by a variable, and not with anything (an activation) between them; not in a folder "
+              "whose Python files load state dicts (load_state_dict) and never train (no backward() or "
+              ".step()): an inference app serving released weights, which hold the bias. Loading a "
               "checkpoint that holds the bias needs strict=False after the change (fold the bias into "
               "running_mean first).",
         unlike_tip="The tip builds its block with bias=bias, a parameter that is True for the "

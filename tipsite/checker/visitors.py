@@ -131,6 +131,7 @@ class Facts:
     hook_methods: set[str] = field(default_factory=set)  # after_step... methods of hook classes here
     large_models: bool = False  # PTT003: the file shards or big-model-loads its models, or builds LLMs
     cpu_transforms: bool = False  # PTT016: a forward of the file reads its input with .numpy()
+    serves_checkpoints: bool = False  # PTT037: the file's folder loads state dicts and never trains
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -4038,7 +4039,8 @@ _SEQUENTIAL = {"torch.nn.Sequential"}
 
 class ConvBiasBeforeBatchNorm(RuleVisitor):
     """A convolution with its default bias (no ``bias=``, or ``bias=True``) whose next element in
-    an ``nn.Sequential(...)`` (or a list literal of layers) is a batch norm."""
+    an ``nn.Sequential(...)`` (or a list literal of layers) is a batch norm; not in a folder of
+    code that loads state dicts and never trains (an inference app serving released weights)."""
 
     CODE = "PTT037"
 
@@ -4051,6 +4053,8 @@ class ConvBiasBeforeBatchNorm(RuleVisitor):
             if any(a.star for a in conv.args):  # *args or **kwargs: bias may be in them
                 continue
             arg = self.get_specific_arg(conv, "bias", 7)
+            if self.facts.serves_checkpoints:
+                return  # the checkpoints it loads hold the bias: dropping it breaks loading
             if arg is None or (isinstance(arg.value, cst.Name) and arg.value.value == "True"):
                 self.flag(conv)
 
