@@ -398,6 +398,8 @@ class _Scan:
         elif isinstance(node, ast.ClassDef):
             if any((_dotted(b) or "").endswith("Module") for b in node.bases):
                 self.facts.module_classes.add(node.name)
+            elif all(_dotted(b) == "object" for b in node.bases) and not node.keywords:
+                self.facts.plain_classes.add(node.name)  # PTT017: no module, no parameters
         elif isinstance(node, ast.Dict):
             if any(isinstance(k, ast.Constant) and k.value == "pin_memory" and isinstance(v, ast.Constant)
                    and v.value for k, v in zip(node.keys, node.values)):

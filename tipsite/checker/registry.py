@@ -583,8 +583,9 @@ class Net(torch.nn.Module):
         fix="leave gradient mode to the caller",
         scope="Only in a model's forward (a loss, such as a distillation teacher's, a matcher or a "
               "post-processor computes without gradients on purpose), and only a block that runs a "
-              "submodule (self.encoder(x), an attribute that is no method of the class) and writes "
-              "nothing in place. It leaves alone what it cannot tell from a deliberate choice: a "
+              "submodule (self.encoder(x), an attribute that is no method of the class, nor one only "
+              "ever bound to an instance of a plain class of the file, such as a resize-and-normalise "
+              "object, or to a lambda: no parameters to freeze) and writes nothing in place. It leaves alone what it cannot tell from a deliberate choice: a "
               "block that writes in place (a weight renormalised with copy_, a buffer of counts), "
               "one that computes with functions or the class's own methods (hard alignments, "
               "sampled points, routing indices), a submodule the same forward also calls with "

@@ -89,6 +89,7 @@ class Facts:
     param_list_names: set[str] = field(default_factory=set)
     module_names: set[str] = field(default_factory=set)  # bound to an nn.Module built in this file
     module_classes: set[str] = field(default_factory=set)  # classes of this file deriving from ...Module
+    plain_classes: set[str] = field(default_factory=set)  # classes of this file with no base but object
     backward_receivers: set[str] = field(default_factory=set)
     module_backward: bool = False  # top-level code calls .backward()
     manual_grad: bool = False  # the file writes into .grad by hand (p.grad += g, p.grad.add_(g))
@@ -2403,11 +2404,27 @@ class NoGradInForward(RuleVisitor):
             return False
         methods = {s.name.value for s in cls.body.body if isinstance(s, cst.FunctionDef)}
         inside = _self_attr_calls(block.body)
-        frozen = {name for _, name in inside if name not in methods}
+        plain = self._plain_objects(cls)
+        frozen = {name for _, name in inside if name not in methods and name not in plain}
         if not frozen:
             return False
         seen = {id(c) for c, _ in inside}
         return not any(name in frozen and id(c) not in seen for c, name in _self_attr_calls(func.body))
+
+
+    def _plain_objects(self, cls: cst.ClassDef) -> set[str]:
+        """Attributes of ``self`` that every binding in the class makes an instance of a class
+        of this file that is no module (a preprocessing object: resize, normalise), or a
+        lambda: no parameters, nothing the no_grad could freeze."""
+        plain_classes = self.facts.plain_classes
+        kinds: dict[str, set[bool]] = {}
+        for n in _class_nodes(cls):
+            if isinstance(n, cst.Assign) and _self_target(n):
+                v = n.value
+                is_plain = isinstance(v, cst.Lambda) or (
+                    isinstance(v, cst.Call) and isinstance(v.func, cst.Name) and v.func.value in plain_classes)
+                kinds.setdefault(n.targets[0].target.attr.value, set()).add(is_plain)
+        return {name for name, k in kinds.items() if k == {True}}
 
 
 class ModeSwitchInForward(RuleVisitor):
