@@ -1295,6 +1295,64 @@ def test_ptt030_a_tensor_made_a_parameter_below_or_following_its_input_is_left_a
     assert found == [(12, "PTT030"), (14, "PTT030"), (15, "PTT030")], found
 
 
+def test_ptt017_a_plain_preprocessing_object_under_no_grad_freezes_nothing():
+    """A no_grad block in forward that only calls a plain object of the file (a class with no
+    module base: resizing, normalising) holds no parameters to freeze: silent. The same block
+    calling a submodule, or an attribute also bound to a module, is still flagged."""
+    src = textwrap.dedent("""\
+        import torch
+        from torch import nn
+        class Scale:
+            def __call__(self, x):
+                return x * 0.5
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = Scale()
+                self.shift = Scale()
+                self.stem = nn.Linear(4, 4)
+                self.head = nn.Linear(4, 2)
+            def swap(self):
+                self.shift = nn.Linear(4, 4)
+            def forward(self, x):
+                with torch.no_grad():
+                    x = self.scale(x)
+                with torch.no_grad():
+                    x = self.shift(x)
+                with torch.no_grad():
+                    x = self.stem(x)
+                return self.head(x)
+        """)
+    found = [line for line, _, code in codes_at(engine.Checker(), src) if code == "PTT017"]
+    assert found == [18, 20], found
+
+
+def test_ptt030_an_empty_placeholder_for_a_parameter_on_another_branch_is_silent():
+    """An empty or 0-dim tensor that keeps an attribute defined where the learned one is off
+    holds nothing .to() could leave behind; a full tensor there, or a placeholder for an
+    attribute never made a parameter, is still flagged."""
+    src = textwrap.dedent("""\
+        import torch
+        from torch import nn
+        class Tokens(nn.Module):
+            def __init__(self, width, learned):
+                super().__init__()
+                if learned:
+                    self.start = nn.Parameter(torch.zeros(1, width))
+                    self.gain = nn.Parameter(torch.ones(width))
+                    self.bias = nn.Parameter(torch.zeros(width))
+                else:
+                    self.start = torch.tensor([])
+                    self.gain = torch.tensor(1.0)
+                    self.bias = torch.zeros(width)
+                self.spare = torch.empty(0)
+            def forward(self, inp):
+                return torch.cat([self.start, inp]) * self.gain + self.bias + self.spare
+        """)
+    found = [line for line, _, code in codes_at(engine.Checker(), src) if code == "PTT030"]
+    assert found == [13, 14], found
+
+
 def test_ptt011_a_tensor_tested_as_a_bool_each_step_already_waits():
     waits = textwrap.dedent("""\
         import torch

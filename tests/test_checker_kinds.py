@@ -1336,6 +1336,98 @@ def test_a_project_pinned_to_an_old_torch_gets_no_advice_its_torch_lacks(tmp_pat
     assert "PTT005" in _in_project(tmp_path, opened, amp, torch=(2, 13))
 
 
+_AMP = """\
+    import torch
+    scaler = torch.cuda.amp.GradScaler()
+"""
+
+
+@pytest.mark.parametrize(("pins", "silent"), [
+    ({"requirements.txt": "torchvision==0.15.2\nnumpy\n"}, True),  # built for torch 2.0
+    ({"environment.yml": "dependencies:\n  - torchaudio=2.1.0\n"}, True),
+    ({"requirements.txt": "torchvision==0.19.1\n"}, False),  # torch 2.4: the advice applies
+    ({"requirements.txt": "torchvision==0.15.2\ntorch>=2.0\n"}, False),  # an open range
+    ({"requirements.txt": "torchvision>=0.15\n"}, False),  # no exact pin
+])
+def test_an_exact_torchvision_or_torchaudio_pin_pins_its_torch(tmp_path, pins, silent):
+    """torchvision 0.15 and torchaudio 2.1 require torch 2.0 and 2.1: a project pinning them runs
+    on a torch without torch.amp.GradScaler, and PTT005's advice is not there to take."""
+    engine._pinned_up.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **pins}
+    assert ("PTT005" not in _in_project(tmp_path, files, _AMP, torch=(2, 13))) is silent
+
+
+@pytest.mark.parametrize(("package", "release", "torch"), [
+    ("vision", (0, 9), (1, 8)), ("vision", (0, 14), (1, 13)), ("vision", (0, 15), (2, 0)),
+    ("vision", (0, 19), (2, 4)), ("vision", (0, 4), (1, 3)), ("vision", (0, 2), None),
+    ("audio", (0, 13), (1, 13)), ("audio", (2, 0), (2, 0)), ("audio", (2, 5), (2, 5)),
+    ("audio", (0, 3), None),
+])
+def test_the_companion_table_gives_each_release_its_torch(package, release, torch):
+    assert engine._companion_torch(package, *release) == torch
+
+
+_ADAM = """\
+    import torch
+    model = build().cuda()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+"""
+_ADAMW = _ADAM.replace("Adam(", "AdamW(")
+
+
+@pytest.mark.parametrize(("pins", "adam", "adamw"), [
+    ({"requirements.txt": "torch==1.9.1\n"}, False, False),  # neither has fused=
+    ({"environment.yml": "dependencies:\n  - pytorch=1.13.1\n"}, True, False),  # Adam only
+    ({"environment.yml": "dependencies:\n  - pytorch==1.13.1\n"}, True, False),
+    ({"requirements-gpu.txt": "torchvision==0.14.1\n"}, True, False),  # torch 1.13
+    ({"install.sh": "pip install torch==2.0.1\n"}, True, True),
+    ({"requirements.txt": "torch==1.9.1\n", "requirements-dev.txt": "torch>=1.9\n"}, True, True),
+])
+def test_a_project_pinned_to_a_torch_without_fused_gets_no_fused_advice(tmp_path, pins, adam,
+                                                                        adamw):
+    """fused= came to Adam in torch 1.13 and to AdamW in 2.0 (CUDA): where the project pins an
+    older torch, the advice raises a TypeError; an open range is no ceiling."""
+    engine._pinned_up.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **pins}
+    assert ("PTT031" in _in_project(tmp_path, files, _ADAM, torch=(2, 13))) is adam
+    assert ("PTT031" in _in_project(tmp_path, files, _ADAMW, torch=(2, 13))) is adamw
+
+
+_CONV_BN = """\
+    import torch
+    from torch import nn
+    class Block(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c))
+        def forward(self, x):
+            return self.body(x)
+"""
+_SERVE = """\
+    import torch
+    from .train import Block
+    def build(path):
+        net = Block(8)
+        net.load_state_dict(torch.load(path)["weights"])
+        return net.eval()
+"""
+
+
+@pytest.mark.parametrize(("extra", "flagged"), [
+    ({"pkg/serve.py": _SERVE}, False),  # an app serving weights: they hold the bias
+    ({"pkg/serve.py": _SERVE, "pkg/fit.py": "def fit(loss, opt):\n    loss.backward()\n"
+      "    opt.step()\n"}, True),  # the folder trains: the model can be retrained without it
+    ({}, True),  # no checkpoint loaded beside it
+    ({"tools/serve.py": _SERVE}, True),  # another folder's loader
+])
+def test_ptt037_is_silent_in_a_folder_that_serves_checkpoints(tmp_path, extra, flagged):
+    """A conv's bias before a batch norm in the model of a folder that only loads state dicts
+    (an inference app): its released checkpoints hold the bias, and dropping it breaks loading."""
+    engine._folder_serves_checkpoints.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **extra}
+    assert ("PTT037" in _in_project(tmp_path, files, _CONV_BN)) is flagged
+
+
 @pytest.mark.parametrize("readme", [
     "Built on PyTorch 1.8; newer versions of PyTorch work too.\n",
     "For the v2 models: `pip install torch==2.4.0`\n",

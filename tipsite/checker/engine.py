@@ -95,6 +95,10 @@ _TORCH_OPEN = re.compile(r"(?<![\w.-])(?:py)?torch\s*(?:>=|~=|>|<|!=)", re.IGNOR
 _TORCH_NAMED = re.compile(r"(?<![\w.-])(?:py)?torch\W{0,3}(?:v(?:ersion)?\s*)?(\d+)\.(\d+)", re.IGNORECASE)
 _NEWER_TORCH = re.compile(r"(?:higher|newer|later|above)\s+(?:versions?\s+(?:of\s+)?)?(?:py)?torch",
                           re.IGNORECASE)
+# An exact pin of torchvision or torchaudio ("torchvision==0.15.2", conda "torchaudio=0.13.1"):
+# each of their releases is built against one torch release and requires it, so the pin pins
+# torch too (see _COMPANION_TORCH)
+_COMPANION_PIN = re.compile(r"(?<![\w.-])torch(vision|audio)\s*==?\s*(\d+)\.(\d+)", re.IGNORECASE)
 _PIN_FILE = re.compile(r"(?:^requirements.*\.txt|env.*\.ya?ml|^install.*\.sh)$", re.IGNORECASE)
 _REQ_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "environment.yml")
 _READMES = ("README.md", "README.rst", "README.txt", "README")
@@ -394,6 +398,8 @@ class _Scan:
         elif isinstance(node, ast.ClassDef):
             if any((_dotted(b) or "").endswith("Module") for b in node.bases):
                 self.facts.module_classes.add(node.name)
+            elif all(_dotted(b) == "object" for b in node.bases) and not node.keywords:
+                self.facts.plain_classes.add(node.name)  # PTT017: no module, no parameters
         elif isinstance(node, ast.Dict):
             if any(isinstance(k, ast.Constant) and k.value == "pin_memory" and isinstance(v, ast.Constant)
                    and v.value for k, v in zip(node.keys, node.values)):
@@ -1214,7 +1220,8 @@ def _file_folder(path: str) -> str | None:
 def pinned_torch(path: str) -> tuple[int, int] | None:
     """The newest torch release the project of ``path`` pins exactly (``torch==1.10.0`` in its
     requirements, ``pytorch=1.10.0`` in a conda environment file, ``pip install torch==1.9.0``
-    in an install script), from the file's folder up to the project's root; None when it pins
+    in an install script; an exact torchvision or torchaudio pin pins the torch release it is
+    built for), from the file's folder up to the project's root; None when it pins
     none, or when any of those files gives torch an open range (``torch>=1.9``): then the
     project may run on a newer torch."""
     folder = _file_folder(path)
@@ -1263,6 +1270,8 @@ def _pinned_up(folder: str) -> tuple[int, int] | None:
             if _TORCH_OPEN.search(body):
                 return None  # an open range: no ceiling
             pins += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_PIN.finditer(body)]
+            pins += [t for m in _COMPANION_PIN.finditer(body) if (t := _companion_torch(
+                m.group(1), int(m.group(2)), int(m.group(3)))) is not None]
         parent = os.path.dirname(folder)
         if parent == folder or names & set(_PROJECT_ROOT):
             break
@@ -1270,6 +1279,41 @@ def _pinned_up(folder: str) -> tuple[int, int] | None:
     if not pins or (named and max(named) > max(pins)):
         return None
     return max(pins)
+
+
+def _serves_checkpoints(path: str) -> bool:
+    """The Python files of the folder of ``path`` (the checked file with its siblings) call
+    ``load_state_dict`` and none trains (no ``backward()`` or ``.step()``): an inference app
+    or a deployment of released weights, whose models must keep the layers the weights hold."""
+    folder = _file_folder(path)
+    return folder is not None and _folder_serves_checkpoints(folder)
+
+
+@functools.lru_cache(maxsize=256)
+def _folder_serves_checkpoints(folder: str) -> bool:
+    loads = False
+    for _, text in _small_texts(folder, _listing(folder), lambda n: n.endswith(".py")):
+        if _in_code(_TRAINS, text):
+            return False
+        loads = loads or ("load_state_dict(" in text and _in_code(re.compile(r"load_state_dict\("), text))
+    return loads
+
+
+def _companion_torch(package: str, major: int, minor: int) -> tuple[int, int] | None:
+    """The torch release that release ``major.minor`` of torchvision or torchaudio is built for
+    (PyTorch's published compatibility table): torchvision 0.5 to 0.14 go with torch 1.4 to
+    1.13, 0.15 on with 2.0 on (0.N with 2.(N-15)); torchaudio 0.4 to 0.13 with torch 1.4 to
+    1.13, 2.N with torch 2.N. Older or unknown releases: None (no pin read from them). Where
+    one release went with two torch releases (torchvision 0.4: torch 1.2 and 1.3) the newer."""
+    if package.lower() == "vision":
+        if major != 0 or minor < 4:
+            return None
+        if minor == 4:
+            return (1, 3)
+        return (1, minor - 1) if minor <= 14 else (2, minor - 15)
+    if major == 0 and 4 <= minor <= 13:
+        return (1, minor)
+    return (2, minor) if major == 2 else None
 
 
 def _sets_force_unsafe(text: str) -> bool:
@@ -1392,8 +1436,11 @@ class Checker:
             and _numpy_of_input(n) for n in ast.walk(tree))
         # PTT001 reads it for a torch.load only: no file system lookup for a file without one
         scan.facts.torch_floor = declared_torch(path) if "load" in text else None
-        # PTT001 and PTT005: a project pinned to an old torch, where their advice cannot apply
-        scan.facts.torch_pin = pinned_torch(path) if "load" in text or "amp" in text else None
+        # PTT037: a model of an inference app, whose released checkpoints hold the biases
+        scan.facts.serves_checkpoints = "BatchNorm" in text and "Conv" in text and _serves_checkpoints(path)
+        # PTT001, PTT005 and PTT031: a project pinned to an old torch, where their advice cannot apply
+        scan.facts.torch_pin = pinned_torch(path) if (
+            "load" in text or "amp" in text or "Adam" in text) else None
         if "load(" in text or "save(" in text:  # PTT001 and PTT004 read them
             scan.facts.forces_unsafe_load = _sets_force_unsafe(text) or _package_forces_unsafe(path)
             scan.facts.allow_lists = "safe_globals" in text and _in_code(_ALLOW_LISTS, text)

@@ -103,7 +103,8 @@ state = torch.load("ckpt.pt", weights_only=True)
               "or later\" only where no requirement file names torch) need torch 2.6 or later, nor in a "
               "project that pins torch exactly to a release before 1.13, which has no weights_only "
               "(torch==1.10 in its requirements, pytorch=1.10 in a conda env*.yml, torch==1.10 in "
-              "an install*.sh; none of them giving torch an open range). An explicit weights_only=False only where the "
+              "an install*.sh, or torchvision/torchaudio pinned exactly, which pins the torch it is "
+              "built for; none of them giving torch an open range). An explicit weights_only=False only where the "
               "code does not show it deliberate: not under a comment that gives a reason about weights_only, pickling "
               "or the security risk (a purpose counts: \"to load the config too\"; one such comment "
               "covers a run of such loads on the lines below it), "
@@ -240,7 +241,9 @@ with torch.amp.autocast("cuda"):
               "torch.cuda.amp in the except ImportError (or AttributeError) of a try that imported "
               "the same name from torch's newer API (it keeps what the try bound it to); nor in a "
               "project that pins torch exactly to a release before 2.4 (requirements, a conda "
-              "env*.yml, an install*.sh; none giving torch an open range): it runs there.",
+              "env*.yml, an install*.sh; an exact torchvision or torchaudio pin, e.g. torchvision=="
+              "0.15.2, pins the torch it is built for, 2.0; none giving torch an open range): it runs "
+              "there.",
     ),
     Rule(
         "PTT006", "tip_zero_grad_set_to_none", "zero_grad(set_to_none=False)",
@@ -582,8 +585,10 @@ class Net(torch.nn.Module):
         fix="leave gradient mode to the caller",
         scope="Only in a model's forward (a loss, such as a distillation teacher's, a matcher or a "
               "post-processor computes without gradients on purpose), and only a block that runs a "
-              "submodule (self.encoder(x), an attribute that is no method of the class) and writes "
-              "nothing in place. It leaves alone what it cannot tell from a deliberate choice: a "
+              "submodule (self.encoder(x), an attribute that is no method of the class, nor one only "
+              "ever bound to an instance of a plain class of the file, such as a resize-and-normalise "
+              "object, or to a lambda: no parameters to freeze) and writes nothing in place. It leaves "
+              "alone what it cannot tell from a deliberate choice: a "
               "block that writes in place (a weight renormalised with copy_, a buffer of counts), "
               "one that computes with functions or the class's own methods (hard alignments, "
               "sampled points, routing indices), a submodule the same forward also calls with "
@@ -943,7 +948,9 @@ class Net(torch.nn.Module):
               "(self.m = self.m.type_as(x), .to(x), .to(x.device)) before use, nor one that only "
               "__init__ reads and uses up (itself or in a method it hands it to) and no other code of "
               "the file names: "
-              "never read after construction, .to() leaving it behind is harmless.",
+              "never read after construction, .to() leaving it behind is harmless; nor an empty or "
+              "0-dim placeholder (torch.tensor([]), torch.tensor(0), torch.zeros(0)) for an attribute "
+              "that __init__ makes an nn.Parameter on another branch: the parameter is what is used.",
     ),
     Rule(
         "PTT031", "tip_foreach_fused_optimizers", "Adam/AdamW without fused=True",
@@ -963,7 +970,10 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
         scope="Only Adam and AdamW (the optimizers the tip measures; RMSprop, Adamax, NAdam, RAdam and "
               "Adadelta have no fused implementation), only where the reader's torch accepts fused=True "
               "on their device (CUDA: Adam 1.13+, AdamW 2.0+; CPU: 2.4+), and not where the code already "
-              "chose a fast implementation (foreach=True, fused=) or passes **kwargs. For CUDA, only in a file that "
+              "chose a fast implementation (foreach=True, fused=) or passes **kwargs; nor in a project that pins "
+              "torch exactly (requirements, a conda env*.yml, an install*.sh; an exact torchvision or "
+              "torchaudio pin pins the torch it is built for) to a release without fused= there: it "
+              "raises a TypeError. For CUDA, only in a file that "
               "names CUDA or an accelerator: one that never does trains on the CPU.",
     ),
     Rule(
@@ -1098,7 +1108,9 @@ block = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2
         fix="pass bias=False",
         scope="Only a Conv/ConvTranspose (1d-3d) whose bias is left at its default or set to True, "
               "immediately followed by a BatchNorm in the same nn.Sequential(...) or list literal; not a "
-              "bias given by a variable, and not with anything (an activation) between them. Loading a "
+              "bias given by a variable, and not with anything (an activation) between them; not in a folder "
+              "whose Python files load state dicts (load_state_dict) and never train (no backward() or "
+              ".step()): an inference app serving released weights, which hold the bias. Loading a "
               "checkpoint that holds the bias needs strict=False after the change (fold the bias into "
               "running_mean first).",
         unlike_tip="The tip builds its block with bias=bias, a parameter that is True for the "

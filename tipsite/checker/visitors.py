@@ -89,6 +89,7 @@ class Facts:
     param_list_names: set[str] = field(default_factory=set)
     module_names: set[str] = field(default_factory=set)  # bound to an nn.Module built in this file
     module_classes: set[str] = field(default_factory=set)  # classes of this file deriving from ...Module
+    plain_classes: set[str] = field(default_factory=set)  # classes of this file with no base but object
     backward_receivers: set[str] = field(default_factory=set)
     module_backward: bool = False  # top-level code calls .backward()
     manual_grad: bool = False  # the file writes into .grad by hand (p.grad += g, p.grad.add_(g))
@@ -131,6 +132,7 @@ class Facts:
     hook_methods: set[str] = field(default_factory=set)  # after_step... methods of hook classes here
     large_models: bool = False  # PTT003: the file shards or big-model-loads its models, or builds LLMs
     cpu_transforms: bool = False  # PTT016: a forward of the file reads its input with .numpy()
+    serves_checkpoints: bool = False  # PTT037: the file's folder loads state dicts and never trains
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -1648,8 +1650,24 @@ class TensorAttributeNotBuffer(RuleVisitor):
                 and not self.facts.exports):
             name = node.targets[0].target.attr.value
             if (not self._registered_below(node, name) and not self._follows_input(name)
-                    and not self._used_in_init_only(name)):
+                    and not self._used_in_init_only(name) and not self._placeholder(node, name)):
                 self.flag(node)
+
+    def _placeholder(self, node: cst.Assign, name: str) -> bool:
+        """An empty or 0-dim tensor (``torch.tensor([])``, ``torch.tensor(0)``,
+        ``torch.zeros(0)``) standing in for an attribute that ``__init__`` makes an
+        ``nn.Parameter`` on another branch: the parameter is what the module uses, the
+        placeholder only keeps the attribute defined (for TorchScript) where it is off."""
+        call = node.value
+        if not (isinstance(call, cst.Call) and call.args and len(call.args) == 1
+                and call.args[0].keyword is None and _empty_or_scalar(self.qname(call), call.args[0].value)):
+            return False
+        init = next((n for n in reversed(self.where.stack) if isinstance(n, cst.FunctionDef)), None)
+        if init is None or init.name.value != "__init__":
+            return False
+        return any(isinstance(n, cst.Assign) and n is not node and _self_target(n)
+                   and n.targets[0].target.attr.value == name and isinstance(n.value, cst.Call)
+                   and self.qname(n.value) in _PARAMETERS for n in walk(init))
 
     def _used_in_init_only(self, name: str) -> bool:
         """No code of the file but ``__init__`` names ``.<name>`` (nor a string does), and
@@ -1718,6 +1736,21 @@ class TensorAttributeNotBuffer(RuleVisitor):
                     and _input_like(v.func.attr.value, v.args[0].value)):
                 return True
         return False
+
+
+def _empty_or_scalar(factory: str | None, arg: cst.BaseExpression) -> bool:
+    """``torch.tensor([])`` / ``torch.tensor(0)`` (a number), or ``torch.empty/zeros/ones(0)``:
+    a tensor that holds nothing to move."""
+    if isinstance(arg, cst.UnaryOperation):
+        arg = arg.expression
+    if factory == "torch.tensor":
+        return (isinstance(arg, (cst.List, cst.Tuple)) and not arg.elements) or isinstance(
+            arg, (cst.Integer, cst.Float))
+    if factory in ("torch.empty", "torch.zeros", "torch.ones"):
+        if isinstance(arg, (cst.List, cst.Tuple)) and len(arg.elements) == 1:
+            arg = arg.elements[0].value
+        return isinstance(arg, cst.Integer) and arg.evaluated_value == 0
+    return False
 
 
 _STOPS_INNER = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
@@ -2376,11 +2409,27 @@ class NoGradInForward(RuleVisitor):
             return False
         methods = {s.name.value for s in cls.body.body if isinstance(s, cst.FunctionDef)}
         inside = _self_attr_calls(block.body)
-        frozen = {name for _, name in inside if name not in methods}
+        plain = self._plain_objects(cls)
+        frozen = {name for _, name in inside if name not in methods and name not in plain}
         if not frozen:
             return False
         seen = {id(c) for c, _ in inside}
         return not any(name in frozen and id(c) not in seen for c, name in _self_attr_calls(func.body))
+
+
+    def _plain_objects(self, cls: cst.ClassDef) -> set[str]:
+        """Attributes of ``self`` that every binding in the class makes an instance of a class
+        of this file that is no module (a preprocessing object: resize, normalise), or a
+        lambda: no parameters, nothing the no_grad could freeze."""
+        plain_classes = self.facts.plain_classes
+        kinds: dict[str, set[bool]] = {}
+        for n in _class_nodes(cls):
+            if isinstance(n, cst.Assign) and _self_target(n):
+                v = n.value
+                is_plain = isinstance(v, cst.Lambda) or (
+                    isinstance(v, cst.Call) and isinstance(v.func, cst.Name) and v.func.value in plain_classes)
+                kinds.setdefault(n.targets[0].target.attr.value, set()).add(is_plain)
+        return {name for name, k in kinds.items() if k == {True}}
 
 
 class ModeSwitchInForward(RuleVisitor):
@@ -3911,7 +3960,8 @@ def _after_device_exit(where: Tracker, node: cst.CSTNode) -> bool:
 
 class OptimizerNotFused(RuleVisitor):
     """Adam and AdamW (the optimizers the tip measures) built without choosing an implementation
-    (no ``fused=``, no ``foreach=``), where the reader's torch accepts ``fused=True`` on the device;
+    (no ``fused=``, no ``foreach=``), where the reader's torch, and the torch the project pins
+    exactly if it does, accept ``fused=True`` on the device;
     for CUDA, only in a file that names an accelerator (one that never does trains on the CPU)."""
 
     CODE = "PTT031"
@@ -3925,7 +3975,9 @@ class OptimizerNotFused(RuleVisitor):
                 if not (a.keyword.value == "foreach" and _is_false(a.value)):
                     return  # an implementation chosen (foreach=False, the for-loop, is still flagged)
         since = FUSED_SINCE[name].get(self.device)
-        if since is None or self.torch_before(since) or (self.device == "cuda" and not self.facts.mentions_cuda):
+        if since is None or self.torch_before(since) or self.pinned_before(since):
+            return  # a torch without fused= there: the advice raises a TypeError
+        if self.device == "cuda" and not self.facts.mentions_cuda:
             return  # a file that never names an accelerator trains on the CPU
         self.flag(node)
 
@@ -4009,7 +4061,8 @@ _SEQUENTIAL = {"torch.nn.Sequential"}
 
 class ConvBiasBeforeBatchNorm(RuleVisitor):
     """A convolution with its default bias (no ``bias=``, or ``bias=True``) whose next element in
-    an ``nn.Sequential(...)`` (or a list literal of layers) is a batch norm."""
+    an ``nn.Sequential(...)`` (or a list literal of layers) is a batch norm; not in a folder of
+    code that loads state dicts and never trains (an inference app serving released weights)."""
 
     CODE = "PTT037"
 
@@ -4022,6 +4075,8 @@ class ConvBiasBeforeBatchNorm(RuleVisitor):
             if any(a.star for a in conv.args):  # *args or **kwargs: bias may be in them
                 continue
             arg = self.get_specific_arg(conv, "bias", 7)
+            if self.facts.serves_checkpoints:
+                return  # the checkpoints it loads hold the bias: dropping it breaks loading
             if arg is None or (isinstance(arg.value, cst.Name) and arg.value.value == "True"):
                 self.flag(conv)
 
