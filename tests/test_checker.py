@@ -1496,3 +1496,26 @@ def test_ptt024_apex_scaled_loss_and_a_step_each_iteration_around_a_block():
                 sched.step()
         """
     assert codes(sched).count("PTT024") == 2
+
+
+def test_ptt039_a_step_that_reads_a_value_anyway():
+    read = """\
+        import torch
+        def train(model, loader, opt):
+            history = []
+            for x, y in loader:
+                loss = crit(model(x.cuda()), y.cuda())
+                history.append(loss.item())
+                loss.backward()
+                opt.step()
+                print("loss {:.4f}".format(loss))
+        """
+    assert "PTT039" not in codes(read)
+    guarded = read.replace("                history.append(loss.item())\n",
+                           "                if rank == 0:\n                    history.append(loss.item())\n")
+    assert "PTT039" not in codes(guarded)
+    # a read on some steps only, or none at all: the format is the step's wait
+    sometimes = read.replace("                history.append(loss.item())\n",
+                             "                if step % 50 == 0:\n                    history.append(loss.item())\n")
+    assert codes(sometimes).count("PTT039") == 1
+    assert codes(read.replace("                history.append(loss.item())\n", "")).count("PTT039") == 1

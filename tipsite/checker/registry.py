@@ -1158,7 +1158,9 @@ for step, (x, y) in enumerate(loader):
         fix="format it every N steps",
         scope="Only names with evidence of holding a tensor (what backward() is called on, a loss "
               "call's result, a torch call's), in a file that names CUDA, in a loop whose body calls "
-              "backward(), not under an if that runs on some steps only (a rank guard is not one).",
+              "backward(), not under an if that runs on some steps only (a rank guard is not one), nor in "
+              "a step that reads a value on the host anyway (losses.append(loss.item()) outside any if "
+              "but a rank guard: the step waits for the GPU already).",
         unlike_tip="The tip reads values with .item(); formatting reads them the same way.",
     ),
     Rule(

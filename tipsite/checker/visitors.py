@@ -4190,8 +4190,8 @@ class FormattedTensorEveryStep(RuleVisitor):
         if loop is None or not self.facts.mentions_cuda or self.where.gated_in(loop):
             return
         step = self.steps.get(id(loop))
-        if step is None:
-            step = self.steps[id(loop)] = _training_step(loop)
+        if step is None:  # (a step that reads a value on the host anyway: the format adds no wait of note)
+            step = self.steps[id(loop)] = _training_step(loop) and not _reads_every_step(loop.body.body)
         if not step:
             return
         scope = self.where.function() or loop
@@ -4217,6 +4217,21 @@ class FormattedTensorEveryStep(RuleVisitor):
             values = _formatted(node)
             if values:
                 self._check(node, values)
+
+
+def _reads_every_step(stmts) -> bool:
+    """A statement of the step (not in a nested loop, nor under an ``if`` other than a rank
+    guard) reads a value on the host: ``losses.append(loss.item())``, so the step syncs anyway."""
+    for stmt in stmts:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            if any(isinstance(n, cst.Call) and _method(n) in HOST_READS for n in walk(stmt)):
+                return True
+        elif isinstance(stmt, cst.If):
+            if rank_guard(stmt.test) and _reads_every_step(stmt.body.body):
+                return True
+        elif isinstance(stmt, (cst.With, cst.Try)) and _reads_every_step(stmt.body.body):
+            return True
+    return False
 
 
 _BENCHMARK = re.compile(r"bench|profil|timing|measure|speed", re.IGNORECASE)
