@@ -1519,3 +1519,23 @@ def test_ptt039_a_step_that_reads_a_value_anyway():
                              "                if step % 50 == 0:\n                    history.append(loss.item())\n")
     assert codes(sometimes).count("PTT039") == 1
     assert codes(read.replace("                history.append(loss.item())\n", "")).count("PTT039") == 1
+
+
+def test_ptt016_a_default_mask_that_only_gives_packed_lengths():
+    lengths = """\
+        import torch
+        from torch.nn.utils.rnn import pack_padded_sequence
+
+        class Encoder(torch.nn.Module):
+            def forward(self, seq, valid=None):
+                if valid is None:
+                    valid = torch.ones(seq.shape[:2], dtype=torch.bool)
+                counts = valid.sum(dim=1)
+                packed = pack_padded_sequence(seq, counts, batch_first=True, enforce_sorted=False)
+                return self.rnn(packed)[1][0][-1]
+        """
+    assert "PTT016" not in codes(lengths)
+    # the same mask also multiplies the (device) input: it must be made on its device
+    used = lengths.replace("return self.rnn(packed)[1][0][-1]",
+                           "return self.rnn(packed)[1][0][-1] * valid.sum()")
+    assert codes(used).count("PTT016") == 1

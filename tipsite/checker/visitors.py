@@ -2026,6 +2026,7 @@ class FactoryWithoutDevice(RuleVisitor):
                 elif isinstance(arg.value, cst.Name):
                     self.moved.update(bound.get(arg.value.value, ()))
         self.moved |= _moved_through_names(self, node)
+        self.moved |= _cpu_lengths(self, node)
 
     def _read_on_host(self, node: cst.CSTNode) -> None:
         self.host |= {id(n) for n in [node, *walk(node)] if isinstance(n, cst.Call)}
@@ -2097,6 +2098,40 @@ class FactoryWithoutDevice(RuleVisitor):
                 self.held.append((node, self.bound[id(node)]))
                 return
         self.flag(node)
+
+
+def _cpu_lengths(visitor: RuleVisitor, func: cst.FunctionDef) -> set[int]:
+    """Factories whose value serves only for the lengths of ``pack_padded_sequence`` (``mask =
+    torch.ones(b, t); lengths = mask.sum(1); pack_padded_sequence(x, lengths, ...)``): lengths
+    must be on the CPU there, so the factory's CPU default is the right device. Only when the
+    name bound to it is read nowhere else (but in an ``is None`` test)."""
+    packs = [n for n in walk(func.body) if type(n) is cst.Call
+             and (visitor.qname(n) or "").endswith("pack_padded_sequence")]
+    lengths = [a.value for p in packs for i, a in enumerate(p.args)
+               if (a.keyword is None and i == 1) or (a.keyword is not None and a.keyword.value == "lengths")]
+    if not lengths:
+        return set()
+    assigns = [n for n in walk(func.body) if type(n) is cst.Assign and len(n.targets) == 1
+               and isinstance(n.targets[0].target, cst.Name)]
+    chain: set[str] = set()
+    for v in lengths:
+        chain |= names_in(v)
+    for _ in range(4):  # lengths = mask.sum(1); mask = torch.ones(...)
+        chain |= {name for a in assigns if a.targets[0].target.value in chain for name in names_in(a.value)}
+    allowed: set[int] = set()
+    for part in [*lengths, *(a.value for a in assigns if a.targets[0].target.value in chain),
+                 *(a.targets[0].target for a in assigns),
+                 *(n for n in walk(func.body) if type(n) is cst.Comparison and any(
+                     isinstance(c.comparator, cst.Name) and c.comparator.value == "None"
+                     for c in n.comparisons))]:
+        allowed |= {id(part)} | {id(n) for n in walk(part)}
+    out: set[int] = set()
+    for a in assigns:
+        name = a.targets[0].target.value
+        if name in chain and isinstance(a.value, cst.Call) and visitor.qname(a.value) in FACTORIES and not any(
+                type(n) is cst.Name and n.value == name and id(n) not in allowed for n in walk(func.body)):
+            out.add(id(a.value))
+    return out
 
 
 RANDOM_DRAWS = {"torch.rand", "torch.randn", "torch.randint"}
