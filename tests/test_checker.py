@@ -1457,3 +1457,180 @@ def test_weights_only_false_read_for_a_non_weight_entry_by_get():
             return blob
         """
     assert "PTT001" in codes(bare, (2, 13))
+
+
+def test_ptt013_a_list_joined_into_one_tensor_is_not_a_log():
+    # per-head scores stacked after a loop over heads: a tensor assembled, not a log
+    joined = """\
+        import torch
+        def score_heads(outputs, labels, heads):
+            scores = []
+            for h in heads:
+                loss_h = criterion(outputs[h], labels[h])
+                scores.append(loss_h)
+            scores = torch.stack(scores)
+            table = {}
+            for h, s in zip(heads, scores):
+                table[h] = s
+            return table
+        """
+    assert "PTT013" not in codes(joined)
+    parts = """\
+        import torch
+        def embed(self, x):
+            pieces = []
+            for name in self.branches:
+                pieces.append(self.loss_proj[name](x))
+            pieces = torch.cat(pieces, dim=-1)
+            self.cached = self.head(pieces)
+        """
+    assert "PTT013" not in codes(parts)
+    # a list kept over the batches of an epoch, even if stacked at its end: still the leak
+    epoch = """\
+        import torch
+        def train(model, loader):
+            history = []
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                history.append(loss)
+            print(torch.stack(history).mean())
+        """
+    assert codes(epoch).count("PTT013") == 1
+    # a list over chunks stacked only to be printed (not replaced by the tensor): still flagged
+    printed = joined.replace("scores = torch.stack(scores)", "print(torch.stack(scores).mean())")
+    assert codes(printed).count("PTT013") == 1
+    # a list over heads that is not joined: still flagged
+    kept = """\
+        import torch
+        def score_heads(outputs, labels, heads, log):
+            for h in heads:
+                loss_h = criterion(outputs[h], labels[h])
+                log.append(loss_h)
+        """
+    assert codes(kept).count("PTT013") == 1
+
+
+def test_ptt012_manual_backward_and_a_no_grad_keyword():
+    # Lightning's manual optimisation: the total is the loss that manual_backward differentiates
+    manual = """\
+        import torch
+        class Module(LightningModule):
+            def training_step(self, batch, idx):
+                for view in batch:
+                    loss_v = self.loss(self.net(view), 0)
+                    for extra in range(3):
+                        loss_v += self.loss(self.net(view), extra)
+                    self.manual_backward(loss_v)
+        """
+    assert "PTT012" not in codes(manual)
+    # a project's own context manager asked to turn autograd off
+    quiet = """\
+        import torch
+        def measure(self, loader):
+            total_loss = 0
+            with frozen(self.net, no_grad=True):
+                for x, y in loader:
+                    total_loss += criterion(self.net(x), y)
+            return total_loss
+        """
+    assert "PTT012" not in codes(quiet)
+    loud = quiet.replace("no_grad=True", "no_grad=False")
+    assert codes(loud).count("PTT012") == 1
+
+
+def test_ptt024_apex_scaled_loss_and_a_step_each_iteration_around_a_block():
+    divided = """\
+        import torch
+        def train(model, loader, opt, k):
+            for i, x in enumerate(loader):
+                loss = model(x) / k
+                with amp.scale_loss(loss, opt) as scaled:
+                    scaled.backward()
+                if (i + 1) % k == 0:
+                    opt.step()
+                    opt.zero_grad()
+        """
+    assert "PTT024" not in codes(divided)
+    undivided = divided.replace("model(x) / k", "model(x)")
+    assert codes(undivided).count("PTT024") == 1
+    # one branch accumulates (divided), the other zeroes before and steps after its block
+    branches = """\
+        import torch
+        def train(model, loader, opt, k, fp16):
+            for i, x in enumerate(loader):
+                loss = model(x)
+                if k > 1:
+                    (loss / k).backward()
+                    if (i + 1) % k == 0:
+                        opt.step()
+                        opt.zero_grad()
+                else:
+                    opt.zero_grad()
+                    if fp16:
+                        with amp.scale_loss(loss, opt) as scaled:
+                            scaled.backward()
+                    else:
+                        loss.backward()
+                    opt.step()
+        """
+    assert "PTT024" not in codes(branches)
+    # a scheduler stepped each iteration after the block does not make it one step each
+    sched = """\
+        import torch
+        def train(model, loader, opt, sched, k, fp16):
+            for i, x in enumerate(loader):
+                loss = model(x)
+                if fp16:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                if (i + 1) % k == 0:
+                    opt.step()
+                    opt.zero_grad()
+                sched.step()
+        """
+    assert codes(sched).count("PTT024") == 2
+
+
+def test_ptt039_a_step_that_reads_a_value_anyway():
+    read = """\
+        import torch
+        def train(model, loader, opt):
+            history = []
+            for x, y in loader:
+                loss = crit(model(x.cuda()), y.cuda())
+                history.append(loss.item())
+                loss.backward()
+                opt.step()
+                print("loss {:.4f}".format(loss))
+        """
+    assert "PTT039" not in codes(read)
+    guarded = read.replace("                history.append(loss.item())\n",
+                           "                if rank == 0:\n                    history.append(loss.item())\n")
+    assert "PTT039" not in codes(guarded)
+    # a read on some steps only, or none at all: the format is the step's wait
+    sometimes = read.replace("                history.append(loss.item())\n",
+                             "                if step % 50 == 0:\n                    history.append(loss.item())\n")
+    assert codes(sometimes).count("PTT039") == 1
+    assert codes(read.replace("                history.append(loss.item())\n", "")).count("PTT039") == 1
+
+
+def test_ptt016_a_default_mask_that_only_gives_packed_lengths():
+    lengths = """\
+        import torch
+        from torch.nn.utils.rnn import pack_padded_sequence
+
+        class Encoder(torch.nn.Module):
+            def forward(self, seq, valid=None):
+                if valid is None:
+                    valid = torch.ones(seq.shape[:2], dtype=torch.bool)
+                counts = valid.sum(dim=1)
+                packed = pack_padded_sequence(seq, counts, batch_first=True, enforce_sorted=False)
+                return self.rnn(packed)[1][0][-1]
+        """
+    assert "PTT016" not in codes(lengths)
+    # the same mask also multiplies the (device) input: it must be made on its device
+    used = lengths.replace("return self.rnn(packed)[1][0][-1]",
+                           "return self.rnn(packed)[1][0][-1] * valid.sum()")
+    assert codes(used).count("PTT016") == 1

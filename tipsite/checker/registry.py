@@ -416,11 +416,13 @@ for inputs, target in loader:
         fix="add loss.detach()",
         scope="Not a total that is itself differentiated later (style_loss += ...; (content + "
               "style_loss).backward(), or an engine's accelerator.backward(loss) / "
-              "booster.backward(loss=loss / k) after loss += term), nor one returned by a forward() or a function named after a loss, "
+              "booster.backward(loss=loss / k), Lightning's self.manual_backward(loss) after loss += term), "
+              "nor one returned by a forward() or a function named after a loss, "
               "nor one returned by any function unless its terms were backpropagated already or the loop "
               "runs over batches: the caller may backpropagate it (.detach() on a term would stop that "
               "branch training); not under no_grad/inference_mode (a decorator of the project's own "
-              "that returns one included); not a string that formats a loss (log += \"{}\".format(loss), "
+              "that returns one included, or a context manager given no_grad=True); not a string that "
+              "formats a loss (log += \"{}\".format(loss), "
               "an f-string, %); not a value that holds no graph: .detach() or .item() anywhere in its "
               "chain (loss.detach().float()), or a name bound (last, in the same function) to such a "
               "value or to one computed under no_grad (out = model(x) under no_grad; loss = out.loss), "
@@ -450,6 +452,9 @@ for inputs, target in loader:
         short="a loss tensor appended to a list keeps its graph alive",
         fix="append loss.detach()",
         scope="Not a list that is differentiated later (torch.stack(losses).sum().backward()), nor one "
+              "replaced by the tensor it joins in the same function (scores = torch.stack(scores), "
+              "feats = torch.cat(feats)) after a loop that is not over batches (per-task scores, "
+              "features: a tensor assembled, not a log), nor one "
               "returned by a forward() or a function named after a loss, nor one returned by any function "
               "unless its terms were backpropagated already or the loop runs over batches; not under "
               "no_grad/inference_mode, nor in a function called only from grad-free ones; not a Python "
@@ -545,7 +550,9 @@ class Net(torch.nn.Module):
               "a name that is only ever moved, itself or through names computed from it (mask = "
               "torch.zeros(n, n); padded = F.pad(mask, p); torch.cat([padded, m]).to(x.device)), nor a "
               "placeholder for a name that the other branch of the if computes from .cpu() inputs "
-              "(it mirrors that branch's device), nor "
+              "(it mirrors that branch's device), nor one bound to a name read only on the way to "
+              "pack_padded_sequence's lengths (which must be on the CPU: mask = torch.ones(b, t); "
+              "lengths = mask.sum(1)), nor "
               "torch.tensor of anything but a list, tuple or comprehension written there (a number "
               "is a 0-d tensor used as a scalar; shapes, lengths and sizes are metadata meant for "
               "the CPU), nor one handed, at once or through a local name, to a function that is not "
@@ -781,10 +788,12 @@ for i, (x, y) in enumerate(loader):
         short="gradients summed over k backward() calls are k times too large",
         fix="divide each micro-batch loss by k",
         scope="Only a backward() of a loss not already divided (nor divided or multiplied inside "
-              "the call: booster.backward(loss=loss / k)), in a loop whose step() runs under an "
+              "the call: booster.backward(loss=loss / k), nor given to apex's amp.scale_loss(loss, opt) "
+              "as the name it binds), in a loop whose step() runs under an "
               "if with a modulo that the backward is not under. Not a backward with a step() right "
               "after it or a zero_grad() right before it in the same block (one backward per step, "
-              "as with separate optimizers each zeroed around its own loss), nor one under the same "
+              "as with separate optimizers each zeroed around its own loss), nor one in a block (a with, "
+              "an if) that has a zero_grad() right before it and a step() right after it, nor one under the same "
               "interval as the step (an update every k environment steps), nor in a loop that "
               "scales the gradients by hand before the step (a call named like scale_grads, "
               "p.grad.div_/mul_, torch._foreach_mul_/_foreach_div_: a loss summed over tokens, "
@@ -1165,7 +1174,9 @@ for step, (x, y) in enumerate(loader):
         fix="format it every N steps",
         scope="Only names with evidence of holding a tensor (what backward() is called on, a loss "
               "call's result, a torch call's), in a file that names CUDA, in a loop whose body calls "
-              "backward(), not under an if that runs on some steps only (a rank guard is not one).",
+              "backward(), not under an if that runs on some steps only (a rank guard is not one), nor in "
+              "a step that reads a value on the host anyway (losses.append(loss.item()) outside any if "
+              "but a rank guard: the step waits for the GPU already).",
         unlike_tip="The tip reads values with .item(); formatting reads them the same way.",
     ),
     Rule(

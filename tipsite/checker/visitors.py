@@ -298,6 +298,10 @@ def grad_free(expr: cst.BaseExpression, visitor: RuleVisitor) -> bool:
         # set_grad_enabled(phase == "train"): off on the evaluation path, where the rules would look
         return bool(call.args) and not _is_true(call.args[0].value)
     last = name.rsplit(".", 1)[-1]
+    if call is not None and any(
+            a.keyword is not None and GRAD_FREE_NAME.search(a.keyword.value) and _is_true(a.value)
+            for a in call.args):
+        return True  # a project's own context manager told to turn autograd off: eval_mode(m, no_grad=True)
     return last in visitor.facts.grad_free_factories or bool(GRAD_FREE_NAME.search(last))
 
 
@@ -2060,6 +2064,7 @@ class FactoryWithoutDevice(RuleVisitor):
                 elif isinstance(arg.value, cst.Name):
                     self.moved.update(bound.get(arg.value.value, ()))
         self.moved |= _moved_through_names(self, node)
+        self.moved |= _cpu_lengths(self, node)
 
     def _read_on_host(self, node: cst.CSTNode) -> None:
         self.host |= {id(n) for n in [node, *walk(node)] if isinstance(n, cst.Call)}
@@ -2131,6 +2136,40 @@ class FactoryWithoutDevice(RuleVisitor):
                 self.held.append((node, self.bound[id(node)]))
                 return
         self.flag(node)
+
+
+def _cpu_lengths(visitor: RuleVisitor, func: cst.FunctionDef) -> set[int]:
+    """Factories whose value serves only for the lengths of ``pack_padded_sequence`` (``mask =
+    torch.ones(b, t); lengths = mask.sum(1); pack_padded_sequence(x, lengths, ...)``): lengths
+    must be on the CPU there, so the factory's CPU default is the right device. Only when the
+    name bound to it is read nowhere else (but in an ``is None`` test)."""
+    packs = [n for n in walk(func.body) if type(n) is cst.Call
+             and (visitor.qname(n) or "").endswith("pack_padded_sequence")]
+    lengths = [a.value for p in packs for i, a in enumerate(p.args)
+               if (a.keyword is None and i == 1) or (a.keyword is not None and a.keyword.value == "lengths")]
+    if not lengths:
+        return set()
+    assigns = [n for n in walk(func.body) if type(n) is cst.Assign and len(n.targets) == 1
+               and isinstance(n.targets[0].target, cst.Name)]
+    chain: set[str] = set()
+    for v in lengths:
+        chain |= names_in(v)
+    for _ in range(4):  # lengths = mask.sum(1); mask = torch.ones(...)
+        chain |= {name for a in assigns if a.targets[0].target.value in chain for name in names_in(a.value)}
+    allowed: set[int] = set()
+    for part in [*lengths, *(a.value for a in assigns if a.targets[0].target.value in chain),
+                 *(a.targets[0].target for a in assigns),
+                 *(n for n in walk(func.body) if type(n) is cst.Comparison and any(
+                     isinstance(c.comparator, cst.Name) and c.comparator.value == "None"
+                     for c in n.comparisons))]:
+        allowed |= {id(part)} | {id(n) for n in walk(part)}
+    out: set[int] = set()
+    for a in assigns:
+        name = a.targets[0].target.value
+        if name in chain and isinstance(a.value, cst.Call) and visitor.qname(a.value) in FACTORIES and not any(
+                type(n) is cst.Name and n.value == name and id(n) not in allowed for n in walk(func.body)):
+            out.add(id(a.value))
+    return out
 
 
 RANDOM_DRAWS = {"torch.rand", "torch.randn", "torch.randint"}
@@ -2997,7 +3036,8 @@ class RunningLossTensor(_LossTracking):
         super().visit_Call(node)
         # an engine's backward (``accelerator.backward(loss)``, ``booster.backward(loss=x / k)``):
         # what it is passed is differentiated, so a total built with ``+=`` into it is the loss
-        if _method(node) == "backward" and isinstance(node.func, cst.Attribute):
+        # (Lightning's ``self.manual_backward(loss)`` too)
+        if _method(node) in ("backward", "manual_backward") and isinstance(node.func, cst.Attribute):
             for a in node.args:
                 self.flow().seeds |= names_in(a.value)
 
@@ -3014,6 +3054,7 @@ class LoggedLossTensor(_LossTracking):
     def reset(self) -> None:
         super().reset()
         self.loss_names -= self.facts.backward_engines
+        self.assembled: dict[int, set[str]] = {}  # id(function or 0) -> lists joined by torch.stack/cat
 
     def carries_loss(self, node: cst.BaseExpression) -> bool:
         return _loss_like(node, self.loss_names, self.clean, self.NUMBERS)
@@ -3028,6 +3069,28 @@ class LoggedLossTensor(_LossTracking):
                 and not _detached(node.args[0].value, self.detached)
                 and self.carries_loss(node.args[0].value)):
             self.candidate(node, get_full_name_for_node(node.func.value), node.args[0].value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        super().visit_Assign(node)
+        value = node.value
+        if (len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
+                and isinstance(value, cst.Call) and self.qname(value) in _ASSEMBLE and value.args
+                and isinstance(value.args[0].value, cst.Name)
+                and value.args[0].value.value == node.targets[0].target.value):
+            self.assembled.setdefault(self._key()[0], set()).add(node.targets[0].target.value)
+
+    def _finish(self, key: int, func: cst.FunctionDef | None) -> None:
+        # a list replaced by the tensor it joins, in the same function (scores = torch.stack(
+        # scores), feats = torch.cat(feats)), filled by a loop that is not over batches: it
+        # assembles a tensor (a .detach() would cut its gradient), it does not keep a log
+        joined = self.assembled.pop(key, set())
+        self.candidates[key] = [c for c in self.candidates.get(key, []) if not (c[1] in joined and not c[3])]
+        super()._finish(key, func)
+
+
+# torch's functions that join a list of tensors into one (what they join keeps its graph)
+_ASSEMBLE = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.concatenate", "torch.hstack",
+                       "torch.vstack", "torch.dstack", "torch.column_stack"})
 
 
 def _built(value: cst.BaseExpression) -> bool:
@@ -3476,6 +3539,16 @@ class AccumulationWithoutScaling(RuleVisitor):
         if isinstance(node.target, cst.Name) and isinstance(node.operator, (cst.DivideAssign, cst.FloorDivideAssign)):
             self.assigned[node.target.value] = True
 
+    def visit_With(self, node: cst.With) -> None:
+        # ``with amp.scale_loss(loss, opt) as scaled: scaled.backward()`` (apex): the name it
+        # binds is divided when the loss it is given is
+        for item in node.items:
+            if (item.asname is not None and isinstance(item.asname.name, cst.Name)
+                    and isinstance(item.item, cst.Call) and _positional(item.item)):
+                first = _positional(item.item)[0].value
+                self.assigned[item.asname.name.value] = _divided(first) or (
+                    isinstance(first, cst.Name) and self.assigned.get(first.value, False))
+
     def _gates(self, loop: cst.CSTNode) -> frozenset[int]:
         """The ``if``s with a modulo in their test between ``loop`` and the node."""
         return frozenset(id(n) for n in self.where.stack[self.where.stack.index(loop):]
@@ -3542,20 +3615,25 @@ def _scales_grads(call: cst.Call) -> bool:
 def _stepped_in_place(loop: cst.CSTNode, call: cst.Call) -> bool:
     """Whether the statement list holding ``call`` (in ``loop``) steps right after it or zeroes
     the gradients right before it: ``opt.zero_grad(); loss.backward(); opt.step()``, one backward
-    per step whatever the other optimizers of the loop do."""
+    per step whatever the other optimizers of the loop do; or a list around the block holding
+    it (a ``with``, an ``if``) both zeroes before that block and steps after it."""
     for block in [loop, *walk(loop, into_loops=False)]:
         body = getattr(block, "body", None)
         stmts = getattr(body, "body", None) if isinstance(body, cst.BaseSuite) else None
         if not isinstance(stmts, (list, tuple)):
             continue
         for i, stmt in enumerate(stmts):
-            if not isinstance(stmt, cst.SimpleStatementLine) or not any(n is call for n in walk(stmt)):
+            if not any(n is call for n in walk(stmt)):
                 continue
             before = {_method(n) for s in stmts[:i] if isinstance(s, cst.SimpleStatementLine)
                       for n in walk(s) if isinstance(n, cst.Call)}
             after = {_method(n) for s in stmts[i + 1:] if isinstance(s, cst.SimpleStatementLine)
                      for n in walk(s) if isinstance(n, cst.Call)}
-            return "zero_grad" in before or "step" in after
+            if isinstance(stmt, cst.SimpleStatementLine):
+                if "zero_grad" in before or "step" in after:
+                    return True
+            elif "zero_grad" in before and "step" in after:
+                return True  # around the block that holds it (not a scheduler's step alone)
     return False
 
 
@@ -4207,8 +4285,8 @@ class FormattedTensorEveryStep(RuleVisitor):
         if loop is None or not self.facts.mentions_cuda or self.where.gated_in(loop):
             return
         step = self.steps.get(id(loop))
-        if step is None:
-            step = self.steps[id(loop)] = _training_step(loop)
+        if step is None:  # (a step that reads a value on the host anyway: the format adds no wait of note)
+            step = self.steps[id(loop)] = _training_step(loop) and not _reads_every_step(loop.body.body)
         if not step:
             return
         scope = self.where.function() or loop
@@ -4234,6 +4312,21 @@ class FormattedTensorEveryStep(RuleVisitor):
             values = _formatted(node)
             if values:
                 self._check(node, values)
+
+
+def _reads_every_step(stmts) -> bool:
+    """A statement of the step (not in a nested loop, nor under an ``if`` other than a rank
+    guard) reads a value on the host: ``losses.append(loss.item())``, so the step syncs anyway."""
+    for stmt in stmts:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            if any(isinstance(n, cst.Call) and _method(n) in HOST_READS for n in walk(stmt)):
+                return True
+        elif isinstance(stmt, cst.If):
+            if rank_guard(stmt.test) and _reads_every_step(stmt.body.body):
+                return True
+        elif isinstance(stmt, (cst.With, cst.Try)) and _reads_every_step(stmt.body.body):
+            return True
+    return False
 
 
 _BENCHMARK = re.compile(r"bench|profil|timing|measure|speed", re.IGNORECASE)
