@@ -2900,3 +2900,43 @@ def test_data_parallel_in_a_script_named_for_evaluation_that_does_not_train():
     for name, text in (("train.py", src), ("testbed.py", src), ("eval.py", trains)):
         found = [f.code for f in engine.Checker((2, 13), "cuda").check_source(textwrap.dedent(text), name)]
         assert "PTT035" in found, name
+
+
+def test_function_defs_finds_every_def_that_a_walk_of_every_node_finds():
+    """PTT012's search for the file's functions (a walk that skips simple statements and
+    expressions, for speed) finds exactly the defs a walk of every node finds, at any depth."""
+    import libcst as cst
+
+    from tipsite.checker import visitors as V
+
+    src = textwrap.dedent('''\
+        import torch
+        @torch.no_grad()
+        def a():
+            def b():
+                class C:
+                    def m(self): pass
+                return 1
+            with x:
+                if y:
+                    def c(): pass
+            try:
+                pass
+            except E:
+                def d(): pass
+            else:
+                def e(): pass
+            finally:
+                def f(): pass
+            g = lambda: 1
+            match z:
+                case 1:
+                    def g(): pass
+        async def h(): pass
+        while 1:
+            def k(): pass
+        ''')
+    module = cst.parse_module(src)
+    every = sorted(n.name.value for n in V._walk_all(module) if type(n) is cst.FunctionDef)
+    assert every == ["a", "b", "c", "d", "e", "f", "g", "h", "k", "m"]
+    assert sorted(n.name.value for n in V._function_defs(module)) == every

@@ -1450,6 +1450,7 @@ class Checker:
         scan.grad_text = "no_grad" in text or "inference_mode" in text
         scan.walk(tree, [])
         scan.finish()
+        scan.facts.function_names = {f.name for f in scan.functions}
         qn = self.qn = _QualifiedNames(scan.facts.aliases)
         for v in self.visitors:
             v.metadata = {QualifiedNameProvider: qn, WhitespaceInclusivePositionProvider: _NoPositions()}

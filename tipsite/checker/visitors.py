@@ -81,6 +81,7 @@ class Facts:
     """Whole-file facts from ``ast`` (gathered by :class:`tipsite.checker.engine._Scan`)."""
 
     aliases: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
+    function_names: set[str] = field(default_factory=set)  # every def of the file, at any depth
     numpy_names: set[str] = field(default_factory=set)
     loader_names: set[str] = field(default_factory=set)
     pinned_loaders: set[str] = field(default_factory=set)  # DataLoader(..., pin_memory=<not False>)
@@ -801,6 +802,21 @@ def _walk_all(node: cst.CSTNode):
         n = stack.pop()
         yield n
         stack.extend(children(n))
+
+
+_NO_DEFS = (cst.SimpleStatementLine, cst.BaseExpression, cst.Decorator, cst.Parameters)
+
+
+def _function_defs(node: cst.CSTNode):
+    """Every function defined under ``node``, at any depth: ``_walk_all`` without entering
+    simple statements or expressions, where no ``def`` can be (a tenth of the nodes)."""
+    stack = list(children(node))
+    while stack:
+        n = stack.pop()
+        if type(n) is cst.FunctionDef:
+            yield n
+        if not isinstance(n, _NO_DEFS):
+            stack.extend(children(n))
 
 
 def _bare_names(node: cst.BaseExpression) -> set[str]:
@@ -3004,12 +3020,13 @@ class RunningLossTensor(_LossTracking):
         returns only values that hold no graph."""
         if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
             return False
+        if call.func.value not in self.facts.function_names:  # no def of it here: no walk
+            return False
         if self.host_functions is None:
             defs: dict[str, list[cst.FunctionDef]] = {}
             if self.module is not None:
-                for n in _walk_all(self.module):
-                    if type(n) is cst.FunctionDef:
-                        defs.setdefault(n.name.value, []).append(n)
+                for n in _function_defs(self.module):
+                    defs.setdefault(n.name.value, []).append(n)
             self.host_functions = {name for name, fs in defs.items()
                                    if all(_returns_host_values(f) for f in fs)}
         return call.func.value in self.host_functions
