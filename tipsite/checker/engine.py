@@ -1289,13 +1289,16 @@ def _serves_checkpoints(path: str) -> bool:
     return folder is not None and _folder_serves_checkpoints(folder)
 
 
+_LOADS_STATE = re.compile(r"load_state_dict\(")
+
+
 @functools.lru_cache(maxsize=256)
 def _folder_serves_checkpoints(folder: str) -> bool:
     loads = False
     for _, text in _small_texts(folder, _listing(folder), lambda n: n.endswith(".py")):
         if _in_code(_TRAINS, text):
             return False
-        loads = loads or ("load_state_dict(" in text and _in_code(re.compile(r"load_state_dict\("), text))
+        loads = loads or ("load_state_dict(" in text and _in_code(_LOADS_STATE, text))
     return loads
 
 
@@ -1430,10 +1433,6 @@ class Checker:
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
         # PTT003: models too large for a second copy of their weights to be harmless
         scan.facts.large_models = "load_state_dict" in text and _in_code(V.LARGE_MODEL, text)
-        # PTT016: data transforms whose forward reads its input with .numpy(): run on the CPU
-        scan.facts.cpu_transforms = ".numpy()" in text and "def forward" in text and any(
-            isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "forward"
-            and _numpy_of_input(n) for n in ast.walk(tree))
         # PTT001 reads it for a torch.load only: no file system lookup for a file without one
         scan.facts.torch_floor = declared_torch(path) if "load" in text else None
         # PTT037: a model of an inference app, whose released checkpoints hold the biases
@@ -1451,6 +1450,10 @@ class Checker:
         scan.walk(tree, [])
         scan.finish()
         scan.facts.function_names = {f.name for f in scan.functions}
+        # PTT016: data transforms whose forward reads its input with .numpy(): run on the CPU
+        # (the scan has listed every def: no second walk of the tree for them)
+        scan.facts.cpu_transforms = ".numpy()" in text and "def forward" in text and any(
+            f.name == "forward" and _numpy_of_input(f) for f in scan.functions)
         qn = self.qn = _QualifiedNames(scan.facts.aliases)
         for v in self.visitors:
             v.metadata = {QualifiedNameProvider: qn, WhitespaceInclusivePositionProvider: _NoPositions()}

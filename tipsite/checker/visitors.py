@@ -989,7 +989,8 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
             return False
         keys: set[str] = set()
         subscripted: set[int] = set()
-        for n in walk(func.body):
+        nodes = list(walk(func.body))
+        for n in nodes:
             kind = type(n)
             if kind is cst.Comparison and any(
                     isinstance(c.operator, (cst.In, cst.NotIn)) and isinstance(c.comparator, cst.Name)
@@ -1010,8 +1011,8 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
                     isinstance(n.func, cst.Name) and n.func.value in _BUILTINS) and any(
                     isinstance(a.value, cst.Name) and a.value.value in names for a in n.args):
                 return True  # load_start(args, model, ckpt): the project's loader reads it
-        uses = [n for n in walk(func.body) if type(n) is cst.Name and n.value in names]
-        targets = {id(t.target) for n in walk(func.body) if type(n) is cst.Assign for t in n.targets}
+        uses = [n for n in nodes if type(n) is cst.Name and n.value in names]
+        targets = {id(t.target) for n in nodes if type(n) is cst.Assign for t in n.targets}
         reads = [n for n in uses if id(n) not in targets]
         return bool(reads) and all(id(n) in subscripted for n in reads) and bool(keys) and not any(
             not k or _WEIGHT_KEY.search(k) for k in keys)
@@ -1114,13 +1115,12 @@ def dead_branch(stack: list[cst.CSTNode], node: cst.CSTNode) -> bool:
     for outer in stack:
         if not isinstance(outer, cst.If):
             continue
-        test = outer.test
-        value = (bool(int(test.value, 0)) if isinstance(test, cst.Integer)
-                 else {"True": True, "False": False}.get(test.value) if isinstance(test, cst.Name)
-                 else None)
-        if value is None:
+        if _is_true(outer.test):
+            dead = outer.orelse
+        elif _is_false(outer.test):
+            dead = outer.body
+        else:
             continue
-        dead = outer.orelse if value else outer.body
         if dead is not None and any(m is node for m in walk(dead)):
             return True
     return False
