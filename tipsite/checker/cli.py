@@ -287,8 +287,7 @@ def _main(argv: list[str] | None = None) -> int:
     if not any(configs[key].codes() for key in groups):
         print("note: no rule ran: none is stable now (each was under 90% useful, or wrong, on labelled "
               "code it was not tuned on: docs/reference/checker.rst) and none was selected by code; "
-              "--preview runs them all", 
-              file=sys.stderr)
+              "--preview runs them all", file=sys.stderr)
     if rows and not ev.site_url:
         print("note: no site URL for the links: --site-url, TIPS_SITE_URL or site-url in the configuration; "
               "--explain CODE prints the evidence", file=sys.stderr)

@@ -249,6 +249,11 @@ def previous_round(tuning: Labels, heldout: Labels | None = None) -> tuple[int |
     return latest, counts, changed
 
 
+def _precise(row: dict) -> bool:
+    """A table row with none wrong and at least STABLE_MIN_USEFUL of its findings useful."""
+    return row["wrong"] == 0 and row["useful"] >= STABLE_MIN_USEFUL * row["findings"]
+
+
 def status(tuning: Labels, heldout: Labels | None) -> dict:
     """Each rule's counts on the basis set (held-out once labelled, else tuning) and whether it
     is stable there: at least 5 findings, at least 90% useful, none wrong. ``status.json``.
@@ -273,13 +278,10 @@ def status(tuning: Labels, heldout: Labels | None) -> dict:
                 row[k] += carried[code][k]
             row["findings"] += sum(carried[code].values())
             extra = {"with_round": before}
-        stable = (row["findings"] >= STABLE_MIN_FINDINGS and row["wrong"] == 0
-                  and row["useful"] >= STABLE_MIN_USEFUL * row["findings"])
+        stable = row["findings"] >= STABLE_MIN_FINDINGS and _precise(row)
         if code in tt:
-            before_rows = tt[code]
-            extra["tuning"] = {k: before_rows[k] for k in ("findings", *KINDS)}
-            stable = stable and before_rows["wrong"] == 0 and \
-                before_rows["useful"] >= STABLE_MIN_USEFUL * before_rows["findings"]
+            extra["tuning"] = {k: tt[code][k] for k in ("findings", *KINDS)}
+            stable = stable and _precise(tt[code])
         rules[code] = {**{k: row[k] for k in ("findings", *KINDS)}, **extra, "stable": stable}
     return {"basis": "held-out" if heldout is not None else "tuning",
             "rule": f"stable: at least {STABLE_MIN_FINDINGS} findings, at least {STABLE_MIN_USEFUL:.0%} useful "
