@@ -471,6 +471,95 @@ def test_loader_with_explicit_pin_memory_false_is_a_choice(checker):
     assert [line for line, _, c in codes_at(checker, src) if c == "PTT021"] == [6]
 
 
+def test_loader_that_accelerate_prepares_copies_its_batches_itself(checker):
+    """A loader handed to accelerate's prepare() (bound first, or built in the call) has its
+    batches copied by accelerate, blocking: PTT021 stays silent. Flagged still: a loader of the
+    same file that is not prepared, one prepared where no accelerate is imported, and any
+    prepared one once the file asks accelerate for non-blocking copies."""
+    src = """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        hub = Accelerator()
+        feed = DataLoader(shards, batch_size=4, num_workers=3)
+        net, opt, feed = hub.prepare(net, opt, feed)
+        probe = hub.prepare(DataLoader(held, batch_size=4))
+        extra = DataLoader(held, batch_size=4)
+        for clip in extra:
+            score(clip.to("cuda"))
+        """
+    assert [line for line, _, c in codes_at(checker, src) if c == "PTT021"] == [8]
+    plain = src.replace("from accelerate import Accelerator", "from mylib import Accelerator")
+    assert [line for line, _, c in codes_at(checker, plain) if c == "PTT021"] == [5, 7, 8]
+    eager = src.replace("hub = Accelerator()", "from accelerate.utils import DataLoaderConfiguration\n"
+                        "        conf = DataLoaderConfiguration(non_blocking=True)\n"
+                        "        hub = Accelerator(dataloader_config=conf)")
+    assert [line for line, _, c in codes_at(checker, eager) if c == "PTT021"] == [7, 9, 10]
+
+
+def test_loader_read_once_for_one_batch_needs_no_pinned_memory(checker):
+    """A loader read only by next(iter(loader)), outside any loop, yields one batch copied once:
+    PTT021 stays silent. Flagged still: the same loader also looped over, or peeked each step."""
+    src = """\
+        import torch
+        from torch.utils.data import DataLoader
+        def preview(net, scans):
+            one = DataLoader(scans, batch_size=2, num_workers=1)
+            sample = next(iter(one))
+            return net(sample["vol"].to("cuda"))
+        """
+    assert [c for _, _, c in codes_at(checker, src)].count("PTT021") == 0
+    looped = src.replace('    return net(sample["vol"].to("cuda"))',
+                         '    return [net(b.to("cuda")) for b in one]')
+    assert [line for line, _, c in codes_at(checker, looped) if c == "PTT021"] == [4]
+    stepped = src.replace("sample = next(iter(one))", "for _ in range(9):\n"
+                          "                sample = next(iter(one))")
+    assert [line for line, _, c in codes_at(checker, stepped) if c == "PTT021"] == [4]
+
+
+def test_load_in_the_dead_branch_of_a_constant_test_is_left_alone(checker):
+    """PTT002: a load in the else of ``if 1:`` / ``if True:`` (or the body of ``if 0:``) never
+    runs: silent; the same load under a real test is flagged."""
+    src = """\
+        import torch
+        def restore(net, where):
+            if 1:
+                my_restore(net, where)
+            else:
+                net.load_state_dict(torch.load(where))
+            return net.cuda()
+        """
+    assert "PTT002" not in [c for _, _, c in codes_at(checker, src)]
+    assert "PTT002" not in [c for _, _, c in codes_at(checker, src.replace("if 1:", "if True:"))]
+    live = src.replace("if 1:", "if where is None:")
+    assert [line for line, _, c in codes_at(checker, live) if c == "PTT002"] == [6]
+
+
+def test_load_of_a_cache_the_same_scope_builds_on_the_cpu_is_left_alone(checker):
+    """PTT002: ``if exists(path): x = torch.load(path) else: x = build(); torch.save(x, path)``,
+    where nothing bound before the save names a device: the file was written from the CPU and
+    loads there. Flagged still: a cache built on the GPU, and a save to another path."""
+    src = """\
+        import os
+        import torch
+        def graph(cache, edges):
+            if os.path.exists(cache):
+                adj = torch.load(cache)
+            else:
+                adj = torch.from_numpy(edges).t()
+                adj = adj.coalesce()
+                torch.save(adj, cache)
+            return adj.to("cuda")
+        """
+    assert "PTT002" not in [c for _, _, c in codes_at(checker, src)]
+    gpu = src.replace(".t()\n", ".t().cuda()\n")
+    assert [line for line, _, c in codes_at(checker, gpu) if c == "PTT002"] == [5]
+    named = src.replace("adj.coalesce()", "adj.coalesce(device)")
+    assert [line for line, _, c in codes_at(checker, named) if c == "PTT002"] == [5]
+    other = src.replace("torch.save(adj, cache)", "torch.save(adj, cache + '.new')")
+    assert [line for line, _, c in codes_at(checker, other) if c == "PTT002"] == [5]
+
+
 def test_tensor_attribute_used_only_while_building_the_module(checker):
     """A plain tensor attribute that only __init__ (or a helper it hands it to) consumes is
     never read after construction: PTT030 stays silent. One read in forward, aliased by a

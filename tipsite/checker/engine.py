@@ -298,6 +298,9 @@ class _Scan:
         self.binds: list[tuple[str, ast.expr]] = []
         self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
         self.text = ""
+        self.prepared: set[str] = set()  # PTT021: names passed to a prepare() call (accelerate)
+        self.accelerate_non_blocking = False  # DataLoaderConfiguration(non_blocking=True)
+        self.peeks: dict[str, int] = {}  # PTT021: name -> next(iter(name)) outside loops
         self.formatted: list[tuple[ast.AST, ast.AST]] = []  # (loop, piece) of text formatted in a loop
         self.backward_loops: set[int] = set()  # loops whose body (or a closure in it) calls backward()
         # torch.no_grad / torch.inference_mode named in a function's body: (node, the functions around it)
@@ -517,6 +520,22 @@ class _Scan:
                 self._add(self._method_class(stack, names=None))
         if name == "format" and self.formats:
             self._formatting(stack)
+        if name in ("prepare", "prepare_data_loader") and isinstance(node.func, ast.Attribute):
+            for a in node.args:  # prepare(net, opt, loader), prepare(self.loader)
+                if isinstance(a, ast.Name):
+                    self.prepared.add(a.id)
+                elif isinstance(a, ast.Attribute) and _dotted(a.value) == "self":
+                    self.prepared.add(a.attr)
+        elif name == "DataLoaderConfiguration" and any(
+                k.arg == "non_blocking" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in node.keywords):
+            self.accelerate_non_blocking = True
+        elif (name == "next" and isinstance(node.func, ast.Name) and len(node.args) == 1
+              and isinstance(node.args[0], ast.Call) and _last_name(node.args[0].func) == "iter"
+              and len(node.args[0].args) == 1 and isinstance(node.args[0].args[0], ast.Name)
+              and self._loop(stack) is None):
+            peeked = node.args[0].args[0].id
+            self.peeks[peeked] = self.peeks.get(peeked, 0) + 1
         if (name.endswith("_") and isinstance(node.func, ast.Attribute)
                 and _writes_grad(node.func.value)):  # p.grad.add_(g)
             self.facts.manual_grad = True
@@ -631,6 +650,15 @@ class _Scan:
                 uses.setdefault(name, []).append(_batch_use(loop))
         self.facts.numpy_loaders = {n for n, u in uses.items()
                                     if not any(m for m, _ in u) and any(np_ for _, np_ in u)}
+        f = self.facts
+        f.accelerate_copies = not self.accelerate_non_blocking and any(
+            v == "accelerate" or v.startswith("accelerate.") for v in f.aliases.values())
+        if f.accelerate_copies:
+            f.prepared_loaders = self.prepared & f.loader_names
+        # read only by next(iter(x)), outside loops: one batch, once (a word count of the file's
+        # text: each other mention, a comment included, keeps the loader flagged)
+        f.peeked_loaders = {n for n, k in self.peeks.items() if n in f.loader_names
+                            and len(re.findall(rf"\b{re.escape(n)}\b", self.text)) == k + 1}
 
     def _grad_free(self) -> None:
         """The functions of this file that return a grad-free mode (a decorator factory that picks

@@ -143,7 +143,11 @@ state = torch.load("ckpt.pt", map_location="cuda", weights_only=True)
         fix="pass map_location=device",
         scope="Only a load whose result (or the module it is loaded into) is moved later in the same "
               "function (.to(), .cuda(), to_device(x, ...)): a load used where it lands needs no "
-              "map_location; and not in a file that saves from the CPU (torch.save(x.cpu(), ...)).",
+              "map_location; and not in a file that saves from the CPU (torch.save(x.cpu(), ...)), "
+              "nor a load of a cache the same function writes (torch.save(x, path) to the same path) "
+              "from values it never puts on a device, nor one in a branch that never runs (the else "
+              "of if 1: / if True:, the body of if 0:). A checkpoint saved from the CPU by another "
+              "file (a project's own save helper) is not seen: such loads are still flagged.",
     ),
     Rule(
         "PTT003", "tip_mmap_meta_load", "two copies of the weights while loading",
@@ -703,7 +707,13 @@ for x, y in loader:
               "tensors may be on the GPU, where pin_memory=True raises), nor one whose loops in the file "
               "hand the batches to NumPy (an ONNX runtime's inputs) and never move them with torch, nor "
               "one over range(n) or an index tensor (torch.arange, torch.randperm): its batches are "
-              "small index tensors that gather rows already placed.",
+              "small index tensors that gather rows already placed; nor, in a file that imports "
+              "accelerate, one handed to prepare() (accelerate copies the prepared loader's batches "
+              "itself, blocking, so pinning alone overlaps nothing; the change that does is "
+              "accelerate's DataLoaderConfiguration(non_blocking=True), and a file that sets it is "
+              "flagged); nor one read only by next(iter(loader)) outside a loop: one batch, copied "
+              "once. The size of a batch is not read: a small one (batch_size=1, a few token ids) "
+              "gains little from pinning and is still flagged.",
     ),
     Rule(
         "PTT022", "tip_non_blocking", "blocking copies of pinned batches",

@@ -129,6 +129,11 @@ class Facts:
     linear_inputs: set[int] = field(default_factory=set)  # literal in_features of the file's Linears
     linear_outputs: set[int] = field(default_factory=set)  # literal out_features of the file's Linears
     numpy_loaders: set[str] = field(default_factory=set)  # loaders whose batches go to NumPy, not moved
+    # PTT021: loaders handed to accelerate's prepare() (accelerate copies their batches itself),
+    # unless the file asks accelerate for non-blocking copies; loaders read once (next(iter(x)))
+    accelerate_copies: bool = False
+    prepared_loaders: set[str] = field(default_factory=set)
+    peeked_loaders: set[str] = field(default_factory=set)
     step_functions: set[str] = field(default_factory=set)  # training-step functions called in a loop here
     hook_methods: set[str] = field(default_factory=set)  # after_step... methods of hook classes here
     large_models: bool = False  # PTT003: the file shards or big-model-loads its models, or builds LLMs
@@ -1164,6 +1169,10 @@ def _plain_load(visitor: RuleVisitor, value: cst.BaseExpression) -> cst.Call | N
     return None
 
 
+# a name that says where a value goes (PTT002: a cache built with one is not from the CPU)
+_DEVICE_WORD = re.compile(r"cuda|gpu|device", re.IGNORECASE)
+
+
 _MOVER = re.compile(r"^(to_(device|cuda|gpu)|move_to(_device)?|send_to_device|recursive_to)$")
 
 
@@ -1180,24 +1189,50 @@ class LoadWithoutMapLocation(RuleVisitor):
         self.pending: dict[int, list[tuple[int, cst.Call, set[str]]]] = {}  # scope -> (order, load, names)
         self.moved: dict[int, list[tuple[int, str]]] = {}  # scope -> (order, name .to()/.cuda() is called on)
         self.order = 0
+        # scope -> (order, value bound) and (order, name saved, the path's code)
+        self.built: dict[int, list[tuple[int, cst.BaseExpression]]] = {}
+        self.saves: dict[int, list[tuple[int, str, str]]] = {}
 
     def _scope(self) -> int:
         func = self.where.function()
         return id(func) if func else 0
 
+    def _cache(self, scope: int, call: cst.Call, names: set[str]) -> bool:
+        """The load reads back a file the same scope writes with ``torch.save(x, path)`` (the
+        same name, the same path: a cache, ``if exists: x = load(path) else: x = build();
+        save(x, path)``), and nothing the scope binds before that save is put on a device (no
+        ``.to()``, no ``.cuda()``, no name holding "cuda", "gpu" or "device"): the file was
+        saved from the CPU, so the load lands there anyway."""
+        path = self.get_specific_arg(call, "f", 0)
+        if path is None:
+            return False
+        code = _EMPTY.code_for_node(path.value)
+        saves = [when for when, n, p in self.saves.get(scope, []) if p == code and n in names]
+        if not saves:
+            return False
+        return not any(
+            order < max(saves) and any(
+                (isinstance(n, cst.Name) and _DEVICE_WORD.search(n.value))
+                or (isinstance(n, cst.Attribute) and n.attr.value in ("to", "cuda"))
+                for n in [value, *walk(value)])
+            for order, value in self.built.get(scope, []))
+
     def _load(self, value: cst.BaseExpression) -> cst.Call | None:
         call = _plain_load(self, value)
         if (call is None or _star_kwargs(call) or self.facts.saves_from_cpu
-                or self.get_specific_arg(call, "map_location", 1) is not None):
+                or self.get_specific_arg(call, "map_location", 1) is not None
+                or dead_branch(self.where.stack, call)):  # the else of ``if 1:`` never runs
             return None
         return call
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        names = {n for t in node.targets for n in target_names(t.target)}
         call = self._load(node.value)
         if call is not None:
             self.order += 1
-            names = {n for t in node.targets for n in target_names(t.target)}
             self.pending.setdefault(self._scope(), []).append((self.order, call, names))
+        else:  # what else the scope binds before a save (a cache built on the CPU)
+            self.built.setdefault(self._scope(), []).append((self.order, node.value))
 
     def visit_Call(self, node: cst.Call) -> None:
         method = _method(node)
@@ -1215,6 +1250,12 @@ class LoadWithoutMapLocation(RuleVisitor):
                 for _, _, names in self.pending.get(self._scope(), []):
                     if loaded in names:
                         names.add(receiver)
+        elif (self.qname(node) == "torch.save" and len(node.args) > 1
+              and isinstance(node.args[0].value, cst.Name)):
+            path = self.get_specific_arg(node, "f", 1)
+            if path is not None:
+                self.saves.setdefault(self._scope(), []).append(
+                    (self.order, node.args[0].value.value, _EMPTY.code_for_node(path.value)))
         elif method in ("to", "cuda"):
             receiver = node.func.value
             while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute):
@@ -1231,8 +1272,11 @@ class LoadWithoutMapLocation(RuleVisitor):
     def _finish(self, scope: int) -> None:
         moved = self.moved.pop(scope, [])
         for order, call, names in self.pending.pop(scope, []):
-            if any(when > order and name in names for when, name in moved):
+            if any(when > order and name in names for when, name in moved) and not self._cache(
+                    scope, call, names):
                 self.flag(call)
+        self.built.pop(scope, None)
+        self.saves.pop(scope, None)
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._finish(id(node))
@@ -3938,17 +3982,25 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
 
     def reset(self) -> None:
         self.bound: dict[int, str] = {}  # id(DataLoader call) -> the name it is bound to
+        self.prepared: set[int] = set()  # id(DataLoader call) built inside a prepare(...) call
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             self.bound[id(node.value)] = node.targets[0].target.value
 
     def visit_Call(self, node: cst.Call) -> None:
+        if _method(node) in ("prepare", "prepare_data_loader") and self.facts.accelerate_copies:
+            self.prepared |= {id(a.value) for a in node.args}  # accelerator.prepare(DataLoader(...))
         if (self.qname(node) != "torch.utils.data.DataLoader" or _star_kwargs(node)
                 or not self.facts.cuda_beyond_autocast_off):
             return
-        if self.bound.get(id(node)) in self.facts.numpy_loaders:
+        name = self.bound.get(id(node))
+        if name in self.facts.numpy_loaders:
             return  # its batches go to NumPy (an ONNX runtime) and torch never moves them
+        if name in self.facts.prepared_loaders or (id(node) in self.prepared and self.facts.accelerate_copies):
+            return  # accelerate's prepared loader copies the batches itself (blocking)
+        if name in self.facts.peeked_loaders:
+            return  # one batch read once (next(iter(loader))): one copy, nothing to overlap
         arg = self.get_specific_arg(node, "pin_memory", 7)
         # an explicit pin_memory=False (or a name the caller sets) is a stated choice
         if arg is None and not self._over_tensors(node) and not self._over_indices(node):
