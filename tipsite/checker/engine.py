@@ -50,7 +50,7 @@ from tipsite.checker import visitors as V
 
 MARKER = "torch"  # like TorchFix: a file that never says "torch" has nothing to find
 DEFAULT_ALIASES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional", "np": "numpy"}
-STMT_CALLS = {"save", "zero_grad", "Variable", "ModuleList", "tensor",
+STMT_CALLS = {"save", "zero_grad", "ModuleList", "tensor",
               "DataLoader", "register_parameter",
               "Linear", "set_detect_anomaly", "detect_anomaly", "autocast", "GradScaler",
               "DataParallel", "Sequential", *(n.rsplit(".", 1)[1] for n in V.CONVS | V.OPTIMIZERS)}
@@ -512,6 +512,8 @@ class _Scan:
             self._add(self._guard(stack) or self._stmt(stack))  # PTT035 reads the branches around it
         elif name in ("set_detect_anomaly", "detect_anomaly"):
             self._add(self._guard(stack) or self._stmt(stack))  # PTT034 reads the ifs around it
+        elif name == "Variable":  # PTT007 reads its function (a penalty's leaf), or the if around it
+            self._add(self._function(stack) or self._guard(stack) or self._stmt(stack))
         elif name in STMT_CALLS:
             self._add(self._stmt(stack))
         if name in SCOPE_CALLS:

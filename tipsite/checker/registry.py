@@ -285,6 +285,10 @@ x = torch.ones(3, requires_grad=True)
         short="Variable() is deprecated and detaches an intermediate result",
         fix="use the tensor itself; Variable(x, requires_grad=True) is "
             "x.detach().requires_grad_()",
+        scope="Not in an if __name__ == \"__main__\": block (a demo of the file), nor a "
+              "Variable(x, requires_grad=True) made as a leaf to differentiate against (in a "
+              "function that calls torch.autograd.grad or is named for a penalty): only a cosmetic "
+              "x.detach().requires_grad_() rewrite remains there.",
     ),
     Rule(
         "PTT008", "tip_module_list", "layers or parameters in a plain list",
@@ -465,7 +469,9 @@ for inputs, target in loader:
               "number (round(), float()), an object a builder makes (build_loss(cfg)), an append in "
               "__init__, or what accelerator.backward(loss)'s engine returns, nor a value computed from "
               "outputs made under no_grad, followed through the names that hold it (a loss of "
-              "logits computed under no_grad has no graph).",
+              "logits computed under no_grad has no graph). A call's value carries a loss only when "
+              "the call names a loss or its receiver or an argument holds one: a parameter or loop "
+              "target that merely says loss (stats = self.step(batch, loss_info)) is no evidence.",
     ),
     Rule(
         "PTT014", "tip_from_numpy", "torch.tensor(ndarray)",
@@ -569,7 +575,11 @@ class Net(torch.nn.Module):
               "host at once (torch.empty(1).uniform_(a, b).item(), through in-place random fills and "
               "methods without arguments: a number, where device= would only add a sync), nor in a file "
               "whose modules are data transforms run on the CPU (a forward in it calls .numpy() on its "
-              "input, its first argument, with no .cpu() on the way, which only a CPU tensor allows).",
+              "input, its first argument, with no .cpu() on the way, which only a CPU tensor allows), "
+              "nor a .cpu() on a branch that parks tensors on the host on purpose (its test names a "
+              "cpu, offload or cache: if self.cpu_cache:, if emb_cache is not None:), nor a .cuda() "
+              "in a class that wraps its network in nn.DataParallel (CUDA only: moving the input is "
+              "its job).",
         unlike_tip="The tip's model moves its factory to the GPU at once (torch.ones(16).cuda()), "
                    "which is PTT015's finding; the rule flags factories left on the default device.",
     ),
@@ -603,8 +613,12 @@ class Net(torch.nn.Module):
               "block that writes in place (a weight renormalised with copy_, a buffer of counts), "
               "one that computes with functions or the class's own methods (hard alignments, "
               "sampled points, routing indices), a submodule the same forward also calls with "
-              "gradients (a self-conditioning pass), and files that export a model (a wrapper for "
-              "tracing).",
+              "gradients (a self-conditioning pass), files that export a model (a wrapper for "
+              "tracing), and a momentum (EMA) encoder or a teacher (a submodule named momentum_..., "
+              "ema_... or teacher, or a forward that calls a momentum or EMA update, as MoCo's "
+              "does): updated by a moving average, never by gradients, its no_grad is the "
+              "algorithm; nor a submodule named for corrupting the input (noise, corrupt, augment, "
+              "perturb): data preparation, no parameters to freeze.",
     ),
     Rule(
         "PTT018", "tip_module_conventions", "self.eval() / self.train() in forward",
@@ -652,7 +666,10 @@ def evaluate(model, x):
               "class's methods (a predict_... method may run in training, feeding the losses), not "
               "around updates that outlive the block, nor around code that builds or loads the model "
               "(its parameters would be inference tensors), nor around a loop that breaks after its "
-              "first batch (a sample for a log: nothing to gain).",
+              "first batch (a sample for a log: nothing to gain), nor in a function handed a training "
+              "framework's handle (a fabric or accelerator parameter, or under accelerator.autocast()): "
+              "it runs the model being trained, wrapped for training (FSDP, DeepSpeed), where "
+              "inference tensors can leak into the next step; nor in a file that exports its model.",
         unlike_tip="The tip times a generic run_no_grad(fn, x); the rule looks only in functions named "
                    "for evaluation.",
         default=False,

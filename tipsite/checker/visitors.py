@@ -1577,11 +1577,39 @@ class ZeroGradKeepsZeros(RuleVisitor):
 
 
 class VariableWrapping(RuleVisitor):
+    """Not in an ``if __name__ == "__main__":`` block (a demo of the file, not code a user
+    runs), nor a ``Variable(x, requires_grad=True)`` made as a leaf to differentiate against
+    (a gradient penalty's input: the function calls ``autograd.grad`` or is named for a
+    penalty), where only a cosmetic ``x.detach().requires_grad_()`` rewrite remains."""
+
     CODE = "PTT007"
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.qname(node) in ("torch.autograd.Variable", "torch.autograd.variable.Variable"):
+        if self.qname(node) in ("torch.autograd.Variable", "torch.autograd.variable.Variable") \
+                and not self._main_block() and not self._penalty_leaf(node):
             self.flag(node)
+
+    def _main_block(self) -> bool:
+        return any(isinstance(n, cst.If) and _tests_main(n.test) for n in self.where.stack)
+
+    def _penalty_leaf(self, node: cst.Call) -> bool:
+        arg = self.get_specific_arg(node, "requires_grad", 1)
+        func = self.where.function()
+        if arg is None or not _is_true(arg.value) or func is None:
+            return False
+        return "penalty" in func.name.value.lower() or any(
+            isinstance(n, cst.Call) and self.qname(n) in ("torch.autograd.grad", "torch.autograd.functional.vjp")
+            for n in walk(func.body))
+
+
+def _tests_main(test: cst.BaseExpression) -> bool:
+    """``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    return any(isinstance(x, cst.Name) and x.value == "__name__" for x in sides) and any(
+        isinstance(x, cst.SimpleString) and x.evaluated_value == "__main__" for x in sides)
 
 
 # --- model design --------------------------------------------------------------------------------
@@ -1921,6 +1949,14 @@ def _names_fallback_device(test: cst.CSTNode) -> bool:
     return False
 
 
+def _offload_test(test: cst.CSTNode) -> bool:
+    """``if self.cpu_cache:``, ``if offload:``, ``if emb_cache is not None:``: a branch that parks
+    tensors on the host on purpose (a CPU offload or a cache kept off the GPU), which a word of a
+    name in the test says."""
+    return any(isinstance(n, cst.Name) and {"cpu", "offload", "cache"} & set(re.split(r"[^a-z0-9]+", n.value.lower()))
+               for n in [test, *walk(test)])
+
+
 def _training_test(test: cst.BaseExpression) -> bool | None:
     """``self.training`` -> True, ``not self.training`` -> False; None for any other test."""
     negated = False
@@ -1949,7 +1985,8 @@ class DeviceInForward(RuleVisitor):
             if args and isinstance(args[0].value, cst.SimpleString) and "cuda" in args[0].value.value:
                 self.flag(node)
         elif method == "cuda":
-            self.flag(node)
+            if not self._data_parallel():
+                self.flag(node)
         elif id(node) not in self.leaving and not self.facts.uses_rpc and not self._cpu_meant():
             self.flag(node)
 
@@ -1959,9 +1996,17 @@ class DeviceInForward(RuleVisitor):
         for n in reversed(self.where.stack):
             if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 return False
-            if isinstance(n, cst.ExceptHandler) or (isinstance(n, cst.If) and self._fallback_test(n.test)):
+            if isinstance(n, cst.ExceptHandler) or (isinstance(n, cst.If) and (
+                    self._fallback_test(n.test) or _offload_test(n.test))):
                 return True
         return False
+
+    def _data_parallel(self) -> bool:
+        """The class wraps its network in ``nn.DataParallel``, which runs on CUDA only: moving
+        the input (NumPy, from an environment) to the GPU is the wrapper's whole job."""
+        cls = self.where.module_class("forward")
+        return cls is not None and any(
+            type(n) is cst.Call and self.qname(n) == "torch.nn.DataParallel" for n in _walk_all(cls))
 
     def _fallback_test(self, test: cst.BaseExpression) -> bool:
         """The test names such a device, itself or through a name bound to one (``on_mps``)."""
@@ -2483,6 +2528,12 @@ def _self_attr_calls(node: cst.CSTNode) -> list[tuple[cst.Call, str]]:
     return out
 
 
+_EMA = re.compile(r"momentum|(^|_)ema(_|$)|teacher", re.IGNORECASE)
+# a submodule named for corrupting or augmenting the input (swap noise, masking augmentation):
+# data preparation with no parameters to freeze
+_CORRUPTS = re.compile(r"noise|corrupt|augment|perturb", re.IGNORECASE)
+
+
 class NoGradInForward(RuleVisitor):
     """Only a ``with torch.no_grad():`` in a model's forward that runs a submodule of the model
     (an attribute of ``self`` that is no method of the class) and only computes: a block that
@@ -2509,12 +2560,25 @@ class NoGradInForward(RuleVisitor):
         methods = {s.name.value for s in cls.body.body if isinstance(s, cst.FunctionDef)}
         inside = _self_attr_calls(block.body)
         plain = self._plain_objects(cls)
-        frozen = {name for _, name in inside if name not in methods and name not in plain}
-        if not frozen:
+        frozen = {name for _, name in inside if name not in methods and name not in plain
+                  and not _CORRUPTS.search(name)}
+        if not frozen or self._moving_average(frozen, func):
             return False
         seen = {id(c) for c, _ in inside}
         return not any(name in frozen and id(c) not in seen for c, name in _self_attr_calls(func.body))
 
+
+    @staticmethod
+    def _moving_average(frozen: set[str], func: cst.FunctionDef) -> bool:
+        """A momentum (EMA) encoder, MoCo's or BYOL's, or a teacher: the block runs a submodule
+        named for one (``self.momentum_backbone``, ``self.ema_model``, ``self.teacher``), or the
+        forward calls an update named for one (``self._momentum_update_key_encoder()``). Its
+        parameters follow an exponential moving average, never gradients: no_grad is the
+        algorithm, not a freezing choice to leave to the caller."""
+        if any(_EMA.search(name) for name in frozen):
+            return True
+        return any(isinstance(n, cst.Call) and _EMA.search(
+            (get_full_name_for_node(n.func) or "").rsplit(".", 1)[-1]) for n in walk(func.body))
 
     def _plain_objects(self, cls: cst.ClassDef) -> set[str]:
         """Attributes of ``self`` that every binding in the class makes an instance of a class
@@ -2612,7 +2676,11 @@ class NoGradForInference(RuleVisitor):
     losses), not around updates that outlive the block (an inference tensor stored in a buffer
     or a cache breaks autograd later), nor around code that builds or loads the model (its
     parameters would be inference tensors), nor around a loop that breaks after its first
-    batch (a sample for a log: nothing to gain)."""
+    batch (a sample for a log: nothing to gain). Nor in a function handed a training framework's
+    handle (a parameter ``fabric`` or ``accelerator``, or a block under its ``autocast()``):
+    it evaluates, or samples from, the model being trained, wrapped for training (FSDP,
+    DeepSpeed, compiled), where inference tensors can leak into state the next step uses; nor
+    in a file that exports its model (a demo run beside the export: nothing to gain)."""
 
     CODE = "PTT019"
 
@@ -2620,13 +2688,16 @@ class NoGradForInference(RuleVisitor):
         func = self.where.function()
         if func is None or not EVALUATION.search(func.name.value) or func.name.value.startswith("test_"):
             return False
-        return not _method_def(func, self.where.stack)
+        return not _method_def(func, self.where.stack) and not self.facts.exports and not any(
+            isinstance(n, cst.FunctionDef) and _training_handle(n) for n in self.where.stack)
 
     @staticmethod
     def _left_alone(body: cst.CSTNode) -> bool:
         return _writes_state(body) or _builds_state(body) or _single_pass(body)
 
     def visit_With(self, node: cst.With) -> None:
+        if any(isinstance(i.item, cst.Call) and _handle_call(i.item) for i in node.items):
+            return  # with accelerator.autocast(), torch.no_grad(): the model being trained
         for item in node.items:
             if (isinstance(item.item, cst.Call) and self.qname(item.item) == "torch.no_grad"
                     and self._evaluation() and not self._left_alone(node.body)):
@@ -2635,11 +2706,33 @@ class NoGradForInference(RuleVisitor):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if not EVALUATION.search(node.name.value) or _method_def(node, self.where.stack[:-1]):
             return
+        if self.facts.exports or any(isinstance(n, cst.FunctionDef) and _training_handle(n) for n in self.where.stack):
+            return
         for d in node.decorators:
             dec = d.decorator
             name = self.qname(dec) if isinstance(dec, cst.Call) else self.qualify(dec)
             if name == "torch.no_grad" and not self._left_alone(node.body):
                 self.flag(dec)
+
+
+# the handle of a training framework (Lightning's Fabric, Accelerate's Accelerator), which wraps the
+# model being trained (FSDP, DeepSpeed, torch.compile) and runs its mixed precision
+_HANDLE = re.compile(r"^(fabric|accelerator)$|(^|\.)(Fabric|Accelerator)$")
+
+
+def _training_handle(func: cst.FunctionDef) -> bool:
+    """A parameter named ``fabric`` or ``accelerator``, or annotated with such a class."""
+    for p in (*func.params.posonly_params, *func.params.params, *func.params.kwonly_params):
+        annotation = get_full_name_for_node(p.annotation.annotation) if p.annotation else None
+        if _HANDLE.search(p.name.value) or (annotation and _HANDLE.search(annotation)):
+            return True
+    return False
+
+
+def _handle_call(call: cst.Call) -> bool:
+    """``accelerator.autocast()``, ``fabric.autocast()``: a method of such a handle."""
+    return isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name) and bool(
+        _HANDLE.search(call.func.value.value))
 
 
 # torch's calls that trace or export a model (PTT023: a call of it before is a one-shot check)
@@ -3118,7 +3211,10 @@ class LoggedLossTensor(_LossTracking):
         self.assembled: dict[int, set[str]] = {}  # id(function or 0) -> lists joined by torch.stack/cat
 
     def carries_loss(self, node: cst.BaseExpression) -> bool:
-        return _loss_like(node, self.loss_names, self.clean, self.NUMBERS)
+        # a bare name handed to a call: one bound to a loss, or one the function assigns itself
+        # whose name says loss (not a parameter or a loop target such as a loss_info)
+        own = {n for n in self.flow().edges if "loss" in n.lower() and n not in self.clean}
+        return _logged_loss(node, self.loss_names, self.clean, self.NUMBERS, self.loss_names | own)
 
     def visit_Call(self, node: cst.Call) -> None:
         super().visit_Call(node)
@@ -3147,6 +3243,32 @@ class LoggedLossTensor(_LossTracking):
         joined = self.assembled.pop(key, set())
         self.candidates[key] = [c for c in self.candidates.get(key, []) if not (c[1] in joined and not c[3])]
         super()._finish(key, func)
+
+
+def _logged_loss(node: cst.BaseExpression, names: set[str], clean: set[str],
+                 numbers: tuple[str, ...], bare: set[str]) -> bool:
+    """PTT013's ``_loss_like``, with evidence for a call: its value carries a loss when it names a
+    loss or a criterion, or when its receiver or an argument does, an argument that is a bare
+    name only when it is in ``bare`` (bound to a loss, or assigned in the function under a loss's
+    name). A parameter or loop target that merely says loss, handed to some other function
+    (``stats = self.step(batch, loss_info)``: settings in, a dict of floats out), is no evidence
+    that the call returns a tensor with a graph."""
+    if isinstance(node, cst.Call):
+        if _method(node) in UNTRACKED or (isinstance(node.func, cst.Name) and node.func.value in numbers):
+            return False
+        callee = (get_full_name_for_node(node.func) or "").lower()
+        if "loss" in callee or "criterion" in callee:
+            return True
+        return any(a.value.value in bare if isinstance(a.value, cst.Name)
+                   else _logged_loss(a.value, names, clean, numbers, bare) for a in node.args) or (
+            isinstance(node.func, cst.Attribute) and _logged_loss(node.func.value, names, clean, numbers, bare))
+    if isinstance(node, cst.Attribute):
+        return _logged_loss(node.value, names, clean, numbers, bare)
+    if isinstance(node, (cst.BinaryOperation, cst.IfExp, cst.UnaryOperation, cst.Subscript)):
+        parts = {cst.BinaryOperation: ("left", "right"), cst.IfExp: ("body", "orelse"),
+                 cst.UnaryOperation: ("expression",), cst.Subscript: ("value",)}[type(node)]
+        return any(_logged_loss(getattr(node, p), names, clean, numbers, bare) for p in parts)
+    return _loss_like(node, names, clean, numbers)
 
 
 # torch's functions that join a list of tensors into one (what they join keeps its graph)
