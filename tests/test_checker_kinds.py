@@ -2439,6 +2439,7 @@ ROUND_FIVE = {
                 super().__init__()
                 self.inner = nn.Linear(width, 201)
                 self.out = nn.Linear(201, 10)
+                self.to(torch.bfloat16)  # (PTT032 speaks only in reduced precision)
         '''),
     "loader whose batches go to NumPy": ("PTT021", '''
         import torch
@@ -2931,3 +2932,40 @@ def test_function_defs_finds_every_def_that_a_walk_of_every_node_finds():
     every = sorted(n.name.value for n in V._walk_all(module) if type(n) is cst.FunctionDef)
     assert every == ["a", "b", "c", "d", "e", "f", "g", "h", "k", "m"]
     assert sorted(n.name.value for n in V._function_defs(module)) == every
+
+
+# --- round 11's kinds: PTT032 in fp32-only projects (issue 33) -----------------------------------
+
+_MLP = """\
+    import torch
+    from torch import nn
+    class Scorer(nn.Module):
+        def __init__(self, n_in):
+            super().__init__()
+            self.hidden = nn.Linear(n_in, 250)
+            self.mix = nn.Linear(250, 250)
+            self.score = nn.Linear(250, 1)
+        def forward(self, x):
+            return self.score(torch.relu(self.mix(torch.relu(self.hidden(x)))))
+"""
+
+
+@pytest.mark.parametrize(("extra", "flagged"), [
+    ({}, False),  # fp32 everywhere: Tensor Cores never run these matmuls
+    ({"pkg/notes.py": "# we could try torch.autocast here one day\n"}, False),  # a comment only
+    ({"pkg/fit.py": "import torch\ndef step(m, x):\n    with torch.autocast('cuda'):\n"
+      "        return m(x)\n"}, True),  # mixed precision elsewhere in the project
+    ({"conf/run.yaml": "trainer:\n  precision: bf16-mixed\n"}, True),  # set in a config file
+    ({"pkg/setup_tf32.py": "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n"},
+     True),  # TF32 turned on: fp32 matmuls on Tensor Cores
+])
+def test_unaligned_widths_only_where_the_project_computes_in_reduced_precision(tmp_path, extra,
+                                                                               flagged):
+    """Tensor Cores run fp16/bf16 (and TF32) matmuls; in a project that trains in fp32 only,
+    padding a width to a multiple of 8 buys nothing."""
+    engine._tree_reduced.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **extra}
+    assert ("PTT032" in _in_project(tmp_path, files, _MLP)) is flagged
+    # in the file itself, the project unknown (source given without a path)
+    assert "PTT032" not in codes(_MLP)
+    assert "PTT032" in codes(_MLP.replace("return self.score", "return self.half().score"))

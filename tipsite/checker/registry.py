@@ -992,18 +992,20 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
         "pad the sizes to multiples of 8 (for fp16/bf16 on NVIDIA GPUs)",
         _snippet("""
 from torch import nn
-mix = nn.Linear(4095, 4095)
+mix = nn.Linear(4095, 4095).half()
 """), (2, 7),
         _snippet("""
 from torch import nn
-mix = nn.Linear(4096, 4096)
+mix = nn.Linear(4096, 4096).half()
 """),
         short="nn.Linear size not a multiple of 8 misses the fastest Tensor Core kernels",
         fix="pad the sizes to multiples of 8",
         scope="Only literal sizes of 64 and more, and only a hidden width: a size one Linear of the "
               "file gives out and another (or the same) takes in, a free choice. A size only taken in "
               "or only given out is fixed by the data or by another tensor (features, classes, a "
-              "vocabulary, the buckets of a value head): padding it breaks shapes.",
+              "vocabulary, the buckets of a value head): padding it breaks shapes. Nothing in a project "
+              "that computes in fp32 only (no autocast, half, fp16/bf16, mixed precision or TF32 "
+              "in its code or configuration files): Tensor Cores do not run its matmuls.",
     ),
     Rule(
         "PTT033", "tip_vectorize_loops", "Python loop over tensor rows",

@@ -134,6 +134,8 @@ class Facts:
     large_models: bool = False  # PTT003: the file shards or big-model-loads its models, or builds LLMs
     cpu_transforms: bool = False  # PTT016: a forward of the file reads its input with .numpy()
     serves_checkpoints: bool = False  # PTT037: the file's folder loads state dicts and never trains
+    # PTT032: the file or its project computes in fp16/bf16 or TF32 somewhere (Tensor Core math)
+    reduced_precision: bool = True
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -2500,7 +2502,8 @@ class LinearNotMultipleOf8(RuleVisitor):
     """Only a hidden width: a literal size that one Linear of the file gives out and another
     takes in, a free choice of the model's author. A size only taken in (the data's features) or
     only given out (classes, a vocabulary, the buckets of a value head) is fixed by the data or
-    by another tensor, and padding it breaks shapes elsewhere."""
+    by another tensor, and padding it breaks shapes elsewhere. Only where the file or its
+    project computes in fp16/bf16 or TF32 somewhere: Tensor Cores do not run fp32 matmuls."""
 
     CODE = "PTT032"
 
@@ -2510,6 +2513,8 @@ class LinearNotMultipleOf8(RuleVisitor):
         sizes = [_int(a.value) for a in node.args[:2] if a.keyword is None
                  or a.keyword.value in ("in_features", "out_features")]
         hidden = self.facts.linear_inputs & self.facts.linear_outputs
+        if not self.facts.reduced_precision:
+            return  # an fp32-only project: no Tensor Core kernel to miss
         if any(s is not None and s >= 64 and s % 8 and s in hidden for s in sizes):
             self.flag(node)
 
