@@ -2977,6 +2977,7 @@ _SCHEDULE = """\
     import torch
     from torch import nn
     class Loss(nn.Module):
+        'ramp: the temperatures of the first n steps.'
         def __init__(self, warm, hi, n):
             super().__init__()
             self.ramp = torch.linspace(warm, hi, n)
@@ -3009,6 +3010,7 @@ def test_a_tensor_attribute_read_only_at_an_int_index_is_left_alone():
                          "out = []\n            for i in range(2):\n                out.append(r.le(self.cuts[i]))\n"
                          "            return out")
     assert "PTT030" not in codes(loop)
+    assert "PTT030" in codes(loop.replace("return out", "return out, getattr(self, 'cuts')"))
     assert "PTT030" in codes(loop.replace("self.cuts[i]", "self.cuts[r.long()]"))
     assert "PTT030" in codes(loop.replace("range(2)", "keys"))  # not evidently an int
 

@@ -565,7 +565,9 @@ class Net(torch.nn.Module):
               "host at once (torch.empty(1).uniform_(a, b).item(), through in-place random fills and "
               "methods without arguments: a number, where device= would only add a sync), nor in a file "
               "whose modules are data transforms run on the CPU (a forward in it calls .numpy() on its "
-              "input, its first argument, with no .cpu() on the way, which only a CPU tensor allows).",
+              "input, its first argument, with no .cpu() on the way, which only a CPU tensor allows), "
+              "nor one built in the branch of an if that tests a cache and stores the result in a "
+              "self attribute named for a cache (self.cached_bias = b): once per miss, not per call.",
         unlike_tip="The tip's model moves its factory to the GPU at once (torch.ones(16).cuda()), "
                    "which is PTT015's finding; the rule flags factories left on the default device.",
     ),
@@ -959,7 +961,10 @@ class Net(torch.nn.Module):
               "the file names: "
               "never read after construction, .to() leaving it behind is harmless; nor an empty or "
               "0-dim placeholder (torch.tensor([]), torch.tensor(0), torch.zeros(0)) for an attribute "
-              "that __init__ makes an nn.Parameter on another branch: the parameter is what is used.",
+              "that __init__ makes an nn.Parameter on another branch: the parameter is what is used; "
+              "nor one the file reads only at an int index (a literal, a parameter annotated int, a "
+              "loop variable over range: self.ramp[step]), a 0-dim CPU tensor that mixes with CUDA "
+              "tensors as a number does.",
     ),
     Rule(
         "PTT031", "tip_foreach_fused_optimizers", "Adam/AdamW without fused=True",

@@ -1710,7 +1710,8 @@ class TensorAttributeNotBuffer(RuleVisitor):
         ``self.<name>[i]`` with ``i`` an int (a literal, a parameter annotated ``int``, a loop
         variable over ``range``): a 0-dim CPU tensor, which mixes with CUDA tensors as a
         Python number does, so ``.to()`` leaving the table behind costs nothing (a schedule
-        or a table of settings looked up per step). Not where a string names it (getattr)."""
+        or a table of settings looked up per step). Not where a string names it (getattr; a
+        docstring is no read)."""
         module, cls = self.module, self.where.module_class("__init__")
         if not isinstance(module, cst.Module) or cls is None:
             return False
@@ -1719,8 +1720,8 @@ class TensorAttributeNotBuffer(RuleVisitor):
         todo: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(module, ())]
         while todo:
             n, outer = todo.pop()
-            if isinstance(n, cst.SimpleString) and name in n.value:
-                return False
+            if isinstance(n, cst.SimpleString) and name in n.value and not isinstance(parents.get(id(n)), cst.Expr):
+                return False  # (a docstring that documents it is no read)
             if isinstance(n, cst.Attribute) and n.attr.value == name:
                 up = parents.get(id(n))
                 if isinstance(up, cst.AssignTarget) and any(
