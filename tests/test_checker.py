@@ -938,6 +938,42 @@ def test_labelled_excerpts_give_exactly_the_labelled_findings(label_data):
     assert not problems, "\n".join(problems)
 
 
+def test_excerpts_are_checked_amid_the_project_files_a_real_run_reads(tmp_path, monkeypatch):
+    """What the rules read from a project (its torch requirements) travels with the excerpts,
+    reduced to the torch lines, at the same relative paths: an excerpt is then checked as the
+    file is on its checkout (a pinned torch without fused= silences PTT031 on both)."""
+    checkout = tmp_path / "o+r"
+    (checkout / "exp" / "a").mkdir(parents=True)
+    (checkout / "setup.cfg").write_text("[metadata]\nname = r\n")
+    (checkout / "README.md").write_text("# r\nA model.\n")
+    (checkout / "exp" / "requirements.txt").write_text("numpy==1.20\ntorch==1.9.1\ntqdm\n")
+    source = "import torch\nopt = torch.optim.AdamW(net.parameters())\nnet.cuda()\n"
+    (checkout / "exp" / "a" / "fit.py").write_text(source)
+    files = labels.project_of(checkout, ["exp/a/fit.py"])
+    assert files == {"exp/requirements.txt": "torch==1.9.1\n", "setup.cfg": ""}
+    assert labels.torch_lines("x\n  - pytorch=1.10.0=py3.8\ny\n") == "  - pytorch=1.10.0=py3.8\n"
+    monkeypatch.setattr(labels, "EXCERPTS", tmp_path / "excerpts")
+    monkeypatch.setattr(labels, "_PLACED", {})
+    config = {"torch": "2.13", "device": "cuda"}
+    real = engine.Checker((2, 13), "cuda").check_source(source, str(checkout / "exp" / "a" / "fit.py"))
+    assert not real  # the checkout: the pin holds
+    assert labels.findings_of(source, config, "exp/a/fit.py", repo="o/r") == {(2, "PTT031")}  # none carried
+    labels.write_project("o/r", files)
+    assert labels.findings_of(source, config, "exp/a/fit.py", repo="o/r") == set()
+    assert labels.findings_of(source, config, "lib/fit.py", repo="o/r") == {(2, "PTT031")}  # not under it
+    assert labels.findings_of(source, config, "tests/test_fit.py", repo="o/r") == set()  # a test module
+
+
+def test_the_carried_project_files_hold_torch_lines_only():
+    """project.json (and a codebase's withheld project.pending.json) hold nothing but the lines
+    that name torch: no code, no prose beyond them."""
+    found = sorted(labels.EXCERPTS.glob("*/project*.json"))
+    assert found
+    for path in found:
+        for rel, text in json.loads(path.read_text(encoding="utf-8")).items():
+            assert labels.torch_lines(text) == text, (path, rel)
+
+
 def test_findings_labelled_wrong_stay_gone(label_data):
     """What an earlier checker reported wrongly on the same code (issue 26) is not reported."""
     assert label_data.regressions, "the regression cases are part of the label data"

@@ -2439,6 +2439,7 @@ ROUND_FIVE = {
                 super().__init__()
                 self.inner = nn.Linear(width, 201)
                 self.out = nn.Linear(201, 10)
+                self.to(torch.bfloat16)  # (PTT032 speaks only in reduced precision)
         '''),
     "loader whose batches go to NumPy": ("PTT021", '''
         import torch
@@ -2931,3 +2932,112 @@ def test_function_defs_finds_every_def_that_a_walk_of_every_node_finds():
     every = sorted(n.name.value for n in V._walk_all(module) if type(n) is cst.FunctionDef)
     assert every == ["a", "b", "c", "d", "e", "f", "g", "h", "k", "m"]
     assert sorted(n.name.value for n in V._function_defs(module)) == every
+
+
+# --- round 11's kinds: PTT032 in fp32-only projects (issue 33) -----------------------------------
+
+_MLP = """\
+    import torch
+    from torch import nn
+    class Scorer(nn.Module):
+        def __init__(self, n_in):
+            super().__init__()
+            self.hidden = nn.Linear(n_in, 250)
+            self.mix = nn.Linear(250, 250)
+            self.score = nn.Linear(250, 1)
+        def forward(self, x):
+            return self.score(torch.relu(self.mix(torch.relu(self.hidden(x)))))
+"""
+
+
+@pytest.mark.parametrize(("extra", "flagged"), [
+    ({}, False),  # fp32 everywhere: Tensor Cores never run these matmuls
+    ({"pkg/notes.py": "# we could try torch.autocast here one day\n"}, False),  # a comment only
+    ({"pkg/fit.py": "import torch\ndef step(m, x):\n    with torch.autocast('cuda'):\n"
+      "        return m(x)\n"}, True),  # mixed precision elsewhere in the project
+    ({"conf/run.yaml": "trainer:\n  precision: bf16-mixed\n"}, True),  # set in a config file
+    ({"pkg/setup_tf32.py": "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n"},
+     True),  # TF32 turned on: fp32 matmuls on Tensor Cores
+])
+def test_unaligned_widths_only_where_the_project_computes_in_reduced_precision(tmp_path, extra,
+                                                                               flagged):
+    """Tensor Cores run fp16/bf16 (and TF32) matmuls; in a project that trains in fp32 only,
+    padding a width to a multiple of 8 buys nothing."""
+    engine._tree_reduced.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **extra}
+    assert ("PTT032" in _in_project(tmp_path, files, _MLP)) is flagged
+    # in the file itself, the project unknown (source given without a path)
+    assert "PTT032" not in codes(_MLP)
+    assert "PTT032" in codes(_MLP.replace("return self.score", "return self.half().score"))
+
+
+# --- round 11's kinds: PTT030 and PTT016 (issue 33) ----------------------------------------------
+
+_SCHEDULE = """\
+    import torch
+    from torch import nn
+    class Loss(nn.Module):
+        'ramp: the temperatures of the first n steps.'
+        def __init__(self, warm, hi, n):
+            super().__init__()
+            self.ramp = torch.linspace(warm, hi, n)
+            self.n = n
+        def forward(self, a, b, step: int | None = None):
+            t = self.ramp[step] if step is not None and step < self.n else 1.0
+            return ((a - b) / t).pow(2).mean()
+"""
+_CUTS = """\
+    import torch
+    from torch import nn
+    class Shells(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cuts = torch.tensor([1.5, 3.0])
+        def forward(self, r):
+            return [r.le(self.cuts[i]) for i in range(2)] + [r.gt(self.cuts[0])]
+"""
+
+
+def test_a_tensor_attribute_read_only_at_an_int_index_is_left_alone():
+    """``self.table[i]`` with an int ``i`` (a literal, an ``int`` parameter, a loop over range)
+    is a 0-dim CPU tensor, which mixes with CUDA tensors as a number does: the table left on the
+    CPU by ``.to()`` costs nothing. An index that may be a tensor, or any other read, still is."""
+    assert "PTT030" not in codes(_SCHEDULE)
+    assert "PTT030" in codes(_SCHEDULE.replace("step: int | None = None", "step=None"))
+    assert "PTT030" in codes(_SCHEDULE.replace("self.ramp[step]", "self.ramp[step] + self.ramp.sum()"))
+    assert "PTT030" not in codes(_CUTS.replace(" for i in range(2)]", "]").replace("self.cuts[i]", "self.cuts[1]"))
+    loop = _CUTS.replace("return [r.le(self.cuts[i]) for i in range(2)] + [r.gt(self.cuts[0])]",
+                         "out = []\n            for i in range(2):\n                out.append(r.le(self.cuts[i]))\n"
+                         "            return out")
+    assert "PTT030" not in codes(loop)
+    assert "PTT030" in codes(loop.replace("return out", "return out, getattr(self, 'cuts')"))
+    assert "PTT030" in codes(loop.replace("self.cuts[i]", "self.cuts[r.long()]"))
+    assert "PTT030" in codes(loop.replace("range(2)", "keys"))  # not evidently an int
+
+
+_REFILL = """\
+    import torch
+    from torch import nn
+    class PairBias(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cache_len = 0
+            self.cache_table = None
+        def forward(self, x):
+            n = x.shape[-1]
+            if self.cache_len >= n:
+                t = self.cache_table
+            else:
+                t = torch.arange(2 * n).view(-1, 1) - torch.arange(2 * n)
+                t = t.to(x.device)
+                self.cache_len = 2 * n
+                self.cache_table = t
+            return x + t[:n, :n]
+"""
+
+
+def test_a_tensor_built_on_a_cache_miss_and_kept_is_left_alone():
+    """Built on the CPU in the branch that refills a cache the module keeps: once per miss, not
+    per call. Without the store (built on every call), it is reported."""
+    assert "PTT016" not in codes(_REFILL)
+    assert "PTT016" in codes(_REFILL.replace("                self.cache_table = t\n", ""))

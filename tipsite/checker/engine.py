@@ -1332,6 +1332,55 @@ def _folder_serves_checkpoints(folder: str) -> bool:
     return loads
 
 
+# PTT032: code or configuration that computes in reduced precision, where Tensor Cores run:
+# autocast/AMP, .half(), fp16/bf16 dtypes or flags, a mixed-precision setting, TF32 on
+_TOKEN = r"(?<![A-Za-z0-9+/]){}(?![A-Za-z0-9+/])"  # a word, not inside base64 (a notebook's images)
+_REDUCED = re.compile("|".join([r"autocast|GradScaler|float16|mixed[_ -]?precision|16-mixed",
+                                r"\bprecision\s*[=:]|allow_tf32|float32_matmul_precision",
+                                r"\.half\b|\bhalf\(|[\"']half[\"']|half_precision",  # not num_half
+                                *(_TOKEN.format(w) for w in ("amp", "fp16", "bf16"))]),
+                      re.IGNORECASE)
+_PRECISION_FILES = (".py", ".yaml", ".yml", ".json", ".toml", ".cfg", ".sh", ".ipynb")
+_SKIP_DIRS = {"node_modules", "site-packages", "__pycache__", "venv", "build", "dist"}
+_MAX_SCANNED = 5000  # files read for a project's precision; beyond that it is assumed mixed
+
+
+def _reduced_precision(path: str, text: str) -> bool:
+    """The file, or any code or configuration file of its project (the tree under the nearest
+    folder above it with pyproject.toml, setup.py, setup.cfg or .git; the file's own folder
+    when there is none), computes in reduced precision somewhere (PTT032); comments do not
+    count. A project too large to read is taken to (the rule then speaks as before)."""
+    if _in_code(_REDUCED, text):
+        return True
+    folder = _file_folder(path)
+    return folder is not None and _tree_reduced(_project_root(folder))
+
+
+def _project_root(folder: str) -> str:
+    start = folder
+    while True:
+        if _listing(folder) & set(_PROJECT_ROOT):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return start
+        folder = parent
+
+
+@functools.lru_cache(maxsize=64)
+def _tree_reduced(root: str) -> bool:
+    scanned = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
+        names = {n for n in files if n.endswith(_PRECISION_FILES)}
+        scanned += len(names)
+        if scanned > _MAX_SCANNED:
+            return True
+        if any(_in_code(_REDUCED, t) for _, t in _small_texts(folder, names, lambda n: True)):
+            return True
+    return False
+
+
 def _companion_torch(package: str, major: int, minor: int) -> tuple[int, int] | None:
     """The torch release that release ``major.minor`` of torchvision or torchaudio is built for
     (PyTorch's published compatibility table): torchvision 0.5 to 0.14 go with torch 1.4 to
@@ -1480,6 +1529,11 @@ class Checker:
         scan.walk(tree, [])
         scan.finish()
         scan.facts.function_names = {f.name for f in scan.functions}
+        # PTT032: only a candidate width (a hidden size of 64 or more, not a multiple of 8) has
+        # the file's project read for reduced precision
+        scan.facts.reduced_precision = not any(
+            n >= 64 and n % 8 for n in scan.facts.linear_inputs & scan.facts.linear_outputs) or (
+            _reduced_precision(path, text))
         # PTT016: data transforms whose forward reads its input with .numpy(): run on the CPU
         # (the scan has listed every def: no second walk of the tree for them)
         scan.facts.cpu_transforms = ".numpy()" in text and "def forward" in text and any(

@@ -13,6 +13,10 @@ The data lives in ``tests/checker_data/``:
   findings need (and the lines that keep the regressions away), at their line numbers in the
   file, with the repository, commit and path. Not whole files: :func:`minimize` keeps only the
   statements without which the checker's findings on the file change.
+* ``excerpts/<owner>+<name>/project.json``: what the rules read from the codebase's project
+  around those files (the torch lines of its requirement files, pyproject.toml, setup.py,
+  conda env*.yml, install*.sh and READMEs, at their relative paths), so that the excerpts are
+  checked amid them as a real run checks the files (:func:`placed`).
 
 The tests run the checker on every excerpt in every configuration: it must give exactly the
 labelled findings and none of the regressions, and the labels must meet the targets (at least
@@ -23,6 +27,8 @@ out at the commit ``labels.json`` pins)::
 
     python -m tipsite.checker.labels run CORPUS        # findings not labelled, labels not found
     python -m tipsite.checker.labels excerpts CORPUS   # rewrite the excerpts from the checkouts
+    python -m tipsite.checker.labels excerpts --projects CORPUS  # only what the rules read
+                                                       # from the projects (project.json)
     python -m tipsite.checker.labels table [--write]   # the table (--write: into the docs page)
 """
 
@@ -118,6 +124,101 @@ def read_excerpt(repo: str, path: str) -> str:
     return "\n".join(kept.get(n, "") for n in range(1, last + 1)) + "\n"
 
 
+# --- the project files the rules read (torch requirements), carried beside the excerpts ---------------
+
+PROJECT = "project.json"  # in each codebase's excerpt folder: {relative path: the lines kept}
+_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")  # a project's root (as the engine reads it)
+
+
+def _project_names(name: str) -> bool:
+    """A file the engine reads for the project's torch: requirement files, pyproject.toml,
+    setup.py/cfg, conda env*.yml, install*.sh, READMEs."""
+    from tipsite.checker import engine as E
+
+    return (name in E._REQ_FILES or name in E._READMES or bool(E._PIN_FILE.search(name))
+            or (name.startswith("requirements") and name.endswith(".txt")))
+
+
+def torch_lines(text: str) -> str:
+    """The lines of a project file that name torch the ways the engine reads (a requirement,
+    a pin, a companion's pin, a README's release or "newer versions"), at no other line."""
+    from tipsite.checker import engine as E
+
+    keep: set[int] = set()
+    for pattern in (E._TORCH_REQ, E._TORCH_MIN, E._TORCH_PROSE, E._TORCH_PIN, E._TORCH_OPEN,
+                    E._TORCH_NAMED, E._NEWER_TORCH, E._COMPANION_PIN):
+        for m in pattern.finditer(text):
+            first = text.count("\n", 0, m.start())
+            keep |= set(range(first, first + text.count("\n", m.start(), m.end()) + 1))
+    lines = text.splitlines()
+    return "".join(lines[i] + "\n" for i in sorted(keep) if i < len(lines))
+
+
+def project_of(base: Path, paths: list[str]) -> dict[str, str]:
+    """For the files ``paths`` of the checkout ``base``: each project file the engine would read
+    from their folders up to the project's root (a folder with pyproject.toml, setup.py,
+    setup.cfg or .git, or the checkout's own folder), reduced to its torch lines; a root's
+    marker file is kept even with none (it ends the engine's walk)."""
+    out: dict[str, str] = {}
+    for path in paths:
+        folder = (base / path).parent
+        while True:
+            names = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+            for name in sorted(names):
+                file = folder / name
+                if not file.is_file() or not (_project_names(name) or name in _MARKERS):
+                    continue
+                rel = file.relative_to(base).as_posix()
+                if rel not in out and file.stat().st_size <= 1_000_000:
+                    out[rel] = torch_lines(file.read_text(encoding="utf-8", errors="replace"))
+            if folder == base or names & {*_MARKERS, ".git"}:
+                break
+            folder = folder.parent
+    return {k: v for k, v in sorted(out.items()) if v or k.rsplit("/", 1)[-1] in _MARKERS}
+
+
+def write_project(repo: str, files: dict[str, str]) -> Path | None:
+    target = EXCERPTS / repo.replace("/", "+") / PROJECT
+    if not files:
+        target.unlink(missing_ok=True)
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(files, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return target
+
+
+_PLACED: dict[str, Path] = {}
+
+
+def placed(repo: str, path: str) -> str | None:
+    """A file system path at which the engine finds the codebase's carried project files around
+    ``path`` as a real run finds them (None when the codebase carries none): a folder holding
+    them at their relative places, ``.git`` at its root (the walk stops there), and an empty
+    file at ``path`` (the source itself is given to the checker)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    project = EXCERPTS / repo.replace("/", "+") / PROJECT
+    if not project.is_file():
+        return None
+    if repo not in _PLACED:
+        if not _PLACED:
+            _PLACED[""] = Path(tempfile.mkdtemp(prefix="checker-projects-"))
+            atexit.register(shutil.rmtree, _PLACED[""], True)
+        root = Path(tempfile.mkdtemp(dir=_PLACED[""])) / repo.replace("/", "+")
+        (root / ".git").mkdir(parents=True)  # a fresh folder: the engine caches by folder
+        for rel, text in json.loads(project.read_text(encoding="utf-8")).items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text, encoding="utf-8")
+        _PLACED[repo] = root
+    file = _PLACED[repo] / path
+    if not file.exists():
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text("", encoding="utf-8")
+    return str(file)
+
+
 def _checker(config: dict):
     from tipsite.checker.engine import Checker
 
@@ -125,9 +226,16 @@ def _checker(config: dict):
     return Checker(release, config["device"])  # every rule, preview included: all are measured
 
 
-def findings_of(text: str, config: dict, path: str = "<excerpt>", checker=None) -> set[tuple[int, str]]:
+def findings_of(text: str, config: dict, path: str = "<excerpt>", checker=None,
+                repo: str | None = None) -> set[tuple[int, str]]:
+    """The findings on ``text``; with ``repo``, amid the project files it carries (:func:`placed`)."""
+    from tipsite.checker.engine import is_test_path
+
     checker = checker or _checker(config)
-    return {(f.line, f.code) for f in checker.check_source(text, path)}
+    where = placed(repo, path) if repo else None
+    if where is None:
+        return {(f.line, f.code) for f in checker.check_source(text, path)}
+    return {(f.line, f.code) for f in checker.check_source(text, where, test=is_test_path(path))}
 
 
 def _by_file(items: list[dict]) -> dict[tuple[str, str], list[dict]]:
@@ -147,7 +255,7 @@ def _runs(labels: Labels, items: list[dict]):
     for (repo, path), mine in _by_file(items).items():
         text = read_excerpt(repo, path)
         for name, checker in checkers.items():
-            yield repo, path, name, mine, findings_of(text, {}, path, checker)
+            yield repo, path, name, mine, findings_of(text, {}, path, checker, repo)
 
 
 def check_excerpts(labels: Labels) -> list[str]:
@@ -552,6 +660,19 @@ def run(labels: Labels, corpus: Path) -> int:
     return 1 if missing or known - seen else 0
 
 
+def write_projects(labels: Labels, corpus: Path, repos: set[str] | None = None) -> None:
+    """Rewrite each codebase's carried project files (:func:`project_of`) from its checkout in
+    ``corpus`` (codebases not checked out there are left as they are)."""
+    keys = set(_by_file(labels.findings)) | set(_by_file(labels.regressions))
+    for repo in sorted({r for r, _ in keys}):
+        base = corpus / repo.replace("/", "+")
+        if (repos and repo not in repos) or not base.is_dir():
+            continue
+        target = write_project(repo, project_of(base, sorted(p for r, p in keys if r == repo)))
+        _PLACED.pop(repo, None)
+        print(f"{repo}: {'no project file names torch' if target is None else target.name}")
+
+
 def write_all_excerpts(labels: Labels, corpus: Path, baseline=None, only: set[str] | None = None) -> None:
     """Rewrite every excerpt: the smallest set of statements that keeps, in every configuration,
     the file's labelled findings exactly, and (with ``baseline``, an earlier checker) the
@@ -560,17 +681,19 @@ def write_all_excerpts(labels: Labels, corpus: Path, baseline=None, only: set[st
     files = _by_file(labels.findings)
     regress = _by_file(labels.regressions)
     commits = {c["repo"]: c for c in labels.corpora}
-    for key in sorted(set(files) | set(regress)):
+    keys = sorted(set(files) | set(regress))
+    write_projects(labels, corpus, {o.partition(":")[0] for o in only} if only else None)
+    for key in keys:
         repo, path = key
         if only and f"{repo}:{path}" not in only:
             continue
         text = (corpus / repo.replace("/", "+") / path).read_text(encoding="utf-8")
         items, olds = files.get(key, []), regress.get(key, [])
 
-        def ok(candidate: str, path=path, items=items, olds=olds) -> bool:
+        def ok(candidate: str, path=path, items=items, olds=olds, repo=repo) -> bool:
             for name, checker in checkers.items():
                 try:
-                    got = findings_of(candidate, {}, path, checker)
+                    got = findings_of(candidate, {}, path, checker, repo)
                 except SyntaxError:
                     return False
                 if got != expected(items, name):
@@ -597,6 +720,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("excerpts", help="rewrite the excerpts from the checkouts")
     p.add_argument("corpus", type=Path)
     p.add_argument("--only", action="append", metavar="REPO:PATH", help="only this file's excerpt")
+    p.add_argument("--projects", action="store_true",
+                   help=f"only the project files the rules read ({PROJECT} of each codebase)")
     p = sub.add_parser("table", help="print the precision table (reStructuredText)")
     p.add_argument("--write", action="store_true",
                    help=f"write it and the rules table into {DOCS_PAGE.relative_to(ROOT)}, "
@@ -615,6 +740,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "run":
         return run(labels, args.corpus)
+    if args.command == "excerpts" and args.projects:
+        write_projects(labels, args.corpus, {o.partition(":")[0] for o in args.only or ()} or None)
+        return 0
     if args.command == "excerpts":
         write_all_excerpts(labels, args.corpus, only=set(args.only or ()))
         return 0

@@ -530,7 +530,11 @@ class Net(torch.nn.Module):
               "(if not self.training:), whose outputs go to a host-side evaluator, nor in a forward "
               "that keeps its input's device in a name and moves tensors to it (device = x.device; "
               "out.to(device)): it offloads to the CPU on purpose (chunked inference gathering its "
-              "outputs on the host) and returns, nor in a file that uses RPC, which sends CPU tensors.",
+              "outputs on the host) and returns, nor in a file that uses RPC, which sends CPU tensors. "
+              "Not a .cpu() on a branch that parks tensors on the host on purpose (its test names a "
+              "cpu, offload or cache: if self.cpu_cache:, if emb_cache is not None:), nor a .cuda() "
+              "in a class that wraps its network in nn.DataParallel (CUDA only: moving the input is "
+              "its job).",
     ),
     Rule(
         "PTT016", "tip_module_conventions", "tensor created in forward without device=",
@@ -576,10 +580,8 @@ class Net(torch.nn.Module):
               "methods without arguments: a number, where device= would only add a sync), nor in a file "
               "whose modules are data transforms run on the CPU (a forward in it calls .numpy() on its "
               "input, its first argument, with no .cpu() on the way, which only a CPU tensor allows), "
-              "nor a .cpu() on a branch that parks tensors on the host on purpose (its test names a "
-              "cpu, offload or cache: if self.cpu_cache:, if emb_cache is not None:), nor a .cuda() "
-              "in a class that wraps its network in nn.DataParallel (CUDA only: moving the input is "
-              "its job).",
+              "nor one built in the branch of an if that tests a cache and stores the result in a "
+              "self attribute named for a cache (self.cached_bias = b): once per miss, not per call.",
         unlike_tip="The tip's model moves its factory to the GPU at once (torch.ones(16).cuda()), "
                    "which is PTT015's finding; the rule flags factories left on the default device.",
     ),
@@ -986,7 +988,10 @@ class Net(torch.nn.Module):
               "the file names: "
               "never read after construction, .to() leaving it behind is harmless; nor an empty or "
               "0-dim placeholder (torch.tensor([]), torch.tensor(0), torch.zeros(0)) for an attribute "
-              "that __init__ makes an nn.Parameter on another branch: the parameter is what is used.",
+              "that __init__ makes an nn.Parameter on another branch: the parameter is what is used; "
+              "nor one the file reads only at an int index (a literal, a parameter annotated int, a "
+              "loop variable over range: self.ramp[step]), a 0-dim CPU tensor that mixes with CUDA "
+              "tensors as a number does.",
     ),
     Rule(
         "PTT031", "tip_foreach_fused_optimizers", "Adam/AdamW without fused=True",
@@ -1019,18 +1024,20 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
         "pad the sizes to multiples of 8 (for fp16/bf16 on NVIDIA GPUs)",
         _snippet("""
 from torch import nn
-mix = nn.Linear(4095, 4095)
+mix = nn.Linear(4095, 4095).half()
 """), (2, 7),
         _snippet("""
 from torch import nn
-mix = nn.Linear(4096, 4096)
+mix = nn.Linear(4096, 4096).half()
 """),
         short="nn.Linear size not a multiple of 8 misses the fastest Tensor Core kernels",
         fix="pad the sizes to multiples of 8",
         scope="Only literal sizes of 64 and more, and only a hidden width: a size one Linear of the "
               "file gives out and another (or the same) takes in, a free choice. A size only taken in "
               "or only given out is fixed by the data or by another tensor (features, classes, a "
-              "vocabulary, the buckets of a value head): padding it breaks shapes.",
+              "vocabulary, the buckets of a value head): padding it breaks shapes. Nothing in a project "
+              "that computes in fp32 only (no autocast, half, fp16/bf16, mixed precision or TF32 "
+              "in its code or configuration files): Tensor Cores do not run its matmuls.",
     ),
     Rule(
         "PTT033", "tip_vectorize_loops", "Python loop over tensor rows",

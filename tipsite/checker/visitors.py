@@ -139,6 +139,8 @@ class Facts:
     large_models: bool = False  # PTT003: the file shards or big-model-loads its models, or builds LLMs
     cpu_transforms: bool = False  # PTT016: a forward of the file reads its input with .numpy()
     serves_checkpoints: bool = False  # PTT037: the file's folder loads state dicts and never trains
+    # PTT032: the file or its project computes in fp16/bf16 or TF32 somewhere (Tensor Core math)
+    reduced_precision: bool = True
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -1728,11 +1730,40 @@ def _block_after(stack: list[cst.CSTNode], node: cst.CSTNode) -> list[cst.BaseSt
 _PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 
 
+_INT_ANNOTATIONS = {"int", "Optional[int]", "int | None", "None | int", "typing.Optional[int]"}
+
+
+def _int_index(sub: cst.Subscript, outer: tuple[cst.CSTNode, ...]) -> bool:
+    """``x[i]`` with one index that is evidently an int: a literal, a parameter of the enclosing
+    function annotated ``int`` (or ``int | None``), the variable of an enclosing ``for`` over
+    ``range(...)``."""
+    if len(sub.slice) != 1 or not isinstance(sub.slice[0].slice, cst.Index):
+        return False
+    index = sub.slice[0].slice.value
+    if isinstance(index, cst.Integer):
+        return True
+    if not isinstance(index, cst.Name):
+        return False
+    for o in reversed(outer):
+        if (isinstance(o, cst.For) and isinstance(o.target, cst.Name) and o.target.value == index.value
+                and isinstance(o.iter, cst.Call) and get_full_name_for_node(o.iter.func) == "range"):
+            return True
+        if isinstance(o, cst.FunctionDef):
+            params = [*o.params.posonly_params, *o.params.params, *o.params.kwonly_params]
+            p = next((p for p in params if p.name.value == index.value), None)
+            if p is None or p.annotation is None:
+                return False
+            code = cst.Module(body=[]).code_for_node(p.annotation.annotation)
+            return " ".join(code.split()) in _INT_ANNOTATIONS
+    return False
+
+
 class TensorAttributeNotBuffer(RuleVisitor):
     """A factory's tensor set as a plain attribute in a module's ``__init__``; not one rebound as
     an ``nn.Parameter`` further down the same block (registered then), nor one that a method
     rebinds from itself to its input's device and dtype before use
-    (``self.mean = self.mean.type_as(x)``)."""
+    (``self.mean = self.mean.type_as(x)``), nor one read only at an int index (a 0-dim CPU
+    tensor mixes with CUDA tensors)."""
 
     CODE = "PTT030"
 
@@ -1742,8 +1773,41 @@ class TensorAttributeNotBuffer(RuleVisitor):
                 and not self.facts.exports):
             name = node.targets[0].target.attr.value
             if (not self._registered_below(node, name) and not self._follows_input(name)
-                    and not self._used_in_init_only(name) and not self._placeholder(node, name)):
+                    and not self._used_in_init_only(name) and not self._placeholder(node, name)
+                    and not self._int_indexed_only(name)):
                 self.flag(node)
+
+    def _int_indexed_only(self, name: str) -> bool:
+        """Outside the assignments of ``__init__``, the file reads ``self.<name>`` only as
+        ``self.<name>[i]`` with ``i`` an int (a literal, a parameter annotated ``int``, a loop
+        variable over ``range``): a 0-dim CPU tensor, which mixes with CUDA tensors as a
+        Python number does, so ``.to()`` leaving the table behind costs nothing (a schedule
+        or a table of settings looked up per step). Not where a string names it (getattr; a
+        docstring is no read)."""
+        module, cls = self.module, self.where.module_class("__init__")
+        if not isinstance(module, cst.Module) or cls is None:
+            return False
+        parents: dict[int, cst.CSTNode] = {}
+        reads = 0
+        todo: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(module, ())]
+        while todo:
+            n, outer = todo.pop()
+            if isinstance(n, cst.SimpleString) and name in n.value and not isinstance(parents.get(id(n)), cst.Expr):
+                return False  # (a docstring that documents it is no read)
+            if isinstance(n, cst.Attribute) and n.attr.value == name:
+                up = parents.get(id(n))
+                if isinstance(up, cst.AssignTarget) and any(
+                        isinstance(f, cst.FunctionDef) and f.name.value == "__init__" for f in outer):
+                    continue  # the binding itself (or another in __init__)
+                sub = up if isinstance(up, cst.Subscript) and up.value is n else None
+                if (sub is None or get_full_name_for_node(n) != f"self.{name}"
+                        or not any(o is cls for o in outer) or not _int_index(sub, outer)):
+                    return False
+                reads += 1
+            for c in children(n):
+                parents[id(c)] = n
+                todo.append((c, (*outer, n)))
+        return reads > 0
 
     def _placeholder(self, node: cst.Assign, name: str) -> bool:
         """An empty or 0-dim tensor (``torch.tensor([])``, ``torch.tensor(0)``,
@@ -2234,6 +2298,8 @@ class FactoryWithoutDevice(RuleVisitor):
             # torch.tensor(self.size), torch.tensor(finfo.min): a number (a 0-d tensor, used as a
             # scalar) or sizes kept on the CPU as metadata, which the rule cannot tell apart
             return
+        if _cache_refill(self.where.stack, node):
+            return  # built on a cache miss and kept on the module: once, not per call
         if name in RANDOM_DRAWS and _one_number(node, name):
             if id(node) in self.host:
                 return  # one random number read on the host at once (torch.rand(1) < p, int(...))
@@ -2241,6 +2307,31 @@ class FactoryWithoutDevice(RuleVisitor):
                 self.held.append((node, self.bound[id(node)]))
                 return
         self.flag(node)
+
+
+_CACHE = re.compile(r"cache", re.IGNORECASE)
+
+
+def _cache_refill(stack: list[cst.CSTNode], node: cst.CSTNode) -> bool:
+    """The node is in a branch of an ``if`` that tests a cache (``if self.cached_len >= n:``),
+    and that branch stores a local into an attribute of ``self`` named for a cache
+    (``self.cached_matrix = a``): it runs on a cache miss, not on every call."""
+    for i, outer in enumerate(stack):
+        if not isinstance(outer, cst.If) or any(n is node for n in walk(outer.test)):
+            continue
+        if not any(isinstance(n, (cst.Name, cst.Attribute)) and _CACHE.search(
+                n.value if isinstance(n, cst.Name) else n.attr.value) for n in [outer.test, *walk(outer.test)]):
+            continue
+        branch = next((b for b in (outer.body, outer.orelse) if b is not None
+                       and any(n is node for n in walk(b))), None)
+        if branch is None:
+            continue
+        for n in walk(branch):
+            if isinstance(n, cst.Assign) and isinstance(n.value, cst.Name) and any(
+                    isinstance(t.target, cst.Attribute) and get_full_name_for_node(t.target.value) == "self"
+                    and _CACHE.search(t.target.attr.value) for t in n.targets):
+                return True
+    return False
 
 
 def _cpu_lengths(visitor: RuleVisitor, func: cst.FunctionDef) -> set[int]:
@@ -2608,7 +2699,8 @@ class LinearNotMultipleOf8(RuleVisitor):
     """Only a hidden width: a literal size that one Linear of the file gives out and another
     takes in, a free choice of the model's author. A size only taken in (the data's features) or
     only given out (classes, a vocabulary, the buckets of a value head) is fixed by the data or
-    by another tensor, and padding it breaks shapes elsewhere."""
+    by another tensor, and padding it breaks shapes elsewhere. Only where the file or its
+    project computes in fp16/bf16 or TF32 somewhere: Tensor Cores do not run fp32 matmuls."""
 
     CODE = "PTT032"
 
@@ -2618,6 +2710,8 @@ class LinearNotMultipleOf8(RuleVisitor):
         sizes = [_int(a.value) for a in node.args[:2] if a.keyword is None
                  or a.keyword.value in ("in_features", "out_features")]
         hidden = self.facts.linear_inputs & self.facts.linear_outputs
+        if not self.facts.reduced_precision:
+            return  # an fp32-only project: no Tensor Core kernel to miss
         if any(s is not None and s >= 64 and s % 8 and s in hidden for s in sizes):
             self.flag(node)
 
