@@ -965,13 +965,21 @@ def test_excerpts_are_checked_amid_the_project_files_a_real_run_reads(tmp_path, 
 
 
 def test_the_carried_project_files_hold_torch_lines_only():
-    """project.json (and a codebase's withheld project.pending.json) hold nothing but the lines
-    that name torch: no code, no prose beyond them."""
+    """project.json holds nothing but the lines the rules read from a project: those that name
+    torch, and in Python files of a package only the lines that set
+    TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD or load a state dict (an ``__init__.py`` may be empty): no
+    other code, no prose."""
     found = sorted(labels.EXCERPTS.glob("*/project*.json"))
     assert found
+    package = 0
     for path in found:
         for rel, text in json.loads(path.read_text(encoding="utf-8")).items():
-            assert labels.torch_lines(text) == text, (path, rel)
+            if labels.torch_lines(text) == text and (text or not rel.endswith("__init__.py")):
+                continue  # a requirement file, setup.py, a README...: its torch lines
+            package += 1
+            assert rel.endswith(".py") and all(engine._FORCE_UNSAFE in line or "load_state_dict(" in line
+                                               for line in text.splitlines()), (path, rel)
+    assert package, "the package facts (PTT001's, PTT037's) are carried for some codebase"
 
 
 def test_findings_labelled_wrong_stay_gone(label_data):
@@ -1759,3 +1767,18 @@ def test_ptt016_a_default_mask_that_only_gives_packed_lengths():
     used = lengths.replace("return self.rnn(packed)[1][0][-1]",
                            "return self.rnn(packed)[1][0][-1] * valid.sum()")
     assert codes(used).count("PTT016") == 1
+
+
+def test_lost_findings_are_useful_ones_the_real_runs_no_longer_give():
+    """``lost``: findings labelled useful that the rules, run on the checkout amid its project,
+    no longer make. Each says why (the project's own torch requirement or settings, or a rule
+    change), is not also a current finding, and is counted on the docs page."""
+    data = labels.load()
+    assert data.lost
+    current = {(f["repo"], f["path"], f["line"], f["code"]) for f in data.findings}
+    for f in data.lost:
+        assert f["label"] == "useful", f
+        assert f["lost_because"].startswith(("the project's own torch", "a change of the rule")), f
+        assert (f["repo"], f["path"], f["line"], f["code"]) not in current, f
+    text = labels.render_rst(data)
+    assert f"no longer make on the real code, run amid its project: {len(data.lost)}" in text

@@ -8,7 +8,11 @@ The data lives in ``tests/checker_data/``:
   its evidence; ``not applicable``: the pattern is there but the advice does not apply to this
   code; ``wrong``: the finding misreads the code, or its advice would break it) and why; and the
   ``regressions``: findings an earlier checker reported on the same code, labelled wrong or not
-  applicable, which must stay gone.
+  applicable, which must stay gone; and the ``lost`` ones: findings labelled useful that the
+  current rules, run on the checkout amid its project, no longer make, each with why
+  (``lost_because``): the project's own torch requirement, under which the advice cannot apply,
+  or a change of the rule (a recall loss). They are a record, counted on the docs page, not a
+  precision row.
 * ``excerpts/<owner>+<name>/<path>.txt``: for each file with a labelled finding, the lines the
   findings need (and the lines that keep the regressions away), at their line numbers in the
   file, with the repository, commit and path. Not whole files: :func:`minimize` keeps only the
@@ -71,6 +75,7 @@ class Labels:
     findings: list[dict] = field(default_factory=list)
     regressions: list[dict] = field(default_factory=list)
     misses: list[dict] = field(default_factory=list)  # what a labeller saw and no rule reported
+    lost: list[dict] = field(default_factory=list)  # useful findings the rules no longer make
 
     def config(self, name: str) -> dict:
         return next(c for c in self.configurations if c["name"] == name)
@@ -79,7 +84,7 @@ class Labels:
 def load(path: Path = LABELS) -> Labels:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     out = Labels(**{k: data.get(k, []) for k in ("corpora", "configurations", "findings", "regressions",
-                                                 "misses")})
+                                                 "misses", "lost")})
     for f in out.findings + out.regressions:
         if f["label"] not in KINDS:
             raise ValueError(f"{f['repo']} {f['path']}:{f['line']} {f['code']}: unknown label {f['label']!r}")
@@ -92,6 +97,8 @@ def dump(labels: Labels, path: Path = LABELS) -> None:
             "findings": sorted(labels.findings, key=key), "regressions": sorted(labels.regressions, key=key)}
     if labels.misses:
         data["misses"] = labels.misses
+    if labels.lost:
+        data["lost"] = sorted(labels.lost, key=key)
     Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
@@ -174,7 +181,39 @@ def project_of(base: Path, paths: list[str]) -> dict[str, str]:
             if folder == base or names & {*_MARKERS, ".git"}:
                 break
             folder = folder.parent
-    return {k: v for k, v in sorted(out.items()) if v or k.rsplit("/", 1)[-1] in _MARKERS}
+    out.update(_package_facts(base, paths))
+    return {k: v for k, v in sorted(out.items()) if v or k.rsplit("/", 1)[-1] in (*_MARKERS, "__init__.py")}
+
+
+def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
+    """The two facts the engine reads from a file's package beyond its torch requirement, as
+    the lines that give them: an ``__init__.py`` above the file that sets
+    TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (PTT001; the ``__init__.py`` files between are kept, empty,
+    as the engine walks up while the folders are a package), and a folder of Python files that
+    loads state dicts and trains nowhere (PTT037: their ``load_state_dict(`` lines)."""
+    from tipsite.checker import engine as E
+
+    out: dict[str, str] = {}
+    for path in paths:
+        folder, chain = (base / path).parent, []
+        while folder != base.parent and (folder / "__init__.py").is_file():
+            init = folder / "__init__.py"
+            chain.append(init.relative_to(base).as_posix())
+            text = init.read_text(encoding="utf-8", errors="replace")
+            if E._sets_force_unsafe(text):
+                for rel in chain[:-1]:
+                    out.setdefault(rel, "")
+                out[chain[-1]] = "".join(line + "\n" for line in text.splitlines() if E._FORCE_UNSAFE in line)
+                break
+            folder = folder.parent
+        folder = (base / path).parent
+        if E._folder_serves_checkpoints(str(folder)):
+            for file in sorted(folder.glob("*.py")):
+                text = file.read_text(encoding="utf-8", errors="replace")
+                kept = "".join(line + "\n" for line in text.splitlines() if "load_state_dict(" in line)
+                if kept:
+                    out[file.relative_to(base).as_posix()] = kept
+    return out
 
 
 def write_project(repo: str, files: dict[str, str]) -> Path | None:
@@ -451,6 +490,12 @@ def render_rst(labels: Labels) -> str:
     if labels.regressions:
         tail += ["", f"The earlier checker's findings on the same code that the rules now leave alone, kept as "
                  f"regression tests: {regress['wrong']} wrong, {regress['not applicable']} not applicable."]
+    if labels.lost:
+        pinned = sum(1 for f in labels.lost if f["lost_because"].startswith("the project"))
+        tail += ["", f"Findings labelled useful that the rules no longer make on the real code, run amid "
+                 f"its project: {len(labels.lost)}; {pinned} because the project's own torch requirement "
+                 f"makes the advice inapplicable there (the rule reads it), {len(labels.lost) - pinned} "
+                 "lost to a change of a rule (a recall loss, listed in ``labels.json`` as ``lost``)."]
     return "\n".join(head + body + tail) + "\n"
 
 
