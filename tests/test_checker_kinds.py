@@ -3164,6 +3164,8 @@ def test_ptt027_leaves_a_guarded_call_and_a_figure_labelled_as_the_gpus_alone():
                                               'log(name="gpu_mem", value=torch.cuda.memory_allocated(device))'))
     assert "PTT027" in codes(bare.replace('stats["used"] = torch.cuda.memory_allocated(device)',
                                           'log(name="mem", value=torch.cuda.memory_allocated(device))'))
+    assert "PTT027" in codes(bare.replace("memory_allocated(device)", 'memory_allocated("cuda:0")'))
+    assert "PTT027" in codes(bare.replace("memory_allocated(device)", 'memory_allocated(torch.device("cuda"))'))
 
 
 _COPIES = """\

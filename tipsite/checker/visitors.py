@@ -4323,6 +4323,7 @@ class MemoryAllocated(RuleVisitor):
 
 # a string that names the GPU ("GPU memory: ", f"gpu_mem_{name}", "CUDA peak")
 _GPU_WORD = re.compile(r"(^|[^a-z])(gpu|cuda)([^a-z]|$)", re.IGNORECASE)
+_DEVICE_STRING = re.compile(r"^[rbuf]*[\"']+cuda(:\d+)?[\"']+$")  # "cuda", 'cuda:0': a device name
 
 
 def _reported_as_gpu(where: Tracker, node: cst.CSTNode) -> bool:
@@ -4339,9 +4340,10 @@ def _reported_as_gpu(where: Tracker, node: cst.CSTNode) -> bool:
             scope.iter if isinstance(scope, cst.For) else None)
         if isinstance(scope, cst.With):
             part = cst.Tuple([cst.Element(i.item) for i in scope.items])
+    inside = {id(n) for n in walk(node)}  # memory_allocated("cuda:0"): a device, not a label
     return part is not None and any(
-        isinstance(n, (cst.SimpleString, cst.FormattedStringText)) and _GPU_WORD.search(n.value)
-        for n in walk(part))
+        isinstance(n, (cst.SimpleString, cst.FormattedStringText)) and id(n) not in inside
+        and _GPU_WORD.search(n.value) and not _DEVICE_STRING.match(n.value) for n in walk(part))
 
 
 def _past_cpu_test(where: Tracker, node: cst.CSTNode) -> bool:
