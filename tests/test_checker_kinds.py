@@ -3041,3 +3041,151 @@ def test_a_tensor_built_on_a_cache_miss_and_kept_is_left_alone():
     per call. Without the store (built on every call), it is reported."""
     assert "PTT016" not in codes(_REFILL)
     assert "PTT016" in codes(_REFILL.replace("                self.cache_table = t\n", ""))
+
+
+# --- round 12's kinds: PTT030, PTT021, PTT027, PTT014 (issue 33) --------------------------------
+
+_STATS = """\
+    import torch
+    from torch import nn
+    class Stats(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.scale = torch.ones(n)
+        def forward(self, x):
+            return x * self.scale
+"""
+
+
+def test_ptt030_needs_evidence_that_the_class_is_an_nn_module():
+    """A class whose base is merely named ``...Module`` (a data module has no register_buffer)
+    is no nn.Module: silent. A torch.nn base, a LightningModule, a class of the file deriving
+    from one (followed through the file's classes) are."""
+    assert "PTT030" in codes(_STATS)
+    data = _STATS.replace("class Stats(nn.Module)", "class Stats(DataModule)")
+    assert "PTT030" not in codes(data)
+    lightning = "from lightning import LightningDataModule as DataModule"
+    assert "PTT030" not in codes(data.replace("from torch import nn", lightning))
+    assert "PTT030" in codes(_STATS.replace("class Stats(nn.Module)", "class Stats(L.LightningModule)")
+                             .replace("from torch import nn", "import lightning as L"))
+    chain = _STATS.replace("class Stats(nn.Module)", "class Base(nn.Linear):\n        pass\n"
+                           "    class Mid(Base):\n        pass\n    class Stats(Mid)")
+    assert "PTT030" in codes(chain)
+    assert "PTT030" not in codes(chain.replace("class Base(nn.Linear)", "class Base(object)"))
+
+
+def test_ptt030_follows_a_base_class_into_the_project_files_it_is_imported_from(tmp_path):
+    """A base imported from the project (re-exported by a package's __init__) is followed to
+    its definition: an nn.Module there makes the class one; a data module there does not."""
+    (tmp_path / "pyproject.toml").write_text("")
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from .bases import Model, Data\n")
+    (pkg / "bases.py").write_text("import lightning\nfrom torch import nn\n"
+                                  "class Model(nn.Module):\n    pass\n"
+                                  "class Data(lightning.LightningDataModule):\n    pass\n")
+    net = pkg / "net.py"
+    for base, flagged in (("Model", True), ("Data", False), ("Unknown", False)):
+        src = textwrap.dedent(_STATS).replace("from torch import nn", f"from pkg import {base}").replace(
+            "class Stats(nn.Module)", f"class Stats({base})")
+        net.write_text(src)
+        found = [f.code for f in engine.Checker((2, 13), "cuda").check_source(src, str(net), test=False)]
+        assert ("PTT030" in found) is flagged, base
+
+
+def test_ptt030_leaves_a_registered_buffer_name_and_a_hook_cache_alone():
+    """A tensor assigned to a name the class registered with register_buffer stays the buffer;
+    an empty placeholder that a hook replaces with its output each call is a cache, not state.
+    A placeholder the methods only read, or update from itself, is still reported."""
+    buf = _STATS.replace("self.scale = torch.ones(n)",
+                         "self.register_buffer('scale', torch.zeros(n))\n            if n:\n"
+                         "                self.scale = torch.ones(n)")
+    assert "PTT030" not in codes(buf)
+    assert "PTT030" in codes(buf.replace("register_buffer('scale'", "register_buffer('other'"))
+    hook = _STATS.replace("self.scale = torch.ones(n)", "self.seen = torch.empty(0)").replace(
+        "return x * self.scale", "return self.seen\n        def keep(self, mod, inp, out):\n"
+        "            self.seen = out.flatten()")
+    assert "PTT030" not in codes(hook)
+    assert "PTT030" in codes(hook.replace("self.seen = out.flatten()", "self.seen = self.seen + out"))
+    assert "PTT030" in codes(hook.replace("self.seen = out.flatten()", "pass"))
+
+
+_LOADING = """\
+    import time
+    import torch
+    from torch.utils.data import DataLoader
+    device = torch.device("cuda")
+    def bench(ds, n):
+        loader = DataLoader(ds, batch_size=8, num_workers=4)
+        start = time.perf_counter()
+        seen = 0
+        for i, batch in enumerate(loader):
+            seen += 8
+            if i == n:
+                break
+        return seen / (time.perf_counter() - start)
+"""
+
+
+def test_ptt021_leaves_a_benchmark_of_loading_alone():
+    """A loader that only a loop reads, whose batches it never uses and which calls nothing but
+    counting and timing: nothing copies them to a GPU, pinning only adds work. A loop that
+    uses the batch, calls a model, or a loader that escapes the function is still reported."""
+    assert "PTT021" not in codes(_LOADING)
+    assert "PTT021" in codes(_LOADING.replace("seen += 8", "seen += len(batch.to(device))"))
+    assert "PTT021" in codes(_LOADING.replace("seen += 8", "seen += 8\n            step()"))
+    assert "PTT021" in codes(_LOADING.replace("return seen", "keep(loader)\n    return seen"))
+    assert "PTT021" in codes(_LOADING.replace("enumerate(loader)", "enumerate(zip(loader, loader))"))
+
+
+_MEMORY = """\
+    import torch
+    HOST = torch.device("cpu")
+    def report(device):
+        stats = {"host": 1}
+        if device.type != "cpu":
+            stats["used"] = torch.cuda.memory_allocated(device)
+        return stats
+"""
+
+
+def test_ptt027_leaves_a_guarded_call_and_a_figure_labelled_as_the_gpus_alone():
+    """Under ``if device.type != "cpu":`` (or ``if not device.type == "cpu":``) the call is off
+    the CPU path; a string around it that labels the figure as GPU memory reports it on
+    purpose. Outside the guard, unlabelled, it is reported."""
+    assert "PTT027" not in codes(_MEMORY)
+    assert "PTT027" not in codes(_MEMORY.replace('device.type != "cpu"', 'not device.type == "cpu"'))
+    assert "PTT027" in codes(_MEMORY.replace('device.type != "cpu"', 'device.type == "cpu"'))
+    bare = _MEMORY.replace('        if device.type != "cpu":\n            stats', "        stats")
+    assert "PTT027" in codes(bare)
+    assert "PTT027" not in codes(bare.replace('stats["used"] = torch.cuda.memory_allocated(device)',
+                                              'stats["used"] = f"GPU memory: {torch.cuda.memory_allocated(device)}"'))
+    assert "PTT027" not in codes(bare.replace('stats["used"] = torch.cuda.memory_allocated(device)',
+                                              'log(name="gpu_mem", value=torch.cuda.memory_allocated(device))'))
+    assert "PTT027" in codes(bare.replace('stats["used"] = torch.cuda.memory_allocated(device)',
+                                          'log(name="mem", value=torch.cuda.memory_allocated(device))'))
+    assert "PTT027" in codes(bare.replace("memory_allocated(device)", 'memory_allocated("cuda:0")'))
+    assert "PTT027" in codes(bare.replace("memory_allocated(device)", 'memory_allocated(torch.device("cuda"))'))
+
+
+_COPIES = """\
+    import numpy as np
+    import torch
+    def load(arrays):
+        out = {}
+        for key, value in arrays.items():
+            out[key] = torch.tensor(np.asarray(value))
+        return out
+"""
+
+
+def test_ptt014_leaves_a_weight_conversion_scripts_loop_alone():
+    """A script named for converting weights runs its loop once over a checkpoint: silent. The
+    same loop in another file, or a per-sample function of the conversion script, is reported."""
+    def found(src, path):
+        return [f.code for f in engine.Checker((2, 13), "cuda").check_source(textwrap.dedent(src), path, test=False)]
+    assert "PTT014" not in found(_COPIES, "tools/convert_weights.py")
+    assert "PTT014" in found(_COPIES, "tools/loader.py")
+    sample = "    import numpy as np\n    import torch\n    def __getitem__(self, i):\n" \
+             "        return torch.tensor(np.asarray(self.rows[i]))\n"
+    assert "PTT014" in found(sample, "tools/convert_weights.py")

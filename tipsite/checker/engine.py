@@ -178,6 +178,14 @@ def _named_for_onnx(path: str) -> bool:
     return "onnx" in path.lower() and bool(_ONNX_NAME.search(os.path.splitext(os.path.basename(path))[0]))
 
 
+# PTT014: a script named for converting weights (convert_nest_flax.py, conver_params.py)
+_CONVERSION_NAME = re.compile(r"(^|[_-])(conver(t|sion|ter)?|port)(s|ed)?([_-]|$)", re.IGNORECASE)
+
+
+def _named_for_conversion(path: str) -> bool:
+    return bool(_CONVERSION_NAME.search(os.path.splitext(os.path.basename(path))[0]))
+
+
 # a script named for evaluation or inference (test.py, eval_coco.py, inference.py, predict.py)
 _EVAL_NAME = re.compile(r"^(test|eval|evaluate|evaluation|validate|infer|inference|predict|demo)([_-]|$)",
                         re.IGNORECASE)
@@ -652,6 +660,20 @@ class _Scan:
                 uses.setdefault(name, []).append(_batch_use(loop))
         self.facts.numpy_loaders = {n for n, u in uses.items()
                                     if not any(m for m, _ in u) and any(np_ for _, np_ in u)}
+        # loaders whose every loop leaves its batches unread (a benchmark of loading that counts
+        # or times them), named nowhere else than where they are bound and looped over
+        idle: dict[str, int] = {}
+        for loop in self.for_loops:
+            name, batch = _loop_batch(loop)
+            if name in self.facts.loader_names:
+                body = [n for stmt in [*loop.body, *loop.orelse] for n in ast.walk(stmt)]
+                idle[name] = idle.get(name, 0) + 1 if idle.get(name, 0) >= 0 and batch is not None and (
+                    _names_read(batch).isdisjoint(n.id for n in body if isinstance(n, ast.Name))
+                    and all(_dotted(n.func) in _COUNTING_CALLS for n in body if isinstance(n, ast.Call))
+                ) else -1
+        binds = [n for n, v in self.binds if isinstance(v, ast.Call)]
+        self.facts.idle_loaders = {n for n, k in idle.items() if k > 0 and len(re.findall(
+            rf"\b{re.escape(n)}\b", self.text)) == k + binds.count(n)}
         f = self.facts
         f.accelerate_copies = not self.accelerate_non_blocking and any(
             v == "accelerate" or v.startswith("accelerate.") for v in f.aliases.values())
@@ -871,6 +893,25 @@ def _raw(expr: ast.AST, raw: set[str]) -> bool:
     while isinstance(expr, (ast.Subscript, ast.Attribute)):
         expr = expr.value
     return isinstance(expr, ast.Name) and expr.id in raw
+
+
+# PTT021: the calls a loop that only counts or times its batches makes (no model, no step)
+_COUNTING_CALLS = frozenset({"print", "len", "int", "float", "str", "round", "time.time", "time.perf_counter",
+                             "time.monotonic", "perf_counter", "time"})
+
+
+def _loop_batch(loop: ast.For) -> tuple[str | None, ast.expr | None]:
+    """PTT021: the loader a loop reads (``for b in x``, ``for i, b in enumerate(x)``,
+    ``for b in tqdm(x)``) and the target its batches are bound to; None where it cannot tell."""
+    it, target = loop.iter, loop.target
+    while (isinstance(it, ast.Call) and len(it.args) == 1
+           and _dotted(it.func) in ("tqdm", "tqdm.tqdm", "enumerate")):
+        if _dotted(it.func) == "enumerate":
+            if not (isinstance(target, ast.Tuple) and len(target.elts) == 2):
+                return None, None
+            target = target.elts[1]
+        it = it.args[0]
+    return _dotted(it), target
 
 
 def _batch_use(loop: ast.For) -> tuple[bool, bool]:
@@ -1356,6 +1397,113 @@ def _reduced_precision(path: str, text: str) -> bool:
     return folder is not None and _tree_reduced(_project_root(folder))
 
 
+# PTT030: bases that make a class an nn.Module: torch.nn's classes (but Parameter, Buffer), a
+# TorchScript module, Lightning's LightningModule, transformers' PreTrainedModel
+_TORCH_MODULE = re.compile(r"^torch\.nn\.(\w+\.)*(?!Parameter$|Buffer$|UninitializedParameter$)[A-Z]\w*$"
+                           r"|^torch\.jit\.ScriptModule$|(^|\.)LightningModule$|^transformers\.\w*PreTrainedModel$")
+_MAX_BASE_DEPTH = 6  # files followed from a class to the nn.Module it derives from
+
+
+def _base_dotted(node: ast.expr) -> str | None:
+    """A class base as written (``nn.Module``); ``Base[T]`` -> ``Base``."""
+    return _dotted(node.value if isinstance(node, ast.Subscript) else node)
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed_classes(path: str) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[int, str]]] | None:
+    """The top-level classes of a file (name -> its bases, dotted as written) and its imports
+    (name -> (level, dotted origin)); None where it cannot be read or parsed."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+        return _classes_of(ast.parse(text))
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def _classes_of(tree: ast.Module) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[int, str]]]:
+    classes: dict[str, tuple[str, ...]] = {}
+    imports: dict[str, tuple[int, str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            classes.setdefault(node.name, tuple(d for d in map(_base_dotted, node.bases) if d))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                imports[a.asname or a.name.split(".")[0]] = (0, a.name if a.asname else a.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            for a in node.names:
+                if a.name != "*":
+                    imports[a.asname or a.name] = (node.level, f"{node.module or ''}.{a.name}".lstrip("."))
+    return classes, imports
+
+
+def _module_file(folder: str, level: int, dotted: str) -> str | None:
+    """The file of the project that ``from <dotted> import`` (``level`` dots) names: relative to
+    ``folder``, or from the project's root (or its src/) for an absolute import."""
+    parts = dotted.split(".")
+    if level:
+        base = folder
+        for _ in range(level - 1):
+            base = os.path.dirname(base)
+        roots = [base]
+    else:
+        root = _project_root(folder)
+        roots = [root, os.path.join(root, "src")]
+    for base in roots:
+        stem = os.path.join(base, *parts)
+        for cand in (stem + ".py", os.path.join(stem, "__init__.py")):
+            if os.path.isfile(cand):
+                return cand
+    return None
+
+
+def _is_nn_module(dotted: str, folder: str | None, classes: dict[str, tuple[str, ...]],
+                  imports: dict[str, tuple[int, str]], depth: int, seen: set) -> bool:
+    """Whether the base ``dotted`` (as written in a file of ``folder``) is an nn.Module class."""
+    head, _, rest = dotted.partition(".")
+    if head in imports and not imports[head][0]:
+        full = imports[head][1] + (f".{rest}" if rest else "")
+    elif head in ("nn", "torch") and head not in imports:
+        full = ("torch." if head == "nn" else "") + dotted  # an excerpt: nn as torch names it
+    else:
+        full = dotted
+    if _TORCH_MODULE.search(full):
+        return True
+    if depth > _MAX_BASE_DEPTH or rest:
+        return False
+    if dotted in classes:  # a class of the same file
+        key = (folder, dotted)
+        if key in seen:
+            return False
+        seen.add(key)
+        return any(_is_nn_module(b, folder, classes, imports, depth + 1, seen) for b in classes[dotted])
+    if dotted in imports and folder is not None:  # a class of the project, imported
+        level, origin = imports[dotted]
+        module, _, name = origin.rpartition(".")
+        target = _module_file(folder, level, module) if module or level else None
+        parsed = _parsed_classes(target) if target else None
+        if parsed is None or (target, name) in seen:
+            return False
+        seen.add((target, name))
+        other_classes, other_imports = parsed
+        tfolder = os.path.dirname(target)
+        if name in other_classes:
+            return any(_is_nn_module(b, tfolder, other_classes, other_imports, depth + 1, seen)
+                       for b in other_classes[name])
+        if name in other_imports:  # re-exported (an __init__.py's from .x import Name)
+            return _is_nn_module(name, tfolder, other_classes, other_imports, depth + 1, seen)
+    return False
+
+
+def nn_module_classes(tree: ast.Module, path: str | None) -> frozenset[str]:
+    """PTT030: the names of the classes of a file that derive from an nn.Module (followed through
+    the file's classes and the project's files it imports them from)."""
+    classes, imports = _classes_of(tree)
+    folder = _file_folder(path) if path else None
+    return frozenset(c for c, bases in classes.items()
+                     if any(_is_nn_module(b, folder, classes, imports, 0, {(folder, c)}) for b in bases))
+
+
 def _project_root(folder: str) -> str:
     start = folder
     while True:
@@ -1509,6 +1657,9 @@ class Checker:
         scan.facts.exports = any(w in text for w in _EXPORTS_WORDS)
         # PTT016: an ONNX export script, or a module written for one (named for ONNX)
         scan.facts.exports_onnx = "onnx.export(" in text or _named_for_onnx(path)
+        # PTT030: which classes are nn.Modules (only a module's __init__ can hold its finding)
+        scan.facts.nn_modules = nn_module_classes(tree, path) if "__init__" in text else frozenset()
+        scan.facts.converts_weights = _named_for_conversion(path)
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
         # PTT003: models too large for a second copy of their weights to be harmless
         scan.facts.large_models = "load_state_dict" in text and _in_code(V.LARGE_MODEL, text)

@@ -494,7 +494,9 @@ for step in range(100):
         short="torch.tensor(ndarray) copies the array",
         fix="use torch.from_numpy(array)",
         scope="Only a copy made again and again: in a loop, or in __getitem__, forward, a collate "
-              "function or a step; a one-off copy at start-up saves nothing that matters. Not a name "
+              "function or a step; a one-off copy at start-up saves nothing that matters, nor does a "
+              "loop of a script named for converting weights (convert_x.py), run once over a "
+              "checkpoint. Not a name "
               "the function binds itself (a parameter, a loop target) and never to a NumPy call, "
               "whatever the same name holds elsewhere in the file. Not a torch.tensor(array, dtype=..., "
               "device=...): converted or moved as it is made, it copies with from_numpy too.",
@@ -731,7 +733,9 @@ for x, y in loader:
               "itself, blocking, so pinning alone overlaps nothing; the change that does is "
               "accelerate's DataLoaderConfiguration(non_blocking=True), and a file that sets it is "
               "flagged); nor one read only by next(iter(loader)) outside a loop: one batch, copied "
-              "once. The size of a batch is not read: a small one (batch_size=1, a few token ids) "
+              "once; nor one that only loops read whose batches they never use and that call nothing "
+              "but counting and timing (a benchmark of loading: pinning would only add work). The "
+              "size of a batch is not read: a small one (batch_size=1, a few token ids) "
               "gains little from pinning and is still flagged.",
     ),
     Rule(
@@ -904,9 +908,11 @@ if device == "cuda":
         short="torch.cuda.memory_allocated() reads 0 on the CPU path",
         fix="read it only under a CUDA check",
         scope="Only in a file that can run on the CPU (it names the \"cpu\" device), outside an if that "
-              "checks for CUDA, the else of one that checks for the CPU, or a function that also asks "
+              "checks for CUDA, the else of one that checks for the CPU or the body of one that checks "
+              "it is not the CPU (if device.type != \"cpu\":), or a function that also asks "
               "for CUDA device properties (CUDA-only) or is named for the GPU (print_cuda_usage, "
-              "log_gpu_memory).",
+              "log_gpu_memory); not where the statement labels the figure as the GPU's in a string "
+              "(\"GPU memory: ...\", a logged name \"GPU Memory (MB)\"): 0 is then the true figure.",
     ),
     Rule(
         "PTT028", "tip_oom_retry", "retry on any RuntimeError",
@@ -979,8 +985,13 @@ class Net(torch.nn.Module):
 """),
         short="a tensor attribute set in __init__ is not a buffer: .to() leaves it behind",
         fix="self.register_buffer(name, tensor)",
-        scope="Only a tensor made by a torch factory in a module's __init__, in a file that does not "
-              "export the model (ONNX, TorchScript); not one rebound as an nn.Parameter further down "
+        scope="Only a tensor made by a torch factory in the __init__ of a class the code shows is an "
+              "nn.Module (a torch.nn base, a LightningModule, a class of the file or of the project's "
+              "files it imports from that derives from one; a base merely named ...Module, such as a "
+              "LightningDataModule, which has no buffers, is no evidence), in a file that does not "
+              "export the model (ONNX, TorchScript); not a name the class registers with "
+              "register_buffer (a tensor assigned to it stays the buffer), nor one rebound as an "
+              "nn.Parameter further down "
               "the same block (self.m = nn.Parameter(self.m, requires_grad=False): registered from "
               "then on), nor one a method of the class rebinds from itself to its input's device "
               "(self.m = self.m.type_as(x), .to(x), .to(x.device)) before use, nor one that only "
@@ -991,7 +1002,8 @@ class Net(torch.nn.Module):
               "that __init__ makes an nn.Parameter on another branch: the parameter is what is used; "
               "nor one the file reads only at an int index (a literal, a parameter annotated int, a "
               "loop variable over range: self.ramp[step]), a 0-dim CPU tensor that mixes with CUDA "
-              "tensors as a number does.",
+              "tensors as a number does; nor an empty placeholder (torch.empty(0)) that another method "
+              "replaces with a new value (a forward hook's output cache).",
     ),
     Rule(
         "PTT031", "tip_foreach_fused_optimizers", "Adam/AdamW without fused=True",

@@ -129,6 +129,8 @@ class Facts:
     linear_inputs: set[int] = field(default_factory=set)  # literal in_features of the file's Linears
     linear_outputs: set[int] = field(default_factory=set)  # literal out_features of the file's Linears
     numpy_loaders: set[str] = field(default_factory=set)  # loaders whose batches go to NumPy, not moved
+    # PTT021: loaders read only by loops that never use their batches (a loading benchmark)
+    idle_loaders: set[str] = field(default_factory=set)
     # PTT021: loaders handed to accelerate's prepare() (accelerate copies their batches itself),
     # unless the file asks accelerate for non-blocking copies; loaders read once (next(iter(x)))
     accelerate_copies: bool = False
@@ -141,6 +143,10 @@ class Facts:
     serves_checkpoints: bool = False  # PTT037: the file's folder loads state dicts and never trains
     # PTT032: the file or its project computes in fp16/bf16 or TF32 somewhere (Tensor Core math)
     reduced_precision: bool = True
+    # PTT030: the file's classes shown to be nn.Modules (a torch.nn base, a LightningModule, a
+    # class of the file or its project that derives from one); None: not worked out (excerpt)
+    nn_modules: frozenset[str] | None = None
+    converts_weights: bool = False  # PTT014: a script named for converting weights (convert_x.py)
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -1769,13 +1775,46 @@ class TensorAttributeNotBuffer(RuleVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if (_self_target(node) and isinstance(node.value, cst.Call)
-                and self.qname(node.value) in FACTORIES and self.where.method_of_module("__init__")
-                and not self.facts.exports):
+                and self.qname(node.value) in FACTORIES and not self.facts.exports):
             name = node.targets[0].target.attr.value
+            cls = self._module_class()
+            if cls is None:
+                return  # no evidence that the class is an nn.Module (a LightningDataModule has no buffers)
             if (not self._registered_below(node, name) and not self._follows_input(name)
                     and not self._used_in_init_only(name) and not self._placeholder(node, name)
-                    and not self._int_indexed_only(name)):
+                    and not self._int_indexed_only(name) and not _buffer_named(cls, name)
+                    and not self._overwritten(node, cls, name)):
                 self.flag(node)
+
+    def _module_class(self) -> cst.ClassDef | None:
+        """The class whose ``__init__`` holds the node, where the file shows it is an nn.Module
+        (a torch.nn base, a LightningModule, a class of the file or project deriving from one:
+        ``Facts.nn_modules``); a base merely named ``...Module`` is no evidence."""
+        stack = self.where.stack
+        for i in range(len(stack) - 1, 0, -1):
+            node, parent = stack[i], stack[i - 1]
+            if isinstance(node, cst.FunctionDef) and isinstance(parent, cst.ClassDef):
+                if node.name.value != "__init__":
+                    return None
+                mods = self.facts.nn_modules
+                known = is_module_class(parent) if mods is None else parent.name.value in mods
+                return parent if known else None
+        return None
+
+    def _overwritten(self, node: cst.Assign, cls: cst.ClassDef, name: str) -> bool:
+        """An empty tensor (``torch.empty(0)``, ``torch.tensor([])``) that another method of the
+        class replaces with a new value not made from it (a forward hook storing its output each
+        call): a placeholder of an activation cache, not state to move or save."""
+        call = node.value
+        if not (isinstance(call, cst.Call) and len(call.args) == 1 and call.args[0].keyword is None
+                and _empty_or_scalar(self.qname(call), call.args[0].value)
+                and not (self.qname(call) == "torch.tensor" and _is_number(call.args[0].value))):
+            return False
+        return any(
+            isinstance(n, cst.Assign) and _self_target(n) and n.targets[0].target.attr.value == name
+            and not any(isinstance(m, cst.Attribute) and m.attr.value == name for m in walk(n.value))
+            for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value != "__init__"
+            for n in walk(f))
 
     def _int_indexed_only(self, name: str) -> bool:
         """Outside the assignments of ``__init__``, the file reads ``self.<name>`` only as
@@ -1784,7 +1823,7 @@ class TensorAttributeNotBuffer(RuleVisitor):
         Python number does, so ``.to()`` leaving the table behind costs nothing (a schedule
         or a table of settings looked up per step). Not where a string names it (getattr; a
         docstring is no read)."""
-        module, cls = self.module, self.where.module_class("__init__")
+        module, cls = self.module, self._module_class()
         if not isinstance(module, cst.Module) or cls is None:
             return False
         parents: dict[int, cst.CSTNode] = {}
@@ -1832,7 +1871,7 @@ class TensorAttributeNotBuffer(RuleVisitor):
         same with it): it is never read after construction, so ``.to()`` leaving it behind is
         harmless. Not when it is aliased, stored or handed to anything else."""
         stack = self.where.stack
-        cls = self.where.module_class("__init__")
+        cls = self._module_class()
         module = self.module
         if not isinstance(module, cst.Module) or cls is None:
             return False
@@ -1880,7 +1919,7 @@ class TensorAttributeNotBuffer(RuleVisitor):
     def _follows_input(self, name: str) -> bool:
         """A method of the class rebinds ``self.<name> = self.<name>.type_as(...)`` (or
         ``.to(...)``): it is moved to its input's device and dtype where it is used."""
-        cls = self.where.module_class("__init__")
+        cls = self._module_class()
         if cls is None:
             return False
         for n in _class_nodes(cls):
@@ -1892,6 +1931,24 @@ class TensorAttributeNotBuffer(RuleVisitor):
                     and _input_like(v.func.attr.value, v.args[0].value)):
                 return True
         return False
+
+
+def _is_number(arg: cst.BaseExpression) -> bool:
+    if isinstance(arg, cst.UnaryOperation):
+        arg = arg.expression
+    return isinstance(arg, (cst.Integer, cst.Float))
+
+
+def _buffer_named(cls: cst.ClassDef, name: str) -> bool:
+    """PTT030: the class registers a buffer ``name`` (``self.register_buffer("name", ...)``):
+    a tensor assigned to that name later is stored as the buffer (Module.__setattr__)."""
+    for n in _class_nodes(cls):
+        if (isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                and n.func.attr.value == "register_buffer" and n.args
+                and isinstance(n.args[0].value, cst.SimpleString)
+                and n.args[0].value.evaluated_value == name):
+            return True
+    return False
 
 
 def _empty_or_scalar(factory: str | None, arg: cst.BaseExpression) -> bool:
@@ -4152,8 +4209,11 @@ class TensorFromNdarray(RuleVisitor):
                and not (isinstance(a.value, cst.Name) and a.value.value == "None") for a in node.args):
             return  # converted or moved as it is made: torch.from_numpy would copy too
         func = self.where.function()
-        if self.where.loop() is None and not (func is not None and _PER_SAMPLE.search(func.name.value)):
-            return  # a one-off copy (at start-up): sharing the memory would save nothing that matters
+        per_sample = func is not None and _PER_SAMPLE.search(func.name.value)
+        if (self.where.loop() is None or self.facts.converts_weights) and not per_sample:
+            # a one-off copy (at start-up, or a weight-conversion script's loop over the
+            # checkpoint, run once): sharing the memory would save nothing that matters
+            return
         value = node.args[0].value
         if isinstance(value, cst.Call):
             name = self.qname(value) or ""
@@ -4219,7 +4279,8 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
             return  # one batch read once (next(iter(loader))): one copy, nothing to overlap
         arg = self.get_specific_arg(node, "pin_memory", 7)
         # an explicit pin_memory=False (or a name the caller sets) is a stated choice
-        if arg is None and not self._over_tensors(node) and not self._over_indices(node):
+        if (arg is None and not self._over_tensors(node) and not self._over_indices(node)
+                and name not in self.facts.idle_loaders):
             self.flag(node)
 
     def _over_indices(self, node: cst.Call) -> bool:
@@ -4256,8 +4317,33 @@ class MemoryAllocated(RuleVisitor):
         if (self.qname(node) in ("torch.cuda.memory_allocated", "torch.cuda.max_memory_allocated")
                 and self.facts.cpu_path and not self.where.under_cuda_check()
                 and not _after_device_exit(self.where, node) and not _past_cpu_test(self.where, node)
-                and not _cuda_only_function(self.where, self)):
+                and not _cuda_only_function(self.where, self) and not _reported_as_gpu(self.where, node)):
             self.flag(node)
+
+
+# a string that names the GPU ("GPU memory: ", f"gpu_mem_{name}", "CUDA peak")
+_GPU_WORD = re.compile(r"(^|[^a-z])(gpu|cuda)([^a-z]|$)", re.IGNORECASE)
+_DEVICE_STRING = re.compile(r"^[rbuf]*[\"']+cuda(:\d+)?[\"']+$")  # "cuda", 'cuda:0': a device name
+
+
+def _reported_as_gpu(where: Tracker, node: cst.CSTNode) -> bool:
+    """PTT027: the statement around the call labels the figure as the GPU's in a string (a
+    message "GPU memory: {...} MiB", a logged name "GPU Memory (MB)"): it reports GPU memory
+    on purpose, and 0 is the true figure for it on a CPU run."""
+    if not where.stack:
+        return False
+    scope = where.stack[-1]
+    part = next((n for n in walk(scope) if isinstance(n, cst.SimpleStatementLine)
+                 and any(m is node for m in walk(n))), None)
+    if part is None:  # in the header of the innermost if / while / for / with
+        part = scope.test if isinstance(scope, (cst.If, cst.While)) else (
+            scope.iter if isinstance(scope, cst.For) else None)
+        if isinstance(scope, cst.With):
+            part = cst.Tuple([cst.Element(i.item) for i in scope.items])
+    inside = {id(n) for n in walk(node)}  # memory_allocated("cuda:0"): a device, not a label
+    return part is not None and any(
+        isinstance(n, (cst.SimpleString, cst.FormattedStringText)) and id(n) not in inside
+        and _GPU_WORD.search(n.value) and not _DEVICE_STRING.match(n.value) for n in walk(part))
 
 
 def _past_cpu_test(where: Tracker, node: cst.CSTNode) -> bool:
@@ -4268,7 +4354,8 @@ def _past_cpu_test(where: Tracker, node: cst.CSTNode) -> bool:
         if not isinstance(outer, cst.If) or not _mentions(outer.test, "cpu"):
             continue
         inner = stack[i + 1] if i + 1 < len(stack) else node
-        negated = any(isinstance(n, (cst.NotEqual, cst.NotIn, cst.Not))
+        # (walk() leaves operators out: read them from the comparisons and ``not`` themselves)
+        negated = any(isinstance(getattr(n, "operator", None), (cst.NotEqual, cst.NotIn, cst.IsNot, cst.Not))
                       for n in [outer.test, *walk(outer.test)])
         in_else = outer.orelse is not None and (inner is outer.orelse or any(
             n is inner for n in walk(outer.orelse)))
