@@ -258,3 +258,26 @@ def test_an_explicit_false_on_a_file_another_method_of_the_class_writes_is_its_c
     assert "PTT001" not in codes(_MODEL, (2, 5))
     other = _MODEL.replace("f'{tag}_weights.pt'", "f'{tag}_release.pt'")
     assert codes(other, (2, 5)).count("PTT001") == 1
+
+
+_CALLERS = """\
+    import torch
+    class Scorer:
+        def evaluate_batch(self, batch):
+            self.net.eval()
+            return self.net(batch)
+        def reference_stats(self, loader):
+            return [self.evaluate_batch(b) for b in loader]
+        @torch.inference_mode()
+        def score(self, loader):
+            ref = self.reference_stats(loader)
+            return self.evaluate_batch(loader.first()), ref
+"""
+
+
+def test_eval_in_a_helper_reached_only_from_a_grad_free_method_is_left_alone():
+    """evaluate_batch() is called from score() (under inference_mode) and from reference_stats(),
+    itself called only from score(): no graph on any path. A caller outside keeps it reported."""
+    assert "PTT023" not in codes(_CALLERS)
+    outside = textwrap.dedent(_CALLERS) + "def train_step(s, b):\n    return s.evaluate_batch(b)\n"
+    assert "PTT023" in codes(outside)

@@ -678,9 +678,16 @@ class _Scan:
                 last = (q or "").rsplit(".", 1)[-1]
                 if q in V.GRAD_FREE or last in f.grad_free_factories or V.GRAD_FREE_NAME.search(last):
                     f.grad_free_functions.add(func.name)
-        # functions of this file called only from grad-free ones (a helper of a @no_grad search)
-        f.grad_free_callees = {func.name for func in self.functions if self.callers.get(func.name)
-                               and self.callers[func.name] <= f.grad_free_functions}
+        # functions of this file called only from grad-free ones (a helper of a @no_grad search),
+        # or only from such helpers, a few calls deep
+        callees: set[str] = set()
+        for _ in range(4):
+            grown = {func.name for func in self.functions if self.callers.get(func.name)
+                     and self.callers[func.name] <= f.grad_free_functions | callees}
+            if grown == callees:
+                break
+            callees = grown
+        f.grad_free_callees = callees
 
     def _hooks(self) -> None:
         """PTT011: the per-step hook methods with a host read (names no other function here has)."""

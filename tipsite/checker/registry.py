@@ -800,7 +800,9 @@ def evaluate(model, x):
               "block (or decorator) of the project's own helper counts as grad-free when it returns "
               "torch.no_grad()/torch.inference_mode() or yields inside one: a function of the same "
               "file, or one imported from another file of the project (from pkg.utils import "
-              "inference_context), read there.",
+              "inference_context), read there. Not in a function of the file called only from "
+              "grad-free ones (decorated @torch.inference_mode() or @torch.no_grad(), or helpers "
+              "called only from those, a few calls deep).",
     ),
     Rule(
         "PTT024", "tip_gradient_accumulation", "accumulation without scaling the loss",
