@@ -700,9 +700,16 @@ class _Scan:
                 last = (q or "").rsplit(".", 1)[-1]
                 if q in V.GRAD_FREE or last in f.grad_free_factories or V.GRAD_FREE_NAME.search(last):
                     f.grad_free_functions.add(func.name)
-        # functions of this file called only from grad-free ones (a helper of a @no_grad search)
-        f.grad_free_callees = {func.name for func in self.functions if self.callers.get(func.name)
-                               and self.callers[func.name] <= f.grad_free_functions}
+        # functions of this file called only from grad-free ones (a helper of a @no_grad search),
+        # or only from such helpers, a few calls deep
+        callees: set[str] = set()
+        for _ in range(4):
+            grown = {func.name for func in self.functions if self.callers.get(func.name)
+                     and self.callers[func.name] <= f.grad_free_functions | callees}
+            if grown == callees:
+                break
+            callees = grown
+        f.grad_free_callees = callees
 
     def _hooks(self) -> None:
         """PTT011: the per-step hook methods with a host read (names no other function here has)."""
@@ -1529,6 +1536,143 @@ def _tree_reduced(root: str) -> bool:
     return False
 
 
+# PTT031: a complex dtype or constructor; fused Adam/AdamW raise a RuntimeError at step() on a
+# complex parameter ("`fused=True` requires all the params to be floating point Tensors")
+_COMPLEX = re.compile(r"\b(cfloat|cdouble|chalf|complex32|complex64|complex128|view_as_complex)\b"
+                      r"|torch\.(complex|polar)\(")
+_COMPLEX_NAMES = frozenset({"cfloat", "cdouble", "chalf", "complex32", "complex64", "complex128",
+                            "view_as_complex", "complex", "polar"})
+
+
+def _complex_in(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr in _COMPLEX_NAMES
+               or isinstance(n, ast.Name) and n.id in _COMPLEX_NAMES for n in ast.walk(node))
+
+
+def _makes_complex_params(text: str) -> bool:
+    """The code creates complex parameters: ``nn.Parameter(...)`` (or ``register_parameter``)
+    of a complex tensor, or a weight of a complex dtype bound to ``self.<name>`` in an
+    ``__init__`` (``self.weight = FactorizedTensor.new(shape, dtype=torch.cfloat)``). Complex
+    activations (an FFT's output in a forward) and buffers are no parameters."""
+    if not _in_code(_COMPLEX, text):
+        return False
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and (_dotted(node.func) or "").rsplit(".", 1)[-1] in (
+                "Parameter", "register_parameter") and _complex_in(node):
+            return True
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__":
+            for n in ast.walk(node):
+                if (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                        and any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                                and t.value.id == "self" for t in n.targets)
+                        and any(k.arg == "dtype" and _complex_in(k.value) for k in n.value.keywords)):
+                    return True
+    return False
+
+
+def _complex_params(path: str, text: str) -> bool:
+    """The file, or any Python file of its project (as :func:`_reduced_precision` finds it) but
+    its tests, creates complex parameters (PTT031). A project too large to read is taken not to."""
+    if _makes_complex_params(text):
+        return True
+    folder = _file_folder(path)
+    return folder is not None and _tree_complex(_project_root(folder))
+
+
+_TEST_DIRS = frozenset({"test", "tests", "testing"})
+
+
+def _test_file(name: str) -> bool:
+    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+
+
+@functools.lru_cache(maxsize=64)
+def _tree_complex(root: str) -> bool:
+    """Tests are left out: a test's complex parameter is not the trained model's."""
+    scanned = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS
+                         and d not in _TEST_DIRS)
+        names = {n for n in files if n.endswith(".py") and not _test_file(n)}
+        scanned += len(names)
+        if scanned > _MAX_SCANNED:
+            return False
+        if any(_makes_complex_params(t) for _, t in _small_texts(folder, names, lambda n: True)):
+            return True
+    return False
+
+
+# a ``with`` item or a decorator that calls a plain name: ``with inference_context(cfg):``
+_WITH_CALL = re.compile(r"^[ \t]*(?:with|async with|@)[ \t]+([A-Za-z_]\w*)[ \t]*\(", re.MULTILINE)
+_GRAD_FREE_LAST = ("no_grad", "inference_mode")
+
+
+def _imported_grad_free(path: str, text: str, aliases: dict[str, str]) -> set[str]:
+    """The names this file imports from its own project (``from pkg.utils import
+    inference_context``) and calls in a ``with`` or a decorator, whose definition returns
+    ``torch.no_grad()`` or ``torch.inference_mode()`` (a factory picking one by mode), or
+    yields inside one (a ``@contextmanager``): context managers that turn autograd off."""
+    wanted = {m.group(1) for m in _WITH_CALL.finditer(text)}
+    found: set[str] = set()
+    folder = None
+    for name in wanted:
+        target = aliases.get(name, "")
+        module, _, func = target.rpartition(".")
+        if not module or module.split(".")[0] in ("torch", "contextlib", "functools"):
+            continue
+        if folder is None:
+            folder = _file_folder(path) or ""
+        if folder and _defines_grad_free(_project_module_file(folder, module), func):
+            found.add(name)
+    return found
+
+
+def _project_module_file(folder: str, module: str) -> str:
+    """The project's file of the dotted ``module``, looked for from the checked file's folder up
+    to its project's root (``pkg/utils.py`` or ``pkg/utils/__init__.py``); "" if none."""
+    root = _project_root(folder)
+    rel = module.replace(".", os.sep)
+    while True:
+        for file in (os.path.join(folder, rel + ".py"), os.path.join(folder, rel, "__init__.py")):
+            if os.path.isfile(file):
+                return file
+        if folder == root or os.path.dirname(folder) == folder:
+            return ""
+        folder = os.path.dirname(folder)
+
+
+@functools.lru_cache(maxsize=256)
+def _defines_grad_free(file: str, func: str) -> bool:
+    if not file:
+        return False
+    try:
+        if os.path.getsize(file) > 1_000_000:
+            return False
+        with open(file, encoding="utf-8", errors="replace") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return False
+
+    def grad_free_call(node: ast.AST | None) -> bool:
+        return any(isinstance(n, ast.Call) and _last_name(n.func) in _GRAD_FREE_LAST
+                   and (_dotted(n.func) or "").startswith(("torch.", "no_grad", "inference_mode"))
+                   for n in ast.walk(node)) if node is not None else False
+
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == func:
+            for n in ast.walk(node):
+                if isinstance(n, ast.Return) and grad_free_call(n.value):
+                    return True
+                if (isinstance(n, ast.With) and any(grad_free_call(i.context_expr) for i in n.items)
+                        and any(isinstance(y, (ast.Yield, ast.YieldFrom)) for y in ast.walk(n))):
+                    return True
+    return False
+
+
 def _companion_torch(package: str, major: int, minor: int) -> tuple[int, int] | None:
     """The torch release that release ``major.minor`` of torchvision or torchaudio is built for
     (PyTorch's published compatibility table): torchvision 0.5 to 0.14 go with torch 1.4 to
@@ -1670,6 +1814,8 @@ class Checker:
         # PTT001, PTT005 and PTT031: a project pinned to an old torch, where their advice cannot apply
         scan.facts.torch_pin = pinned_torch(path) if (
             "load" in text or "amp" in text or "Adam" in text) else None
+        # PTT031: fused Adam raises on the complex parameters the file or its project creates
+        scan.facts.complex_params = "Adam" in text and _complex_params(path, text)
         if "load(" in text or "save(" in text:  # PTT001 and PTT004 read them
             scan.facts.forces_unsafe_load = _sets_force_unsafe(text) or _package_forces_unsafe(path)
             scan.facts.allow_lists = "safe_globals" in text and _in_code(_ALLOW_LISTS, text)
@@ -1678,6 +1824,9 @@ class Checker:
         scan.numpy = "numpy" in text
         scan.grad_text = "no_grad" in text or "inference_mode" in text
         scan.walk(tree, [])
+        if scan.facts.aliases and ("with " in text or "@" in text):
+            # a grad-free context manager of the project's own, imported from another file
+            scan.facts.grad_free_factories |= _imported_grad_free(path, text, scan.facts.aliases)
         scan.finish()
         scan.facts.function_names = {f.name for f in scan.functions}
         # PTT032: only a candidate width (a hidden size of 64 or more, not a multiple of 8) has

@@ -98,7 +98,10 @@ state = torch.load("ckpt.pt", weights_only=True)
               "or function writes with a setting (args, cfg), a .numpy() array or a get_...() object "
               "beside the tensors. Not a load of what the run just wrote: a child process's stdout, "
               "or a path that the function's training loop, before the load, hands to torch.save or, "
-              "with the module, to a checkpoint callback. Nothing before 2.6 in a project whose requirements "
+              "with the module, to a checkpoint callback; bytes the function pickled itself into a "
+              "buffer (it torch.saves into an io.BytesIO and loads from a buffer or temporary file: "
+              "objects passed between ranks), or a path with the same literal file name as one the "
+              "function saved to before the load. Nothing before 2.6 in a project whose requirements "
               "(pyproject.toml, requirements*.txt, setup.py; a README's \"torch>=\" or \"PyTorch 2.6 "
               "or later\" only where no requirement file names torch) need torch 2.6 or later, nor in a "
               "project that pins torch exactly to a release before 1.13, which has no weights_only "
@@ -115,7 +118,8 @@ state = torch.load("ckpt.pt", weights_only=True)
               "resume (the function restores an optimizer's, scheduler's or scaler's state from the "
               "load: the run's own training checkpoint), or a cache (the function passes the path "
               "it loads to torch.save, or the path is the instance's, self.paths[0], and another "
-              "method of the class saves to it); nor where the code uses the file as more than "
+              "method of the class saves to it, or another method of the class saves to a path with "
+              "the same literal file name, f\"{name}_state.pt\"); nor where the code uses the file as more than "
               "weights without showing what it holds (only a comment is missing): the function hands "
               "the whole load to another function (the project's loader, which knows its formats), "
               "probes it for format keys (\"state\" in ckpt: files of several formats) or reads only "
@@ -471,7 +475,10 @@ for inputs, target in loader:
               "outputs made under no_grad, followed through the names that hold it (a loss of "
               "logits computed under no_grad has no graph). A call's value carries a loss only when "
               "the call names a loss or its receiver or an argument holds one: a parameter or loop "
-              "target that merely says loss (stats = self.step(batch, loss_info)) is no evidence.",
+              "target that merely says loss (stats = self.step(batch, loss_info)) is no evidence, "
+              "nor is an object a constructor makes (LpLoss(d=2), nn.MSELoss(), a class of the file: "
+              "a loss function, not a loss) or a name bound to one, nor a setting read with a plain "
+              "default (cfg.loss_weights.get(name, 1.0)).",
     ),
     Rule(
         "PTT014", "tip_from_numpy", "torch.tensor(ndarray)",
@@ -793,7 +800,13 @@ def evaluate(model, x):
               "module to trained ones: a ControlNet, LoRA weights, embeddings), nor a single warm-up call "
               "outside loops on a dummy input made by a factory whose output is dropped, nor a call "
               "outside loops in a function that traces or exports the model (torch.jit.trace, "
-              "torch.onnx.export, torch.export.export): a one-shot check before the export.",
+              "torch.onnx.export, torch.export.export): a one-shot check before the export. A with "
+              "block (or decorator) of the project's own helper counts as grad-free when it returns "
+              "torch.no_grad()/torch.inference_mode() or yields inside one: a function of the same "
+              "file, or one imported from another file of the project (from pkg.utils import "
+              "inference_context), read there. Not in a function of the file called only from "
+              "grad-free ones (decorated @torch.inference_mode() or @torch.no_grad(), or helpers "
+              "called only from those, a few calls deep).",
     ),
     Rule(
         "PTT024", "tip_gradient_accumulation", "accumulation without scaling the loss",
@@ -1027,7 +1040,11 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
               "torch exactly (requirements, a conda env*.yml, an install*.sh; an exact torchvision or "
               "torchaudio pin pins the torch it is built for) to a release without fused= there: it "
               "raises a TypeError. For CUDA, only in a file that "
-              "names CUDA or an accelerator: one that never does trains on the CPU.",
+              "names CUDA or an accelerator: one that never does trains on the CPU. Not where the "
+              "file or any Python file of its project (tests aside) creates complex parameters (nn.Parameter of a "
+              "complex tensor, a weight of dtype torch.cfloat bound to self in an __init__: spectral "
+              "FFT layers): fused=True raises a RuntimeError at step() on them (foreach, the CUDA "
+              "default, handles them).",
     ),
     Rule(
         "PTT032", "tip_tensor_core_multiples", "layer size not a multiple of 8",

@@ -147,6 +147,7 @@ class Facts:
     # class of the file or its project that derives from one); None: not worked out (excerpt)
     nn_modules: frozenset[str] | None = None
     converts_weights: bool = False  # PTT014: a script named for converting weights (convert_x.py)
+    complex_params: bool = False  # PTT031: the file or its project creates complex parameters
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -658,7 +659,11 @@ class _LoadFallback:
         a name that the function's training loop (a loop calling ``backward()``), before the
         load, hands to ``torch.save`` or, with the module, to a checkpoint callback
         (``early_stopping(loss, model, path)`` in the loop, ``torch.load(path + "/ckpt.pth")``
-        after it). (A save in another branch of an ``if`` is not this run's file.)"""
+        after it); bytes it pickled itself into a buffer (a function that calls ``torch.save`` into
+        an ``io.BytesIO`` and loads from a buffer or a temporary file: objects passed between
+        ranks); or a path with the same literal file name as one the function saved to before
+        the load (``f"gather_{rank}.pkl"``). (A save in another branch of an ``if`` is not this
+        run's file.)"""
         func = self.where.function()
         if func is None:
             return False
@@ -676,6 +681,12 @@ class _LoadFallback:
                                                  and t.target.value == name for t in n.targets):
                     paths = paths | _bare_names(n.value)
                     value = n.value
+        if _buffer_value(args[0].value, func, self) and any(
+                _buffer_value(t, func, self) for t, _ in _saved_paths(func, self)):
+            return True  # a payload this program pickled into a buffer (a collective's objects)
+        own = _file_name_parts(args[0].value, func)
+        if own and any(parts == own for _, parts in _saved_paths(func, self, before=load)):
+            return True  # the file the function saved just before, under the same name pattern
         if isinstance(value, cst.Call) and (self.qname(value) or "").endswith("BytesIO") and value.args:
             inner = value.args[0].value
             if isinstance(inner, cst.Attribute) and inner.attr.value == "stdout":
@@ -1060,13 +1071,21 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
         return self._class_writes(load, func)
 
     def _class_writes(self, load: cst.Call, func: cst.FunctionDef) -> bool:
-        """A cache kept by a class: the load reads a path held by the instance
-        (``self.paths[0]``) that another method of the same class hands to ``torch.save``."""
+        """A file kept by a class: the load reads a path held by the instance
+        (``self.paths[0]``) that another method of the same class hands to ``torch.save``, or a
+        path with the same literal file name (``f"{name}_state.pt"``) as one such a method saves
+        to (``save_checkpoint`` writes it, ``load_checkpoint`` reads it back)."""
         args = _positional(load)
-        if not args or not _instance_path(args[0].value):
+        if not args:
             return False
         cls = next((n for n in reversed(self.where.stack) if isinstance(n, cst.ClassDef)), None)
         if cls is None:
+            return False
+        own = _file_name_parts(args[0].value, func)
+        if own and any(parts == own for method in cls.body.body if isinstance(method, cst.FunctionDef)
+                       and method is not func for _, parts in _saved_paths(method, self)):
+            return True  # save_checkpoint writes f"{name}_state.pt", load_checkpoint reads it
+        if not _instance_path(args[0].value):
             return False
         code = _EMPTY.code_for_node(args[0].value)
         for method in cls.body.body:
@@ -1150,6 +1169,58 @@ def _instance_path(node: cst.BaseExpression) -> bool:
             node = node.value
         else:
             return isinstance(node, cst.Name) and node.value == "self"
+
+def _file_name_parts(value: cst.BaseExpression, func: cst.FunctionDef, depth: int = 3) -> tuple[str, ...]:
+    """The literal pieces of a path expression, each name it reads followed to its only binding
+    in the function (``p = os.path.join(d, f"{name}_state.pt")`` gives ``("_state.pt",)``): the
+    file-name pieces (with a letter or digit, and a dot, slash or underscore), quotes dropped.
+    Empty when the path names no file of its own (``args.resume``)."""
+    parts: list[str] = []
+    for n in [value, *walk(value)]:
+        if isinstance(n, cst.FormattedStringText):
+            parts.append(n.value)
+        elif isinstance(n, cst.SimpleString):
+            parts.append(n.value.lstrip("bBrRuU").strip("'\""))
+        elif isinstance(n, cst.Name) and depth:
+            bound = [a.value for a in _ordered(func.body) if type(a) is cst.Assign and any(
+                isinstance(t.target, cst.Name) and t.target.value == n.value for t in a.targets)]
+            if len(bound) == 1 and bound[0] is not value:
+                parts += _file_name_parts(bound[0], func, depth - 1)
+    return tuple(sorted({p for p in parts if any(c in p for c in "./_") and any(c.isalnum() for c in p)}))
+
+
+def _saved_paths(func: cst.FunctionDef, visitor: RuleVisitor, before: cst.CSTNode | None = None):
+    """(the path expression, its file-name pieces) of each ``torch.save`` of the function (only
+    those before ``before`` when given)."""
+    for n in _ordered(func.body):
+        if n is before:
+            return
+        if type(n) is cst.Call and visitor.qname(n) == "torch.save":
+            saved = _positional(n)
+            target = saved[1].value if len(saved) > 1 else visitor.get_specific_arg(n, "f", -1)
+            if isinstance(target, cst.Arg):
+                target = target.value
+            if target is not None:
+                yield target, _file_name_parts(target, func)
+
+
+def _buffer_value(value: cst.BaseExpression, func: cst.FunctionDef, visitor: RuleVisitor) -> bool:
+    """``io.BytesIO(...)``, a temporary file, or a name bound to one in the function (by an
+    assignment or ``with ... as f``): bytes held by this process, not a file someone shipped."""
+    def buffer(v: cst.BaseExpression) -> bool:
+        q = (visitor.qname(v) or get_full_name_for_node(v.func) or "") if isinstance(v, cst.Call) else ""
+        return q.endswith(("BytesIO", "TemporaryFile", "SpooledTemporaryFile"))
+    if isinstance(value, cst.Name):
+        for n in walk(func.body):
+            if type(n) is cst.Assign and any(isinstance(t.target, cst.Name) and t.target.value == value.value
+                                             for t in n.targets) and buffer(n.value):
+                return True
+            if type(n) is cst.WithItem and n.asname is not None and isinstance(n.asname.name, cst.Name) \
+                    and n.asname.name.value == value.value and buffer(n.item):
+                return True
+        return False
+    return buffer(value)
+
 
 # the receiver of a load_state_dict that restores training state, not weights: a resume
 _RESUMED = re.compile(r"optim|(^|_)opt(s|_|\d|$)|sched|scaler", re.IGNORECASE)
@@ -2934,6 +3005,8 @@ class EvalWithoutNoGrad(RuleVisitor):
         func = self.where.function()
         if func is None or func.name.value.startswith("test_"):
             return
+        if func.name.value in self.facts.grad_free_callees:
+            return  # called only from grad-free functions of the file: no graph is recorded
         seen = self.evaluated.setdefault(id(func), set())
         if _method(node) == "eval" and not node.args:
             target = node.func.value
@@ -3351,7 +3424,8 @@ class LoggedLossTensor(_LossTracking):
     """Only a value that carries a loss tensor: not a Python number (``round(meter.avg, 4)``),
     not what a builder makes (``build_loss(cfg)``, a module), not in a constructor, not the
     engine that backpropagates (``accelerator.backward(loss)``: ``accelerator`` holds no loss),
-    and not in a function whose only callers in the file run under a grad-free decorator."""
+    and not in a function whose only callers in the file run under a grad-free decorator; not an
+    object a constructor makes (``LpLoss(d=2)``: a loss function, no tensor) or a name bound to one."""
 
     CODE = "PTT013"
     NUMBERS = ("float", "int", "len", "str", "round", "bool")
@@ -3360,6 +3434,22 @@ class LoggedLossTensor(_LossTracking):
         super().reset()
         self.loss_names -= self.facts.backward_engines
         self.assembled: dict[int, set[str]] = {}  # id(function or 0) -> lists joined by torch.stack/cat
+        self.instances: set[str] = set()  # names bound (last) to a constructor call: objects
+
+    def _instance(self, value: cst.BaseExpression) -> bool:
+        """No evidence of a tensor: an object built by a constructor (``LpLoss(d=2)``,
+        ``nn.MSELoss()``, a class of this file), a name bound (last) to one, or a setting read
+        with a plain default (``cfg.loss_weights.get(name, 1.0)``)."""
+        if isinstance(value, cst.Name):
+            return value.value in self.instances
+        if not isinstance(value, cst.Call):
+            return False
+        if (_method(value) == "get" and len(value.args) == 2
+                and isinstance(value.args[1].value, (cst.Integer, cst.Float, *_STRINGS))):
+            return True
+        last = (get_full_name_for_node(value.func) or "").rsplit(".", 1)[-1]
+        return ((last[:1].isupper() and any(c.islower() for c in last))
+                or last in self.facts.module_classes or last in self.facts.plain_classes)
 
     def carries_loss(self, node: cst.BaseExpression) -> bool:
         # a bare name handed to a call: one bound to a loss, or one the function assigns itself
@@ -3374,6 +3464,7 @@ class LoggedLossTensor(_LossTracking):
                 and not (func is not None and (func.name.value == "__init__"
                                                or func.name.value in self.facts.grad_free_callees))
                 and not _built(node.args[0].value)
+                and not self._instance(node.args[0].value)
                 and not _detached(node.args[0].value, self.detached)
                 and self.carries_loss(node.args[0].value)):
             self.candidate(node, get_full_name_for_node(node.func.value), node.args[0].value)
@@ -3381,6 +3472,10 @@ class LoggedLossTensor(_LossTracking):
     def visit_Assign(self, node: cst.Assign) -> None:
         super().visit_Assign(node)
         value = node.value
+        instance = self._instance(value)
+        for t in node.targets:
+            for name in target_names(t.target):
+                (self.instances.add if instance else self.instances.discard)(name)
         if (len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
                 and isinstance(value, cst.Call) and self.qname(value) in _ASSEMBLE and value.args
                 and isinstance(value.args[0].value, cst.Name)
@@ -4412,7 +4507,8 @@ class OptimizerNotFused(RuleVisitor):
     """Adam and AdamW (the optimizers the tip measures) built without choosing an implementation
     (no ``fused=``, no ``foreach=``), where the reader's torch, and the torch the project pins
     exactly if it does, accept ``fused=True`` on the device;
-    for CUDA, only in a file that names an accelerator (one that never does trains on the CPU)."""
+    for CUDA, only in a file that names an accelerator (one that never does trains on the CPU);
+    not where the file or its project creates complex parameters (fused=True raises on them)."""
 
     CODE = "PTT031"
 
@@ -4429,6 +4525,8 @@ class OptimizerNotFused(RuleVisitor):
             return  # a torch without fused= there: the advice raises a TypeError
         if self.device == "cuda" and not self.facts.mentions_cuda:
             return  # a file that never names an accelerator trains on the CPU
+        if self.facts.complex_params:
+            return  # fused=True raises at step() on a complex parameter (an FFT layer's weights)
         self.flag(node)
 
 
