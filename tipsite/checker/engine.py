@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import collections
 import dataclasses
 import functools
 import io
@@ -1428,10 +1429,24 @@ def _parsed_classes(path: str) -> tuple[dict[str, tuple[str, ...]], dict[str, tu
         return None
 
 
+def _statement_nodes(tree: ast.Module):
+    """``ast.walk``'s nodes in its order, but statements only (and the except and case clauses
+    that hold them): a class or an import is never inside an expression, and the expressions
+    are most of a tree's nodes."""
+    queue = collections.deque([tree])
+    while queue:
+        node = queue.popleft()
+        yield node
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                queue.extend(v for v in value if isinstance(v, (ast.stmt, ast.excepthandler, ast.match_case)))
+
+
 def _classes_of(tree: ast.Module) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[int, str]]]:
     classes: dict[str, tuple[str, ...]] = {}
     imports: dict[str, tuple[int, str]] = {}
-    for node in ast.walk(tree):
+    for node in _statement_nodes(tree):
         if isinstance(node, ast.ClassDef):
             classes.setdefault(node.name, tuple(d for d in map(_base_dotted, node.bases) if d))
         elif isinstance(node, ast.Import):
