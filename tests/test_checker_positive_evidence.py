@@ -281,3 +281,25 @@ def test_eval_in_a_helper_reached_only_from_a_grad_free_method_is_left_alone():
     assert "PTT023" not in codes(_CALLERS)
     outside = textwrap.dedent(_CALLERS) + "def train_step(s, b):\n    return s.evaluate_batch(b)\n"
     assert "PTT023" in codes(outside)
+
+
+def test_a_folder_that_is_no_project_is_read_alone_not_every_folder_below_it(tmp_path):
+    """A loose script (no pyproject.toml, setup.py, setup.cfg or .git above it: a file in /tmp)
+    has no project: the complex parameters of a folder below it are not its model's, and the
+    folders below are not read (a script in /tmp read every Python file under /tmp, 6 s)."""
+    layer = """\
+        import torch
+        from torch import nn
+        class FourierBlock(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.mix = nn.Parameter(torch.randn(width, width, 4, dtype=torch.cfloat))
+    """
+    loose = tmp_path / "loose"
+    (loose / "other").mkdir(parents=True)
+    (loose / "other" / "layers.py").write_text(textwrap.dedent(layer))
+    assert engine._project_root(str(loose)) == str(loose)  # nothing marks a project up to /
+    assert "PTT031" in codes(_TRAIN, path=loose / "train.py")
+    (loose / "pyproject.toml").write_text("[project]\nname = 'loose'\n")
+    engine._tree_complex.cache_clear()
+    assert "PTT031" not in codes(_TRAIN, path=loose / "train2.py")  # a project now: read whole

@@ -1537,10 +1537,20 @@ def _project_root(folder: str) -> str:
         folder = parent
 
 
+def _project_folders(root: str):
+    """``os.walk`` of a project's root; of a folder that is no project's root (no
+    pyproject.toml, setup.py, setup.cfg or .git up to the file system's root: a loose script
+    in /tmp or a home folder), that folder alone, not every folder below it."""
+    walk = os.walk(root)
+    if not _listing(root) & set(_PROJECT_ROOT):
+        walk = ((folder, [], files) for folder, _, files in [next(walk, (root, [], []))])
+    return walk
+
+
 @functools.lru_cache(maxsize=64)
 def _tree_reduced(root: str) -> bool:
     scanned = 0
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in _project_folders(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
         names = {n for n in files if n.endswith(_PRECISION_FILES)}
         scanned += len(names)
@@ -1609,7 +1619,7 @@ def _test_file(name: str) -> bool:
 def _tree_complex(root: str) -> bool:
     """Tests are left out: a test's complex parameter is not the trained model's."""
     scanned = 0
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in _project_folders(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS
                          and d not in _TEST_DIRS)
         names = {n for n in files if n.endswith(".py") and not _test_file(n)}
