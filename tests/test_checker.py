@@ -3,6 +3,7 @@ evidence; the command line's habits; speed; packaging."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -964,11 +965,12 @@ def test_excerpts_are_checked_amid_the_project_files_a_real_run_reads(tmp_path, 
     assert labels.findings_of(source, config, "tests/test_fit.py", repo="o/r") == set()  # a test module
 
 
-def test_the_carried_project_files_hold_torch_lines_only():
-    """project.json holds nothing but the lines the rules read from a project: those that name
-    torch, and in Python files of a package only the lines that set
-    TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD or load a state dict (an ``__init__.py`` may be empty): no
-    other code, no prose."""
+def test_the_carried_project_files_hold_torch_lines_only(tmp_path):
+    """project.json holds nothing but what the rules read from a project: the lines that name
+    torch, and of its Python files only the lines that set TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD or
+    load a state dict (an ``__init__.py`` may be empty), the statement that makes a complex
+    parameter (with its class and def headers), or one helper that returns no_grad/inference_mode:
+    no other code, no prose."""
     found = sorted(labels.EXCERPTS.glob("*/project*.json"))
     assert found
     package = 0
@@ -977,8 +979,15 @@ def test_the_carried_project_files_hold_torch_lines_only():
             if labels.torch_lines(text) == text and (text or not rel.endswith("__init__.py")):
                 continue  # a requirement file, setup.py, a README...: its torch lines
             package += 1
-            assert rel.endswith(".py") and all(engine._FORCE_UNSAFE in line or "load_state_dict(" in line
-                                               for line in text.splitlines()), (path, rel)
+            assert rel.endswith(".py"), (path, rel)
+            if all(engine._FORCE_UNSAFE in line or "load_state_dict(" in line for line in text.splitlines()):
+                continue  # PTT001's package setting, PTT037's folder of state-dict loads
+            if engine._makes_complex_params(text):
+                continue  # PTT031: the statement making a complex parameter, in its class
+            helper = tmp_path / rel.replace("/", "_")
+            helper.write_text(text, encoding="utf-8")
+            defs = [n.name for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)]
+            assert len(defs) == 1 and engine._defines_grad_free(str(helper), defs[0]), (path, rel)  # PTT023
     assert package, "the package facts (PTT001's, PTT037's) are carried for some codebase"
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import re
 import sys
 from collections import Counter
@@ -206,6 +207,10 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
                 out[chain[-1]] = "".join(line + "\n" for line in text.splitlines() if E._FORCE_UNSAFE in line)
                 break
             folder = folder.parent
+        file = base / path
+        text = file.read_text(encoding="utf-8", errors="replace")
+        for rel, lines in (*_grad_free_helpers(base, file, text), *_complex_maker(base, file, text)):
+            out.setdefault(rel, "".join(lines))
         folder = (base / path).parent
         if E._folder_serves_checkpoints(str(folder)):
             for file in sorted(folder.glob("*.py")):
@@ -214,6 +219,70 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
                 if kept:
                     out[file.relative_to(base).as_posix()] = kept
     return out
+
+
+def _lines_of(file: Path, nodes: list[ast.AST], headers: tuple = ()) -> list[str]:
+    """The lines of ``nodes`` in ``file`` (decorators included; of a class or def in
+    ``headers``, its header only), in the file's order."""
+    lines = file.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+    keep: set[int] = set()
+    for n in nodes:
+        first = min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])])
+        last = n.body[0].lineno - 1 if n in headers else n.end_lineno
+        keep |= set(range(first, max(first, last) + 1))
+    return [lines[i - 1] if lines[i - 1].endswith("\n") else lines[i - 1] + "\n" for i in sorted(keep)]
+
+
+def _grad_free_helpers(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT023: the project's own helpers the file calls in a ``with`` (``from pkg.utils import
+    inference_context``) that return ``torch.no_grad()``/``inference_mode()``: their defs."""
+    from tipsite.checker import engine as E
+
+    wanted = {m.group(1) for m in E._WITH_CALL.finditer(text)}
+    if not wanted:
+        return []
+    out = []
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            for a in node.names:
+                if (a.asname or a.name) in wanted:
+                    target = E._project_module_file(str(file.parent), node.module)
+                    if target and E._defines_grad_free(target, a.name):
+                        defs = [n for n in ast.parse(Path(target).read_text(encoding="utf-8")).body
+                                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == a.name]
+                        out.append((Path(target).relative_to(base).as_posix(), _lines_of(Path(target), defs)))
+    return out
+
+
+def _complex_maker(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT031: where the file is silent because another file of its project creates complex
+    parameters, the first such file's statements that do, with their class and def headers."""
+    from tipsite.checker import engine as E
+
+    if "Adam" not in text or E._makes_complex_params(text) or not E._complex_params(str(file), text):
+        return []
+    for folder, dirs, files in os.walk(E._project_root(str(file.parent))):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in E._SKIP_DIRS
+                         and d not in E._TEST_DIRS)
+        for name in sorted(files):
+            other = Path(folder) / name
+            if not name.endswith(".py") or E._test_file(name) or other == file:
+                continue
+            source = other.read_text(encoding="utf-8", errors="replace")
+            if not E._makes_complex_params(source):
+                continue
+            tree = ast.parse(source)
+            for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+                for init in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"):
+                    for stmt in init.body:
+                        if E._makes_complex_params(f"class C:\n    def __init__(self):\n        {ast.unparse(stmt)}\n"):
+                            return [(other.relative_to(base).as_posix(),
+                                     _lines_of(other, [cls, init, stmt], headers=(cls, init)))]
+    return []
 
 
 def write_project(repo: str, files: dict[str, str]) -> Path | None:
