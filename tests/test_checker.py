@@ -198,6 +198,66 @@ def test_torch_load_follows_the_releases_default_and_safe_globals():
     assert [(f.code, f.torchfix) for f in found if f.code == "PTT001"] == [("PTT001", "TOR102")]
 
 
+def test_weights_only_false_in_a_function_put_in_place_of_torchs_own_is_torchs_choice():
+    patched = """
+        import io
+        import torch
+
+        def storages_on_host():
+            kept = torch.storage._load_from_bytes
+            def _from_bytes(raw):
+                return torch.load(io.BytesIO(raw), map_location="cpu", weights_only=False)
+            torch.storage._load_from_bytes = _from_bytes
+            return kept
+    """
+    assert "PTT001" not in codes(patched, (2, 13))
+    # the same function, not put in torch's place: still a stated False without a reason
+    assert "PTT001" in codes(patched.replace("torch.storage._load_from_bytes = ", "hook = "), (2, 13))
+
+
+def test_weights_only_false_reading_a_lightning_checkpoints_hyper_parameters_is_the_choice():
+    settings = """
+        import torch
+
+        def run_settings(path):
+            blob = torch.load(path, map_location="cpu", weights_only=False)
+            return blob["hyper_parameters"]["setup"]
+    """
+    assert "PTT001" not in codes(settings, (2, 13))
+    resume = """
+        import torch
+
+        def restart(path):
+            blob = torch.load(path, map_location="cpu", weights_only=False)
+            step = blob["state_dict"]["counter"].item()
+            return step, blob["hparams"]["stages"]
+    """
+    assert "PTT001" not in codes(resume, (2, 13))
+    # weights alone, or a key named like parameters: still reported
+    weights = settings.replace('["hyper_parameters"]["setup"]', '["params"]["setup"]')
+    assert "PTT001" in codes(weights, (2, 13))
+
+
+def test_a_rebound_path_with_one_file_name_pattern_is_the_functions_own_file():
+    merge = """
+        import os
+        import torch
+
+        def merge_parts(items, out, tag, world, me):
+            part = os.path.join(out, "%s_piece%d.pt" % (tag, me))
+            torch.save({"items": items}, part)
+            merged = []
+            for r in range(world):
+                part = os.path.join(out, "%s_piece%d.pt" % (tag, r))
+                merged += torch.load(part, map_location="cpu")["items"]
+            return merged
+    """
+    assert "PTT001" not in codes(merge, (2, 5))
+    # rebound to another file name than the one saved: not shown to be the function's own
+    other = merge.replace('"%s_piece%d.pt" % (tag, r)', '"%s_other%d.pt" % (tag, r)')
+    assert "PTT001" in codes(other, (2, 5))
+
+
 def test_torch_load_in_branches_of_a_torch_version_test_is_the_projects_choice():
     """A project that tests torch's release and states weights_only in one branch (False from
     2.6 for its own files, left out for a torch that lacks the argument) chose per release: both

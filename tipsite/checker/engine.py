@@ -1863,6 +1863,9 @@ class Checker:
         # (the scan has listed every def: no second walk of the tree for them)
         scan.facts.cpu_transforms = ".numpy()" in text and "def forward" in text and any(
             f.name == "forward" and _numpy_of_input(f) for f in scan.functions)
+        # PTT001: a function put in place of one of torch's own keeps torch's load mode
+        scan.facts.torch_replacements = frozenset(
+            m.group(1) for m in _TORCH_REPLACED.finditer(text)) if "torch." in text else frozenset()
         qn = self.qn = _QualifiedNames(scan.facts.aliases)
         for v in self.visitors:
             v.metadata = {QualifiedNameProvider: qn, WhitespaceInclusivePositionProvider: _NoPositions()}
@@ -1971,6 +1974,10 @@ class Checker:
 def _first_line(node: ast.AST) -> int:
     """The line a statement starts on, its decorators included."""
     return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+
+
+# PTT001: ``torch.storage._load_from_bytes = _mine`` on a line of its own
+_TORCH_REPLACED = re.compile(r"^[ \t]*torch(?:\.\w+)+[ \t]*=[ \t]*([A-Za-z_]\w*)[ \t]*(?:#.*)?$", re.M)
 
 
 def _blank_unmarked(tree: ast.Module, pieces: Iterable[ast.AST],

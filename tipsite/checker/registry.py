@@ -101,7 +101,8 @@ state = torch.load("ckpt.pt", weights_only=True)
               "with the module, to a checkpoint callback; bytes the function pickled itself into a "
               "buffer (it torch.saves into an io.BytesIO and loads from a buffer or temporary file: "
               "objects passed between ranks), or a path with the same literal file name as one the "
-              "function saved to before the load. Nothing before 2.6 in a project whose requirements "
+              "function saved to before the load (a name rebound to the same file-name pattern, "
+              "the rank's file then each rank's, counts). Nothing before 2.6 in a project whose requirements "
               "(pyproject.toml, requirements*.txt, setup.py; a README's \"torch>=\" or \"PyTorch 2.6 "
               "or later\" only where no requirement file names torch) need torch 2.6 or later, nor in a "
               "project that pins torch exactly to a release before 1.13, which has no weights_only "
@@ -124,7 +125,10 @@ state = torch.load("ckpt.pt", weights_only=True)
               "the whole load to another function (the project's loader, which knows its formats), "
               "probes it for format keys (\"state\" in ckpt: files of several formats) or reads only "
               "entries that are not weights out of it (ckpt[\"config\"] or ckpt.get(\"config\", {}): "
-              "metrics, a config). Nothing in a branch no run "
+              "metrics, a config), or reads a Lightning checkpoint's hyper_parameters (or hparams: "
+              "the run's config objects beside its weights). Not a load in a function the file puts "
+              "in place of one of torch's own (torch.storage._load_from_bytes = f: it keeps torch's "
+              "mode). Nothing in a branch no run "
               "takes (the else of `if 1:`, the body of `if 0:`).",
         torchfix="TOR102",
     ),

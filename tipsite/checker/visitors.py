@@ -140,6 +140,8 @@ class Facts:
     hook_methods: set[str] = field(default_factory=set)  # after_step... methods of hook classes here
     large_models: bool = False  # PTT003: the file shards or big-model-loads its models, or builds LLMs
     cpu_transforms: bool = False  # PTT016: a forward of the file reads its input with .numpy()
+    # PTT001: functions the file assigns over one of torch's own (torch.storage._load_from_bytes = f)
+    torch_replacements: frozenset[str] = frozenset()
     serves_checkpoints: bool = False  # PTT037: the file's folder loads state dicts and never trains
     # PTT032: the file or its project computes in fp16/bf16 or TF32 somewhere (Tensor Core math)
     reduced_precision: bool = True
@@ -995,8 +997,15 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
                     and not self.project_decided(node)
                     and not self.reads_objects(node) and not self.reads_own_output(node)
                     and not self.deliberate() and not self.trusted_file(node)
+                    and not self.replaces_torch_internal()
                     and not self.format_unknown(node) and not dead_branch(self.where.stack, node)):
                 self.flag(node)
+
+    def replaces_torch_internal(self) -> bool:
+        """The load is in a function the code puts in place of one of torch's own
+        (``torch.storage._load_from_bytes = _mine``): it keeps the mode torch's function uses."""
+        func = self.where.function()
+        return func is not None and func.name.value in self.facts.torch_replacements
 
     def format_unknown(self, load: cst.Call) -> bool:
         """The stated ``weights_only=False`` is the choice for a file whose content the code does
@@ -1004,7 +1013,8 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
         to another function (a project's loader, which knows its formats), probes it for format
         keys (``"state" in ckpt``: files of several formats, others' among them), or reads only
         entries that are not weights out of it (metrics, a config: the objects beside the
-        tensors, which True may refuse). Only a comment is missing there."""
+        tensors, which True may refuse), or reads a Lightning checkpoint's ``hyper_parameters``
+        (the run's config objects, beside its weights). Only a comment is missing there."""
         func = self.where.function()
         if func is None:
             return False
@@ -1035,6 +1045,8 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
                     isinstance(n.func, cst.Name) and n.func.value in _BUILTINS) and any(
                     isinstance(a.value, cst.Name) and a.value.value in names for a in n.args):
                 return True  # load_start(args, model, ckpt): the project's loader reads it
+        if keys & _HPARAMS_KEYS:
+            return True  # a Lightning checkpoint's hyper_parameters: the run's config objects
         uses = [n for n in nodes if type(n) is cst.Name and n.value in names]
         targets = {id(t.target) for n in nodes if type(n) is cst.Assign for t in n.targets}
         reads = [n for n in uses if id(n) not in targets]
@@ -1137,6 +1149,8 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
 _EMPTY = cst.Module([])  # renders an expression's code
 _BUILTINS = frozenset(dir(builtins))
 # a checkpoint key that may name weights (a state dict, a model's entry)
+# a Lightning checkpoint's entry of the run's hyperparameters (config objects, not weights)
+_HPARAMS_KEYS = frozenset({"hyper_parameters", "hparams"})
 _WEIGHT_KEY = re.compile(r"state|weight|model|param|net|ema|module|encoder|decoder|generator|backbone"
                          r"|dict|ckpt|checkpoint", re.IGNORECASE)
 
@@ -1172,7 +1186,8 @@ def _instance_path(node: cst.BaseExpression) -> bool:
 
 def _file_name_parts(value: cst.BaseExpression, func: cst.FunctionDef, depth: int = 3) -> tuple[str, ...]:
     """The literal pieces of a path expression, each name it reads followed to its only binding
-    in the function (``p = os.path.join(d, f"{name}_state.pt")`` gives ``("_state.pt",)``): the
+    in the function (``p = os.path.join(d, f"{name}_state.pt")`` gives ``("_state.pt",)``), or
+    to its bindings where each gives the same pieces: the
     file-name pieces (with a letter or digit, and a dot, slash or underscore), quotes dropped.
     Empty when the path names no file of its own (``args.resume``)."""
     parts: list[str] = []
@@ -1186,6 +1201,10 @@ def _file_name_parts(value: cst.BaseExpression, func: cst.FunctionDef, depth: in
                 isinstance(t.target, cst.Name) and t.target.value == n.value for t in a.targets)]
             if len(bound) == 1 and bound[0] is not value:
                 parts += _file_name_parts(bound[0], func, depth - 1)
+            elif len(bound) > 1:  # rebound (the rank's file, then each rank's): one pattern
+                each = {_file_name_parts(b, func, depth - 1) for b in bound if b is not value}
+                if len(each) == 1:
+                    parts += next(iter(each))
     return tuple(sorted({p for p in parts if any(c in p for c in "./_") and any(c.isalnum() for c in p)}))
 
 
