@@ -491,6 +491,14 @@ PRECISE = {
                 runner = SampleTrainer(cfg)
                 runner.ckpt.load(step=cfg.step)
                 return runner.model(cfg.prompt)
+            ''', '''
+            import torch
+            def predict_all(cases, folder):
+                for case in cases:
+                    with torch.no_grad():
+                        runner = CasePredictor()
+                        runner.initialize_from_trained_folder(folder)
+                        yield runner.predict_case(case)
             '''],
     },
     "PTT034": {

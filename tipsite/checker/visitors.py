@@ -2882,8 +2882,10 @@ def _writes_state(node: cst.CSTNode) -> bool:
 
 
 # A call that builds or loads a model or its weights (``torch.load``, ``load_state_dict``,
-# ``checkpointer.load``, ``from_pretrained``, ``Trainer(config)``): not a DataLoader.
-_BUILDS = re.compile(r"load(?!er)|from_pretrained|^build_model|^create_model|Trainer$", re.IGNORECASE)
+# ``checkpointer.load``, ``from_pretrained``, ``Trainer(config)``, a predictor's
+# ``initialize_from_trained_model_folder(...)``): not a DataLoader.
+_BUILDS = re.compile(r"load(?!er)|from_pretrained|^build_model|^create_model|Trainer$|^initiali[sz]e_from",
+                     re.IGNORECASE)
 
 
 def _builds_state(node: cst.CSTNode) -> bool:
