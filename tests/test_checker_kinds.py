@@ -1357,6 +1357,22 @@ def test_an_exact_torchvision_or_torchaudio_pin_pins_its_torch(tmp_path, pins, s
     assert ("PTT005" not in _in_project(tmp_path, files, _AMP, torch=(2, 13))) is silent
 
 
+@pytest.mark.parametrize(("nearer", "silent"), [
+    ({"pkg/requirements.txt": "torch==1.12.0\nnumpy\n"}, True),  # its own exact pin decides
+    ({"pkg/requirements.txt": "numpy\n"}, False),  # names no torch: the root's range holds
+    ({"pkg/requirements.txt": "torch>=1.12\n"}, False),  # its own open range
+    ({"pkg/requirements.txt": "torch==1.12.0\n", "pkg/requirements-dev.txt": "torch>=1.12\n"},
+     False),
+])
+def test_the_nearest_folder_that_names_torch_decides_its_pin(tmp_path, nearer, silent):
+    """An example folder with its own requirements pinning an old torch runs on that torch,
+    whatever open range the repository's root gives: PTT005's torch.amp advice is not there."""
+    engine._pinned_up.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\ndependencies = ['torch>=1.10']\n",
+             **nearer}
+    assert ("PTT005" not in _in_project(tmp_path, files, _AMP, torch=(2, 13))) is silent
+
+
 @pytest.mark.parametrize(("package", "release", "torch"), [
     ("vision", (0, 9), (1, 8)), ("vision", (0, 14), (1, 13)), ("vision", (0, 15), (2, 0)),
     ("vision", (0, 19), (2, 4)), ("vision", (0, 4), (1, 3)), ("vision", (0, 2), None),

@@ -1300,9 +1300,11 @@ def pinned_torch(path: str) -> tuple[int, int] | None:
     """The newest torch release the project of ``path`` pins exactly (``torch==1.10.0`` in its
     requirements, ``pytorch=1.10.0`` in a conda environment file, ``pip install torch==1.9.0``
     in an install script; an exact torchvision or torchaudio pin pins the torch release it is
-    built for), from the file's folder up to the project's root; None when it pins
-    none, or when any of those files gives torch an open range (``torch>=1.9``): then the
-    project may run on a newer torch."""
+    built for), from the file's folder up to the project's root, where the nearest folder
+    whose files pin torch decides (an example's own ``torch==2.1.0`` over the root's
+    ``torch>=1.13``); None when none pins it, when a file of that folder or a nearer one gives
+    torch an open range (``torch>=1.9``), or a README names a newer torch: then the project may
+    run on a newer torch."""
     folder = _file_folder(path)
     return None if folder is None else _pinned_up(folder)
 
@@ -1334,6 +1336,7 @@ def _small_texts(folder: str, names: set[str], wanted) -> Iterable[tuple[str, st
 def _pinned_up(folder: str) -> tuple[int, int] | None:
     pins: list[tuple[int, int]] = []
     named: list[tuple[int, int]] = []  # torch releases a README names
+    decided = False
     while True:
         names = _listing(folder)
         for name, text in _small_texts(folder, names, lambda n: n in _REQ_FILES or _PIN_FILE.search(n)
@@ -1345,12 +1348,17 @@ def _pinned_up(folder: str) -> tuple[int, int] | None:
                     return None
                 named += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_NAMED.finditer(text)]
                 continue
+            if decided:
+                continue  # a nearer folder's files already name torch: they decide
             body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
             if _TORCH_OPEN.search(body):
                 return None  # an open range: no ceiling
             pins += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_PIN.finditer(body)]
             pins += [t for m in _COMPANION_PIN.finditer(body) if (t := _companion_torch(
                 m.group(1), int(m.group(2)), int(m.group(3)))) is not None]
+        # the nearest folder whose files pin torch decides: an example's own requirements pin
+        # its torch, whatever range the repository's root gives (its READMEs are still read)
+        decided = bool(pins)
         parent = os.path.dirname(folder)
         if parent == folder or names & set(_PROJECT_ROOT):
             break
