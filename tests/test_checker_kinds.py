@@ -3165,6 +3165,34 @@ _MEMORY = """\
 """
 
 
+_SUMMED = """\
+    import torch
+    import torch.distributed as dist
+    HOST = torch.device("cpu")
+    def summarize(count):
+        total = torch.tensor(count, device="cuda:0")
+        dist.all_reduce(total)
+        print(total.item(), torch.cuda.max_memory_allocated())
+"""
+
+
+def test_ptt027_leaves_a_function_that_already_put_a_tensor_on_cuda_by_name():
+    """A function whose earlier plain statement puts a tensor on a CUDA device by name
+    (``device="cuda:0"``, ``.cuda()``, ``.to("cuda")``) fails without a GPU: the memory read
+    after it is never a CPU run's 0. A placement under an ``if``, after the call, or to a
+    device the caller chooses leaves the call reported."""
+    assert "PTT027" not in codes(_SUMMED)
+    assert "PTT027" not in codes(_SUMMED.replace('torch.tensor(count, device="cuda:0")',
+                                                 "torch.tensor(count).cuda()"))
+    assert "PTT027" not in codes(_SUMMED.replace('count, device="cuda:0")', 'count).to("cuda")'))
+    assert "PTT027" in codes(_SUMMED.replace('device="cuda:0"', "device=dev"))
+    assert "PTT027" in codes(_SUMMED.replace("        total = torch.tensor",
+                                             "        if count:\n            total = torch.tensor"))
+    late = _SUMMED.replace("        total = torch.tensor(count, device=\"cuda:0\")\n", "") + (
+        '        total = torch.tensor(count, device="cuda:0")\n')
+    assert "PTT027" in codes(late)
+
+
 def test_ptt027_leaves_a_guarded_call_and_a_figure_labelled_as_the_gpus_alone():
     """Under ``if device.type != "cpu":`` (or ``if not device.type == "cpu":``) the call is off
     the CPU path; a string around it that labels the figure as GPU memory reports it on
