@@ -3233,3 +3233,19 @@ def test_ptt014_leaves_a_weight_conversion_scripts_loop_alone():
     sample = "    import numpy as np\n    import torch\n    def __getitem__(self, i):\n" \
              "        return torch.tensor(np.asarray(self.rows[i]))\n"
     assert "PTT014" in found(sample, "tools/convert_weights.py")
+
+
+@pytest.mark.parametrize(("path", "test"), [
+    ("pkg/utils/unittests/model_checks.py", True),  # a folder of unit tests
+    ("pkg/unit_tests/helpers.py", True),
+    ("pkg/unittest/cases.py", True),
+    ("pkg/tests/helpers.py", True),
+    ("pkg/unittests_report/train.py", False),  # a folder named otherwise
+    ("pkg/my_unittests/train.py", False),
+    ("pkg/model_unittests.py", False),
+    ("pkg/train.py", False),
+])
+def test_a_folder_of_unit_tests_holds_tests(path, test):
+    """A folder named unittests or unit_tests holds a project's tests: its findings are not
+    reported, like those of tests/ and test_*.py."""
+    assert engine.is_test_path(path) is test

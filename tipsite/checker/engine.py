@@ -109,8 +109,9 @@ _CLAUSE = re.compile(r"\s*(else|elif|except|finally|case)\b")
 
 # A project's tests: a unit test's toy model, stub loader or file it wrote itself is not the
 # training code the rules are about, and the advice never pays there (a folder named tests or
-# test, test_*.py, *_test.py, conftest.py).
-_TEST_PATH = re.compile(r"(^|[/\\])(tests?|testing)[/\\]|(^|[/\\])(test_[^/\\]*|[^/\\]*_test|conftest)\.py$")
+# test, testing, unittests or unit_tests, test_*.py, *_test.py, conftest.py).
+_TEST_PATH = re.compile(r"(^|[/\\])(tests?|testing|unit_?tests?)[/\\]"
+                        r"|(^|[/\\])(test_[^/\\]*|[^/\\]*_test|conftest)\.py$")
 
 
 def _numpy_of_input(forward: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
