@@ -1365,6 +1365,22 @@ def test_an_exact_torchvision_or_torchaudio_pin_pins_its_torch(tmp_path, pins, s
     assert ("PTT005" not in _in_project(tmp_path, files, _AMP, torch=(2, 13))) is silent
 
 
+@pytest.mark.parametrize(("nearer", "silent"), [
+    ({"pkg/requirements.txt": "torch==1.12.0\nnumpy\n"}, True),  # its own exact pin decides
+    ({"pkg/requirements.txt": "numpy\n"}, False),  # names no torch: the root's range holds
+    ({"pkg/requirements.txt": "torch>=1.12\n"}, False),  # its own open range
+    ({"pkg/requirements.txt": "torch==1.12.0\n", "pkg/requirements-dev.txt": "torch>=1.12\n"},
+     False),
+])
+def test_the_nearest_folder_that_names_torch_decides_its_pin(tmp_path, nearer, silent):
+    """An example folder with its own requirements pinning an old torch runs on that torch,
+    whatever open range the repository's root gives: PTT005's torch.amp advice is not there."""
+    engine._pinned_up.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\ndependencies = ['torch>=1.10']\n",
+             **nearer}
+    assert ("PTT005" not in _in_project(tmp_path, files, _AMP, torch=(2, 13))) is silent
+
+
 @pytest.mark.parametrize(("package", "release", "torch"), [
     ("vision", (0, 9), (1, 8)), ("vision", (0, 14), (1, 13)), ("vision", (0, 15), (2, 0)),
     ("vision", (0, 19), (2, 4)), ("vision", (0, 4), (1, 3)), ("vision", (0, 2), None),
@@ -3157,6 +3173,34 @@ _MEMORY = """\
 """
 
 
+_SUMMED = """\
+    import torch
+    import torch.distributed as dist
+    HOST = torch.device("cpu")
+    def summarize(count):
+        total = torch.tensor(count, device="cuda:0")
+        dist.all_reduce(total)
+        print(total.item(), torch.cuda.max_memory_allocated())
+"""
+
+
+def test_ptt027_leaves_a_function_that_already_put_a_tensor_on_cuda_by_name():
+    """A function whose earlier plain statement puts a tensor on a CUDA device by name
+    (``device="cuda:0"``, ``.cuda()``, ``.to("cuda")``) fails without a GPU: the memory read
+    after it is never a CPU run's 0. A placement under an ``if``, after the call, or to a
+    device the caller chooses leaves the call reported."""
+    assert "PTT027" not in codes(_SUMMED)
+    assert "PTT027" not in codes(_SUMMED.replace('torch.tensor(count, device="cuda:0")',
+                                                 "torch.tensor(count).cuda()"))
+    assert "PTT027" not in codes(_SUMMED.replace('count, device="cuda:0")', 'count).to("cuda")'))
+    assert "PTT027" in codes(_SUMMED.replace('device="cuda:0"', "device=dev"))
+    assert "PTT027" in codes(_SUMMED.replace("        total = torch.tensor",
+                                             "        if count:\n            total = torch.tensor"))
+    late = _SUMMED.replace("        total = torch.tensor(count, device=\"cuda:0\")\n", "") + (
+        '        total = torch.tensor(count, device="cuda:0")\n')
+    assert "PTT027" in codes(late)
+
+
 def test_ptt027_leaves_a_guarded_call_and_a_figure_labelled_as_the_gpus_alone():
     """Under ``if device.type != "cpu":`` (or ``if not device.type == "cpu":``) the call is off
     the CPU path; a string around it that labels the figure as GPU memory reports it on
@@ -3197,3 +3241,19 @@ def test_ptt014_leaves_a_weight_conversion_scripts_loop_alone():
     sample = "    import numpy as np\n    import torch\n    def __getitem__(self, i):\n" \
              "        return torch.tensor(np.asarray(self.rows[i]))\n"
     assert "PTT014" in found(sample, "tools/convert_weights.py")
+
+
+@pytest.mark.parametrize(("path", "test"), [
+    ("pkg/utils/unittests/model_checks.py", True),  # a folder of unit tests
+    ("pkg/unit_tests/helpers.py", True),
+    ("pkg/unittest/cases.py", True),
+    ("pkg/tests/helpers.py", True),
+    ("pkg/unittests_report/train.py", False),  # a folder named otherwise
+    ("pkg/my_unittests/train.py", False),
+    ("pkg/model_unittests.py", False),
+    ("pkg/train.py", False),
+])
+def test_a_folder_of_unit_tests_holds_tests(path, test):
+    """A folder named unittests or unit_tests holds a project's tests: its findings are not
+    reported, like those of tests/ and test_*.py."""
+    assert engine.is_test_path(path) is test

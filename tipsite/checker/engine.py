@@ -109,8 +109,9 @@ _CLAUSE = re.compile(r"\s*(else|elif|except|finally|case)\b")
 
 # A project's tests: a unit test's toy model, stub loader or file it wrote itself is not the
 # training code the rules are about, and the advice never pays there (a folder named tests or
-# test, test_*.py, *_test.py, conftest.py).
-_TEST_PATH = re.compile(r"(^|[/\\])(tests?|testing)[/\\]|(^|[/\\])(test_[^/\\]*|[^/\\]*_test|conftest)\.py$")
+# test, testing, unittests or unit_tests, test_*.py, *_test.py, conftest.py).
+_TEST_PATH = re.compile(r"(^|[/\\])(tests?|testing|unit_?tests?)[/\\]"
+                        r"|(^|[/\\])(test_[^/\\]*|[^/\\]*_test|conftest)\.py$")
 
 
 def _numpy_of_input(forward: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -1300,9 +1301,11 @@ def pinned_torch(path: str) -> tuple[int, int] | None:
     """The newest torch release the project of ``path`` pins exactly (``torch==1.10.0`` in its
     requirements, ``pytorch=1.10.0`` in a conda environment file, ``pip install torch==1.9.0``
     in an install script; an exact torchvision or torchaudio pin pins the torch release it is
-    built for), from the file's folder up to the project's root; None when it pins
-    none, or when any of those files gives torch an open range (``torch>=1.9``): then the
-    project may run on a newer torch."""
+    built for), from the file's folder up to the project's root, where the nearest folder
+    whose files pin torch decides (an example's own ``torch==2.1.0`` over the root's
+    ``torch>=1.13``); None when none pins it, when a file of that folder or a nearer one gives
+    torch an open range (``torch>=1.9``), or a README names a newer torch: then the project may
+    run on a newer torch."""
     folder = _file_folder(path)
     return None if folder is None else _pinned_up(folder)
 
@@ -1334,6 +1337,7 @@ def _small_texts(folder: str, names: set[str], wanted) -> Iterable[tuple[str, st
 def _pinned_up(folder: str) -> tuple[int, int] | None:
     pins: list[tuple[int, int]] = []
     named: list[tuple[int, int]] = []  # torch releases a README names
+    decided = False
     while True:
         names = _listing(folder)
         for name, text in _small_texts(folder, names, lambda n: n in _REQ_FILES or _PIN_FILE.search(n)
@@ -1345,12 +1349,17 @@ def _pinned_up(folder: str) -> tuple[int, int] | None:
                     return None
                 named += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_NAMED.finditer(text)]
                 continue
+            if decided:
+                continue  # a nearer folder's files already name torch: they decide
             body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
             if _TORCH_OPEN.search(body):
                 return None  # an open range: no ceiling
             pins += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_PIN.finditer(body)]
             pins += [t for m in _COMPANION_PIN.finditer(body) if (t := _companion_torch(
                 m.group(1), int(m.group(2)), int(m.group(3)))) is not None]
+        # the nearest folder whose files pin torch decides: an example's own requirements pin
+        # its torch, whatever range the repository's root gives (its READMEs are still read)
+        decided = bool(pins)
         parent = os.path.dirname(folder)
         if parent == folder or names & set(_PROJECT_ROOT):
             break

@@ -929,8 +929,11 @@ if device == "cuda":
               "checks for CUDA, the else of one that checks for the CPU or the body of one that checks "
               "it is not the CPU (if device.type != \"cpu\":), or a function that also asks "
               "for CUDA device properties (CUDA-only) or is named for the GPU (print_cuda_usage, "
-              "log_gpu_memory); not where the statement labels the figure as the GPU's in a string "
-              "(\"GPU memory: ...\", a logged name \"GPU Memory (MB)\"): 0 is then the true figure.",
+              "log_gpu_memory), or one that has already put a tensor on a CUDA device by name "
+              "(device=\"cuda\", .cuda(), .to(\"cuda\")) in a plain statement before the call: it "
+              "fails without a GPU; not where the statement labels the figure as the GPU's in a "
+              "string (\"GPU memory: ...\", a logged name \"GPU Memory (MB)\"): 0 is then the "
+              "true figure.",
     ),
     Rule(
         "PTT028", "tip_oom_retry", "retry on any RuntimeError",

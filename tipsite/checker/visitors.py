@@ -4433,8 +4433,42 @@ class MemoryAllocated(RuleVisitor):
         if (self.qname(node) in ("torch.cuda.memory_allocated", "torch.cuda.max_memory_allocated")
                 and self.facts.cpu_path and not self.where.under_cuda_check()
                 and not _after_device_exit(self.where, node) and not _past_cpu_test(self.where, node)
-                and not _cuda_only_function(self.where, self) and not _reported_as_gpu(self.where, node)):
+                and not _cuda_only_function(self.where, self) and not _reported_as_gpu(self.where, node)
+                and not _placed_on_cuda_before(self.where, node)):
             self.flag(node)
+
+
+def _places_on_cuda(node: cst.CSTNode) -> bool:
+    """A call that puts a tensor on a CUDA device by name: ``device="cuda"`` (or
+    ``"cuda:0"``), ``.cuda()``, ``.to("cuda")``."""
+    for n in [node, *walk(node)]:
+        if not isinstance(n, cst.Call):
+            continue
+        if isinstance(n.func, cst.Attribute) and n.func.attr.value == "cuda":
+            return True
+        for a in n.args:
+            is_to = a.keyword is None and isinstance(n.func, cst.Attribute) and n.func.attr.value == "to"
+            if ((is_to or (a.keyword is not None and a.keyword.value == "device"))
+                    and isinstance(a.value, cst.SimpleString) and _DEVICE_STRING.match(a.value.value)):
+                return True
+    return False
+
+
+def _placed_on_cuda_before(where: Tracker, node: cst.CSTNode) -> bool:
+    """PTT027: a plain statement that runs before the call on its path, in the same function
+    (one of an enclosing block, not one nested in an ``if``), puts a tensor on a CUDA device by
+    name: the function fails without a GPU, so the call never reads CPU memory as 0."""
+    for outer in reversed(where.stack):
+        body = getattr(outer, "body", None)
+        stmts = body.body if isinstance(body, cst.IndentedBlock) else []
+        for stmt in stmts:
+            if any(n is node for n in walk(stmt)):
+                break
+            if isinstance(stmt, cst.SimpleStatementLine) and _places_on_cuda(stmt):
+                return True
+        if isinstance(outer, (cst.FunctionDef, cst.ClassDef)):
+            break
+    return False
 
 
 # a string that names the GPU ("GPU memory: ", f"gpu_mem_{name}", "CUDA peak")
