@@ -4,6 +4,7 @@ Written from the issue's descriptions, never from held-out code (tests/test_chec
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -859,6 +860,18 @@ def _run(capsys, *argv) -> tuple[int, str, str]:
         rc = exc.code
     out, err = capsys.readouterr()
     return rc, out, err
+
+
+def test_a_folder_named_like_a_python_file_is_walked_not_read(tmp_path, capsys):
+    """A folder whose name ends in .py (one in fastMRI's examples, held-out round 14) is a
+    folder: its files are checked, and it is no 'not a regular file' error (exit 2)."""
+    odd = tmp_path / "unet_2020.py"
+    odd.mkdir()
+    (odd / "train.py").write_text("import torch\nstate = torch.load('ckpt.pt')\n")
+    rc, out, err = _run(capsys, str(tmp_path), "--jobs", "1", "--preview", "--torch", "2.5",
+                        "--device", "cuda", "--fail-on", "never", "--format", "json")
+    assert rc == 0 and "not a regular file" not in err, err
+    assert [f["code"] for f in json.loads(out)["findings"]] == ["PTT001"], out
 
 
 def test_hostile_input_gets_a_clear_error_and_exit_2(tmp_path, capsys, monkeypatch):

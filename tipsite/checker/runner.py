@@ -49,6 +49,8 @@ def collect(paths: list[str], skip: Callable[[Path], bool] | None = None) -> tup
         path = Path(p)
         if path.is_dir():
             for found in sorted(path.rglob("*.py")):
+                if found.is_dir():  # a folder named x.py: its files are found on their own
+                    continue
                 rel = found.relative_to(path).parts[:-1]
                 if any(part.startswith(".") or part in SKIP_DIRS for part in rel):
                     continue
