@@ -2463,7 +2463,7 @@ def _cache_refill(stack: list[cst.CSTNode], node: cst.CSTNode) -> bool:
     """The node is in a branch of an ``if`` that tests a cache (``if self.cached_len >= n:``),
     and that branch stores a local into an attribute of ``self`` named for a cache
     (``self.cached_matrix = a``): it runs on a cache miss, not on every call."""
-    for i, outer in enumerate(stack):
+    for outer in stack:
         if not isinstance(outer, cst.If) or any(n is node for n in walk(outer.test)):
             continue
         if not any(isinstance(n, (cst.Name, cst.Attribute)) and _CACHE.search(
@@ -4458,17 +4458,8 @@ def _placed_on_cuda_before(where: Tracker, node: cst.CSTNode) -> bool:
     """PTT027: a plain statement that runs before the call on its path, in the same function
     (one of an enclosing block, not one nested in an ``if``), puts a tensor on a CUDA device by
     name: the function fails without a GPU, so the call never reads CPU memory as 0."""
-    for outer in reversed(where.stack):
-        body = getattr(outer, "body", None)
-        stmts = body.body if isinstance(body, cst.IndentedBlock) else []
-        for stmt in stmts:
-            if any(n is node for n in walk(stmt)):
-                break
-            if isinstance(stmt, cst.SimpleStatementLine) and _places_on_cuda(stmt):
-                return True
-        if isinstance(outer, (cst.FunctionDef, cst.ClassDef)):
-            break
-    return False
+    return any(isinstance(stmt, cst.SimpleStatementLine) and _places_on_cuda(stmt)
+               for stmt in _statements_before(where, node))
 
 
 # a string that names the GPU ("GPU memory: ", f"gpu_mem_{name}", "CUDA peak")
@@ -4545,17 +4536,22 @@ def _exits(block: cst.BaseSuite) -> bool:
 def _after_device_exit(where: Tracker, node: cst.CSTNode) -> bool:
     """An earlier ``if`` of the same block that tests the device and leaves (``if device ==
     "cpu": return 0``): the node is reached only on the other path."""
+    return any(isinstance(stmt, cst.If) and _device_test(stmt.test) and _exits(stmt.body)
+               for stmt in _statements_before(where, node))
+
+
+def _statements_before(where: Tracker, node: cst.CSTNode):
+    """The statements that run before ``node`` on its path, in its function: those of each
+    enclosing block before the one that holds it, innermost block first."""
     for outer in reversed(where.stack):
         body = getattr(outer, "body", None)
         stmts = body.body if isinstance(body, cst.IndentedBlock) else []
         for stmt in stmts:
             if any(n is node for n in walk(stmt)):
                 break
-            if isinstance(stmt, cst.If) and _device_test(stmt.test) and _exits(stmt.body):
-                return True
+            yield stmt
         if isinstance(outer, (cst.FunctionDef, cst.ClassDef)):
             break
-    return False
 
 
 class OptimizerNotFused(RuleVisitor):
