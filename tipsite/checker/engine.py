@@ -1624,14 +1624,20 @@ def _test_file(name: str) -> bool:
     return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
 
 
+def _project_code(root: str):
+    """(folder, names) of the project's Python files that are not tests, folder by folder as
+    :func:`_project_folders` walks them (hidden, build and test folders left out)."""
+    for folder, dirs, files in _project_folders(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS
+                         and d not in _TEST_DIRS)
+        yield folder, {n for n in files if n.endswith(".py") and not _test_file(n)}
+
+
 @functools.lru_cache(maxsize=64)
 def _tree_complex(root: str) -> bool:
     """Tests are left out: a test's complex parameter is not the trained model's."""
     scanned = 0
-    for folder, dirs, files in _project_folders(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS
-                         and d not in _TEST_DIRS)
-        names = {n for n in files if n.endswith(".py") and not _test_file(n)}
+    for folder, names in _project_code(root):
         scanned += len(names)
         if scanned > _MAX_SCANNED:
             return False

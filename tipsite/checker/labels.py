@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import os
 import re
 import sys
 from collections import Counter
@@ -265,12 +264,10 @@ def _complex_maker(base: Path, file: Path, text: str) -> list[tuple[str, list[st
 
     if "Adam" not in text or E._makes_complex_params(text) or not E._complex_params(str(file), text):
         return []
-    for folder, dirs, files in os.walk(E._project_root(str(file.parent))):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in E._SKIP_DIRS
-                         and d not in E._TEST_DIRS)
-        for name in sorted(files):
+    for folder, names in E._project_code(E._project_root(str(file.parent))):
+        for name in sorted(names):
             other = Path(folder) / name
-            if not name.endswith(".py") or E._test_file(name) or other == file:
+            if other == file:
                 continue
             source = other.read_text(encoding="utf-8", errors="replace")
             if not E._makes_complex_params(source):
