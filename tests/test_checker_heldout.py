@@ -65,3 +65,13 @@ def test_an_excerpt_keeps_the_comments_its_findings_need():
     assert labels.minimize(text, lambda t: "torch.ones(2)" in t) == {4}
     # one that also reads the file's words (as text facts do): the comment stays
     assert labels.minimize(text, lambda t: "torch.ones(2)" in t and "cuda" in t) == {3, 4}
+
+
+def test_the_excerpt_tool_reads_a_project_with_a_folder_named_like_a_python_file(tmp_path):
+    """fastMRI has a folder named ``unet_reproduce_20201111.py`` beside its inference scripts:
+    the excerpt tool read it as a file and stopped (IsADirectoryError) when round 14 moved."""
+    (tmp_path / "serve.py").write_text("import torch\nmodel.load_state_dict(torch.load(path))\n", encoding="utf-8")
+    (tmp_path / "unet_reproduce_20201111.py").mkdir()
+    (tmp_path / "unet_reproduce_20201111.py" / "run.py").write_text("x = 1\n", encoding="utf-8")
+    facts = labels._package_facts(tmp_path, ["serve.py"])
+    assert facts == {"serve.py": "model.load_state_dict(torch.load(path))\n"}

@@ -213,6 +213,8 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
         folder = (base / path).parent
         if E._folder_serves_checkpoints(str(folder)):
             for file in sorted(folder.glob("*.py")):
+                if not file.is_file():  # a folder named like a Python file (fastMRI has one)
+                    continue
                 text = file.read_text(encoding="utf-8", errors="replace")
                 kept = "".join(line + "\n" for line in text.splitlines() if "load_state_dict(" in line)
                 if kept:
