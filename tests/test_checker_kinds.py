@@ -1334,6 +1334,53 @@ def test_explicit_false_for_a_file_another_method_of_the_class_writes():
     assert "PTT001" in codes(other)
 
 
+_OWN_CACHE = """\
+    import os
+    import torch
+
+    class Graphs(Base):
+        def __init__(self, root, part="train"):
+            super().__init__(root)
+            self.items = torch.load(self.outputs[0])
+            where = os.path.join(self.out_dir, f"{part}.bin")
+            self.rows = torch.load(where)
+
+        def order(self, how):
+            return torch.load(os.path.join(self.out_dir, f"{self.tag}_{how}_order.bin"))
+
+        def build(self):
+            for part in ("train", "test"):
+                torch.save(make(part), os.path.join(self.out_dir, f"{part}.bin"))
+            torch.save(collect(), self.outputs[0])
+            torch.save(ranks(), os.path.join(self.out_dir, f"{self.tag}_random_order.bin"))
+"""
+
+
+def test_a_load_without_weights_only_of_the_cache_its_class_writes_is_left_alone():
+    """Before torch 2.6 a load without weights_only unpickles anything, but a class that reads
+    back what another of its methods saved (a dataset's processed cache: the same instance
+    path, the same path expression, or a file name the saved one fits) loads its own output;
+    a file its class never writes, one that shares only an extension, or one the class saves
+    state dicts into (weights_only=True loads it as it is) is still reported."""
+    assert "PTT001" not in codes(_OWN_CACHE, torch=(2, 5))
+    lines = [f.line for f in engine.Checker((2, 5), "cuda").check_source(textwrap.dedent(
+        _OWN_CACHE.replace("self.outputs[0])\n            where", "self.outputs[1])\n            where")
+        .replace('f"{part}.bin")\n            self.rows', 'f"{part}.pt")\n            self.rows')
+        .replace("_{how}_order.bin", "_{how}_weights.bin"))) if f.code == "PTT001"]
+    assert lines == [7, 9, 12]
+    other = _OWN_CACHE.replace("def build(self):", "def build(self, name):").replace(
+        'f"{part}.bin"))\n', 'f"{name}.bin"))\n').replace('where = os.path.join(self.out_dir, f"{part}.bin")',
+                                                        'where = f"{part}.bin"')
+    assert [f.line for f in engine.Checker((2, 5), "cuda").check_source(textwrap.dedent(other))
+            if f.code == "PTT001"] == [9]  # shares only ".bin" with what the class writes
+    weights = _OWN_CACHE.replace("torch.save(collect(), self.outputs[0])",
+                                 "torch.save({'net': self.net.state_dict()}, self.outputs[0])")
+    assert [f.line for f in engine.Checker((2, 5), "cuda").check_source(textwrap.dedent(weights))
+            if f.code == "PTT001"] == [7]  # a checkpoint of state dicts: True loads it as it is
+    assert "PTT001" not in codes(_OWN_CACHE.replace("self.outputs[0])\n            where",
+                                                    "self.outputs[1])\n            where"))  # torch 2.6+
+
+
 @pytest.mark.parametrize("pins", [
     {"install.sh": "conda install pytorch==1.8.1 torchvision==0.9.1 -c pytorch\n"},
     {"conda_env.yaml": "dependencies:\n  - pytorch=1.8.1=py3.8_cuda11.1_0\n"

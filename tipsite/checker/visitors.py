@@ -727,6 +727,54 @@ class _LoadFallback:
                 isinstance(t.target, cst.Name) and t.target.value == value.value for t in n.targets)), value)
         return isinstance(value, cst.Call) and (self.qname(value) or "").endswith("BytesIO")
 
+    def class_cache(self, load: cst.Call) -> bool:
+        """The load reads back a file that another method of its class writes (a dataset's
+        processed cache: ``process()`` saves ``self.processed_paths[0]``, ``__init__`` loads
+        it), named by the same path expression or a literal file name of its own, and none of
+        those saves shows it writes weights (``.state_dict()``, alone or in a dict: a training
+        checkpoint, which weights_only=True loads as it is)."""
+        func = self.where.function()
+        if func is None:
+            return False
+        saves = self.class_saves(load, func, bare_suffix=False)
+        return bool(saves) and not any(_saves_state_dicts(save, method) for method, save in saves)
+
+    def class_writes(self, load: cst.Call, func: cst.FunctionDef) -> bool:
+        return bool(self.class_saves(load, func))
+
+    def class_saves(self, load: cst.Call, func: cst.FunctionDef,
+                    bare_suffix: bool = True) -> list[tuple[cst.FunctionDef, cst.Call]]:
+        """(method, ``torch.save`` call) of each file the class keeps that the load reads: a
+        path held by the instance (``self.paths[0]``), or a path built from the instance the
+        same way (``osp.join(self.processed_dir, f"{split}.pt")``), that another method of the
+        same class hands to ``torch.save``; or a path with the same literal file name
+        (``f"{name}_state.pt"``) as one such a method saves to (``save_checkpoint`` writes it,
+        ``load_checkpoint`` reads it back), or a file-name pattern such a file fits
+        (``f"{subset}_{kind}_split_dict.pt"`` read, ``f"{subset}_shuffle_split_dict.pt"``
+        written). Without ``bare_suffix`` a literal name is one only with more than its
+        extension (``f"{epoch}.pt"`` names no file of its own)."""
+        args = _positional(load)
+        if not args:
+            return []
+        cls = next((n for n in reversed(self.where.stack) if isinstance(n, cst.ClassDef)), None)
+        if cls is None:
+            return []
+        saves = [(method, call, target, parts) for method in cls.body.body
+                 if isinstance(method, cst.FunctionDef) and method is not func
+                 for call, target, parts in _saves(method, self)]
+        if not saves:
+            return []
+        value = args[0].value
+        own = _file_name_parts(value, func)
+        named = own and (bare_suffix or _names_a_file(own))
+        pattern = _file_name_pattern(value, func)
+        bound = _single_binding(value, func)
+        code = _EMPTY.code_for_node(bound) if _reads_self(bound) else None
+        return [(method, call) for method, call, target, parts in saves
+                if (named and parts == own)  # save_checkpoint writes f"{name}_state.pt", load_checkpoint reads it
+                or (pattern is not None and pattern.fullmatch(_file_name_template(target, method) or ""))
+                or (code is not None and _EMPTY.code_for_node(_single_binding(target, method)) == code)]
+
     def in_load_fallback(self, load: cst.Call) -> bool:
         """The load is in the handler of a ``try`` that already loaded, and one of the two
         states ``weights_only`` (a retry with the same loader mode, for a reason of its own such
@@ -921,7 +969,7 @@ class UnsafeLoad(_LoadFallback, TorchUnsafeLoadVisitor, RuleVisitor):
                 or self.pinned_before((1, 13))  # a torch without weights_only: the advice breaks
                 or self.where.under(SAFE_GLOBALS, self) or self.project_decided(node)
                 or self.in_load_fallback(node) or self.reads_objects(node) or self.reads_own_output(node)
-                or dead_branch(self.where.stack, node)):
+                or self.class_cache(node) or dead_branch(self.where.stack, node)):
             return
         RuleVisitor.add_violation(self, node, error_code, message, replacement)
 
@@ -1080,35 +1128,7 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
                 target = saved[1].value if len(saved) > 1 else None
                 if target is not None and get_full_name_for_node(target) == path:
                     return True
-        return self._class_writes(load, func)
-
-    def _class_writes(self, load: cst.Call, func: cst.FunctionDef) -> bool:
-        """A file kept by a class: the load reads a path held by the instance
-        (``self.paths[0]``) that another method of the same class hands to ``torch.save``, or a
-        path with the same literal file name (``f"{name}_state.pt"``) as one such a method saves
-        to (``save_checkpoint`` writes it, ``load_checkpoint`` reads it back)."""
-        args = _positional(load)
-        if not args:
-            return False
-        cls = next((n for n in reversed(self.where.stack) if isinstance(n, cst.ClassDef)), None)
-        if cls is None:
-            return False
-        own = _file_name_parts(args[0].value, func)
-        if own and any(parts == own for method in cls.body.body if isinstance(method, cst.FunctionDef)
-                       and method is not func for _, parts in _saved_paths(method, self)):
-            return True  # save_checkpoint writes f"{name}_state.pt", load_checkpoint reads it
-        if not _instance_path(args[0].value):
-            return False
-        code = _EMPTY.code_for_node(args[0].value)
-        for method in cls.body.body:
-            if not isinstance(method, cst.FunctionDef) or method is func:
-                continue
-            for n in walk(method.body):
-                if type(n) is cst.Call and self.qname(n) == "torch.save":
-                    saved = _positional(n)
-                    if len(saved) > 1 and _EMPTY.code_for_node(saved[1].value) == code:
-                        return True
-        return False
+        return self.class_writes(load, func)
 
     def _unsafe_load(self, call: cst.Call) -> bool:
         """``torch.load`` with an explicit ``weights_only=False``."""
@@ -1208,9 +1228,66 @@ def _file_name_parts(value: cst.BaseExpression, func: cst.FunctionDef, depth: in
     return tuple(sorted({p for p in parts if any(c in p for c in "./_") and any(c.isalnum() for c in p)}))
 
 
+def _single_binding(value: cst.BaseExpression, func: cst.FunctionDef) -> cst.BaseExpression:
+    """``value``, or for a name the function binds once, what it binds it to."""
+    if not isinstance(value, cst.Name):
+        return value
+    bound = [a.value for a in _ordered(func.body) if type(a) is cst.Assign and any(
+        isinstance(t.target, cst.Name) and t.target.value == value.value for t in a.targets)]
+    return bound[0] if len(bound) == 1 else value
+
+
+def _reads_self(node: cst.BaseExpression) -> bool:
+    return any(type(n) is cst.Name and n.value == "self" for n in [node, *walk(node)])
+
+
+_EXTENSION = re.compile(r"\.\w+$")
+
+
+def _names_a_file(parts: tuple[str, ...]) -> bool:
+    """Literal file-name pieces with more than an extension (``_state.pt``, not ``.pt``)."""
+    return any(any(c.isalnum() for c in _EXTENSION.sub("", p.rsplit("/", 1)[-1])) for p in parts)
+
+
+def _file_name_template(value: cst.BaseExpression, func: cst.FunctionDef) -> str | None:
+    """The file name a path expression ends with, each interpolated piece as ``\0``: the last
+    argument of ``os.path.join(...)``, the right side of ``+`` or ``/``, a name bound once in
+    the function followed (``f"{subset}_split_dict.pt"`` gives ``"\0_split_dict.pt"``)."""
+    for _ in range(4):
+        value = _single_binding(value, func)
+        if isinstance(value, cst.Call) and _positional(value):
+            value = _positional(value)[-1].value
+        elif isinstance(value, cst.BinaryOperation):
+            value = value.right
+        else:
+            break
+    if isinstance(value, cst.SimpleString):
+        return value.value.lstrip("bBrRuU").strip("'\"").rsplit("/", 1)[-1]
+    if isinstance(value, cst.FormattedString):
+        text = "".join(p.value if isinstance(p, cst.FormattedStringText) else "\0" for p in value.parts)
+        return text.rsplit("/", 1)[-1]
+    return None
+
+
+def _file_name_pattern(value: cst.BaseExpression, func: cst.FunctionDef) -> re.Pattern | None:
+    """A pattern for the file names a path expression can give, where its file name is an
+    f-string with literal text beyond its extension (``f"{a}_{b}_split_dict.pt"``)."""
+    template = _file_name_template(value, func)
+    if template is None or "\0" not in template or not _names_a_file(tuple(template.split("\0"))):
+        return None
+    return re.compile(".*".join(re.escape(p) for p in template.split("\0")), re.DOTALL)
+
+
 def _saved_paths(func: cst.FunctionDef, visitor: RuleVisitor, before: cst.CSTNode | None = None):
     """(the path expression, its file-name pieces) of each ``torch.save`` of the function (only
     those before ``before`` when given)."""
+    for _, target, parts in _saves(func, visitor, before):
+        yield target, parts
+
+
+def _saves(func: cst.FunctionDef, visitor: RuleVisitor, before: cst.CSTNode | None = None):
+    """(the call, its path expression, the path's file-name pieces) of each ``torch.save`` of
+    the function (only those before ``before`` when given)."""
     for n in _ordered(func.body):
         if n is before:
             return
@@ -1220,7 +1297,18 @@ def _saved_paths(func: cst.FunctionDef, visitor: RuleVisitor, before: cst.CSTNod
             if isinstance(target, cst.Arg):
                 target = target.value
             if target is not None:
-                yield target, _file_name_parts(target, func)
+                yield n, target, _file_name_parts(target, func)
+
+
+def _saves_state_dicts(save: cst.Call, func: cst.FunctionDef) -> bool:
+    """The ``torch.save`` writes a ``.state_dict()``, alone or as an entry of the dict it saves
+    (a literal, or a name the function fills: ``blob["weights"] = net.state_dict()``)."""
+    args = _positional(save)
+    if not args:
+        return False
+    obj = args[0].value
+    values = [obj, *(v for _, v in _dict_entries(obj, func))]
+    return any(type(n) is cst.Call and _method(n) == "state_dict" for v in values for n in [v, *walk(v)])
 
 
 def _buffer_value(value: cst.BaseExpression, func: cst.FunctionDef, visitor: RuleVisitor) -> bool:
