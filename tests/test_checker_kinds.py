@@ -1381,6 +1381,42 @@ def test_a_load_without_weights_only_of_the_cache_its_class_writes_is_left_alone
                                                     "self.outputs[1])\n            where"))  # torch 2.6+
 
 
+_RANK_FILES = """\
+    import os
+    import torch
+    from deepspeed.utils.zero_to_fp32 import get_model_state_file, get_optim_files
+
+    def step_of(folder, tag):
+        where = os.path.join(folder, tag)
+        state_file = get_model_state_file(where, 2)
+        return torch.load(state_file)["module"]
+
+    def rename(folder):
+        files = get_optim_files(folder)
+        for f in files:
+            sd = torch.load(f)
+            torch.save(fix(sd), f)
+
+    def rank_state(folder, rank):
+        name = f"mp_rank_{rank:02d}_model_states.pt"
+        path = os.path.join(folder, name)
+        return torch.load(path)
+"""
+
+
+def test_a_deepspeed_rank_file_named_by_its_helper_or_a_built_path_is_left_alone():
+    """DeepSpeed's per-rank model-state and optimizer-state files hold the run's objects (its
+    args, NumPy RNG state, DeepSpeed's config) beside the tensors, so weights_only=True alone
+    would raise: a path from DeepSpeed's own helpers (get_model_state_file, each file of
+    get_optim_files) or built around an "mp_rank_" name counts like the name in the call;
+    another helper's file, or another name, is still reported."""
+    assert "PTT001" not in codes(_RANK_FILES, torch=(2, 5))
+    other = (_RANK_FILES.replace("get_model_state_file(where", "get_weights_file(where")
+             .replace("files = get_optim_files", "files = list_shards").replace('f"mp_rank_', 'f"layer_'))
+    assert [f.line for f in engine.Checker((2, 5), "cuda").check_source(textwrap.dedent(other))
+            if f.code == "PTT001"] == [8, 13, 19]
+
+
 @pytest.mark.parametrize("pins", [
     {"install.sh": "conda install pytorch==1.8.1 torchvision==0.9.1 -c pytorch\n"},
     {"conda_env.yaml": "dependencies:\n  - pytorch=1.8.1=py3.8_cuda11.1_0\n"

@@ -816,6 +816,8 @@ class _Scan:
                 if isinstance(value, ast.Call) and (_last_name(value.func) in ("parse_args", "Namespace")):
                     f.namespace_names.add(name)
         f.module_names -= f.state_names
+        # PTT001: DeepSpeed's helpers naming per-rank checkpoint files (get_model_state_file)
+        f.names_state_files = "_state_file" in text_has or "optim_files" in text_has
         if "__version__" in text_has:  # PTT001: names bound to torch's version or to a test of it
             # each value walked once: (name, names it reads, reads torch's version itself)
             reads = []

@@ -120,6 +120,7 @@ class Facts:
     evaluation_script: bool = False  # named for evaluation or inference (test.py), no backward() or step()
     pickles_objects: bool = False  # torch.save of a module, submodule or Namespace (not weights only)
     reads_namespaces: bool = False  # isinstance(x, Namespace): what the file reads holds Namespaces
+    names_state_files: bool = False  # PTT001: the file may call DeepSpeed's per-rank file helpers
     state_key_names: set[str] = field(default_factory=set)  # lists naming numpy RNG state keys
     forces_unsafe_load: bool = False  # the file or its package sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD
     allow_lists: bool = False  # the file uses (add_)safe_globals or asks whether torch has it
@@ -467,6 +468,15 @@ class RuleVisitor(TorchVisitor):
 # and the run's argparse.Namespace beside the weights.
 NUMPY_STATE = re.compile(r"(^|_)(np|numpy)_?(rng|random)|^rng_state", re.IGNORECASE)
 _OBJECT_FILE = re.compile(r"mp_rank|model_optim_rng")
+# DeepSpeed's helpers (deepspeed.utils.zero_to_fp32, Lightning's copy) that name those files in
+# a checkpoint folder: the mp_rank_*_model_states file, the ZeRO ranks' *_optim_states files
+_STATE_FILE_GETTERS = frozenset({"get_model_state_file", "get_model_state_files", "get_optim_files"})
+
+
+def _names_state_file(node: cst.BaseExpression) -> bool:
+    """The expression calls one of DeepSpeed's per-rank checkpoint-file helpers."""
+    return any(type(n) is cst.Call and (get_full_name_for_node(n.func) or "").rsplit(".", 1)[-1]
+               in _STATE_FILE_GETTERS for n in [node, *walk(node)])
 
 
 def _strings(node: cst.CSTNode) -> list[str]:
@@ -558,15 +568,25 @@ class _LoadFallback:
         names = {n.value for a in load.args for n in walk(a) if isinstance(n, cst.Name)}
         if self.facts.pickles_objects and self._reads_buffer(load, func):
             return True  # bytes this program serialized itself, objects and all
+        helpers = self.facts.names_state_files
         for a in load.args:
-            if any(_OBJECT_FILE.search(t) for t in _strings(a.value)):
+            if any(_OBJECT_FILE.search(t) for t in _strings(a.value)) or (
+                    helpers and _names_state_file(a.value)) or any(
+                    _OBJECT_FILE.search(t) for t in _file_name_parts(a.value, func)):
                 return True
+        # names bound to DeepSpeed's per-rank file helpers (get_optim_files(d): each file a rank's)
+        listed = {t.target.value for n in walk(func.body) if type(n) is cst.Assign and _names_state_file(n.value)
+                  for t in n.targets if isinstance(t.target, cst.Name)} if helpers else set()
         for n in walk(func.body):
             kind = type(n)
             if kind is cst.Assign and any(isinstance(t.target, cst.Name) and t.target.value in names
                                           for t in n.targets):
-                if any(_OBJECT_FILE.search(t) for t in _strings(n.value)):
+                if any(_OBJECT_FILE.search(t) for t in _strings(n.value)) or (
+                        helpers and _names_state_file(n.value)):
                     return True
+            elif helpers and kind is cst.For and isinstance(n.target, cst.Name) and n.target.value in names and (
+                    _names_state_file(n.iter) or (isinstance(n.iter, cst.Name) and n.iter.value in listed)):
+                return True  # for f in get_optim_files(d): torch.load(f)
             elif kind is cst.Name and n.value in self.facts.state_key_names:
                 return True
             elif kind is cst.SimpleString and NUMPY_STATE.search(n.value.strip("'\"bru")):
