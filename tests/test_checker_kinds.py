@@ -1417,6 +1417,36 @@ def test_a_deepspeed_rank_file_named_by_its_helper_or_a_built_path_is_left_alone
             if f.code == "PTT001"] == [8, 13, 19]
 
 
+_CONVERTED = """\
+    import os
+    import torch
+    from lightning.pytorch.utilities.deepspeed import convert_zero_checkpoint_to_fp32_state_dict
+
+    def weights(src, out):
+        if os.path.isdir(src):
+            dst = os.path.join(out, "merged.pt")
+            if not os.path.exists(dst):
+                convert_zero_checkpoint_to_fp32_state_dict(src, dst)
+            sd = torch.load(dst)
+        else:
+            dst = src
+            sd = torch.load(dst)
+        return sd
+"""
+
+
+def test_a_load_of_the_file_a_zero_converter_just_wrote_is_left_alone():
+    """convert_zero_checkpoint_to_fp32_state_dict(src, dst) writes dst from the run's own
+    DeepSpeed checkpoint: a torch.load(dst) after it reads this program's output. The same
+    name loaded in the other branch of the if (a file the user gave) is still reported, and
+    so is a load of another path."""
+    assert [f.line for f in engine.Checker((2, 5), "cuda").check_source(textwrap.dedent(_CONVERTED))
+            if f.code == "PTT001"] == [13]
+    other = _CONVERTED.replace("_state_dict(src, dst)", "_state_dict(src, out)")
+    assert [f.line for f in engine.Checker((2, 5), "cuda").check_source(textwrap.dedent(other))
+            if f.code == "PTT001"] == [10, 13]
+
+
 @pytest.mark.parametrize("pins", [
     {"install.sh": "conda install pytorch==1.8.1 torchvision==0.9.1 -c pytorch\n"},
     {"conda_env.yaml": "dependencies:\n  - pytorch=1.8.1=py3.8_cuda11.1_0\n"

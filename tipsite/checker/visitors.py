@@ -715,6 +715,8 @@ class _LoadFallback:
                 return True
             if isinstance(inner, cst.Call) and (self.qname(inner) or "") == "subprocess.check_output":
                 return True
+        if self._converted_to(load, func):
+            return True  # convert_zero_checkpoint_to_fp32_state_dict(src, dst), then torch.load(dst)
         training = [n for n in walk(func.body) if type(n) in _LOOPS and _calls_backward(n)]
         for n in _ordered(func.body):
             if n is load:
@@ -729,6 +731,30 @@ class _LoadFallback:
             if ("load" not in (get_full_name_for_node(n.func) or "").lower()
                     and any(self._module_arg(a.value) for a in n.args)):
                 return True  # a checkpoint callback of the training loop
+        return False
+
+    def _converted_to(self, load: cst.Call, func: cst.FunctionDef) -> bool:
+        """Before the load, the function hands the path it loads (the same name, or the same
+        expression) as the output file to a converter that writes a checkpoint there
+        (DeepSpeed's or Lightning's ``convert_zero_checkpoint_to_fp32_state_dict(src, dst)``),
+        not in another branch of an ``if`` than the load's."""
+        args = _positional(load)
+        if not args:
+            return False
+        code = _EMPTY.code_for_node(args[0].value)
+        for n in _ordered(func.body):
+            if n is load:
+                return False
+            if type(n) is not cst.Call:
+                continue
+            at = _CONVERTERS.get((get_full_name_for_node(n.func) or "").rsplit(".", 1)[-1])
+            if at is None:
+                continue
+            given = _positional(n)
+            out = given[at[0]].value if len(given) > at[0] else next(
+                (a.value for a in n.args if a.keyword is not None and a.keyword.value in at[1]), None)
+            if out is not None and _EMPTY.code_for_node(out) == code and not _apart(func, n, load):
+                return True
         return False
 
     def _module_arg(self, value: cst.BaseExpression) -> bool:
@@ -807,6 +833,22 @@ class _LoadFallback:
                 loads = [n for n in walk(t.body) if type(n) is cst.Call and self.qname(n) == "torch.load"]
                 return bool(loads) and (self._states(load) or any(self._states(n) for n in loads))
         return False
+
+
+# converters that write a checkpoint file: name -> (the output's position, its keywords)
+_CONVERTERS = {"convert_zero_checkpoint_to_fp32_state_dict": (1, ("output_file", "output_dir"))}
+
+
+def _apart(func: cst.FunctionDef, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    """``a`` and ``b`` sit in different branches of one ``if`` of the function."""
+    for n in walk(func.body):
+        if type(n) is not cst.If or n.orelse is None:
+            continue
+        body = {id(m) for m in walk(n.body)}
+        rest = {id(m) for m in walk(n.orelse)}
+        if (id(a) in body and id(b) in rest) or (id(a) in rest and id(b) in body):
+            return True
+    return False
 
 
 # calls that turn settings into a plain dict the weights-only loader reads
