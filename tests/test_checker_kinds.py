@@ -1447,6 +1447,37 @@ def test_a_load_of_the_file_a_zero_converter_just_wrote_is_left_alone():
             if f.code == "PTT001"] == [10, 13]
 
 
+_PROGRESS = """\
+    import torch
+
+    def start(net, sched, args):
+        if args.weights_only:
+            ck = torch.load(args.ckpt)
+            if "model" in ck:
+                ck = ck["model"]
+            net.load_state_dict(ck)
+        else:
+            ck = torch.load(args.ckpt)
+            sched.last_epoch = int(ck["global_step"])
+        first = torch.load(args.ckpt)["epoch"]
+"""
+
+
+def test_a_load_read_only_for_the_runs_step_or_epoch_is_left_alone():
+    """A checkpoint read only for its step or epoch counter (to resume a schedule where the run
+    stopped) is the run's own training checkpoint, whose other entries include its objects:
+    before torch 2.6 the load is left alone. The reads counted follow the load up to the next
+    binding of its name: the same name read for weights in another branch is still reported,
+    and so is a load read for anything more than a counter."""
+    lines = [f.line for f in engine.Checker((2, 5), "cuda").check_source(textwrap.dedent(_PROGRESS))
+             if f.code == "PTT001"]
+    assert lines == [5]
+    more = _PROGRESS.replace('int(ck["global_step"])', 'int(ck["global_step"])\n        show(ck)').replace(
+        '["epoch"]', '["epoch_weights"]')
+    assert [f.line for f in engine.Checker((2, 5), "cuda").check_source(textwrap.dedent(more))
+            if f.code == "PTT001"] == [5, 10, 13]
+
+
 @pytest.mark.parametrize("pins", [
     {"install.sh": "conda install pytorch==1.8.1 torchvision==0.9.1 -c pytorch\n"},
     {"conda_env.yaml": "dependencies:\n  - pytorch=1.8.1=py3.8_cuda11.1_0\n"

@@ -773,6 +773,46 @@ class _LoadFallback:
                 isinstance(t.target, cst.Name) and t.target.value == value.value for t in n.targets)), value)
         return isinstance(value, cst.Call) and (self.qname(value) or "").endswith("BytesIO")
 
+    def reads_progress(self, load: cst.Call) -> bool:
+        """The function reads only a training run's progress out of what it loads
+        (``int(sd["global_step"])``, ``ckpt.get("epoch")``: to resume a schedule where the run
+        stopped): its own training checkpoint, beside whose counters a run keeps its objects.
+        The reads counted are those after the load, up to the next binding of its name."""
+        func = self.where.function()
+        if func is None:
+            return False
+        names = _bound_to(load, func)
+        keys: set[str] = set()
+        if not names:
+            outer = [n for n in walk(func.body) if type(n) is cst.Subscript and n.value is load]
+            keys = {_key(el.slice.value) or "" for n in outer for el in n.slice
+                    if isinstance(el.slice, cst.Index)}
+            return bool(outer) and all(_PROGRESS_KEY.match(k) for k in keys)
+        after = False
+        read: set[int] = set()
+        uses: list[cst.Name] = []
+        for n in _ordered(func.body):
+            if n is load:
+                after = True
+                continue
+            if not after:
+                continue
+            kind = type(n)
+            if kind is cst.Assign and any(isinstance(t.target, cst.Name) and t.target.value in names
+                                          for t in n.targets):
+                break  # rebound: what follows reads another value
+            if kind is cst.Subscript and isinstance(n.value, cst.Name) and n.value.value in names:
+                read.add(id(n.value))
+                keys |= {_key(el.slice.value) or "" if isinstance(el.slice, cst.Index) else ""
+                         for el in n.slice}
+            elif kind is cst.Call and _method(n) == "get" and isinstance(n.func.value, cst.Name) \
+                    and n.func.value.value in names and n.args:
+                read.add(id(n.func.value))
+                keys.add(_key(n.args[0].value) or "")
+            elif kind is cst.Name and n.value in names:
+                uses.append(n)
+        return bool(keys) and all(id(n) in read for n in uses) and all(_PROGRESS_KEY.match(k) for k in keys)
+
     def class_cache(self, load: cst.Call) -> bool:
         """The load reads back a file that another method of its class writes (a dataset's
         processed cache: ``process()`` saves ``self.processed_paths[0]``, ``__init__`` loads
@@ -835,6 +875,9 @@ class _LoadFallback:
         return False
 
 
+# a checkpoint entry of a run's progress: a step or epoch counter, nothing a model needs
+_PROGRESS_KEY = re.compile(r"^(global_|total_|last_|current_|cur_)?(steps?|epochs?|iters?|iterations?)$",
+                           re.IGNORECASE)
 # converters that write a checkpoint file: name -> (the output's position, its keywords)
 _CONVERTERS = {"convert_zero_checkpoint_to_fp32_state_dict": (1, ("output_file", "output_dir"))}
 
@@ -1031,7 +1074,7 @@ class UnsafeLoad(_LoadFallback, TorchUnsafeLoadVisitor, RuleVisitor):
                 or self.pinned_before((1, 13))  # a torch without weights_only: the advice breaks
                 or self.where.under(SAFE_GLOBALS, self) or self.project_decided(node)
                 or self.in_load_fallback(node) or self.reads_objects(node) or self.reads_own_output(node)
-                or self.class_cache(node) or dead_branch(self.where.stack, node)):
+                or self.class_cache(node) or self.reads_progress(node) or dead_branch(self.where.stack, node)):
             return
         RuleVisitor.add_violation(self, node, error_code, message, replacement)
 
