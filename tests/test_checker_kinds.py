@@ -1343,7 +1343,8 @@ def test_explicit_false_for_a_file_another_method_of_the_class_writes():
 def test_a_project_pinned_to_an_old_torch_gets_no_advice_its_torch_lacks(tmp_path, pins):
     """A project that pins torch 1.8 runs there: weights_only (torch 1.13) and torch.amp's
     replacements are not there to use, so PTT001's missing-argument half and PTT005 are silent;
-    an open range anywhere (torch>=1.8) is no ceiling."""
+    an open range anywhere (torch>=2.4) is no ceiling, but an exact release in a requirement
+    file is also the project's floor: PTT005 stays silent there."""
     amp = """\
         import torch
         scaler = torch.cuda.amp.GradScaler()
@@ -1351,10 +1352,12 @@ def test_a_project_pinned_to_an_old_torch_gets_no_advice_its_torch_lacks(tmp_pat
     files = {"pyproject.toml": "[project]\nname = 'demo'\n", **pins}
     assert "PTT001" not in _in_project(tmp_path, files, _LOAD)
     assert "PTT005" not in _in_project(tmp_path, files, amp, torch=(2, 13))
-    opened = {**files, "requirements-dev.txt": "torch>=1.8\n"}
+    opened = {**files, "requirements-dev.txt": "torch>=2.4\n"}
     engine._pinned_up.cache_clear()  # (the project's files changed under the same folder)
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
     assert "PTT001" in _in_project(tmp_path, opened, _LOAD)
-    assert "PTT005" in _in_project(tmp_path, opened, amp, torch=(2, 13))
+    assert ("PTT005" in _in_project(tmp_path, opened, amp, torch=(2, 13))) is ("requirements.txt" not in pins)
 
 
 _AMP = """\
@@ -1367,7 +1370,7 @@ _AMP = """\
     ({"requirements.txt": "torchvision==0.15.2\nnumpy\n"}, True),  # built for torch 2.0
     ({"environment.yml": "dependencies:\n  - torchaudio=2.1.0\n"}, True),
     ({"requirements.txt": "torchvision==0.19.1\n"}, False),  # torch 2.4: the advice applies
-    ({"requirements.txt": "torchvision==0.15.2\ntorch>=2.0\n"}, False),  # an open range
+    ({"requirements.txt": "torchvision==0.15.2\ntorch>=2.3\n"}, False),  # an open range
     ({"requirements.txt": "torchvision>=0.15\n"}, False),  # no exact pin
 ])
 def test_an_exact_torchvision_or_torchaudio_pin_pins_its_torch(tmp_path, pins, silent):
@@ -1381,15 +1384,20 @@ def test_an_exact_torchvision_or_torchaudio_pin_pins_its_torch(tmp_path, pins, s
 @pytest.mark.parametrize(("nearer", "silent"), [
     ({"pkg/requirements.txt": "torch==1.12.0\nnumpy\n"}, True),  # its own exact pin decides
     ({"pkg/requirements.txt": "numpy\n"}, False),  # names no torch: the root's range holds
-    ({"pkg/requirements.txt": "torch>=1.12\n"}, False),  # its own open range
-    ({"pkg/requirements.txt": "torch==1.12.0\n", "pkg/requirements-dev.txt": "torch>=1.12\n"},
+    ({"pkg/requirements.txt": "torch>=2.3\n"}, False),  # its own open range
+    ({"pkg/install.sh": "pip install torch==1.12.0\n", "pkg/requirements-dev.txt": "torch>=2.3\n"},
      False),
+    # an exact release in a requirement file is also the folder's floor, open range or not
+    ({"pkg/requirements.txt": "torch==1.12.0\n", "pkg/requirements-dev.txt": "torch>=2.3\n"},
+     True),
 ])
 def test_the_nearest_folder_that_names_torch_decides_its_pin(tmp_path, nearer, silent):
     """An example folder with its own requirements pinning an old torch runs on that torch,
     whatever open range the repository's root gives: PTT005's torch.amp advice is not there."""
     engine._pinned_up.cache_clear()
-    files = {"pyproject.toml": "[project]\nname = 'demo'\ndependencies = ['torch>=1.10']\n",
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\ndependencies = ['torch>=2.3']\n",
              **nearer}
     assert ("PTT005" not in _in_project(tmp_path, files, _AMP, torch=(2, 13))) is silent
 
@@ -1418,16 +1426,88 @@ _ADAMW = _ADAM.replace("Adam(", "AdamW(")
     ({"environment.yml": "dependencies:\n  - pytorch==1.13.1\n"}, True, False),
     ({"requirements-gpu.txt": "torchvision==0.14.1\n"}, True, False),  # torch 1.13
     ({"install.sh": "pip install torch==2.0.1\n"}, True, True),
-    ({"requirements.txt": "torch==1.9.1\n", "requirements-dev.txt": "torch>=1.9\n"}, True, True),
+    ({"install.sh": "pip install torch==1.9.1\n", "requirements.txt": "torch>=2.0\n"}, True, True),
+    # an exact release in a requirement file is also the project's floor, open range or not
+    ({"requirements.txt": "torch==1.9.1\n", "requirements-dev.txt": "torch>=2.0\n"}, False, False),
 ])
 def test_a_project_pinned_to_a_torch_without_fused_gets_no_fused_advice(tmp_path, pins, adam,
                                                                         adamw):
     """fused= came to Adam in torch 1.13 and to AdamW in 2.0 (CUDA): where the project pins an
     older torch, the advice raises a TypeError; an open range is no ceiling."""
     engine._pinned_up.cache_clear()
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
     files = {"pyproject.toml": "[project]\nname = 'demo'\n", **pins}
     assert ("PTT031" in _in_project(tmp_path, files, _ADAM, torch=(2, 13))) is adam
     assert ("PTT031" in _in_project(tmp_path, files, _ADAMW, torch=(2, 13))) is adamw
+
+
+_CUSTOM_FWD = """\
+    import torch
+    class Clamp(torch.autograd.Function):
+        @staticmethod
+        @torch.cuda.amp.custom_fwd
+        def forward(ctx, x):
+            return x.clamp(0, 1)
+"""
+_AUTOCAST = """\
+    import torch
+    def step(model, x):
+        with torch.cuda.amp.autocast():
+            return model(x)
+"""
+
+
+@pytest.mark.parametrize(("floor", "source", "flagged"), [
+    ("torch>=1.8.0", _AMP, False),  # torch.amp.GradScaler('cuda') is torch 2.3's
+    ("torch>=2.2", _AMP, False),
+    ("torch>=2.3", _AMP, True),
+    ("torch>=2.3", _CUSTOM_FWD, False),  # torch.amp.custom_fwd came with the deprecation, 2.4
+    ("torch>=2.4", _CUSTOM_FWD, True),
+    ("torch>=1.10", _AUTOCAST, False),  # torch.amp.autocast is 1.12's
+    ("torch>=1.13", _AUTOCAST, True),
+    ("numpy", _AMP, True),  # no floor declared: the reader's torch decides
+])
+def test_ptt005_is_silent_where_the_project_supports_a_torch_without_the_advised_spelling(
+        tmp_path, floor, source, flagged):
+    """A project that declares torch>=1.8 supports releases where torch.amp.GradScaler('cuda')
+    does not exist: the advised spelling raises an AttributeError there. Each name of
+    torch.cuda.amp has its own release: autocast 1.12, GradScaler 2.3, custom_fwd 2.4."""
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", "requirements.txt": floor + "\n"}
+    assert ("PTT005" in _in_project(tmp_path, files, source, torch=(2, 13))) is flagged
+
+
+@pytest.mark.parametrize(("floor", "adam", "adamw"), [
+    ("torch>=1.8.0", False, False),  # neither takes fused= there
+    ("torch>=1.13.0,<=2.8.0", True, False),  # Adam's fused= is 1.13's, AdamW's 2.0's
+    ("torch>=2.0", True, True),
+    ("numpy", True, True),
+])
+def test_ptt031_is_silent_where_the_project_supports_a_torch_without_fused(tmp_path, floor,
+                                                                          adam, adamw):
+    """A project's declared floor is a torch it runs on: fused=True raises a TypeError on a
+    release older than the optimizer's first fused= (Adam 1.13, AdamW 2.0 on CUDA)."""
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
+    engine._pinned_up.cache_clear()
+    files = {"pyproject.toml": f"[project]\nname = 'demo'\ndependencies = ['{floor}']\n"}
+    assert ("PTT031" in _in_project(tmp_path, files, _ADAM, torch=(2, 13))) is adam
+    assert ("PTT031" in _in_project(tmp_path, files, _ADAMW, torch=(2, 13))) is adamw
+
+
+def test_a_readme_floor_counts_only_where_no_requirement_names_torch(tmp_path):
+    """As for PTT001: a README's "PyTorch 1.8 or later" is the floor where no requirement file
+    names torch, and a requirement's floor beats it."""
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
+    readme = {"pyproject.toml": "[project]\nname = 'demo'\n", "README.md": "Needs PyTorch 1.8 or later.\n"}
+    assert "PTT005" not in _in_project(tmp_path, readme, _AMP, torch=(2, 13))
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
+    both = {**readme, "pyproject.toml": "[project]\nname = 'demo'\ndependencies = ['torch>=2.4']\n"}
+    assert "PTT005" in _in_project(tmp_path, both, _AMP, torch=(2, 13))
 
 
 _CONV_BN = """\

@@ -1847,8 +1847,10 @@ class Checker:
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
         # PTT003: models too large for a second copy of their weights to be harmless
         scan.facts.large_models = "load_state_dict" in text and _in_code(V.LARGE_MODEL, text)
-        # PTT001 reads it for a torch.load only: no file system lookup for a file without one
-        scan.facts.torch_floor = declared_torch(path) if "load" in text else None
+        # PTT001 reads it for a torch.load, PTT005 and PTT031 for advice a project's oldest torch
+        # lacks: no file system lookup for a file without a word they need
+        scan.facts.torch_floor = declared_torch(path) if (
+            "load" in text or "amp" in text or "Adam" in text) else None
         # PTT037: a model of an inference app, whose released checkpoints hold the biases
         scan.facts.serves_checkpoints = "BatchNorm" in text and "Conv" in text and _serves_checkpoints(path)
         # PTT001, PTT005 and PTT031: a project pinned to an old torch, where their advice cannot apply

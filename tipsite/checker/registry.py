@@ -255,7 +255,12 @@ with torch.amp.autocast("cuda"):
               "project that pins torch exactly to a release before 2.4 (requirements, a conda "
               "env*.yml, an install*.sh; an exact torchvision or torchaudio pin, e.g. torchvision=="
               "0.15.2, pins the torch it is built for, 2.0; none giving torch an open range): it runs "
-              "there.",
+              "there. Nor in a project whose declared torch floor (torch>=1.8 in the nearest "
+              "requirement file, pyproject.toml or setup.py; a README's \"PyTorch 1.8 or later\" "
+              "only where none names torch, as for PTT001) is older than the release that has the "
+              "advised spelling: torch.amp.autocast 1.12, torch.amp.GradScaler('cuda') 2.3, "
+              "torch.amp.custom_fwd/custom_bwd (and any other name) 2.4; there the advice raises an "
+              "AttributeError on a torch the project supports.",
     ),
     Rule(
         "PTT006", "tip_zero_grad_set_to_none", "zero_grad(set_to_none=False)",
@@ -1046,8 +1051,10 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
               "on their device (CUDA: Adam 1.13+, AdamW 2.0+; CPU: 2.4+), and not where the code already "
               "chose a fast implementation (foreach=True, fused=) or passes **kwargs; nor in a project that pins "
               "torch exactly (requirements, a conda env*.yml, an install*.sh; an exact torchvision or "
-              "torchaudio pin pins the torch it is built for) to a release without fused= there: it "
-              "raises a TypeError. For CUDA, only in a file that "
+              "torchaudio pin pins the torch it is built for) to a release without fused= there, nor in "
+              "one whose declared torch floor (torch>=1.8 in the nearest requirement file, "
+              "pyproject.toml or setup.py; a README's \"PyTorch 1.8 or later\" only where none names "
+              "torch, as for PTT001) is such a release: it raises a TypeError. For CUDA, only in a file that "
               "names CUDA or an accelerator: one that never does trains on the CPU. Not where the "
               "file or any Python file of its project (tests aside) creates complex parameters (nn.Parameter of a "
               "complex tensor, a weight of dtype torch.cfloat bound to self in an __init__: spectral "

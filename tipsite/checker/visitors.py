@@ -450,6 +450,13 @@ class RuleVisitor(TorchVisitor):
         pin = self.facts.torch_pin
         return pin is not None and pin < release
 
+    def supports_before(self, release: tuple[int, ...]) -> bool:
+        """The checked project declares it runs on a torch older than ``release``: its floor
+        (``torch>=1.8`` in the nearest requirement file, as PTT001 reads it) is older, so
+        advice that needs ``release`` breaks on a torch the project supports."""
+        floor = self.facts.torch_floor
+        return floor is not None and floor < release
+
     module: cst.Module | None = None  # the module (the file, or the piece of it) being walked
 
     def visit_Module(self, node: cst.Module) -> None:
@@ -1627,7 +1634,8 @@ class SaveWholeModule(RuleVisitor):
 # --- APIs that changed -------------------------------------------------------------------------
 
 class CudaAmp(RuleVisitor):
-    """``torch.cuda.amp.*``: deprecated since torch 2.4 (not flagged for an older torch)."""
+    """``torch.cuda.amp.*``: deprecated since torch 2.4 (not flagged for an older torch, nor in a
+    project whose declared floor is older than the release with the advised spelling)."""
 
     CODE = "PTT005"
 
@@ -1643,7 +1651,8 @@ class CudaAmp(RuleVisitor):
 
     def _deprecated(self, name: str | None) -> bool:
         return bool(name and name.startswith("torch.cuda.amp.") and not self.torch_before((2, 4))
-                    and not self.pinned_before((2, 4)) and not self._fallback())
+                    and not self.pinned_before((2, 4)) and not self.supports_before(_AMP_SINCE.get(
+                        name.rsplit(".", 1)[-1], (2, 4))) and not self._fallback())
 
     def _fallback(self) -> bool:
         """A deliberate old-torch path: in ``except (AttributeError, TypeError, ImportError)``
@@ -1660,6 +1669,10 @@ class CudaAmp(RuleVisitor):
 
 
 _FALLBACK_ERRORS = {"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError"}
+# The first release with the spelling PTT005 advises for each torch.cuda.amp name:
+# torch.amp.autocast (1.12), torch.amp.GradScaler("cuda") (2.3), torch.amp.custom_fwd/custom_bwd
+# (2.4, with the deprecation); any other name of torch.cuda.amp: 2.4.
+_AMP_SINCE = {"autocast": (1, 12), "GradScaler": (2, 3), "custom_fwd": (2, 4), "custom_bwd": (2, 4)}
 
 
 class ZeroGradKeepsZeros(RuleVisitor):
@@ -4556,8 +4569,9 @@ def _statements_before(where: Tracker, node: cst.CSTNode):
 
 class OptimizerNotFused(RuleVisitor):
     """Adam and AdamW (the optimizers the tip measures) built without choosing an implementation
-    (no ``fused=``, no ``foreach=``), where the reader's torch, and the torch the project pins
-    exactly if it does, accept ``fused=True`` on the device;
+    (no ``fused=``, no ``foreach=``), where the reader's torch, the torch the project pins
+    exactly if it does, and the oldest torch it declares (its floor) accept ``fused=True`` on
+    the device;
     for CUDA, only in a file that names an accelerator (one that never does trains on the CPU);
     not where the file or its project creates complex parameters (fused=True raises on them)."""
 
@@ -4572,8 +4586,8 @@ class OptimizerNotFused(RuleVisitor):
                 if not (a.keyword.value == "foreach" and _is_false(a.value)):
                     return  # an implementation chosen (foreach=False, the for-loop, is still flagged)
         since = FUSED_SINCE[name].get(self.device)
-        if since is None or self.torch_before(since) or self.pinned_before(since):
-            return  # a torch without fused= there: the advice raises a TypeError
+        if since is None or self.torch_before(since) or self.pinned_before(since) or self.supports_before(since):
+            return  # a torch without fused= there (or one the project supports): a TypeError
         if self.device == "cuda" and not self.facts.mentions_cuda:
             return  # a file that never names an accelerator trains on the CPU
         if self.facts.complex_params:
