@@ -3350,3 +3350,64 @@ def test_a_folder_of_unit_tests_holds_tests(path, test):
     """A folder named unittests or unit_tests holds a project's tests: its findings are not
     reported, like those of tests/ and test_*.py."""
     assert engine.is_test_path(path) is test
+
+
+_PICKLED_FORMAT = """\
+    import torch
+    from copy import deepcopy
+
+    def fit(model, ema, optimizer, weights, epochs):
+        ckpt = torch.load(weights, map_location="cpu")
+        model.load_state_dict(ckpt["model"].float().state_dict())
+        for epoch in range(epochs):
+            step(model, optimizer)
+            ckpt = {"epoch": epoch, "model": deepcopy(model).half(), "ema": deepcopy(ema).half(),
+                    "optimizer": optimizer.state_dict()}
+            torch.save(ckpt, "last.pt")
+            torch.save({"model": deepcopy(model)}, "best.pt")
+"""
+
+
+@pytest.mark.parametrize(("reader", "flagged"), [
+    ('ckpt["model"].float().state_dict()', False),  # read back as a module: its own format
+    ('ckpt.get("model").eval().state_dict()', False),
+    ('ckpt["model"](torch.zeros(1)).state_dict()', False),  # called
+    ('ckpt["model"]', True),  # a state dict read back: the advice fits the reader
+    ('ckpt["weights"].float().state_dict()', True),  # another key
+])
+def test_ptt041_is_silent_where_the_file_reads_the_saved_key_back_as_a_module(reader, flagged):
+    """A checkpoint whose "model" entry the file's own loader reads back as a module (asks it
+    for .state_dict(), .eval(), calls it) is a format of pickled modules on purpose: a state_dict
+    there breaks its readers. A key read back as weights, or another key, leaves the finding."""
+    src = _PICKLED_FORMAT.replace('ckpt["model"].float().state_dict()', reader)
+    assert ("PTT041" in codes(src)) is flagged
+
+
+def test_ptt041_reads_a_subscript_of_a_loaded_checkpoint_only():
+    """The entry must belong to a loader's result (x = torch.load(...), x = torch_load(...)):
+    a dict the function builds itself says nothing of what the saved files hold."""
+    built = _PICKLED_FORMAT.replace('ckpt = torch.load(weights, map_location="cpu")',
+                                    'ckpt = build_parts(weights)')
+    assert "PTT041" in codes(built)
+    own = _PICKLED_FORMAT.replace("torch.load(weights", "torch_load(weights")
+    assert "PTT041" not in codes(own)
+
+
+def test_ptt041_is_silent_where_another_file_of_the_project_reads_the_key_back(tmp_path):
+    """A loader elsewhere in the project (``attempt_load``: ``ckpt = torch.load(w)``, then
+    ``ckpt["model"].to(device).float().eval()``) reads the saved key back as a module: the trainer's
+    checkpoint is that loader's input. A reader of another key leaves the finding."""
+    engine._tree_read_back.cache_clear()
+    saver = _PICKLED_FORMAT.replace('model.load_state_dict(ckpt["model"].float().state_dict())', "pass")
+    loader = """\
+        import torch
+        def attempt_load(w, device):
+            ckpt = torch.load(w, map_location="cpu")
+            return ckpt["model"].to(device).float().eval()
+    """
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", "pkg/experimental.py": loader}
+    assert "PTT041" not in _in_project(tmp_path / "a", files, saver)
+    engine._tree_read_back.cache_clear()
+    codes_in = lambda found: found.count("PTT041")  # noqa: E731
+    other = {**files, "pkg/experimental.py": loader.replace('"model"', '"net"')}
+    assert codes_in(_in_project(tmp_path / "b", other, saver)) == 2

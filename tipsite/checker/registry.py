@@ -1309,7 +1309,11 @@ torch.save({"epoch": 3, "model": model.state_dict()}, "last.pt")
         scope="Only a value named like a model (model, net, module, network) or bound to an nn.Module "
               "built in the same file, itself or through deepcopy(), .half(), .module or de_parallel(); not "
               "a name also bound to an entry read from a container or to a dict (weights averaged from "
-              "checkpoints: a dict of tensors).",
+              "checkpoints: a dict of tensors). Not where the file or any Python file of its project "
+              "(tests aside) reads one of the dict's module keys back from a loaded checkpoint as a "
+              "module (ckpt = torch.load(f) or a loader of its own, then ckpt[\"model\"] called or "
+              "asked for .state_dict(), .eval(), .parameters(), .fuse(), after any .float()/.to()): its "
+              "checkpoints pickle modules on purpose, and a state_dict there breaks its own readers.",
         unlike_tip="The tip saves the module itself (PTT004's case), not inside a dict.",
     ),
     Rule(

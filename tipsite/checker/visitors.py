@@ -111,6 +111,10 @@ class Facts:
     namespace_names: set[str] = field(default_factory=set)  # bound to parse_args() / argparse.Namespace
     namespace_dicts: set[str] = field(default_factory=set)  # dicts here holding such a Namespace
     module_dicts: set[str] = field(default_factory=set)  # dicts here holding a whole module
+    # PTT041: for each such dict, the keys holding the module (None: a key not a string literal)
+    module_keys: dict[str, set[str | None]] = field(default_factory=dict)
+    # PTT041: keys the file or its project reads back from a loaded checkpoint as a module
+    modules_read_back: frozenset[str] = frozenset()
     has_ddp: bool = False  # the file names DistributedDataParallel (a DDP path beside DataParallel)
     loads_unsafely: bool = False  # the file loads with weights_only=False (its own checkpoints)
     torch_floor: tuple[int, ...] | None = None  # the oldest torch the checked project declares
@@ -4929,7 +4933,10 @@ def _saved_dict(visitor: RuleVisitor, node: cst.Call) -> tuple[list[cst.BaseExpr
 
 class SaveDictWithModule(RuleVisitor):
     """``torch.save`` of a checkpoint dict one of whose values is a whole module (``"model":
-    deepcopy(model)``): the module object is pickled, as in PTT004."""
+    deepcopy(model)``): the module object is pickled, as in PTT004. Not where the file or its
+    project reads one of those keys back from a loaded checkpoint as a module
+    (``ckpt["model"].float().state_dict()``): its checkpoint format pickles modules on purpose,
+    and a state_dict there breaks its own readers."""
 
     CODE = "PTT041"
 
@@ -4939,8 +4946,14 @@ class SaveDictWithModule(RuleVisitor):
             return
         values, name = saved
         plain = self.facts.plain_names  # also bound to an entry of a container: weights, maybe
-        if any(_whole_module_cst(v, self.facts) and not (isinstance(v, cst.Name) and v.value in plain)
-               for v in values) or (name and name in self.facts.module_dicts):
+        first = _positional(node)[0].value
+        if isinstance(first, cst.Dict):
+            keys = {_key(e.key) for e in first.elements if isinstance(e, cst.DictElement)
+                    and _whole_module_cst(e.value, self.facts)
+                    and not (isinstance(e.value, cst.Name) and e.value.value in plain)}
+        else:
+            keys = set(self.facts.module_keys.get(name, ())) if name in self.facts.module_dicts else set()
+        if keys and not (keys & self.facts.modules_read_back):
             self.flag(node)
 
 
