@@ -1664,8 +1664,64 @@ def test_runtime_error_beside_input_errors_is_no_oom_retry():
             return out
     """
     assert "PTT028" not in codes(src)
-    retry = src.replace("(RuntimeError, TypeError, AttributeError)", "RuntimeError")
+    alone = src.replace("(RuntimeError, TypeError, AttributeError)", "RuntimeError")
+    assert "PTT028" not in codes(alone)  # nothing says out-of-memory: a skip, not a retry
+    retry = alone.replace('print("cannot decode", key)', 'torch.cuda.empty_cache()')
     assert "PTT028" in codes(retry)
+
+
+_SKIP_LOOP = """\
+    import torch
+
+    def storages(model):
+        found = set()
+        for p in model.parameters():
+            try:
+                ptr = p.untyped_storage().data_ptr()
+                found.add(ptr)
+            except RuntimeError:
+                # no storage here (a sharded or quantized parameter)
+                continue
+        return found
+"""
+
+
+@pytest.mark.parametrize(("handler", "flagged"), [
+    ("continue", False),  # a skip of what has no storage: nothing says memory
+    ("log.warning('skipping %s', p)\n                continue", False),
+    ("torch.cuda.empty_cache()\n                continue", True),  # frees memory: an OOM retry
+    ("gc.collect()", True),
+    ("bs //= 2", True),  # retries with a smaller batch
+    ("bs = max(1, bs // 2)", True),
+    ("bs *= 0.5", True),
+    ("print('OOM, retrying')\n                continue", True),
+    ("oom_count += 1", True),
+    ("print('zoom out')\n                continue", False),
+])
+def test_ptt028_needs_evidence_that_the_handler_is_about_out_of_memory(handler, flagged):
+    """A loop over parameters whose ``except RuntimeError`` skips the ones without accessible
+    storage is no out-of-memory retry: catching only OutOfMemoryError would crash on them. The
+    rule fires where the handler frees memory, shrinks a size, or names OOM."""
+    src = _SKIP_LOOP.replace("continue", handler)
+    assert ("PTT028" in codes(src)) is flagged
+
+
+def test_ptt028_reads_the_shrink_after_the_try_in_the_loop():
+    """``except RuntimeError: failed = True`` and the batch halved after the try: a retry."""
+    src = """\
+        import torch
+        while bs > 0:
+            failed = False
+            try:
+                run(bs)
+            except RuntimeError:
+                failed = True
+            if not failed:
+                break
+            bs //= 2
+    """
+    assert "PTT028" in codes(src)
+    assert "PTT028" not in codes(src.replace("bs //= 2", "log(bs)"))
 
 
 # --- round 4's misreads of PTT016 and PTT012 (issue 33) ---------------------------------------

@@ -965,9 +965,14 @@ while batch_size > 0:
 """),
         short="except RuntimeError in a retry loop retries on every error, not only OOM",
         fix="catch torch.OutOfMemoryError",
-        scope="Not a handler that checks the message for memory or re-raises, nor one that catches "
-              "RuntimeError beside TypeError, AttributeError, ValueError or an unpickling error (a "
-              "guard on decoding input, not an out-of-memory retry).",
+        scope="Only a handler that shows it deals with running out of memory: it (or the loop "
+              "after the try) frees memory (torch.cuda.empty_cache(), gc.collect()) or shrinks a size "
+              "(bs //= 2, bs -= 8, bs *= 0.5, bs = max(1, bs // 2)), or it names OOM; a handler that "
+              "only skips or logs (a loop over parameters that passes over the ones without "
+              "accessible storage) is no retry. Not a handler that checks the message for memory or "
+              "re-raises, nor one that catches RuntimeError beside TypeError, AttributeError, "
+              "ValueError or an unpickling error (a guard on decoding input, not an out-of-memory "
+              "retry).",
     ),
     Rule(
         "PTT029", "tip_register_buffer_parameter", "register_parameter(name) without a value",

@@ -4239,7 +4239,46 @@ class RetryOnAnyRuntimeError(RuleVisitor):
             return
         if _inspects_error(node) or _ignores_error(node):
             return
+        if not _handles_oom(node, self.where.loop()):
+            return  # nothing says the error is out-of-memory: a skip of what raised, not a retry
         self.flag(node)
+
+
+_OOM_WORD = re.compile(r"(?<![a-z])oom(?![a-z])", re.IGNORECASE)
+_SHRINKS = (cst.FloorDivideAssign, cst.DivideAssign, cst.RightShiftAssign, cst.SubtractAssign)
+_HALVES = (cst.FloorDivide, cst.Divide, cst.RightShift)
+
+
+def _handles_oom(handler: cst.ExceptHandler, loop: cst.CSTNode | None) -> bool:
+    """Evidence that the handler deals with running out of memory: it (or what the loop does
+    after the ``try``) frees memory (``empty_cache()``, ``gc.collect()``) or shrinks a size
+    (``bs //= 2``, ``bs -= 8``, ``bs *= 0.5``, ``bs = max(1, bs // 2)``), or the handler names
+    OOM (``print("OOM: retrying")``, ``oom_count += 1``)."""
+    nodes = [*walk(handler.body), *(n for stmt in _after_statement(loop, handler) for n in walk(stmt))]
+    for n in nodes:
+        kind = type(n)
+        if kind is cst.Call:
+            last = (get_full_name_for_node(n.func) or "").rsplit(".", 1)[-1]
+            if last in ("empty_cache", "collect"):
+                return True
+        elif kind is cst.AugAssign:
+            if isinstance(n.operator, _SHRINKS) or (
+                    isinstance(n.operator, cst.MultiplyAssign) and isinstance(n.value, cst.Float)):
+                return True
+        elif kind is cst.BinaryOperation and isinstance(n.operator, _HALVES) and isinstance(
+                n.left, (cst.Name, cst.Attribute)) and isinstance(n.right, cst.Integer):
+            return True
+    return any((type(n) is cst.Name and _OOM_WORD.search(n.value.replace("_", " ")))
+               or (type(n) is cst.SimpleString and _OOM_WORD.search(n.value)) for n in walk(handler.body))
+
+
+def _after_statement(loop: cst.CSTNode | None, inner: cst.CSTNode) -> list[cst.CSTNode]:
+    """The statements of ``loop``'s body after the one that holds ``inner``."""
+    body = getattr(getattr(loop, "body", None), "body", ())
+    for i, stmt in enumerate(body):
+        if any(n is inner for n in walk(stmt)):
+            return list(body[i + 1:])
+    return []
 
 
 # errors of bad input or of deserializing one: caught with RuntimeError, the handler guards a
