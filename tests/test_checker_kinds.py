@@ -1487,7 +1487,8 @@ def test_a_load_read_only_for_the_runs_step_or_epoch_is_left_alone():
 def test_a_project_pinned_to_an_old_torch_gets_no_advice_its_torch_lacks(tmp_path, pins):
     """A project that pins torch 1.8 runs there: weights_only (torch 1.13) and torch.amp's
     replacements are not there to use, so PTT001's missing-argument half and PTT005 are silent;
-    an open range anywhere (torch>=1.8) is no ceiling."""
+    an open range anywhere (torch>=2.4) is no ceiling, but an exact release in a requirement
+    file is also the project's floor: PTT005 stays silent there."""
     amp = """\
         import torch
         scaler = torch.cuda.amp.GradScaler()
@@ -1495,10 +1496,12 @@ def test_a_project_pinned_to_an_old_torch_gets_no_advice_its_torch_lacks(tmp_pat
     files = {"pyproject.toml": "[project]\nname = 'demo'\n", **pins}
     assert "PTT001" not in _in_project(tmp_path, files, _LOAD)
     assert "PTT005" not in _in_project(tmp_path, files, amp, torch=(2, 13))
-    opened = {**files, "requirements-dev.txt": "torch>=1.8\n"}
+    opened = {**files, "requirements-dev.txt": "torch>=2.4\n"}
     engine._pinned_up.cache_clear()  # (the project's files changed under the same folder)
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
     assert "PTT001" in _in_project(tmp_path, opened, _LOAD)
-    assert "PTT005" in _in_project(tmp_path, opened, amp, torch=(2, 13))
+    assert ("PTT005" in _in_project(tmp_path, opened, amp, torch=(2, 13))) is ("requirements.txt" not in pins)
 
 
 _AMP = """\
@@ -1511,7 +1514,7 @@ _AMP = """\
     ({"requirements.txt": "torchvision==0.15.2\nnumpy\n"}, True),  # built for torch 2.0
     ({"environment.yml": "dependencies:\n  - torchaudio=2.1.0\n"}, True),
     ({"requirements.txt": "torchvision==0.19.1\n"}, False),  # torch 2.4: the advice applies
-    ({"requirements.txt": "torchvision==0.15.2\ntorch>=2.0\n"}, False),  # an open range
+    ({"requirements.txt": "torchvision==0.15.2\ntorch>=2.3\n"}, False),  # an open range
     ({"requirements.txt": "torchvision>=0.15\n"}, False),  # no exact pin
 ])
 def test_an_exact_torchvision_or_torchaudio_pin_pins_its_torch(tmp_path, pins, silent):
@@ -1525,15 +1528,20 @@ def test_an_exact_torchvision_or_torchaudio_pin_pins_its_torch(tmp_path, pins, s
 @pytest.mark.parametrize(("nearer", "silent"), [
     ({"pkg/requirements.txt": "torch==1.12.0\nnumpy\n"}, True),  # its own exact pin decides
     ({"pkg/requirements.txt": "numpy\n"}, False),  # names no torch: the root's range holds
-    ({"pkg/requirements.txt": "torch>=1.12\n"}, False),  # its own open range
-    ({"pkg/requirements.txt": "torch==1.12.0\n", "pkg/requirements-dev.txt": "torch>=1.12\n"},
+    ({"pkg/requirements.txt": "torch>=2.3\n"}, False),  # its own open range
+    ({"pkg/install.sh": "pip install torch==1.12.0\n", "pkg/requirements-dev.txt": "torch>=2.3\n"},
      False),
+    # an exact release in a requirement file is also the folder's floor, open range or not
+    ({"pkg/requirements.txt": "torch==1.12.0\n", "pkg/requirements-dev.txt": "torch>=2.3\n"},
+     True),
 ])
 def test_the_nearest_folder_that_names_torch_decides_its_pin(tmp_path, nearer, silent):
     """An example folder with its own requirements pinning an old torch runs on that torch,
     whatever open range the repository's root gives: PTT005's torch.amp advice is not there."""
     engine._pinned_up.cache_clear()
-    files = {"pyproject.toml": "[project]\nname = 'demo'\ndependencies = ['torch>=1.10']\n",
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\ndependencies = ['torch>=2.3']\n",
              **nearer}
     assert ("PTT005" not in _in_project(tmp_path, files, _AMP, torch=(2, 13))) is silent
 
@@ -1562,16 +1570,88 @@ _ADAMW = _ADAM.replace("Adam(", "AdamW(")
     ({"environment.yml": "dependencies:\n  - pytorch==1.13.1\n"}, True, False),
     ({"requirements-gpu.txt": "torchvision==0.14.1\n"}, True, False),  # torch 1.13
     ({"install.sh": "pip install torch==2.0.1\n"}, True, True),
-    ({"requirements.txt": "torch==1.9.1\n", "requirements-dev.txt": "torch>=1.9\n"}, True, True),
+    ({"install.sh": "pip install torch==1.9.1\n", "requirements.txt": "torch>=2.0\n"}, True, True),
+    # an exact release in a requirement file is also the project's floor, open range or not
+    ({"requirements.txt": "torch==1.9.1\n", "requirements-dev.txt": "torch>=2.0\n"}, False, False),
 ])
 def test_a_project_pinned_to_a_torch_without_fused_gets_no_fused_advice(tmp_path, pins, adam,
                                                                         adamw):
     """fused= came to Adam in torch 1.13 and to AdamW in 2.0 (CUDA): where the project pins an
     older torch, the advice raises a TypeError; an open range is no ceiling."""
     engine._pinned_up.cache_clear()
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
     files = {"pyproject.toml": "[project]\nname = 'demo'\n", **pins}
     assert ("PTT031" in _in_project(tmp_path, files, _ADAM, torch=(2, 13))) is adam
     assert ("PTT031" in _in_project(tmp_path, files, _ADAMW, torch=(2, 13))) is adamw
+
+
+_CUSTOM_FWD = """\
+    import torch
+    class Clamp(torch.autograd.Function):
+        @staticmethod
+        @torch.cuda.amp.custom_fwd
+        def forward(ctx, x):
+            return x.clamp(0, 1)
+"""
+_AUTOCAST = """\
+    import torch
+    def step(model, x):
+        with torch.cuda.amp.autocast():
+            return model(x)
+"""
+
+
+@pytest.mark.parametrize(("floor", "source", "flagged"), [
+    ("torch>=1.8.0", _AMP, False),  # torch.amp.GradScaler('cuda') is torch 2.3's
+    ("torch>=2.2", _AMP, False),
+    ("torch>=2.3", _AMP, True),
+    ("torch>=2.3", _CUSTOM_FWD, False),  # torch.amp.custom_fwd came with the deprecation, 2.4
+    ("torch>=2.4", _CUSTOM_FWD, True),
+    ("torch>=1.10", _AUTOCAST, False),  # torch.amp.autocast is 1.12's
+    ("torch>=1.13", _AUTOCAST, True),
+    ("numpy", _AMP, True),  # no floor declared: the reader's torch decides
+])
+def test_ptt005_is_silent_where_the_project_supports_a_torch_without_the_advised_spelling(
+        tmp_path, floor, source, flagged):
+    """A project that declares torch>=1.8 supports releases where torch.amp.GradScaler('cuda')
+    does not exist: the advised spelling raises an AttributeError there. Each name of
+    torch.cuda.amp has its own release: autocast 1.12, GradScaler 2.3, custom_fwd 2.4."""
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", "requirements.txt": floor + "\n"}
+    assert ("PTT005" in _in_project(tmp_path, files, source, torch=(2, 13))) is flagged
+
+
+@pytest.mark.parametrize(("floor", "adam", "adamw"), [
+    ("torch>=1.8.0", False, False),  # neither takes fused= there
+    ("torch>=1.13.0,<=2.8.0", True, False),  # Adam's fused= is 1.13's, AdamW's 2.0's
+    ("torch>=2.0", True, True),
+    ("numpy", True, True),
+])
+def test_ptt031_is_silent_where_the_project_supports_a_torch_without_fused(tmp_path, floor,
+                                                                          adam, adamw):
+    """A project's declared floor is a torch it runs on: fused=True raises a TypeError on a
+    release older than the optimizer's first fused= (Adam 1.13, AdamW 2.0 on CUDA)."""
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
+    engine._pinned_up.cache_clear()
+    files = {"pyproject.toml": f"[project]\nname = 'demo'\ndependencies = ['{floor}']\n"}
+    assert ("PTT031" in _in_project(tmp_path, files, _ADAM, torch=(2, 13))) is adam
+    assert ("PTT031" in _in_project(tmp_path, files, _ADAMW, torch=(2, 13))) is adamw
+
+
+def test_a_readme_floor_counts_only_where_no_requirement_names_torch(tmp_path):
+    """As for PTT001: a README's "PyTorch 1.8 or later" is the floor where no requirement file
+    names torch, and a requirement's floor beats it."""
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
+    readme = {"pyproject.toml": "[project]\nname = 'demo'\n", "README.md": "Needs PyTorch 1.8 or later.\n"}
+    assert "PTT005" not in _in_project(tmp_path, readme, _AMP, torch=(2, 13))
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
+    both = {**readme, "pyproject.toml": "[project]\nname = 'demo'\ndependencies = ['torch>=2.4']\n"}
+    assert "PTT005" in _in_project(tmp_path, both, _AMP, torch=(2, 13))
 
 
 _CONV_BN = """\
@@ -1728,8 +1808,64 @@ def test_runtime_error_beside_input_errors_is_no_oom_retry():
             return out
     """
     assert "PTT028" not in codes(src)
-    retry = src.replace("(RuntimeError, TypeError, AttributeError)", "RuntimeError")
+    alone = src.replace("(RuntimeError, TypeError, AttributeError)", "RuntimeError")
+    assert "PTT028" not in codes(alone)  # nothing says out-of-memory: a skip, not a retry
+    retry = alone.replace('print("cannot decode", key)', 'torch.cuda.empty_cache()')
     assert "PTT028" in codes(retry)
+
+
+_SKIP_LOOP = """\
+    import torch
+
+    def storages(model):
+        found = set()
+        for p in model.parameters():
+            try:
+                ptr = p.untyped_storage().data_ptr()
+                found.add(ptr)
+            except RuntimeError:
+                # no storage here (a sharded or quantized parameter)
+                continue
+        return found
+"""
+
+
+@pytest.mark.parametrize(("handler", "flagged"), [
+    ("continue", False),  # a skip of what has no storage: nothing says memory
+    ("log.warning('skipping %s', p)\n                continue", False),
+    ("torch.cuda.empty_cache()\n                continue", True),  # frees memory: an OOM retry
+    ("gc.collect()", True),
+    ("bs //= 2", True),  # retries with a smaller batch
+    ("bs = max(1, bs // 2)", True),
+    ("bs *= 0.5", True),
+    ("print('OOM, retrying')\n                continue", True),
+    ("oom_count += 1", True),
+    ("print('zoom out')\n                continue", False),
+])
+def test_ptt028_needs_evidence_that_the_handler_is_about_out_of_memory(handler, flagged):
+    """A loop over parameters whose ``except RuntimeError`` skips the ones without accessible
+    storage is no out-of-memory retry: catching only OutOfMemoryError would crash on them. The
+    rule fires where the handler frees memory, shrinks a size, or names OOM."""
+    src = _SKIP_LOOP.replace("continue", handler)
+    assert ("PTT028" in codes(src)) is flagged
+
+
+def test_ptt028_reads_the_shrink_after_the_try_in_the_loop():
+    """``except RuntimeError: failed = True`` and the batch halved after the try: a retry."""
+    src = """\
+        import torch
+        while bs > 0:
+            failed = False
+            try:
+                run(bs)
+            except RuntimeError:
+                failed = True
+            if not failed:
+                break
+            bs //= 2
+    """
+    assert "PTT028" in codes(src)
+    assert "PTT028" not in codes(src.replace("bs //= 2", "log(bs)"))
 
 
 # --- round 4's misreads of PTT016 and PTT012 (issue 33) ---------------------------------------
@@ -3414,3 +3550,64 @@ def test_a_folder_of_unit_tests_holds_tests(path, test):
     """A folder named unittests or unit_tests holds a project's tests: its findings are not
     reported, like those of tests/ and test_*.py."""
     assert engine.is_test_path(path) is test
+
+
+_PICKLED_FORMAT = """\
+    import torch
+    from copy import deepcopy
+
+    def fit(model, ema, optimizer, weights, epochs):
+        ckpt = torch.load(weights, map_location="cpu")
+        model.load_state_dict(ckpt["model"].float().state_dict())
+        for epoch in range(epochs):
+            step(model, optimizer)
+            ckpt = {"epoch": epoch, "model": deepcopy(model).half(), "ema": deepcopy(ema).half(),
+                    "optimizer": optimizer.state_dict()}
+            torch.save(ckpt, "last.pt")
+            torch.save({"model": deepcopy(model)}, "best.pt")
+"""
+
+
+@pytest.mark.parametrize(("reader", "flagged"), [
+    ('ckpt["model"].float().state_dict()', False),  # read back as a module: its own format
+    ('ckpt.get("model").eval().state_dict()', False),
+    ('ckpt["model"](torch.zeros(1)).state_dict()', False),  # called
+    ('ckpt["model"]', True),  # a state dict read back: the advice fits the reader
+    ('ckpt["weights"].float().state_dict()', True),  # another key
+])
+def test_ptt041_is_silent_where_the_file_reads_the_saved_key_back_as_a_module(reader, flagged):
+    """A checkpoint whose "model" entry the file's own loader reads back as a module (asks it
+    for .state_dict(), .eval(), calls it) is a format of pickled modules on purpose: a state_dict
+    there breaks its readers. A key read back as weights, or another key, leaves the finding."""
+    src = _PICKLED_FORMAT.replace('ckpt["model"].float().state_dict()', reader)
+    assert ("PTT041" in codes(src)) is flagged
+
+
+def test_ptt041_reads_a_subscript_of_a_loaded_checkpoint_only():
+    """The entry must belong to a loader's result (x = torch.load(...), x = torch_load(...)):
+    a dict the function builds itself says nothing of what the saved files hold."""
+    built = _PICKLED_FORMAT.replace('ckpt = torch.load(weights, map_location="cpu")',
+                                    'ckpt = build_parts(weights)')
+    assert "PTT041" in codes(built)
+    own = _PICKLED_FORMAT.replace("torch.load(weights", "torch_load(weights")
+    assert "PTT041" not in codes(own)
+
+
+def test_ptt041_is_silent_where_another_file_of_the_project_reads_the_key_back(tmp_path):
+    """A loader elsewhere in the project (``attempt_load``: ``ckpt = torch.load(w)``, then
+    ``ckpt["model"].to(device).float().eval()``) reads the saved key back as a module: the trainer's
+    checkpoint is that loader's input. A reader of another key leaves the finding."""
+    engine._tree_read_back.cache_clear()
+    saver = _PICKLED_FORMAT.replace('model.load_state_dict(ckpt["model"].float().state_dict())', "pass")
+    loader = """\
+        import torch
+        def attempt_load(w, device):
+            ckpt = torch.load(w, map_location="cpu")
+            return ckpt["model"].to(device).float().eval()
+    """
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", "pkg/experimental.py": loader}
+    assert "PTT041" not in _in_project(tmp_path / "a", files, saver)
+    engine._tree_read_back.cache_clear()
+    codes_in = lambda found: found.count("PTT041")  # noqa: E731
+    other = {**files, "pkg/experimental.py": loader.replace('"model"', '"net"')}
+    assert codes_in(_in_project(tmp_path / "b", other, saver)) == 2

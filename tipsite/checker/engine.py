@@ -321,6 +321,7 @@ class _Scan:
         self.formats = False  # PTT039 can fire: the file names CUDA and calls backward()
         self.amp_names: set[str] = set()  # local names bound to torch.cuda.amp or a name in it (PTT005)
         self.item_binds: list[tuple[str, ast.expr]] = []  # d["args"] = args: (d, args)
+        self.item_keys: dict[int, str | None] = {}  # id(args) -> "args": the key it is bound to
         self.unpacked: list[tuple[str, ast.expr]] = []  # a, b = x, y: (a, x), (b, y)
         self.for_loops: list[ast.For] = []
         self.while_loops: list[ast.While] = []
@@ -644,6 +645,9 @@ class _Scan:
                     self.binds.append((t.attr, value))
             if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
                 self.item_binds.append((t.value.id, value))
+                key = t.slice
+                self.item_keys[id(value)] = key.value if (
+                    isinstance(key, ast.Constant) and isinstance(key.value, str)) else None
             if _writes_grad(t):  # p.grad = p.grad + g, p.grad[...] = g
                 self.facts.manual_grad = True
         if isinstance(value, ast.Call) and _last_name(value.func) == "detach":
@@ -843,15 +847,19 @@ class _Scan:
         for name, value in [*self.binds, *self.item_binds]:
             if isinstance(value, ast.Dict):
                 values = value.values
+                keys = [k.value if isinstance(k, ast.Constant) and isinstance(k.value, str) else None
+                        for k in value.keys]
             else:
                 values = [value] if (name, value) in self.item_binds else []
-            for v in values:
+                keys = [self.item_keys.get(id(value))]
+            for k, v in zip(keys, values):
                 if isinstance(v, ast.Name) and v.id in f.plain_names:
                     continue  # PTT041/PTT042: a name also bound to another value (a loaded entry)
                 if isinstance(v, ast.Name) and v.id in f.namespace_names:
                     f.namespace_dicts.add(name)
                 if _whole_module(v, f.module_names, f.state_names):
                     f.module_dicts.add(name)
+                    f.module_keys.setdefault(name, set()).add(k)
         f.pickles_objects = any(_pickles_object(v, f) for v in self.saved)
         for name, value in self.binds:
             if isinstance(value, (ast.List, ast.Tuple, ast.Set)) and any(
@@ -1648,6 +1656,63 @@ def _tree_complex(root: str) -> bool:
     return False
 
 
+# PTT041: an entry of a container, ``x["model"]`` or ``x.get("model")``, used as a module: called,
+# or asked for a method only a module has (after any .float()/.half()/.to(...) on the way):
+# ``ckpt["model"].float().state_dict()``, ``ckpt.get("ema").eval()``, ``x["model"].parameters()``
+_MODULE_ENTRY = re.compile(
+    r"""(?:\[\s*["'](\w+)["']\s*\]|\.get\(\s*["'](\w+)["']\s*\))\s*"""
+    r"""(?:\(|(?:\.\s*(?:float|half|double|bfloat16|cpu|cuda|to)\s*\([^()]*\)\s*)*"""
+    r"""\.\s*(?:state_dict|eval|train|parameters|named_parameters|modules|named_modules|children|fuse)\s*\()""")
+_NAME_BEFORE = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*$")
+
+
+def _keys_read_as_modules(text: str) -> set[str]:
+    """The keys ``k`` of ``x[k]`` (or ``x.get(k)``) used as a module in ``text`` (see
+    _MODULE_ENTRY), where the text binds ``x`` to a loader's result (``x = torch.load(f)``,
+    ``x = torch_load(f)``: a name of the callee with "load" in it)."""
+    if "load" not in text or not ("]" in text or ".get(" in text):
+        return set()
+    found: set[str] = set()
+    loaded: dict[str, bool] = {}
+    for m in _MODULE_ENTRY.finditer(text):
+        key = m.group(1) or m.group(2)
+        if key in found:
+            continue
+        before = _NAME_BEFORE.search(text, max(0, m.start() - 80), m.start())
+        if before is None:
+            continue
+        name = before.group(1)
+        if name not in loaded:
+            loaded[name] = bool(re.search(
+                rf"(?<![\w.]){re.escape(name)}\s*=\s*[\w.]*load\w*\(", text))
+        if loaded[name]:
+            found.add(key)
+    return found
+
+
+def _modules_read_back(path: str, text: str) -> frozenset[str]:
+    """PTT041: the keys the file, or any Python file of its project but its tests, reads back
+    from a loaded checkpoint as a module: its checkpoints pickle modules on purpose."""
+    keys = _keys_read_as_modules(text)
+    folder = _file_folder(path)
+    if folder is not None:
+        keys |= _tree_read_back(_project_root(folder))
+    return frozenset(keys)
+
+
+@functools.lru_cache(maxsize=64)
+def _tree_read_back(root: str) -> frozenset[str]:
+    keys: set[str] = set()
+    scanned = 0
+    for folder, names in _project_code(root):
+        scanned += len(names)
+        if scanned > _MAX_SCANNED:
+            break
+        for _, t in _small_texts(folder, names, lambda n: True):
+            keys |= _keys_read_as_modules(t)
+    return frozenset(keys)
+
+
 # a ``with`` item or a decorator that calls a plain name: ``with inference_context(cfg):``
 _WITH_CALL = re.compile(r"^[ \t]*(?:with|async with|@)[ \t]+([A-Za-z_]\w*)[ \t]*\(", re.MULTILINE)
 _GRAD_FREE_LAST = ("no_grad", "inference_mode")
@@ -1849,10 +1914,15 @@ class Checker:
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
         # PTT003: models too large for a second copy of their weights to be harmless
         scan.facts.large_models = "load_state_dict" in text and _in_code(V.LARGE_MODEL, text)
-        # PTT001 reads it for a torch.load only: no file system lookup for a file without one
-        scan.facts.torch_floor = declared_torch(path) if "load" in text else None
+        # PTT001 reads it for a torch.load, PTT005 and PTT031 for advice a project's oldest torch
+        # lacks: no file system lookup for a file without a word they need
+        scan.facts.torch_floor = declared_torch(path) if (
+            "load" in text or "amp" in text or "Adam" in text) else None
         # PTT037: a model of an inference app, whose released checkpoints hold the biases
         scan.facts.serves_checkpoints = "BatchNorm" in text and "Conv" in text and _serves_checkpoints(path)
+        # PTT041: the keys whose entry the file or its project reads back from a loaded
+        # checkpoint as a module (ckpt["model"].float().state_dict()): a format of pickled modules
+        scan.facts.modules_read_back = _modules_read_back(path, text) if "save(" in text else frozenset()
         # PTT001, PTT005 and PTT031: a project pinned to an old torch, where their advice cannot apply
         scan.facts.torch_pin = pinned_torch(path) if (
             "load" in text or "amp" in text or "Adam" in text) else None

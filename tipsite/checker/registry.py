@@ -270,7 +270,12 @@ with torch.amp.autocast("cuda"):
               "project that pins torch exactly to a release before 2.4 (requirements, a conda "
               "env*.yml, an install*.sh; an exact torchvision or torchaudio pin, e.g. torchvision=="
               "0.15.2, pins the torch it is built for, 2.0; none giving torch an open range): it runs "
-              "there.",
+              "there. Nor in a project whose declared torch floor (torch>=1.8 in the nearest "
+              "requirement file, pyproject.toml or setup.py; a README's \"PyTorch 1.8 or later\" "
+              "only where none names torch, as for PTT001) is older than the release that has the "
+              "advised spelling: torch.amp.autocast 1.12, torch.amp.GradScaler('cuda') 2.3, "
+              "torch.amp.custom_fwd/custom_bwd (and any other name) 2.4; there the advice raises an "
+              "AttributeError on a torch the project supports.",
     ),
     Rule(
         "PTT006", "tip_zero_grad_set_to_none", "zero_grad(set_to_none=False)",
@@ -975,9 +980,14 @@ while batch_size > 0:
 """),
         short="except RuntimeError in a retry loop retries on every error, not only OOM",
         fix="catch torch.OutOfMemoryError",
-        scope="Not a handler that checks the message for memory or re-raises, nor one that catches "
-              "RuntimeError beside TypeError, AttributeError, ValueError or an unpickling error (a "
-              "guard on decoding input, not an out-of-memory retry).",
+        scope="Only a handler that shows it deals with running out of memory: it (or the loop "
+              "after the try) frees memory (torch.cuda.empty_cache(), gc.collect()) or shrinks a size "
+              "(bs //= 2, bs -= 8, bs *= 0.5, bs = max(1, bs // 2)), or it names OOM; a handler that "
+              "only skips or logs (a loop over parameters that passes over the ones without "
+              "accessible storage) is no retry. Not a handler that checks the message for memory or "
+              "re-raises, nor one that catches RuntimeError beside TypeError, AttributeError, "
+              "ValueError or an unpickling error (a guard on decoding input, not an out-of-memory "
+              "retry).",
     ),
     Rule(
         "PTT029", "tip_register_buffer_parameter", "register_parameter(name) without a value",
@@ -1061,8 +1071,10 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
               "on their device (CUDA: Adam 1.13+, AdamW 2.0+; CPU: 2.4+), and not where the code already "
               "chose a fast implementation (foreach=True, fused=) or passes **kwargs; nor in a project that pins "
               "torch exactly (requirements, a conda env*.yml, an install*.sh; an exact torchvision or "
-              "torchaudio pin pins the torch it is built for) to a release without fused= there: it "
-              "raises a TypeError. For CUDA, only in a file that "
+              "torchaudio pin pins the torch it is built for) to a release without fused= there, nor in "
+              "one whose declared torch floor (torch>=1.8 in the nearest requirement file, "
+              "pyproject.toml or setup.py; a README's \"PyTorch 1.8 or later\" only where none names "
+              "torch, as for PTT001) is such a release: it raises a TypeError. For CUDA, only in a file that "
               "names CUDA or an accelerator: one that never does trains on the CPU. Not where the "
               "file or any Python file of its project (tests aside) creates complex parameters (nn.Parameter of a "
               "complex tensor, a weight of dtype torch.cfloat bound to self in an __init__: spectral "
@@ -1317,7 +1329,11 @@ torch.save({"epoch": 3, "model": model.state_dict()}, "last.pt")
         scope="Only a value named like a model (model, net, module, network) or bound to an nn.Module "
               "built in the same file, itself or through deepcopy(), .half(), .module or de_parallel(); not "
               "a name also bound to an entry read from a container or to a dict (weights averaged from "
-              "checkpoints: a dict of tensors).",
+              "checkpoints: a dict of tensors). Not where the file or any Python file of its project "
+              "(tests aside) reads one of the dict's module keys back from a loaded checkpoint as a "
+              "module (ckpt = torch.load(f) or a loader of its own, then ckpt[\"model\"] called or "
+              "asked for .state_dict(), .eval(), .parameters(), .fuse(), after any .float()/.to()): its "
+              "checkpoints pickle modules on purpose, and a state_dict there breaks its own readers.",
         unlike_tip="The tip saves the module itself (PTT004's case), not inside a dict.",
     ),
     Rule(

@@ -111,6 +111,10 @@ class Facts:
     namespace_names: set[str] = field(default_factory=set)  # bound to parse_args() / argparse.Namespace
     namespace_dicts: set[str] = field(default_factory=set)  # dicts here holding such a Namespace
     module_dicts: set[str] = field(default_factory=set)  # dicts here holding a whole module
+    # PTT041: for each such dict, the keys holding the module (None: a key not a string literal)
+    module_keys: dict[str, set[str | None]] = field(default_factory=dict)
+    # PTT041: keys the file or its project reads back from a loaded checkpoint as a module
+    modules_read_back: frozenset[str] = frozenset()
     has_ddp: bool = False  # the file names DistributedDataParallel (a DDP path beside DataParallel)
     loads_unsafely: bool = False  # the file loads with weights_only=False (its own checkpoints)
     torch_floor: tuple[int, ...] | None = None  # the oldest torch the checked project declares
@@ -450,6 +454,13 @@ class RuleVisitor(TorchVisitor):
         """The checked project pins torch exactly, to releases all older than ``release``."""
         pin = self.facts.torch_pin
         return pin is not None and pin < release
+
+    def supports_before(self, release: tuple[int, ...]) -> bool:
+        """The checked project declares it runs on a torch older than ``release``: its floor
+        (``torch>=1.8`` in the nearest requirement file, as PTT001 reads it) is older, so
+        advice that needs ``release`` breaks on a torch the project supports."""
+        floor = self.facts.torch_floor
+        return floor is not None and floor < release
 
     module: cst.Module | None = None  # the module (the file, or the piece of it) being walked
 
@@ -1820,7 +1831,8 @@ class SaveWholeModule(RuleVisitor):
 # --- APIs that changed -------------------------------------------------------------------------
 
 class CudaAmp(RuleVisitor):
-    """``torch.cuda.amp.*``: deprecated since torch 2.4 (not flagged for an older torch)."""
+    """``torch.cuda.amp.*``: deprecated since torch 2.4 (not flagged for an older torch, nor in a
+    project whose declared floor is older than the release with the advised spelling)."""
 
     CODE = "PTT005"
 
@@ -1836,7 +1848,8 @@ class CudaAmp(RuleVisitor):
 
     def _deprecated(self, name: str | None) -> bool:
         return bool(name and name.startswith("torch.cuda.amp.") and not self.torch_before((2, 4))
-                    and not self.pinned_before((2, 4)) and not self._fallback())
+                    and not self.pinned_before((2, 4)) and not self.supports_before(_AMP_SINCE.get(
+                        name.rsplit(".", 1)[-1], (2, 4))) and not self._fallback())
 
     def _fallback(self) -> bool:
         """A deliberate old-torch path: in ``except (AttributeError, TypeError, ImportError)``
@@ -1853,6 +1866,10 @@ class CudaAmp(RuleVisitor):
 
 
 _FALLBACK_ERRORS = {"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError"}
+# The first release with the spelling PTT005 advises for each torch.cuda.amp name:
+# torch.amp.autocast (1.12), torch.amp.GradScaler("cuda") (2.3), torch.amp.custom_fwd/custom_bwd
+# (2.4, with the deprecation); any other name of torch.cuda.amp: 2.4.
+_AMP_SINCE = {"autocast": (1, 12), "GradScaler": (2, 3), "custom_fwd": (2, 4), "custom_bwd": (2, 4)}
 
 
 class ZeroGradKeepsZeros(RuleVisitor):
@@ -4415,7 +4432,46 @@ class RetryOnAnyRuntimeError(RuleVisitor):
             return
         if _inspects_error(node) or _ignores_error(node):
             return
+        if not _handles_oom(node, self.where.loop()):
+            return  # nothing says the error is out-of-memory: a skip of what raised, not a retry
         self.flag(node)
+
+
+_OOM_WORD = re.compile(r"(?<![a-z])oom(?![a-z])", re.IGNORECASE)
+_SHRINKS = (cst.FloorDivideAssign, cst.DivideAssign, cst.RightShiftAssign, cst.SubtractAssign)
+_HALVES = (cst.FloorDivide, cst.Divide, cst.RightShift)
+
+
+def _handles_oom(handler: cst.ExceptHandler, loop: cst.CSTNode | None) -> bool:
+    """Evidence that the handler deals with running out of memory: it (or what the loop does
+    after the ``try``) frees memory (``empty_cache()``, ``gc.collect()``) or shrinks a size
+    (``bs //= 2``, ``bs -= 8``, ``bs *= 0.5``, ``bs = max(1, bs // 2)``), or the handler names
+    OOM (``print("OOM: retrying")``, ``oom_count += 1``)."""
+    nodes = [*walk(handler.body), *(n for stmt in _after_statement(loop, handler) for n in walk(stmt))]
+    for n in nodes:
+        kind = type(n)
+        if kind is cst.Call:
+            last = (get_full_name_for_node(n.func) or "").rsplit(".", 1)[-1]
+            if last in ("empty_cache", "collect"):
+                return True
+        elif kind is cst.AugAssign:
+            if isinstance(n.operator, _SHRINKS) or (
+                    isinstance(n.operator, cst.MultiplyAssign) and isinstance(n.value, cst.Float)):
+                return True
+        elif kind is cst.BinaryOperation and isinstance(n.operator, _HALVES) and isinstance(
+                n.left, (cst.Name, cst.Attribute)) and isinstance(n.right, cst.Integer):
+            return True
+    return any((type(n) is cst.Name and _OOM_WORD.search(n.value.replace("_", " ")))
+               or (type(n) is cst.SimpleString and _OOM_WORD.search(n.value)) for n in walk(handler.body))
+
+
+def _after_statement(loop: cst.CSTNode | None, inner: cst.CSTNode) -> list[cst.CSTNode]:
+    """The statements of ``loop``'s body after the one that holds ``inner``."""
+    body = getattr(getattr(loop, "body", None), "body", ())
+    for i, stmt in enumerate(body):
+        if any(n is inner for n in walk(stmt)):
+            return list(body[i + 1:])
+    return []
 
 
 # errors of bad input or of deserializing one: caught with RuntimeError, the handler guards a
@@ -4749,8 +4805,9 @@ def _statements_before(where: Tracker, node: cst.CSTNode):
 
 class OptimizerNotFused(RuleVisitor):
     """Adam and AdamW (the optimizers the tip measures) built without choosing an implementation
-    (no ``fused=``, no ``foreach=``), where the reader's torch, and the torch the project pins
-    exactly if it does, accept ``fused=True`` on the device;
+    (no ``fused=``, no ``foreach=``), where the reader's torch, the torch the project pins
+    exactly if it does, and the oldest torch it declares (its floor) accept ``fused=True`` on
+    the device;
     for CUDA, only in a file that names an accelerator (one that never does trains on the CPU);
     not where the file or its project creates complex parameters (fused=True raises on them)."""
 
@@ -4765,8 +4822,8 @@ class OptimizerNotFused(RuleVisitor):
                 if not (a.keyword.value == "foreach" and _is_false(a.value)):
                     return  # an implementation chosen (foreach=False, the for-loop, is still flagged)
         since = FUSED_SINCE[name].get(self.device)
-        if since is None or self.torch_before(since) or self.pinned_before(since):
-            return  # a torch without fused= there: the advice raises a TypeError
+        if since is None or self.torch_before(since) or self.pinned_before(since) or self.supports_before(since):
+            return  # a torch without fused= there (or one the project supports): a TypeError
         if self.device == "cuda" and not self.facts.mentions_cuda:
             return  # a file that never names an accelerator trains on the CPU
         if self.facts.complex_params:
@@ -5108,7 +5165,10 @@ def _saved_dict(visitor: RuleVisitor, node: cst.Call) -> tuple[list[cst.BaseExpr
 
 class SaveDictWithModule(RuleVisitor):
     """``torch.save`` of a checkpoint dict one of whose values is a whole module (``"model":
-    deepcopy(model)``): the module object is pickled, as in PTT004."""
+    deepcopy(model)``): the module object is pickled, as in PTT004. Not where the file or its
+    project reads one of those keys back from a loaded checkpoint as a module
+    (``ckpt["model"].float().state_dict()``): its checkpoint format pickles modules on purpose,
+    and a state_dict there breaks its own readers."""
 
     CODE = "PTT041"
 
@@ -5118,8 +5178,14 @@ class SaveDictWithModule(RuleVisitor):
             return
         values, name = saved
         plain = self.facts.plain_names  # also bound to an entry of a container: weights, maybe
-        if any(_whole_module_cst(v, self.facts) and not (isinstance(v, cst.Name) and v.value in plain)
-               for v in values) or (name and name in self.facts.module_dicts):
+        first = _positional(node)[0].value
+        if isinstance(first, cst.Dict):
+            keys = {_key(e.key) for e in first.elements if isinstance(e, cst.DictElement)
+                    and _whole_module_cst(e.value, self.facts)
+                    and not (isinstance(e.value, cst.Name) and e.value.value in plain)}
+        else:
+            keys = set(self.facts.module_keys.get(name, ())) if name in self.facts.module_dicts else set()
+        if keys and not (keys & self.facts.modules_read_back):
             self.flag(node)
 
 
