@@ -3270,3 +3270,69 @@ def test_a_folder_of_unit_tests_holds_tests(path, test):
     """A folder named unittests or unit_tests holds a project's tests: its findings are not
     reported, like those of tests/ and test_*.py."""
     assert engine.is_test_path(path) is test
+
+
+# --- held-out round 15's misreads (written from their descriptions, not from the held-out code) ---
+
+_NO_CUDA_BRANCH = '''
+    import torch
+    class Sampler(torch.nn.Module):
+        def forward(self, feats):
+            n = feats.size(0)
+            if torch.cuda.is_available():
+                state = torch.zeros(2, n, self.width, device=feats.device)
+            else:
+                state = torch.zeros(2, n, self.width).cpu()
+            if not torch.cuda.is_available():
+                noise = torch.randn(n, self.width)
+                state = state + noise
+            if feats.device.type == "cpu":
+                bias = torch.ones(n)
+                state = state + bias
+            return self.cell(feats, state)
+    class Early(torch.nn.Module):
+        def forward(self, feats):
+            if torch.cuda.is_available():
+                return self.fused(feats)
+            pad = torch.zeros(feats.size(0), 4)
+            return self.slow(feats, pad)
+'''
+
+
+def test_device_rules_are_silent_on_a_branch_taken_only_without_cuda():
+    """PTT016 and PTT015 (.cpu()) on a branch taken only where CUDA is unavailable (the else of
+    ``torch.cuda.is_available()``, ``if not torch.cuda.is_available():``, a device-type test
+    against "cpu", after an early CUDA return): the CPU is the input's device there. The same
+    factories on a path that CUDA takes, or in the else of a test that leaves MPS to it (an
+    ``elif`` after the CUDA test, the else of ``device.type == "cuda"``), are still reported."""
+    found = codes(_NO_CUDA_BRANCH)
+    assert "PTT016" not in found and "PTT015" not in found
+    flagged = '''
+        import torch
+        class Sampler(torch.nn.Module):
+            def forward(self, feats):
+                n = feats.size(0)
+                if torch.cuda.is_available():
+                    state = torch.zeros(2, n, self.width)
+                elif n > self.width:
+                    state = torch.zeros(2, n, self.width).cpu()
+                else:
+                    state = feats.new_zeros(2, n, self.width)
+                if feats.device.type == "cuda":
+                    state = state + 1
+                else:
+                    state = state + torch.ones(n)
+                return self.cell(feats, state.cpu())
+        '''
+    lines = [(f.line, f.code) for f in engine.Checker((2, 13), "cuda").check_source(textwrap.dedent(flagged))]
+    assert (7, "PTT016") in lines  # the CUDA branch
+    assert (9, "PTT016") in lines and (9, "PTT015") in lines  # an elif: maybe MPS
+    assert (15, "PTT016") in lines  # the else of device.type == "cuda": maybe MPS
+    assert (16, "PTT015") in lines
+    # an early exit in another branch's body does not run before the else
+    other = _NO_CUDA_BRANCH.replace(
+        "            if torch.cuda.is_available():\n                return self.fused(feats)\n",
+        "            if self.fast:\n                if torch.cuda.is_available():\n"
+        "                    return self.fused(feats)\n            else:\n"
+        "                feats = feats + torch.zeros(feats.size(0), 4)\n")
+    assert "PTT016" in codes(other)

@@ -547,7 +547,10 @@ class Net(torch.nn.Module):
               "Not a .cpu() on a branch that parks tensors on the host on purpose (its test names a "
               "cpu, offload or cache: if self.cpu_cache:, if emb_cache is not None:), nor a .cuda() "
               "in a class that wraps its network in nn.DataParallel (CUDA only: moving the input is "
-              "its job).",
+              "its job). Not a .cpu() on a path taken only where the CPU is the device (the else of "
+              "if torch.cuda.is_available():, the body of if not torch.cuda.is_available(): or of "
+              "if x.device.type == 'cpu':, or after an earlier if torch.cuda.is_available(): that "
+              "returns): the CPU is the input's device there.",
     ),
     Rule(
         "PTT016", "tip_module_conventions", "tensor created in forward without device=",
@@ -594,7 +597,12 @@ class Net(torch.nn.Module):
               "whose modules are data transforms run on the CPU (a forward in it calls .numpy() on its "
               "input, its first argument, with no .cpu() on the way, which only a CPU tensor allows), "
               "nor one built in the branch of an if that tests a cache and stores the result in a "
-              "self attribute named for a cache (self.cached_bias = b): once per miss, not per call.",
+              "self attribute named for a cache (self.cached_bias = b): once per miss, not per call. "
+              "Not a factory on a path taken only where the CPU is the device (the else of if "
+              "torch.cuda.is_available():, the body of if not torch.cuda.is_available(): or of if "
+              "x.device.type == 'cpu':, or after an earlier if torch.cuda.is_available(): that "
+              "returns): the CPU is the input's device there; an elif after the CUDA test, or the "
+              "else of x.device.type == 'cuda', may be MPS and is still read.",
         unlike_tip="The tip's model moves its factory to the GPU at once (torch.ones(16).cuda()), "
                    "which is PTT015's finding; the rule flags factories left on the default device.",
     ),
@@ -772,7 +780,8 @@ for inputs, target in loader:
         scope="Only the batch variables of a loop over a DataLoader built with pin_memory in the same "
               "file (from pageable memory the copy is staged either way); one finding per statement; "
               "not a copy on a branch where the device cannot be CUDA (the else of "
-              "if torch.cuda.is_available():, if device == 'cpu':), nor one followed in the loop's body, "
+              "if torch.cuda.is_available():, if device == 'cpu':, or after an earlier "
+              "if torch.cuda.is_available(): that leaves), nor one followed in the loop's body, "
               "with no work between but casts and reshapes, by an if that reads the device to decide "
               "(if not mask.any(): continue): the host waits for the copies there anyway. A part of "
               "the batch taken in a comprehension ([x.to(device) for x in batch]) is the batch's. Not "

@@ -2198,10 +2198,10 @@ class DeviceInForward(RuleVisitor):
         elif method == "cuda":
             if not self._data_parallel():
                 self.flag(node)
-        elif id(node) not in self.leaving and not self.facts.uses_rpc and not self._cpu_meant():
+        elif id(node) not in self.leaving and not self.facts.uses_rpc and not self._cpu_meant(node):
             self.flag(node)
 
-    def _cpu_meant(self) -> bool:
+    def _fallback(self) -> bool:
         """In an ``except`` handler or a branch for a device that lacks operators: a fallback to
         the CPU when the operator fails or is missing on the input's device."""
         for n in reversed(self.where.stack):
@@ -2211,6 +2211,11 @@ class DeviceInForward(RuleVisitor):
                     self._fallback_test(n.test) or _offload_test(n.test))):
                 return True
         return False
+
+    def _cpu_meant(self, node: cst.Call) -> bool:
+        """A fallback (above), or a path taken only on the CPU (the else of
+        ``torch.cuda.is_available()``), where the CPU is the input's device."""
+        return self._fallback() or _off_cuda(self, node, cpu=True)
 
     def _data_parallel(self) -> bool:
         """The class wraps its network in ``nn.DataParallel``, which runs on CUDA only: moving
@@ -2447,6 +2452,8 @@ class FactoryWithoutDevice(RuleVisitor):
             return
         if _cache_refill(self.where.stack, node):
             return  # built on a cache miss and kept on the module: once, not per call
+        if _off_cuda(self, node, cpu=True):
+            return  # a branch taken only on the CPU (else of torch.cuda.is_available()): the input's device
         if name in RANDOM_DRAWS and _one_number(node, name):
             if id(node) in self.host:
                 return  # one random number read on the host at once (torch.rand(1) < p, int(...))
@@ -3820,7 +3827,6 @@ class BlockingCopyInLoader(RuleVisitor):
     def reset(self) -> None:
         self.done: set[int] = set()
         self.statement: cst.CSTNode | None = None
-        self.no_cuda: set[int] = set()  # calls on a branch where the device cannot be CUDA
         self.comps: list[tuple[set[str], str | None]] = []  # comprehensions: (targets, iterated name)
         self.rebuilt: set[tuple[int, str]] = set()  # (id(loop), batch name made a new tensor in it)
 
@@ -3869,14 +3875,6 @@ class BlockingCopyInLoader(RuleVisitor):
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self.statement = node
 
-    def visit_If(self, node: cst.If) -> None:
-        # the else of ``if torch.cuda.is_available():``, the body of ``if device == "cpu":``: no
-        # copy reaches a GPU there (the CUDA branch beside it is the one to judge)
-        cuda = _cuda_test(self, node.test)
-        branch = node.orelse if cuda else node.body if cuda is False else None
-        if branch is not None:
-            self.no_cuda.update(id(n) for n in walk(branch) if isinstance(n, cst.Call))
-
     def visit_Call(self, node: cst.Call) -> None:
         method = _method(node)
         if method not in ("to", "cuda"):
@@ -3895,7 +3893,7 @@ class BlockingCopyInLoader(RuleVisitor):
         if (id(loop), receiver.value) in self.rebuilt:
             return
         if self.get_specific_arg(node, "non_blocking", 1 if method == "cuda" else 2) is not None \
-                or id(node) in self.no_cuda or self._decided_at_once(loop):
+                or _off_cuda(self, node) or self._decided_at_once(loop):
             return
         args = _positional(node)
         if method == "to" and (not args or (isinstance(args[0].value, cst.SimpleString)
@@ -3929,13 +3927,14 @@ _NO_WORK = frozenset({"to", "cuda", "float", "half", "double", "long", "int", "b
                       "permute", "unsqueeze", "squeeze", "contiguous", "flatten", "transpose"})
 
 
-def _cuda_test(visitor: RuleVisitor, test: cst.BaseExpression) -> bool | None:
+def _cuda_test(visitor: RuleVisitor, test: cst.BaseExpression, cpu: bool = False) -> bool | None:
     """What a test says of the device: True where its body may run on CUDA and its else cannot
     (``torch.cuda.is_available()``, ``device != "cpu"``, ``x.device.type == "cuda"``), False
     where its body cannot (``not torch.cuda.is_available()``, ``device == "cpu"``); None when
-    it says neither (``device == "cuda"`` leaves "cuda:1" to the else)."""
+    it says neither (``device == "cuda"`` leaves "cuda:1" to the else). With ``cpu``, only a
+    test whose other side is the CPU (not ``x.device.type == "cuda"``, whose else may be MPS)."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inner = _cuda_test(visitor, test.expression)
+        inner = _cuda_test(visitor, test.expression, cpu)
         return None if inner is None else not inner
     if isinstance(test, cst.Call):
         return True if visitor.qname(test) == "torch.cuda.is_available" and not test.args else None
@@ -3949,11 +3948,38 @@ def _cuda_test(visitor: RuleVisitor, test: cst.BaseExpression) -> bool | None:
     word = right.evaluated_value if isinstance(right.evaluated_value, str) else None
     if word == "cpu":
         said = False  # the body runs on the CPU
-    elif word == "cuda" and isinstance(left, cst.Attribute) and left.attr.value == "type":
+    elif word == "cuda" and isinstance(left, cst.Attribute) and left.attr.value == "type" and not cpu:
         said = True  # x.device.type == "cuda": its else is not CUDA
     else:
         return None
     return said if isinstance(op, cst.Equal) else not said
+
+
+def _off_cuda(visitor: RuleVisitor, node: cst.CSTNode, cpu: bool = False) -> bool:
+    """The node is reached only where the device is not CUDA (with ``cpu``: only where it is the
+    CPU): in the else of ``if torch.cuda.is_available():`` (a plain ``else``, not an ``elif``
+    that may test for MPS, where ``cpu`` is asked), in the body of ``if not
+    torch.cuda.is_available():`` or ``if device == "cpu":``, or after an earlier ``if`` of its
+    path that tests for CUDA and leaves (``if torch.cuda.is_available(): return ...``, the
+    early exit PTT027 reads too)."""
+    stack = visitor.where.stack
+    for i in range(len(stack) - 1, -1, -1):
+        outer = stack[i]
+        if isinstance(outer, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            break
+        if not isinstance(outer, cst.If):
+            continue
+        said = _cuda_test(visitor, outer.test, cpu)
+        if said is None:
+            continue
+        inner = stack[i + 1] if i + 1 < len(stack) else node
+        branch = outer.orelse if said else outer.body
+        if branch is None or (said and cpu and isinstance(branch, cst.If)):
+            continue
+        if inner is branch or any(n is inner for n in walk(branch)):
+            return True
+    return any(isinstance(stmt, cst.If) and _cuda_test(visitor, stmt.test, cpu) and _exits(stmt.body)
+               for stmt in _statements_before(visitor.where, node))
 
 
 def _has_mod(node: cst.CSTNode) -> bool:
@@ -4542,14 +4568,15 @@ def _after_device_exit(where: Tracker, node: cst.CSTNode) -> bool:
 
 def _statements_before(where: Tracker, node: cst.CSTNode):
     """The statements that run before ``node`` on its path, in its function: those of each
-    enclosing block before the one that holds it, innermost block first."""
+    enclosing block before the one that holds it, innermost block first (none of a body that
+    does not hold it: for a node in the ``else`` of an ``if``, its body does not run before)."""
     for outer in reversed(where.stack):
         body = getattr(outer, "body", None)
         stmts = body.body if isinstance(body, cst.IndentedBlock) else []
-        for stmt in stmts:
-            if any(n is node for n in walk(stmt)):
+        for i, stmt in enumerate(stmts):
+            if any(n is node for n in [stmt, *walk(stmt)]):
+                yield from stmts[:i]
                 break
-            yield stmt
         if isinstance(outer, (cst.FunctionDef, cst.ClassDef)):
             break
 
