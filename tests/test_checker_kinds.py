@@ -3336,3 +3336,34 @@ def test_device_rules_are_silent_on_a_branch_taken_only_without_cuda():
         "                    return self.fused(feats)\n            else:\n"
         "                feats = feats + torch.zeros(feats.size(0), 4)\n")
     assert "PTT016" in codes(other)
+
+
+_LOSS_ON_CPU = '''
+    import torch
+    def train(model, loader, opt, log):
+        device = torch.device("cuda")
+        loss_device = torch.device("cpu")
+        for batch in loader:
+            embeds = model(batch.to(device))
+            embeds_host = embeds.view(4, 8, -1).to(loss_device)
+            loss, acc = model.loss(embeds_host, margin=0.5)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            log(loss.item(), acc)
+'''
+
+
+def test_ptt011_is_silent_on_a_loss_computed_on_a_cpu_device():
+    """A loss computed (by design) from tensors moved to a device bound to the CPU is a host
+    value: its .item() waits for no GPU. The same loop with the loss on the GPU, a loss device
+    that is not the CPU, or a loss that another argument (a GPU tensor) enters, is reported."""
+    assert "PTT011" not in codes(_LOSS_ON_CPU)
+    assert "PTT011" not in codes(_LOSS_ON_CPU.replace(".to(loss_device)", ".cpu().float()"))
+    assert "PTT011" in codes(_LOSS_ON_CPU.replace('torch.device("cpu")', 'torch.device("cuda:1")'))
+    assert "PTT011" in codes(_LOSS_ON_CPU.replace("(embeds_host, margin=0.5)", "(embeds_host, embeds)"))
+    assert "PTT011" in codes(_LOSS_ON_CPU.replace("(embeds_host, margin=0.5)", "(embeds)"))
+    # a name also bound to a value computed otherwise is not known to be on the CPU
+    assert "PTT011" in codes(_LOSS_ON_CPU.replace("            opt.zero_grad()\n",
+                                                  "            loss = loss + model.reg(embeds)\n"
+                                                  "            opt.zero_grad()\n"))

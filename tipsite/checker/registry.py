@@ -403,7 +403,11 @@ print(total.item())
               "math.isfinite(loss.item()), or a tensor tested as a bool in the loop: if torch.isnan(loss):, "
               "if not mask.any():), where one more read costs nothing. Reads are .item(), .tolist() "
               "and .numpy(), and float(loss) of a name the loop itself calls backward() on: a bare "
-              ".cpu() also moves modules (for RPC, for saving).",
+              ".cpu() also moves modules (for RPC, for saving). Not a read of a name that the function "
+              "only ever binds to a value on the CPU: moved to a device bound to the CPU (loss_device = "
+              "torch.device('cpu'); e = embeds.to(loss_device), or .cpu()), or computed by a call whose "
+              "arguments are all such names or constants (loss = model.loss(e)): a host value, whose "
+              "read waits for no GPU.",
         unlike_tip="The tip sweeps the log spacing (a read under `if step % every == 0`); the rule flags "
                    "only reads on every step, where the tip measured the cost.",
     ),

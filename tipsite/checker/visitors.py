@@ -3747,6 +3747,7 @@ class HostReadInLoop(RuleVisitor):
     def reset(self) -> None:
         self.loops: dict[int, bool] = {}  # id(loop) -> a training step that does not already wait
         self.hooks: dict[int, bool] = {}  # id(hook method) -> it does not already read to decide
+        self.cpu_values: dict[int, frozenset[str]] = {}  # id(function) -> names bound to CPU values only
 
     def _loop(self, loop: cst.CSTNode) -> bool:
         known = self.loops.get(id(loop))
@@ -3770,9 +3771,24 @@ class HostReadInLoop(RuleVisitor):
         if loop is None or self.where.gated_in(loop) or self.where.grad_free(self):
             return  # (an evaluation inside the loop, under no_grad: its results are for the host)
         if self._loop(loop):
-            self.flag(node)
+            if not self._read_on_cpu(node):
+                self.flag(node)
         elif not self.where.gated_in(loop):
             self._hook(node)
+
+    def _read_on_cpu(self, node: cst.Call) -> bool:
+        """The read is of a name that the function only ever binds to a value on a CPU device:
+        moved to it (``x.to(cpu_device)`` with ``cpu_device = torch.device("cpu")``, ``.cpu()``),
+        or computed by a call whose tensor arguments all are such names (``loss, acc =
+        model.loss(embeds_cpu)``): the value is the host's, and reading it waits for no GPU."""
+        receiver = node.func.value
+        func = self.where.function()
+        if not isinstance(receiver, cst.Name) or func is None:
+            return False
+        known = self.cpu_values.get(id(func))
+        if known is None:
+            known = self.cpu_values[id(func)] = _cpu_values(func)
+        return receiver.value in known
 
     def _float_of_loss(self, node: cst.Call) -> bool:
         """``float(loss)`` in a loop that calls ``loss.backward()`` itself: the same read as
@@ -3805,6 +3821,75 @@ class HostReadInLoop(RuleVisitor):
             known = self.hooks[id(func)] = not _decides(func)
         if known:
             self.flag(node)
+
+
+def _cpu_device(node: cst.BaseExpression, devices: set[str]) -> bool:
+    """``"cpu"``, ``torch.device("cpu")``, or a name bound to one of them."""
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value == "cpu"
+    if isinstance(node, cst.Name):
+        return node.value in devices
+    return (isinstance(node, cst.Call) and get_full_name_for_node(node.func) in ("torch.device", "device")
+            and len(node.args) == 1 and _cpu_device(node.args[0].value, devices))
+
+
+def _cpu_values(func: cst.FunctionDef) -> frozenset[str]:
+    """The local names that ``func`` binds only to values on a literal CPU device: moved there
+    (``e.view(n, -1).to(cpu_dev)``, ``x.cpu()``, then casts and reshapes), or computed by a
+    call whose arguments are all such names or constants, one at least (``model.loss(e_cpu)``).
+    Any other binding of a name (a loop target, ``+=``, a value computed otherwise) drops it."""
+    text_has_cpu = any(isinstance(n, cst.SimpleString) and "cpu" in n.value for n in walk(func.body)) or any(
+        type(n) is cst.Attribute and n.attr.value == "cpu" for n in walk(func.body))
+    if not text_has_cpu:
+        return frozenset()
+    devices: set[str] = set()
+    binds: dict[str, list[cst.BaseExpression | None]] = {}
+    for n in walk(func.body):
+        if type(n) is cst.Assign:
+            for t in n.targets:
+                for name in target_names(t.target):
+                    binds.setdefault(name, []).append(n.value)
+                if isinstance(t.target, cst.Name) and _cpu_device(n.value, devices):
+                    devices.add(t.target.value)
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign)):
+            for name in target_names(n.target):
+                binds.setdefault(name, []).append(None)
+        elif isinstance(n, (cst.For, cst.CompFor)):
+            for name in target_names(n.target):
+                binds.setdefault(name, []).append(None)
+        elif isinstance(n, cst.WithItem) and n.asname is not None:
+            for name in target_names(n.asname.name):
+                binds.setdefault(name, []).append(None)
+    cpu: set[str] = set()
+
+    def on_cpu(value: cst.BaseExpression) -> bool:
+        while isinstance(value, cst.Call) and _method(value) in _NO_WORK - {"to", "cuda"}:
+            value = value.func.value
+        if not isinstance(value, cst.Call):
+            return False
+        method = _method(value)
+        if method == "cpu" and not value.args:
+            return True
+        if method == "to":
+            args = _positional(value) or [a for a in value.args if a.keyword and a.keyword.value == "device"]
+            return bool(args) and _cpu_device(args[0].value, devices)
+        seen = False
+        for a in value.args:
+            if isinstance(a.value, cst.Name) and a.value.value in cpu:
+                seen = True
+            elif not (isinstance(a.value, (cst.Integer, cst.Float, cst.SimpleString)) or (
+                    isinstance(a.value, cst.Name) and a.value.value in ("None", "True", "False"))):
+                return False
+        return seen
+
+    changed = True
+    while changed:
+        changed = False
+        for name, values in binds.items():
+            if name not in cpu and name not in devices and all(v is not None and on_cpu(v) for v in values):
+                cpu.add(name)
+                changed = True
+    return frozenset(cpu)
 
 
 def _loader_iter(node: cst.BaseExpression, facts: Facts) -> str | None:
