@@ -3367,3 +3367,29 @@ def test_ptt011_is_silent_on_a_loss_computed_on_a_cpu_device():
     assert "PTT011" in codes(_LOSS_ON_CPU.replace("            opt.zero_grad()\n",
                                                   "            loss = loss + model.reg(embeds)\n"
                                                   "            opt.zero_grad()\n"))
+
+
+_COLUMN_SCATTER = '''
+    import torch
+    def ranks(scores):
+        order = torch.argsort(scores, dim=0)
+        steps = torch.arange(scores.shape[0], dtype=scores.dtype)
+        out = torch.empty_like(scores)
+        for c in range(out.shape[1]):
+            out[order[:, c], c] = steps
+        return out
+'''
+
+
+def test_ptt033_leaves_a_loop_whose_writes_scatter_a_whole_column_alone():
+    """A loop over a tensor's columns whose body writes a whole column with one vectorised
+    index assignment (an index tensor over the other dimension) writes no single element per
+    iteration: silent. A write of one element per iteration, even beside an index tensor read
+    on the right, or through a per-row scalar index (t[i, idx[i]]), is still reported."""
+    assert "PTT033" not in codes(_COLUMN_SCATTER)
+    named = _COLUMN_SCATTER.replace("out[order[:, c], c]", "perm = torch.randperm(out.shape[0])\n"
+                                    "            out[perm, c]")
+    assert "PTT033" not in codes(named)
+    assert "PTT033" in codes(_COLUMN_SCATTER.replace("out[order[:, c], c] = steps", "out[0, c] = steps[order[:, c]].sum()"))
+    assert "PTT033" in codes(_COLUMN_SCATTER.replace("out[order[:, c], c]", "out[order[0, c], c]"))
+    assert "PTT033" in codes(_COLUMN_SCATTER.replace("out[order[:, c], c]", "out[c, order[c]]"))

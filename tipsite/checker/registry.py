@@ -1108,7 +1108,11 @@ max_x = torch.max(x, dim=1).values
               "len(t) of a tensor made in the file); not len() of a list of per-channel constants "
               "(range(len(mean))) nor x.shape[dim] of a dimension chosen at run time: a few "
               "channels, each one whole-slice op; nor a loop under an if that finds the written "
-              "name is of another type (isinstance(x, list)): there it is no tensor.",
+              "name is of another type (isinstance(x, list)): there it is no tensor; nor a loop whose "
+              "writes also index another dimension with an index tensor (out[order[:, j], j] = v, "
+              "out[perm, j] = v): each iteration scatters a whole row or column in one vectorised "
+              "assignment, no single element. A plain slice (out[i, :] = ...) is still read: a "
+              "row copied per iteration over thousands of rows.",
     ),
     Rule(
         "PTT034", "tip_anomaly_detection_off", "anomaly detection left on",

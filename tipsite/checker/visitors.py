@@ -4307,16 +4307,30 @@ def _fixed_dim(value: cst.BaseExpression) -> bool:
 
 def _writes_element(node: cst.CSTNode, var: str, tensors: set[str]) -> bool:
     """Whether the loop writes ``t[var] = ...`` into a tensor: a name every binding of which in
-    the file is a torch call (not a list, a NumPy array or an unknown value)."""
+    the file is a torch call (not a list, a NumPy array or an unknown value). Not a write that
+    also indexes another dimension with an index tensor (``t[order[:, j], j] = v``, ``t[perm,
+    j] = v``): each iteration scatters a whole row or column in one vectorised assignment."""
     for n in walk(node):
         if isinstance(n, cst.Assign):
             for t in n.targets:
                 if (isinstance(t.target, cst.Subscript) and isinstance(t.target.value, cst.Name)
                         and t.target.value.value in tensors and any(
                         isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name)
-                        and e.slice.value.value == var for e in t.target.slice)):
+                        and e.slice.value.value == var for e in t.target.slice)
+                        and not any(_index_tensor(e.slice, var, tensors) for e in t.target.slice)):
                     return True
     return False
+
+
+def _index_tensor(part: cst.BaseSlice, var: str, tensors: set[str]) -> bool:
+    """An index that selects many entries of its dimension by a tensor: a slice taken of one
+    (``order[:, j]``), or a name every binding of which is a torch call (``perm``)."""
+    if not isinstance(part, cst.Index):
+        return False
+    value = part.value
+    if isinstance(value, cst.Name):
+        return value.value != var and value.value in tensors
+    return isinstance(value, cst.Subscript) and any(isinstance(e.slice, cst.Slice) for e in value.slice)
 
 
 class RetryOnAnyRuntimeError(RuleVisitor):
