@@ -3393,3 +3393,60 @@ def test_ptt033_leaves_a_loop_whose_writes_scatter_a_whole_column_alone():
     assert "PTT033" in codes(_COLUMN_SCATTER.replace("out[order[:, c], c] = steps", "out[0, c] = steps[order[:, c]].sum()"))
     assert "PTT033" in codes(_COLUMN_SCATTER.replace("out[order[:, c], c]", "out[order[0, c], c]"))
     assert "PTT033" in codes(_COLUMN_SCATTER.replace("out[order[:, c], c]", "out[c, order[c]]"))
+
+
+_COLLATED = '''
+    import torch
+    from torch.utils.data import DataLoader
+    def gather(items, vocab, device="cuda"):
+        feats = [torch.from_numpy(x["audio"]).to("cuda") for x in items]
+        return {"feats": torch.nn.utils.rnn.pad_sequence(feats), "ids": [x["id"] for x in items]}
+    def keep(items):
+        """The samples as they are: paths and annotations."""
+        return items
+    def build(data, vocab, model):
+        loader = DataLoader(data, batch_size=8, num_workers=2, collate_fn=lambda b: gather(b, vocab))
+        for batch in loader:
+            model(batch["feats"].cuda())
+'''
+
+
+def test_ptt021_leaves_a_loader_whose_collate_moves_to_cuda_or_returns_the_batch():
+    """A collate_fn of the file that puts its tensors on CUDA (pin_memory=True would raise on
+    them), or one that returns the batch as it is (no tensor stacked: paths, annotations), in
+    a lambda, by name or through functools.partial: silent. A collate that stacks on the CPU,
+    or one not defined in the file, is still reported."""
+    assert "PTT021" not in codes(_COLLATED)
+    assert "PTT021" not in codes(_COLLATED.replace("collate_fn=lambda b: gather(b, vocab)",
+                                                   "collate_fn=functools.partial(gather, vocab=vocab)")
+                                 .replace("import torch\n", "import functools\n    import torch\n", 1))
+    assert "PTT021" not in codes(_COLLATED.replace("lambda b: gather(b, vocab)", "keep"))
+    assert "PTT021" not in codes(_COLLATED.replace("lambda b: gather(b, vocab)", "lambda b: b"))
+    assert "PTT021" in codes(_COLLATED.replace('.to("cuda")', ""))
+    assert "PTT021" in codes(_COLLATED.replace("lambda b: gather(b, vocab)", "lambda b: pad_batch(b, vocab)"))
+    assert "PTT021" in codes(_COLLATED.replace("        return items\n", "        return torch.stack(items)\n")
+                             .replace("lambda b: gather(b, vocab)", "keep"))
+
+
+_PREPARED = '''
+    import torch
+    from accelerate import Accelerator
+    from torch.utils.data import DataLoader
+    class Trainer:
+        def __init__(self, model, data, accelerator):
+            self.loader = DataLoader(data, batch_size=8, num_workers=2)
+            self.model, self.loader = accelerator.prepare(model, self.loader)
+            self.eval_loader = DataLoader(data, batch_size=8)
+        def fit(self):
+            for batch in self.loader:
+                self.model(batch).loss.backward()
+'''
+
+
+def test_ptt021_leaves_a_loader_bound_to_self_and_handed_to_prepare_alone():
+    """``self.loader = DataLoader(...)`` later passed to accelerate's prepare(): accelerate copies
+    its batches, the rule's scope excludes it, as for a local name. A self loader not prepared
+    is still reported."""
+    found = [(f.line, f.code) for f in engine.Checker((2, 13), "cuda").check_source(textwrap.dedent(_PREPARED))]
+    assert (7, "PTT021") not in found
+    assert (9, "PTT021") in found

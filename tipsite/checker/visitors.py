@@ -136,6 +136,10 @@ class Facts:
     accelerate_copies: bool = False
     prepared_loaders: set[str] = field(default_factory=set)
     peeked_loaders: set[str] = field(default_factory=set)
+    # PTT021: functions of the file a DataLoader takes as collate_fn (named, in a lambda, in
+    # functools.partial) that put tensors on CUDA themselves, or that return the batch as it is
+    cuda_collates: set[str] = field(default_factory=set)
+    identity_collates: set[str] = field(default_factory=set)
     step_functions: set[str] = field(default_factory=set)  # training-step functions called in a loop here
     hook_methods: set[str] = field(default_factory=set)  # after_step... methods of hook classes here
     large_models: bool = False  # PTT003: the file shards or big-model-loads its models, or builds LLMs
@@ -4500,10 +4504,15 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
     def reset(self) -> None:
         self.bound: dict[int, str] = {}  # id(DataLoader call) -> the name it is bound to
         self.prepared: set[int] = set()  # id(DataLoader call) built inside a prepare(...) call
+        self.attr_bound: dict[int, str] = {}  # id(DataLoader call) -> the self attribute it is bound to
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             self.bound[id(node.value)] = node.targets[0].target.value
+        elif len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Attribute) \
+                and get_full_name_for_node(node.targets[0].target.value) == "self":
+            # self.loader = DataLoader(...): the engine knows it by its attribute's name
+            self.attr_bound[id(node.value)] = node.targets[0].target.attr.value
 
     def visit_Call(self, node: cst.Call) -> None:
         if _method(node) in ("prepare", "prepare_data_loader") and self.facts.accelerate_copies:
@@ -4514,8 +4523,11 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
         name = self.bound.get(id(node))
         if name in self.facts.numpy_loaders:
             return  # its batches go to NumPy (an ONNX runtime) and torch never moves them
-        if name in self.facts.prepared_loaders or (id(node) in self.prepared and self.facts.accelerate_copies):
+        if (name or self.attr_bound.get(id(node))) in self.facts.prepared_loaders or (
+                id(node) in self.prepared and self.facts.accelerate_copies):
             return  # accelerate's prepared loader copies the batches itself (blocking)
+        if self._collate_leaves_nothing_to_pin(node):
+            return
         if name in self.facts.peeked_loaders:
             return  # one batch read once (next(iter(loader))): one copy, nothing to overlap
         arg = self.get_specific_arg(node, "pin_memory", 7)
@@ -4523,6 +4535,26 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
         if (arg is None and not self._over_tensors(node) and not self._over_indices(node)
                 and name not in self.facts.idle_loaders):
             self.flag(node)
+
+    def _collate_leaves_nothing_to_pin(self, node: cst.Call) -> bool:
+        """The loader's ``collate_fn`` is a function of this file (named, in a lambda, or in
+        ``functools.partial``) that puts tensors on CUDA itself (``.to("cuda")``, ``.cuda()``:
+        pin_memory=True raises on a CUDA batch), or one that returns the batch as it is (``def
+        collate(batch): return batch``, ``lambda b: b``): no tensor is stacked, and what the
+        samples hold (paths, annotations) the rule cannot see."""
+        arg = self.get_specific_arg(node, "collate_fn", 6)
+        value = arg.value if arg is not None else None
+        if isinstance(value, cst.Lambda):
+            params = value.params.params
+            if len(params) == 1 and isinstance(value.body, cst.Name) and value.body.value == params[0].name.value:
+                return True
+            called = {n.func.value for n in [value.body, *walk(value.body)]
+                      if type(n) is cst.Call and isinstance(n.func, cst.Name)}
+            return bool(called & self.facts.cuda_collates)
+        if isinstance(value, cst.Call) and self.qname(value) == "functools.partial" and value.args:
+            value = value.args[0].value
+        name = value.value if isinstance(value, cst.Name) else None
+        return name in self.facts.cuda_collates or name in self.facts.identity_collates
 
     def _over_indices(self, node: cst.Call) -> bool:
         """A loader over ``range(n)`` or an index tensor (``torch.arange``, ``torch.randperm``)
