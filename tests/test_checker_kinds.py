@@ -3450,3 +3450,27 @@ def test_ptt021_leaves_a_loader_bound_to_self_and_handed_to_prepare_alone():
     found = [(f.line, f.code) for f in engine.Checker((2, 13), "cuda").check_source(textwrap.dedent(_PREPARED))]
     assert (7, "PTT021") not in found
     assert (9, "PTT021") in found
+
+
+_STEM_BUILDER = '''
+    from torch import nn
+    from vision.nn import ConvLayer, ResBlock, OpSequential
+    class Backbone(nn.Module):
+        def __init__(self, widths, depth):
+            super().__init__()
+            self.stem = [ConvLayer(3, widths[0], stride=2)]
+            for _ in range(depth):
+                self.stem.append(ResBlock(widths[0]))
+            self.stem = OpSequential(self.stem)
+            self.head = nn.Linear(widths[-1], 10)
+'''
+
+
+def test_ptt008_leaves_a_list_that_a_later_line_of_init_wraps():
+    """A plain list bound to self and later rebound, in the same __init__, to a call that takes it
+    (self.stem = OpSequential(self.stem)): a builder, whose layers the call registers. A list
+    wrapped only into another attribute, or not at all, is still reported."""
+    assert "PTT008" not in codes(_STEM_BUILDER)
+    assert "PTT008" in codes(_STEM_BUILDER.replace("self.stem = OpSequential(self.stem)",
+                                                   "self.body = OpSequential(self.stem)"))
+    assert "PTT008" in codes(_STEM_BUILDER.replace("self.stem = OpSequential(self.stem)", "self.size = len(self.stem)"))

@@ -325,7 +325,10 @@ class Net(nn.Module):
               "ParameterList cannot hold. Not a list whose modules the class registers another way: "
               "it hands the list to a torch.nn container (nn.Sequential(*self.layers)) or adds its "
               "items with add_module/register_module in a loop over it (a ModuleList too would "
-              "register them twice, under new state_dict keys).",
+              "register them twice, under new state_dict keys). Not a list that a later statement of "
+              "the same __init__ rebinds to a call taking it (self.stem = OpSequential(self.stem)): "
+              "the list was a builder, and the call (a container of the project's) makes what the "
+              "module keeps.",
     ),
     Rule(
         "PTT009", "tip_module_list", "nn.ModuleList of Parameters",

@@ -1747,9 +1747,29 @@ class PlainListOfModules(RuleVisitor):
             # a class of torch.nn (a layer, a Parameter), not a helper function of it (_pair,
             # init.*, functional.*), whose result is a tuple or a tensor, not a module
             if last[:1].isupper() and (name.startswith("torch.nn.") or last == "Parameter" or "nn." in name):
-                if not self._registered_elsewhere(node.targets[0].target.attr.value):
+                attr = node.targets[0].target.attr.value
+                if not self._registered_elsewhere(attr) and not self._wrapped_later(node, attr):
                     self.flag(node)
                 return
+
+    def _wrapped_later(self, node: cst.Assign, attr: str) -> bool:
+        """A later statement of the same ``__init__`` rebinds ``self.<attr>`` to a call that
+        takes the list (``self.stem = OpSequential(self.stem)``): the list was a builder, and
+        what the module keeps is what the call makes of it (a container of the project's)."""
+        func = self.where.function()
+        body = func.body.body if func is not None and isinstance(func.body, cst.IndentedBlock) else ()
+        own = f"self.{attr}"
+        seen = False
+        for stmt in body:
+            if not seen:
+                seen = any(n is node for n in walk(stmt))
+                continue
+            for n in walk(stmt):
+                if (type(n) is cst.Assign and isinstance(n.value, cst.Call)
+                        and any(get_full_name_for_node(t.target) == own for t in n.targets)
+                        and any(get_full_name_for_node(a.value) == own for a in n.value.args)):
+                    return True
+        return False
 
     def _registered_elsewhere(self, attr: str) -> bool:
         """The class hands the list (``self.<attr>``) to a torch.nn container
