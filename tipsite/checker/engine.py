@@ -264,6 +264,40 @@ def _last_name(func: ast.expr) -> str | None:
     return None
 
 
+def _places_on_cuda(func: ast.AST) -> bool:
+    """PTT021: a function (not the functions nested in it) that puts a tensor on CUDA by name:
+    ``.cuda()``, ``.to("cuda")``, ``device="cuda"`` (or ``"cuda:0"``)."""
+    for n in _walk_own(func):
+        if not isinstance(n, ast.Call):
+            continue
+        if isinstance(n.func, ast.Attribute) and n.func.attr == "cuda":
+            return True
+        to = isinstance(n.func, ast.Attribute) and n.func.attr == "to"
+        for v in [*(n.args[:1] if to else []), *(k.value for k in n.keywords if k.arg == "device")]:
+            if isinstance(v, ast.Constant) and isinstance(v.value, str) and re.fullmatch(r"cuda(:\d+)?", v.value):
+                return True
+    return False
+
+
+def _walk_own(func: ast.AST):
+    """The nodes of a function's body, not entering the functions, lambdas and classes in it."""
+    stack = list(getattr(func, "body", []))
+    while stack:
+        n = stack.pop()
+        yield n
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(n))
+
+
+def _returns_its_argument(func: ast.AST) -> bool:
+    """PTT021: ``def collate(batch): return batch`` (a docstring aside)."""
+    args = func.args
+    body = [s for s in func.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    return (len(args.args) == 1 and not args.vararg and not args.kwonlyargs and len(body) == 1
+            and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Name)
+            and body[0].value.id == args.args[0].arg)
+
+
 def _dotted(node: ast.expr) -> str | None:
     parts = []
     while isinstance(node, ast.Attribute):
@@ -311,6 +345,7 @@ class _Scan:
         self.prepared: set[str] = set()  # PTT021: names passed to a prepare() call (accelerate)
         self.accelerate_non_blocking = False  # DataLoaderConfiguration(non_blocking=True)
         self.peeks: dict[str, int] = {}  # PTT021: name -> next(iter(name)) outside loops
+        self.collate_refs: set[str] = set()  # PTT021: functions named in a DataLoader's collate_fn
         self.formatted: list[tuple[ast.AST, ast.AST]] = []  # (loop, piece) of text formatted in a loop
         self.backward_loops: set[int] = set()  # loops whose body (or a closure in it) calls backward()
         # torch.no_grad / torch.inference_mode named in a function's body: (node, the functions around it)
@@ -510,6 +545,16 @@ class _Scan:
         name = _last_name(node.func)
         if name is None:
             return
+        if name == "DataLoader":  # PTT021: the functions its collate_fn names
+            collate = next((k.value for k in node.keywords if k.arg == "collate_fn"),
+                           node.args[6] if len(node.args) > 6 else None)
+            if isinstance(collate, ast.Call) and _last_name(collate.func) == "partial" and collate.args:
+                collate = collate.args[0]
+            if isinstance(collate, ast.Lambda):
+                self.collate_refs |= {n.func.id for n in ast.walk(collate.body)
+                                      if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+            elif isinstance(collate, ast.Name):
+                self.collate_refs.add(collate.id)
         if self.grad_text:  # PTT013: who calls each function of a file that names no_grad
             func = self._function(stack)
             self.callers.setdefault(name, set()).add(func.name if func is not None else None)
@@ -681,6 +726,16 @@ class _Scan:
         self.facts.idle_loaders = {n for n, k in idle.items() if k > 0 and len(re.findall(
             rf"\b{re.escape(n)}\b", self.text)) == k + binds.count(n)}
         f = self.facts
+        if self.collate_refs:
+            defs: dict[str, list[ast.AST]] = {}
+            for func in self.functions:
+                if func.name in self.collate_refs:
+                    defs.setdefault(func.name, []).append(func)
+            for name, funcs in defs.items():
+                if any(_places_on_cuda(func) for func in funcs):
+                    f.cuda_collates.add(name)
+                elif all(_returns_its_argument(func) for func in funcs):
+                    f.identity_collates.add(name)
         f.accelerate_copies = not self.accelerate_non_blocking and any(
             v == "accelerate" or v.startswith("accelerate.") for v in f.aliases.values())
         if f.accelerate_copies:

@@ -345,7 +345,10 @@ class Net(nn.Module):
               "ParameterList cannot hold. Not a list whose modules the class registers another way: "
               "it hands the list to a torch.nn container (nn.Sequential(*self.layers)) or adds its "
               "items with add_module/register_module in a loop over it (a ModuleList too would "
-              "register them twice, under new state_dict keys).",
+              "register them twice, under new state_dict keys). Not a list that a later statement of "
+              "the same __init__ rebinds to a call taking it (self.stem = OpSequential(self.stem)): "
+              "the list was a builder, and the call (a container of the project's) makes what the "
+              "module keeps.",
     ),
     Rule(
         "PTT009", "tip_module_list", "nn.ModuleList of Parameters",
@@ -423,7 +426,11 @@ print(total.item())
               "math.isfinite(loss.item()), or a tensor tested as a bool in the loop: if torch.isnan(loss):, "
               "if not mask.any():), where one more read costs nothing. Reads are .item(), .tolist() "
               "and .numpy(), and float(loss) of a name the loop itself calls backward() on: a bare "
-              ".cpu() also moves modules (for RPC, for saving).",
+              ".cpu() also moves modules (for RPC, for saving). Not a read of a name that the function "
+              "only ever binds to a value on the CPU: moved to a device bound to the CPU (loss_device = "
+              "torch.device('cpu'); e = embeds.to(loss_device), or .cpu()), or computed by a call whose "
+              "arguments are all such names or constants (loss = model.loss(e)): a host value, whose "
+              "read waits for no GPU.",
         unlike_tip="The tip sweeps the log spacing (a read under `if step % every == 0`); the rule flags "
                    "only reads on every step, where the tip measured the cost.",
     ),
@@ -567,7 +574,10 @@ class Net(torch.nn.Module):
               "Not a .cpu() on a branch that parks tensors on the host on purpose (its test names a "
               "cpu, offload or cache: if self.cpu_cache:, if emb_cache is not None:), nor a .cuda() "
               "in a class that wraps its network in nn.DataParallel (CUDA only: moving the input is "
-              "its job).",
+              "its job). Not a .cpu() on a path taken only where the CPU is the device (the else of "
+              "if torch.cuda.is_available():, the body of if not torch.cuda.is_available(): or of "
+              "if x.device.type == 'cpu':, or after an earlier if torch.cuda.is_available(): that "
+              "returns): the CPU is the input's device there.",
     ),
     Rule(
         "PTT016", "tip_module_conventions", "tensor created in forward without device=",
@@ -614,7 +624,12 @@ class Net(torch.nn.Module):
               "whose modules are data transforms run on the CPU (a forward in it calls .numpy() on its "
               "input, its first argument, with no .cpu() on the way, which only a CPU tensor allows), "
               "nor one built in the branch of an if that tests a cache and stores the result in a "
-              "self attribute named for a cache (self.cached_bias = b): once per miss, not per call.",
+              "self attribute named for a cache (self.cached_bias = b): once per miss, not per call. "
+              "Not a factory on a path taken only where the CPU is the device (the else of if "
+              "torch.cuda.is_available():, the body of if not torch.cuda.is_available(): or of if "
+              "x.device.type == 'cpu':, or after an earlier if torch.cuda.is_available(): that "
+              "returns): the CPU is the input's device there; an elif after the CUDA test, or the "
+              "else of x.device.type == 'cuda', may be MPS and is still read.",
         unlike_tip="The tip's model moves its factory to the GPU at once (torch.ones(16).cuda()), "
                    "which is PTT015's finding; the rule flags factories left on the default device.",
     ),
@@ -761,12 +776,18 @@ for x, y in loader:
               "hand the batches to NumPy (an ONNX runtime's inputs) and never move them with torch, nor "
               "one over range(n) or an index tensor (torch.arange, torch.randperm): its batches are "
               "small index tensors that gather rows already placed; nor, in a file that imports "
-              "accelerate, one handed to prepare() (accelerate copies the prepared loader's batches "
+              "accelerate, one handed to prepare(), by a local name or as an attribute of self "
+              "(self.loader = DataLoader(...); accelerator.prepare(self.loader)) (accelerate copies the prepared loader's batches "
               "itself, blocking, so pinning alone overlaps nothing; the change that does is "
               "accelerate's DataLoaderConfiguration(non_blocking=True), and a file that sets it is "
               "flagged); nor one read only by next(iter(loader)) outside a loop: one batch, copied "
               "once; nor one that only loops read whose batches they never use and that call nothing "
-              "but counting and timing (a benchmark of loading: pinning would only add work). The "
+              "but counting and timing (a benchmark of loading: pinning would only add work); nor one "
+              "whose collate_fn is a function of the file (by name, in a lambda, or through "
+              "functools.partial) that puts tensors on CUDA itself (.to('cuda'), .cuda(): "
+              "pin_memory=True raises on a CUDA batch), or that returns the batch as it is (def "
+              "collate(batch): return batch, lambda b: b: no tensor is stacked, and the samples may "
+              "be paths and annotations). The "
               "size of a batch is not read: a small one (batch_size=1, a few token ids) "
               "gains little from pinning and is still flagged.",
     ),
@@ -792,7 +813,8 @@ for inputs, target in loader:
         scope="Only the batch variables of a loop over a DataLoader built with pin_memory in the same "
               "file (from pageable memory the copy is staged either way); one finding per statement; "
               "not a copy on a branch where the device cannot be CUDA (the else of "
-              "if torch.cuda.is_available():, if device == 'cpu':), nor one followed in the loop's body, "
+              "if torch.cuda.is_available():, if device == 'cpu':, or after an earlier "
+              "if torch.cuda.is_available(): that leaves), nor one followed in the loop's body, "
               "with no work between but casts and reshapes, by an if that reads the device to decide "
               "(if not mask.any(): continue): the host waits for the copies there anyway. A part of "
               "the batch taken in a comprehension ([x.to(device) for x in batch]) is the batch's. Not "
@@ -1122,7 +1144,11 @@ max_x = torch.max(x, dim=1).values
               "len(t) of a tensor made in the file); not len() of a list of per-channel constants "
               "(range(len(mean))) nor x.shape[dim] of a dimension chosen at run time: a few "
               "channels, each one whole-slice op; nor a loop under an if that finds the written "
-              "name is of another type (isinstance(x, list)): there it is no tensor.",
+              "name is of another type (isinstance(x, list)): there it is no tensor; nor a loop whose "
+              "writes also index another dimension with an index tensor (out[order[:, j], j] = v, "
+              "out[perm, j] = v): each iteration scatters a whole row or column in one vectorised "
+              "assignment, no single element. A plain slice (out[i, :] = ...) is still read: a "
+              "row copied per iteration over thousands of rows.",
     ),
     Rule(
         "PTT034", "tip_anomaly_detection_off", "anomaly detection left on",

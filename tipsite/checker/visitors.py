@@ -141,6 +141,10 @@ class Facts:
     accelerate_copies: bool = False
     prepared_loaders: set[str] = field(default_factory=set)
     peeked_loaders: set[str] = field(default_factory=set)
+    # PTT021: functions of the file a DataLoader takes as collate_fn (named, in a lambda, in
+    # functools.partial) that put tensors on CUDA themselves, or that return the batch as it is
+    cuda_collates: set[str] = field(default_factory=set)
+    identity_collates: set[str] = field(default_factory=set)
     step_functions: set[str] = field(default_factory=set)  # training-step functions called in a loop here
     hook_methods: set[str] = field(default_factory=set)  # after_step... methods of hook classes here
     large_models: bool = False  # PTT003: the file shards or big-model-loads its models, or builds LLMs
@@ -1953,9 +1957,29 @@ class PlainListOfModules(RuleVisitor):
             # a class of torch.nn (a layer, a Parameter), not a helper function of it (_pair,
             # init.*, functional.*), whose result is a tuple or a tensor, not a module
             if last[:1].isupper() and (name.startswith("torch.nn.") or last == "Parameter" or "nn." in name):
-                if not self._registered_elsewhere(node.targets[0].target.attr.value):
+                attr = node.targets[0].target.attr.value
+                if not self._registered_elsewhere(attr) and not self._wrapped_later(node, attr):
                     self.flag(node)
                 return
+
+    def _wrapped_later(self, node: cst.Assign, attr: str) -> bool:
+        """A later statement of the same ``__init__`` rebinds ``self.<attr>`` to a call that
+        takes the list (``self.stem = OpSequential(self.stem)``): the list was a builder, and
+        what the module keeps is what the call makes of it (a container of the project's)."""
+        func = self.where.function()
+        body = func.body.body if func is not None and isinstance(func.body, cst.IndentedBlock) else ()
+        own = f"self.{attr}"
+        seen = False
+        for stmt in body:
+            if not seen:
+                seen = any(n is node for n in walk(stmt))
+                continue
+            for n in walk(stmt):
+                if (type(n) is cst.Assign and isinstance(n.value, cst.Call)
+                        and any(get_full_name_for_node(t.target) == own for t in n.targets)
+                        and any(get_full_name_for_node(a.value) == own for a in n.value.args)):
+                    return True
+        return False
 
     def _registered_elsewhere(self, attr: str) -> bool:
         """The class hands the list (``self.<attr>``) to a torch.nn container
@@ -2408,10 +2432,10 @@ class DeviceInForward(RuleVisitor):
         elif method == "cuda":
             if not self._data_parallel():
                 self.flag(node)
-        elif id(node) not in self.leaving and not self.facts.uses_rpc and not self._cpu_meant():
+        elif id(node) not in self.leaving and not self.facts.uses_rpc and not self._cpu_meant(node):
             self.flag(node)
 
-    def _cpu_meant(self) -> bool:
+    def _fallback(self) -> bool:
         """In an ``except`` handler or a branch for a device that lacks operators: a fallback to
         the CPU when the operator fails or is missing on the input's device."""
         for n in reversed(self.where.stack):
@@ -2421,6 +2445,11 @@ class DeviceInForward(RuleVisitor):
                     self._fallback_test(n.test) or _offload_test(n.test))):
                 return True
         return False
+
+    def _cpu_meant(self, node: cst.Call) -> bool:
+        """A fallback (above), or a path taken only on the CPU (the else of
+        ``torch.cuda.is_available()``), where the CPU is the input's device."""
+        return self._fallback() or _off_cuda(self, node, cpu=True)
 
     def _data_parallel(self) -> bool:
         """The class wraps its network in ``nn.DataParallel``, which runs on CUDA only: moving
@@ -2657,6 +2686,8 @@ class FactoryWithoutDevice(RuleVisitor):
             return
         if _cache_refill(self.where.stack, node):
             return  # built on a cache miss and kept on the module: once, not per call
+        if _off_cuda(self, node, cpu=True):
+            return  # a branch taken only on the CPU (else of torch.cuda.is_available()): the input's device
         if name in RANDOM_DRAWS and _one_number(node, name):
             if id(node) in self.host:
                 return  # one random number read on the host at once (torch.rand(1) < p, int(...))
@@ -3950,6 +3981,7 @@ class HostReadInLoop(RuleVisitor):
     def reset(self) -> None:
         self.loops: dict[int, bool] = {}  # id(loop) -> a training step that does not already wait
         self.hooks: dict[int, bool] = {}  # id(hook method) -> it does not already read to decide
+        self.cpu_values: dict[int, frozenset[str]] = {}  # id(function) -> names bound to CPU values only
 
     def _loop(self, loop: cst.CSTNode) -> bool:
         known = self.loops.get(id(loop))
@@ -3973,9 +4005,24 @@ class HostReadInLoop(RuleVisitor):
         if loop is None or self.where.gated_in(loop) or self.where.grad_free(self):
             return  # (an evaluation inside the loop, under no_grad: its results are for the host)
         if self._loop(loop):
-            self.flag(node)
+            if not self._read_on_cpu(node):
+                self.flag(node)
         elif not self.where.gated_in(loop):
             self._hook(node)
+
+    def _read_on_cpu(self, node: cst.Call) -> bool:
+        """The read is of a name that the function only ever binds to a value on a CPU device:
+        moved to it (``x.to(cpu_device)`` with ``cpu_device = torch.device("cpu")``, ``.cpu()``),
+        or computed by a call whose tensor arguments all are such names (``loss, acc =
+        model.loss(embeds_cpu)``): the value is the host's, and reading it waits for no GPU."""
+        receiver = node.func.value
+        func = self.where.function()
+        if not isinstance(receiver, cst.Name) or func is None:
+            return False
+        known = self.cpu_values.get(id(func))
+        if known is None:
+            known = self.cpu_values[id(func)] = _cpu_values(func)
+        return receiver.value in known
 
     def _float_of_loss(self, node: cst.Call) -> bool:
         """``float(loss)`` in a loop that calls ``loss.backward()`` itself: the same read as
@@ -4010,6 +4057,75 @@ class HostReadInLoop(RuleVisitor):
             self.flag(node)
 
 
+def _cpu_device(node: cst.BaseExpression, devices: set[str]) -> bool:
+    """``"cpu"``, ``torch.device("cpu")``, or a name bound to one of them."""
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value == "cpu"
+    if isinstance(node, cst.Name):
+        return node.value in devices
+    return (isinstance(node, cst.Call) and get_full_name_for_node(node.func) in ("torch.device", "device")
+            and len(node.args) == 1 and _cpu_device(node.args[0].value, devices))
+
+
+def _cpu_values(func: cst.FunctionDef) -> frozenset[str]:
+    """The local names that ``func`` binds only to values on a literal CPU device: moved there
+    (``e.view(n, -1).to(cpu_dev)``, ``x.cpu()``, then casts and reshapes), or computed by a
+    call whose arguments are all such names or constants, one at least (``model.loss(e_cpu)``).
+    Any other binding of a name (a loop target, ``+=``, a value computed otherwise) drops it."""
+    text_has_cpu = any(isinstance(n, cst.SimpleString) and "cpu" in n.value for n in walk(func.body)) or any(
+        type(n) is cst.Attribute and n.attr.value == "cpu" for n in walk(func.body))
+    if not text_has_cpu:
+        return frozenset()
+    devices: set[str] = set()
+    binds: dict[str, list[cst.BaseExpression | None]] = {}
+    for n in walk(func.body):
+        if type(n) is cst.Assign:
+            for t in n.targets:
+                for name in target_names(t.target):
+                    binds.setdefault(name, []).append(n.value)
+                if isinstance(t.target, cst.Name) and _cpu_device(n.value, devices):
+                    devices.add(t.target.value)
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign)):
+            for name in target_names(n.target):
+                binds.setdefault(name, []).append(None)
+        elif isinstance(n, (cst.For, cst.CompFor)):
+            for name in target_names(n.target):
+                binds.setdefault(name, []).append(None)
+        elif isinstance(n, cst.WithItem) and n.asname is not None:
+            for name in target_names(n.asname.name):
+                binds.setdefault(name, []).append(None)
+    cpu: set[str] = set()
+
+    def on_cpu(value: cst.BaseExpression) -> bool:
+        while isinstance(value, cst.Call) and _method(value) in _NO_WORK - {"to", "cuda"}:
+            value = value.func.value
+        if not isinstance(value, cst.Call):
+            return False
+        method = _method(value)
+        if method == "cpu" and not value.args:
+            return True
+        if method == "to":
+            args = _positional(value) or [a for a in value.args if a.keyword and a.keyword.value == "device"]
+            return bool(args) and _cpu_device(args[0].value, devices)
+        seen = False
+        for a in value.args:
+            if isinstance(a.value, cst.Name) and a.value.value in cpu:
+                seen = True
+            elif not (isinstance(a.value, (cst.Integer, cst.Float, cst.SimpleString)) or (
+                    isinstance(a.value, cst.Name) and a.value.value in ("None", "True", "False"))):
+                return False
+        return seen
+
+    changed = True
+    while changed:
+        changed = False
+        for name, values in binds.items():
+            if name not in cpu and name not in devices and all(v is not None and on_cpu(v) for v in values):
+                cpu.add(name)
+                changed = True
+    return frozenset(cpu)
+
+
 def _loader_iter(node: cst.BaseExpression, facts: Facts) -> str | None:
     """The name of the DataLoader a ``for`` iterates (through enumerate/tqdm/zip), or None."""
     while isinstance(node, cst.Call) and get_full_name_for_node(node.func) in LOADER_WRAPPERS and node.args:
@@ -4030,7 +4146,6 @@ class BlockingCopyInLoader(RuleVisitor):
     def reset(self) -> None:
         self.done: set[int] = set()
         self.statement: cst.CSTNode | None = None
-        self.no_cuda: set[int] = set()  # calls on a branch where the device cannot be CUDA
         self.comps: list[tuple[set[str], str | None]] = []  # comprehensions: (targets, iterated name)
         self.rebuilt: set[tuple[int, str]] = set()  # (id(loop), batch name made a new tensor in it)
 
@@ -4079,14 +4194,6 @@ class BlockingCopyInLoader(RuleVisitor):
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self.statement = node
 
-    def visit_If(self, node: cst.If) -> None:
-        # the else of ``if torch.cuda.is_available():``, the body of ``if device == "cpu":``: no
-        # copy reaches a GPU there (the CUDA branch beside it is the one to judge)
-        cuda = _cuda_test(self, node.test)
-        branch = node.orelse if cuda else node.body if cuda is False else None
-        if branch is not None:
-            self.no_cuda.update(id(n) for n in walk(branch) if isinstance(n, cst.Call))
-
     def visit_Call(self, node: cst.Call) -> None:
         method = _method(node)
         if method not in ("to", "cuda"):
@@ -4105,7 +4212,7 @@ class BlockingCopyInLoader(RuleVisitor):
         if (id(loop), receiver.value) in self.rebuilt:
             return
         if self.get_specific_arg(node, "non_blocking", 1 if method == "cuda" else 2) is not None \
-                or id(node) in self.no_cuda or self._decided_at_once(loop):
+                or _off_cuda(self, node) or self._decided_at_once(loop):
             return
         args = _positional(node)
         if method == "to" and (not args or (isinstance(args[0].value, cst.SimpleString)
@@ -4139,13 +4246,14 @@ _NO_WORK = frozenset({"to", "cuda", "float", "half", "double", "long", "int", "b
                       "permute", "unsqueeze", "squeeze", "contiguous", "flatten", "transpose"})
 
 
-def _cuda_test(visitor: RuleVisitor, test: cst.BaseExpression) -> bool | None:
+def _cuda_test(visitor: RuleVisitor, test: cst.BaseExpression, cpu: bool = False) -> bool | None:
     """What a test says of the device: True where its body may run on CUDA and its else cannot
     (``torch.cuda.is_available()``, ``device != "cpu"``, ``x.device.type == "cuda"``), False
     where its body cannot (``not torch.cuda.is_available()``, ``device == "cpu"``); None when
-    it says neither (``device == "cuda"`` leaves "cuda:1" to the else)."""
+    it says neither (``device == "cuda"`` leaves "cuda:1" to the else). With ``cpu``, only a
+    test whose other side is the CPU (not ``x.device.type == "cuda"``, whose else may be MPS)."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inner = _cuda_test(visitor, test.expression)
+        inner = _cuda_test(visitor, test.expression, cpu)
         return None if inner is None else not inner
     if isinstance(test, cst.Call):
         return True if visitor.qname(test) == "torch.cuda.is_available" and not test.args else None
@@ -4159,11 +4267,38 @@ def _cuda_test(visitor: RuleVisitor, test: cst.BaseExpression) -> bool | None:
     word = right.evaluated_value if isinstance(right.evaluated_value, str) else None
     if word == "cpu":
         said = False  # the body runs on the CPU
-    elif word == "cuda" and isinstance(left, cst.Attribute) and left.attr.value == "type":
+    elif word == "cuda" and isinstance(left, cst.Attribute) and left.attr.value == "type" and not cpu:
         said = True  # x.device.type == "cuda": its else is not CUDA
     else:
         return None
     return said if isinstance(op, cst.Equal) else not said
+
+
+def _off_cuda(visitor: RuleVisitor, node: cst.CSTNode, cpu: bool = False) -> bool:
+    """The node is reached only where the device is not CUDA (with ``cpu``: only where it is the
+    CPU): in the else of ``if torch.cuda.is_available():`` (a plain ``else``, not an ``elif``
+    that may test for MPS, where ``cpu`` is asked), in the body of ``if not
+    torch.cuda.is_available():`` or ``if device == "cpu":``, or after an earlier ``if`` of its
+    path that tests for CUDA and leaves (``if torch.cuda.is_available(): return ...``, the
+    early exit PTT027 reads too)."""
+    stack = visitor.where.stack
+    for i in range(len(stack) - 1, -1, -1):
+        outer = stack[i]
+        if isinstance(outer, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            break
+        if not isinstance(outer, cst.If):
+            continue
+        said = _cuda_test(visitor, outer.test, cpu)
+        if said is None:
+            continue
+        inner = stack[i + 1] if i + 1 < len(stack) else node
+        branch = outer.orelse if said else outer.body
+        if branch is None or (said and cpu and isinstance(branch, cst.If)):
+            continue
+        if inner is branch or any(n is inner for n in walk(branch)):
+            return True
+    return any(isinstance(stmt, cst.If) and _cuda_test(visitor, stmt.test, cpu) and _exits(stmt.body)
+               for stmt in _statements_before(visitor.where, node))
 
 
 def _has_mod(node: cst.CSTNode) -> bool:
@@ -4406,16 +4541,30 @@ def _fixed_dim(value: cst.BaseExpression) -> bool:
 
 def _writes_element(node: cst.CSTNode, var: str, tensors: set[str]) -> bool:
     """Whether the loop writes ``t[var] = ...`` into a tensor: a name every binding of which in
-    the file is a torch call (not a list, a NumPy array or an unknown value)."""
+    the file is a torch call (not a list, a NumPy array or an unknown value). Not a write that
+    also indexes another dimension with an index tensor (``t[order[:, j], j] = v``, ``t[perm,
+    j] = v``): each iteration scatters a whole row or column in one vectorised assignment."""
     for n in walk(node):
         if isinstance(n, cst.Assign):
             for t in n.targets:
                 if (isinstance(t.target, cst.Subscript) and isinstance(t.target.value, cst.Name)
                         and t.target.value.value in tensors and any(
                         isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Name)
-                        and e.slice.value.value == var for e in t.target.slice)):
+                        and e.slice.value.value == var for e in t.target.slice)
+                        and not any(_index_tensor(e.slice, var, tensors) for e in t.target.slice)):
                     return True
     return False
+
+
+def _index_tensor(part: cst.BaseSlice, var: str, tensors: set[str]) -> bool:
+    """An index that selects many entries of its dimension by a tensor: a slice taken of one
+    (``order[:, j]``), or a name every binding of which is a torch call (``perm``)."""
+    if not isinstance(part, cst.Index):
+        return False
+    value = part.value
+    if isinstance(value, cst.Name):
+        return value.value != var and value.value in tensors
+    return isinstance(value, cst.Subscript) and any(isinstance(e.slice, cst.Slice) for e in value.slice)
 
 
 class RetryOnAnyRuntimeError(RuleVisitor):
@@ -4624,10 +4773,15 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
     def reset(self) -> None:
         self.bound: dict[int, str] = {}  # id(DataLoader call) -> the name it is bound to
         self.prepared: set[int] = set()  # id(DataLoader call) built inside a prepare(...) call
+        self.attr_bound: dict[int, str] = {}  # id(DataLoader call) -> the self attribute it is bound to
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             self.bound[id(node.value)] = node.targets[0].target.value
+        elif len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Attribute) \
+                and get_full_name_for_node(node.targets[0].target.value) == "self":
+            # self.loader = DataLoader(...): the engine knows it by its attribute's name
+            self.attr_bound[id(node.value)] = node.targets[0].target.attr.value
 
     def visit_Call(self, node: cst.Call) -> None:
         if _method(node) in ("prepare", "prepare_data_loader") and self.facts.accelerate_copies:
@@ -4638,8 +4792,11 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
         name = self.bound.get(id(node))
         if name in self.facts.numpy_loaders:
             return  # its batches go to NumPy (an ONNX runtime) and torch never moves them
-        if name in self.facts.prepared_loaders or (id(node) in self.prepared and self.facts.accelerate_copies):
+        if (name or self.attr_bound.get(id(node))) in self.facts.prepared_loaders or (
+                id(node) in self.prepared and self.facts.accelerate_copies):
             return  # accelerate's prepared loader copies the batches itself (blocking)
+        if self._collate_leaves_nothing_to_pin(node):
+            return
         if name in self.facts.peeked_loaders:
             return  # one batch read once (next(iter(loader))): one copy, nothing to overlap
         arg = self.get_specific_arg(node, "pin_memory", 7)
@@ -4647,6 +4804,26 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
         if (arg is None and not self._over_tensors(node) and not self._over_indices(node)
                 and name not in self.facts.idle_loaders):
             self.flag(node)
+
+    def _collate_leaves_nothing_to_pin(self, node: cst.Call) -> bool:
+        """The loader's ``collate_fn`` is a function of this file (named, in a lambda, or in
+        ``functools.partial``) that puts tensors on CUDA itself (``.to("cuda")``, ``.cuda()``:
+        pin_memory=True raises on a CUDA batch), or one that returns the batch as it is (``def
+        collate(batch): return batch``, ``lambda b: b``): no tensor is stacked, and what the
+        samples hold (paths, annotations) the rule cannot see."""
+        arg = self.get_specific_arg(node, "collate_fn", 6)
+        value = arg.value if arg is not None else None
+        if isinstance(value, cst.Lambda):
+            params = value.params.params
+            if len(params) == 1 and isinstance(value.body, cst.Name) and value.body.value == params[0].name.value:
+                return True
+            called = {n.func.value for n in [value.body, *walk(value.body)]
+                      if type(n) is cst.Call and isinstance(n.func, cst.Name)}
+            return bool(called & self.facts.cuda_collates)
+        if isinstance(value, cst.Call) and self.qname(value) == "functools.partial" and value.args:
+            value = value.args[0].value
+        name = value.value if isinstance(value, cst.Name) else None
+        return name in self.facts.cuda_collates or name in self.facts.identity_collates
 
     def _over_indices(self, node: cst.Call) -> bool:
         """A loader over ``range(n)`` or an index tensor (``torch.arange``, ``torch.randperm``)
@@ -4791,14 +4968,15 @@ def _after_device_exit(where: Tracker, node: cst.CSTNode) -> bool:
 
 def _statements_before(where: Tracker, node: cst.CSTNode):
     """The statements that run before ``node`` on its path, in its function: those of each
-    enclosing block before the one that holds it, innermost block first."""
+    enclosing block before the one that holds it, innermost block first (none of a body that
+    does not hold it: for a node in the ``else`` of an ``if``, its body does not run before)."""
     for outer in reversed(where.stack):
         body = getattr(outer, "body", None)
         stmts = body.body if isinstance(body, cst.IndentedBlock) else []
-        for stmt in stmts:
-            if any(n is node for n in walk(stmt)):
+        for i, stmt in enumerate(stmts):
+            if any(n is node for n in [stmt, *walk(stmt)]):
+                yield from stmts[:i]
                 break
-            yield stmt
         if isinstance(outer, (cst.FunctionDef, cst.ClassDef)):
             break
 
