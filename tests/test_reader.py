@@ -203,7 +203,7 @@ def torch_messages() -> dict[str, list[str]]:
     def weights_only():
         import __main__
 
-        setattr(__main__, "TrainConfig", TrainConfig)
+        __main__.TrainConfig = TrainConfig
         try:
             buf = io.BytesIO()
             torch.save({"config": TrainConfig()}, buf)

@@ -215,7 +215,6 @@ def test_one_sentence_says_when_the_measured_devices_disagree():
 
 def test_a_busy_machine_s_decision_reads_not_measured_machine_busy():
     """31.1: "busy" is no verdict: every place that shows a device's state says so."""
-    from tipsite.sphinxext import cards
     from tipsite.sphinxext.view import DeviceView, headline
 
     busy = DeviceView("cpu", "measured", {"verdict": "busy", "why": "other processes took the cores"})
