@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tipsite.checker import engine
+from tipsite.checker.registry import RULES
 
 
 def codes(source: str, torch=(2, 13), device="cuda") -> list[str]:
@@ -1500,7 +1501,8 @@ def test_a_project_pinned_to_an_old_torch_gets_no_advice_its_torch_lacks(tmp_pat
     engine._pinned_up.cache_clear()  # (the project's files changed under the same folder)
     engine._declared_up.cache_clear()
     engine._declared_in.cache_clear()
-    assert "PTT001" in _in_project(tmp_path, opened, _LOAD)
+    # an exact release in a requirement file is a floor for every rule's advice (weights_only too)
+    assert ("PTT001" in _in_project(tmp_path, opened, _LOAD)) is ("requirements.txt" not in pins)
     assert ("PTT005" in _in_project(tmp_path, opened, amp, torch=(2, 13))) is ("requirements.txt" not in pins)
 
 
@@ -3815,3 +3817,120 @@ def test_ptt008_leaves_a_list_that_a_later_line_of_init_wraps():
     assert "PTT008" in codes(_STEM_BUILDER.replace("self.stem = OpSequential(self.stem)",
                                                    "self.body = OpSequential(self.stem)"))
     assert "PTT008" in codes(_STEM_BUILDER.replace("self.stem = OpSequential(self.stem)", "self.size = len(self.stem)"))
+
+
+# --- advice that needs a newer torch than the project declares (held-out round 16) -------------
+
+def _below(release: tuple[int, int]) -> str:
+    major, minor = release
+    return f"{major}.{minor - 1}" if minor else f"{major - 1}.99"
+
+
+_NEEDS_TORCH = sorted(c for c, r in RULES.items() if r.needs_torch)
+
+
+def test_the_rules_whose_advice_needs_a_torch_release_state_it():
+    """Each release is stated once, on the rule (registry.py), and its scope says so."""
+    assert {c: RULES[c].needs_torch for c in _NEEDS_TORCH} == {
+        "PTT001": (1, 13), "PTT003": (2, 1), "PTT007": (0, 4), "PTT019": (1, 9), "PTT022": (0, 4),
+        "PTT028": (1, 13)}
+    for code in _NEEDS_TORCH:
+        release = ".".join(map(str, RULES[code].needs_torch))
+        assert f"older than {release}, nor in a project that declares" in RULES[code].scope
+
+
+@pytest.mark.parametrize("code", _NEEDS_TORCH)
+def test_a_rule_is_silent_where_the_declared_floor_is_older_than_its_advice(tmp_path, code):
+    """One place (RuleVisitor.lacks_advice) keeps every such rule silent where the project's
+    declared floor is older than the release its advice needs, and lets it fire from that
+    release on: the rule's own example, in a project declaring each floor."""
+    rule = RULES[code]
+    reader = (2, 5) if code == "PTT001" else (2, 13)  # PTT001's missing argument: before 2.6 only
+    release = ".".join(map(str, rule.needs_torch))
+    for floor, fires in ((_below(rule.needs_torch), False), (release, True), (None, True)):
+        engine._declared_up.cache_clear()
+        engine._declared_in.cache_clear()
+        engine._pinned_up.cache_clear()
+        folder = tmp_path / f"floor-{floor}"
+        deps = f"dependencies = ['torch>={floor}']\n" if floor else ""
+        files = {"pyproject.toml": f"[project]\nname = 'demo'\n{deps}"}
+        # PTT001's example states weights_only=False: a load without it is what the floor silences
+        found = _in_project(folder, files, _LOAD if code == "PTT001" else rule.example, torch=reader)
+        assert (code in found) is fires, (floor, found)
+
+
+_EVALUATE = """\
+    import torch
+    def evaluate(model, loader):
+        model.eval()
+        outputs = []
+        with torch.no_grad():
+            for x in loader:
+                outputs.append(model(x).cpu())
+        return outputs
+"""
+_OOM_RETRY = """\
+    import torch
+    def fit(step, batch_size):
+        while batch_size > 0:
+            try:
+                step(batch_size)
+                break
+            except RuntimeError:
+                torch.cuda.empty_cache()
+                batch_size //= 2
+"""
+
+
+@pytest.mark.parametrize(("code", "source", "reader"), [
+    ("PTT001", _LOAD, (2, 5)), ("PTT019", _EVALUATE, (2, 13)), ("PTT028", _OOM_RETRY, (2, 13)),
+])
+@pytest.mark.parametrize(("files", "fires"), [
+    ({"requirements.txt": "numpy\ntorch>=1.1\n"}, False),  # an old floor: weights_only, inference_mode...
+    ({"setup.py": "install_requires=['torch>=1.1.0', 'torchvision>=0.3.0']\n"}, False),
+    ({"requirements.txt": "torch==1.8.1\n"}, False),  # an exact pin to an old torch
+    ({"requirements.txt": "torch>=1.13\n"}, True),  # a floor that has what the advice uses
+    ({"requirements.txt": "numpy\n"}, True),  # no torch named: the reader's torch decides
+    # a CI workflow's test matrix is not read as support: only requirement files and READMEs are
+    ({".github/workflows/tests.yml": "jobs:\n  test:\n    strategy:\n      matrix:\n"
+      "        pytorch: ['1.4.0', '1.8.0', '1.13.1']\n"}, True),
+])
+def test_advice_needing_a_newer_torch_than_the_project_declares_is_withheld(tmp_path, code, source,
+                                                                            reader, files, fires):
+    """OpenPCDet-like (torch>=1.1): weights_only= (1.13), torch.inference_mode (1.9) and
+    torch.cuda.OutOfMemoryError (1.13) do not exist on a torch the project supports, so the
+    advice raises there: the rules stay silent. A floor at or past the release keeps them."""
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
+    engine._pinned_up.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **files}
+    assert (code in _in_project(tmp_path, files, source, torch=reader)) is fires
+    assert code in codes(source, torch=reader)  # the plain anti-pattern, no project around it
+
+
+def test_a_reader_torch_older_than_the_advice_gets_none():
+    assert "PTT019" in codes(_EVALUATE, torch=(1, 9))
+    assert "PTT019" not in codes(_EVALUATE, torch=(1, 8))
+
+
+def test_an_explicit_weights_only_false_already_needs_the_torch_that_has_it(tmp_path):
+    """A load that states weights_only=False runs only on torch 1.13 or later, whatever the
+    project declares: the old floor does not silence PTT001 there, while a load without the
+    argument in the same project is left alone."""
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", "requirements.txt": "torch>=1.1\n"}
+    stated = """\
+        import torch
+        state = torch.load(path_to_weights, weights_only=False)
+    """
+    assert "PTT001" in _in_project(tmp_path, files, stated)
+    assert "PTT001" not in _in_project(tmp_path, files, _LOAD)
+
+
+def test_a_project_requiring_torch_26_keeps_ptt001s_reading_of_its_floor(tmp_path):
+    """PTT001's own use of the floor is unchanged: torch>=2.6 loads weights-only by default."""
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\ndependencies = ['torch>=2.6']\n"}
+    assert "PTT001" not in _in_project(tmp_path, files, _LOAD)

@@ -1969,18 +1969,16 @@ class Checker:
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
         # PTT003: models too large for a second copy of their weights to be harmless
         scan.facts.large_models = "load_state_dict" in text and _in_code(V.LARGE_MODEL, text)
-        # PTT001 reads it for a torch.load, PTT005 and PTT031 for advice a project's oldest torch
-        # lacks: no file system lookup for a file without a word they need
-        scan.facts.torch_floor = declared_torch(path) if (
-            "load" in text or "amp" in text or "Adam" in text) else None
+        # The project's declared floor and exact pin of torch: PTT001 reads the floor for a
+        # torch.load (2.6+), and every rule whose advice needs a torch release (its needs_torch,
+        # RuleVisitor.lacks_advice) reads both before it reports. Read lazily, the first time a
+        # rule asks: no file system lookup for a file without a candidate finding.
+        scan.facts.read_project = lambda: (declared_torch(path), pinned_torch(path))
         # PTT037: a model of an inference app, whose released checkpoints hold the biases
         scan.facts.serves_checkpoints = "BatchNorm" in text and "Conv" in text and _serves_checkpoints(path)
         # PTT041: the keys whose entry the file or its project reads back from a loaded
         # checkpoint as a module (ckpt["model"].float().state_dict()): a format of pickled modules
         scan.facts.modules_read_back = _modules_read_back(path, text) if "save(" in text else frozenset()
-        # PTT001, PTT005 and PTT031: a project pinned to an old torch, where their advice cannot apply
-        scan.facts.torch_pin = pinned_torch(path) if (
-            "load" in text or "amp" in text or "Adam" in text) else None
         # PTT031: fused Adam raises on the complex parameters the file or its project creates
         scan.facts.complex_params = "Adam" in text and _complex_params(path, text)
         if "load(" in text or "save(" in text:  # PTT001 and PTT004 read them

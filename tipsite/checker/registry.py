@@ -22,6 +22,7 @@ is too weak for a default run: see its ``scope``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,12 @@ class Rule:
     default: bool = True  # may be stable (status.json decides); False: always preview
     unlike_tip: str = ""  # why the rule does not flag its tip's own anti-pattern (it is narrower)
     torchfix: str | None = None  # the TorchFix error code this rule reports, where TorchFix has it
+    # The first torch release that has what ``advice`` uses, where an older torch lacks it (the
+    # advice would raise there); None: the advice works on every torch. The rule is silent where
+    # the reader's torch, the project's exact pin or its declared floor is older (one place does
+    # it for every rule: visitors.RuleVisitor.lacks_advice), and its scope says so (_OLDER_TORCH).
+    # PTT005 and PTT031 give the release per advised name instead (their visitors' advice_needs).
+    needs_torch: tuple[int, int] | None = None
 
 
 def _snippet(text: str) -> str:
@@ -118,11 +125,9 @@ state = torch.load("ckpt.pt", weights_only=True)
               "ckpt.get(\"epoch\"); the reads after the load up to the next binding of its name): the "
               "run's own training checkpoint, resumed where it stopped. Nothing before 2.6 in a project whose requirements "
               "(pyproject.toml, requirements*.txt, setup.py; a README's \"torch>=\" or \"PyTorch 2.6 "
-              "or later\" only where no requirement file names torch) need torch 2.6 or later, nor in a "
-              "project that pins torch exactly to a release before 1.13, which has no weights_only "
-              "(torch==1.10 in its requirements, pytorch=1.10 in a conda env*.yml, torch==1.10 in "
-              "an install*.sh, or torchvision/torchaudio pinned exactly, which pins the torch it is "
-              "built for; none of them giving torch an open range). An explicit weights_only=False only where the "
+              "or later\" only where no requirement file names torch) need torch 2.6 or later. A load "
+              "without weights_only not where the project's torch may lack the argument (1.13: see "
+              "the last sentence); a load that states it already needs 1.13. An explicit weights_only=False only where the "
               "code does not show it deliberate: not under a comment that gives a reason about weights_only, pickling "
               "or the security risk (a purpose counts: \"to load the config too\"; one such comment "
               "covers a run of such loads on the lines below it), "
@@ -146,6 +151,9 @@ state = torch.load("ckpt.pt", weights_only=True)
               "mode). Nothing in a branch no run "
               "takes (the else of `if 1:`, the body of `if 0:`).",
         torchfix="TOR102",
+        # weights_only= came to torch.load in 1.13 (pytorch/pytorch#86812, "Add weights_only option to
+        # torch.load"; the 1.13 docs are the first to list it)
+        needs_torch=(1, 13),
     ),
     Rule(
         "PTT002", "tip_map_location", "torch.load without map_location",
@@ -217,6 +225,10 @@ model.load_state_dict(sd, assign=True)
         unlike_tip="The tip's model is a stack of layers sized to make the copy measurable; the "
                    "rule fires only where the file's code shows a large model (sharded, loaded the "
                    "big-model way, or a causal language model).",
+        # torch.load(mmap=True) and load_state_dict(assign=True): the tutorial "Tips for Loading an
+        # nn.Module from a Checkpoint" says "This recipe requires PyTorch 2.1.0 or later" (mmap:
+        # pytorch/pytorch#102549)
+        needs_torch=(2, 1),
     ),
     Rule(
         "PTT004", "tip_state_dict", "torch.save of a whole module",
@@ -317,6 +329,9 @@ x = torch.ones(3, requires_grad=True)
               "Variable(x, requires_grad=True) made as a leaf to differentiate against (in a "
               "function that calls torch.autograd.grad or is named for a penalty): only a cosmetic "
               "x.detach().requires_grad_() rewrite remains there.",
+        # Tensor and Variable merged in 0.4 (PyTorch 0.4.0 Migration Guide): before it, x.detach().
+        # requires_grad_() and torch.tensor(..., requires_grad=True) do not do what Variable did
+        needs_torch=(0, 4),
     ),
     Rule(
         "PTT008", "tip_module_list", "layers or parameters in a plain list",
@@ -724,12 +739,15 @@ def evaluate(model, x):
         unlike_tip="The tip times a generic run_no_grad(fn, x); the rule looks only in functions named "
                    "for evaluation.",
         default=False,
+        # torch.inference_mode is new in 1.9 (the PyTorch 1.9 release blog, "(Beta) Inference Mode API";
+        # the docs for 1.9.0 are the first to have torch.inference_mode)
+        needs_torch=(1, 9),
     ),
     Rule(
         "PTT020", "tip_dataloader_workers", "DataLoader without workers",
         "DataLoader without num_workers (or num_workers=0) decodes every sample in the training "
         "process, between steps",
-        "set num_workers > 0 (and persistent_workers=True) so loading overlaps training",
+        "set num_workers > 0 (and persistent_workers=True, from torch 1.7) so loading overlaps training",
         _snippet("""
 from torch.utils.data import DataLoader
 from torchvision import datasets
@@ -820,6 +838,9 @@ for inputs, target in loader:
               "the batch taken in a comprehension ([x.to(device) for x in batch]) is the batch's. Not "
               "a batch variable the loop has rebound before the copy to a tensor torch makes "
               "(labels = torch.tensor(labels)): that tensor is pageable.",
+        # .to(device, non_blocking=True) came with torch.device in 0.4 (PyTorch 0.4.0 Migration Guide,
+        # "Writing device-agnostic code"); .cuda(async=True) before it
+        needs_torch=(0, 4),
     ),
     Rule(
         "PTT023", "tip_eval_and_no_grad", "eval() without no_grad()",
@@ -1010,6 +1031,10 @@ while batch_size > 0:
               "re-raises, nor one that catches RuntimeError beside TypeError, AttributeError, "
               "ValueError or an unpickling error (a guard on decoding input, not an out-of-memory "
               "retry).",
+        # torch.cuda.OutOfMemoryError is 1.13's (pytorch/pytorch#83146, Aug 2022), torch.OutOfMemoryError
+        # 2.4's (pytorch/pytorch#121702, Apr 2024): before 1.13 an OOM is a plain RuntimeError, and
+        # catching RuntimeError is the only way
+        needs_torch=(1, 13),
     ),
     Rule(
         "PTT029", "tip_register_buffer_parameter", "register_parameter(name) without a value",
@@ -1253,7 +1278,8 @@ block = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2
         "PTT038", "tip_bf16_autocast_no_grad_scaler", "float16 autocast without a GradScaler",
         "backward() after a float16 autocast without a GradScaler: gradients too small for float16 "
         "flush to zero and their updates are lost",
-        "scale the loss with torch.amp.GradScaler, or autocast to bfloat16, which needs no scaler",
+        "scale the loss with torch.amp.GradScaler (torch.cuda.amp.GradScaler before torch 2.3), or "
+        "autocast to bfloat16, which needs no scaler",
         _snippet("""
 import torch
 def train_step(model, x, y):
@@ -1390,7 +1416,26 @@ torch.save({"model": model.state_dict(), "args": vars(args)}, "ckpt.pt")
     ),
 ]
 
-RULES: dict[str, Rule] = {r.code: r for r in _RULES}
+# Appended to the scope of each rule with a ``needs_torch``, with its release.
+_OLDER_TORCH = (
+    " Nothing where torch {release}, which the advice needs, may be missing: not for a reader's torch "
+    "older than {release}, nor in a project that declares it runs on an older torch, by its floor "
+    "(torch>=1.8 in the nearest requirement file, pyproject.toml or setup.py; a README's \"PyTorch "
+    "1.8 or later\" only where none names torch) or by an exact pin (torch==1.8 in its "
+    "requirements, pytorch=1.8 in a conda env*.yml, torch==1.8 in an install*.sh, or torchvision/"
+    "torchaudio pinned exactly, which pins the torch it is built for; none giving torch an open "
+    "range): the advice would raise on a torch the project runs. A torch named in a CI workflow's "
+    "test matrix is not read as support.")
+
+
+def _with_release(rule: Rule) -> Rule:
+    if rule.needs_torch is None:
+        return rule
+    release = ".".join(map(str, rule.needs_torch))
+    return dataclasses.replace(rule, scope=rule.scope + _OLDER_TORCH.format(release=release))
+
+
+RULES: dict[str, Rule] = {r.code: _with_release(r) for r in _RULES}
 if len(RULES) != len(_RULES):  # pragma: no cover - a typo in the table above
     raise RuntimeError("two rules share a code")
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -119,6 +120,9 @@ class Facts:
     loads_unsafely: bool = False  # the file loads with weights_only=False (its own checkpoints)
     torch_floor: tuple[int, ...] | None = None  # the oldest torch the checked project declares
     torch_pin: tuple[int, ...] | None = None  # the newest torch release the project pins exactly
+    # reads those two from the project's files (the engine's declared_torch and pinned_torch)
+    # the first time a rule asks (project_torch): only a file with a candidate finding pays
+    read_project: Callable[[], tuple[tuple[int, ...] | None, tuple[int, ...] | None]] | None = None
     exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
     inference_only: bool = False  # grad-free or eval() code and no backward() or step(): no training
     evaluation_script: bool = False  # named for evaluation or inference (test.py), no backward() or step()
@@ -159,6 +163,13 @@ class Facts:
     nn_modules: frozenset[str] | None = None
     converts_weights: bool = False  # PTT014: a script named for converting weights (convert_x.py)
     complex_params: bool = False  # PTT031: the file or its project creates complex parameters
+
+    def project_torch(self) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+        """(torch_floor, torch_pin), read from the project's files on the first call."""
+        if self.read_project is not None:
+            read, self.read_project = self.read_project, None
+            self.torch_floor, self.torch_pin = read()
+        return self.torch_floor, self.torch_pin
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -435,6 +446,10 @@ class RuleVisitor(TorchVisitor):
         self.add_violation(node, error_code=self.CODE, message=RULES[self.CODE].finding)
 
     def add_violation(self, node, error_code, message, replacement=None) -> None:
+        # The one place that keeps every rule silent where its advice needs a torch the reader,
+        # or the project (its exact pin, its declared floor), does not have.
+        if self.lacks_advice(self.advice_needs(node)):
+            return
         # Positions are resolved by the engine afterwards, only for pieces that have a finding.
         self.violations.append(LintViolation(error_code, message, 0, 0, node, replacement))
 
@@ -456,15 +471,30 @@ class RuleVisitor(TorchVisitor):
 
     def pinned_before(self, release: tuple[int, ...]) -> bool:
         """The checked project pins torch exactly, to releases all older than ``release``."""
-        pin = self.facts.torch_pin
+        pin = self.facts.project_torch()[1]
         return pin is not None and pin < release
 
     def supports_before(self, release: tuple[int, ...]) -> bool:
         """The checked project declares it runs on a torch older than ``release``: its floor
         (``torch>=1.8`` in the nearest requirement file, as PTT001 reads it) is older, so
         advice that needs ``release`` breaks on a torch the project supports."""
-        floor = self.facts.torch_floor
+        floor = self.facts.project_torch()[0]
         return floor is not None and floor < release
+
+    def advice_needs(self, node: cst.CSTNode) -> tuple[int, ...] | None:
+        """The first torch release that has what the rule's advice for ``node`` uses: the
+        rule's ``needs_torch`` (registry.py); None where the advice works on every torch. A rule
+        whose advised API differs per call (PTT005 per name, PTT031 per optimizer and device)
+        overrides it."""
+        code = self.CODE or next(iter(TORCHFIX_RULES.get(type(self), {}).values()), "")
+        return RULES[code].needs_torch if code else None
+
+    def lacks_advice(self, release: tuple[int, ...] | None) -> bool:
+        """Advice that needs torch ``release`` breaks on a torch the code runs on: the
+        reader's torch, the torch the project pins exactly, or the oldest it declares it
+        supports (its floor) is older than ``release``."""
+        return release is not None and (self.torch_before(release) or self.pinned_before(release)
+                                        or self.supports_before(release))
 
     module: cst.Module | None = None  # the module (the file, or the piece of it) being walked
 
@@ -512,6 +542,13 @@ class _LoadFallback:
         if self.tries and self.tries[-1] is node:
             self.tries.pop()
 
+    def advice_needs(self, node: cst.CSTNode) -> tuple[int, ...] | None:
+        """PTT001's release (weights_only: torch 1.13) for a load without the argument; a load
+        that states it already runs only on a torch that has it, whatever floor is declared."""
+        if isinstance(node, cst.Call) and self.get_specific_arg(node, "weights_only", -1) is not None:
+            return None
+        return RULES["PTT001"].needs_torch
+
     def per_release(self, load: cst.Call) -> bool:
         """The load sits in a branch of an ``if`` (or a conditional expression) that tests torch's
         version (``torch.__version__``, a name bound to an expression that reads it, or a flag
@@ -546,7 +583,7 @@ class _LoadFallback:
     def project_needs_26(self) -> bool:
         """The checked project declares torch 2.6 or later, where ``weights_only`` defaults
         to True: a load without it is safe, and an explicit False was written on purpose."""
-        floor = self.facts.torch_floor
+        floor = self.facts.project_torch()[0]
         return floor is not None and floor >= (2, 6)
 
     def project_decided(self, load: cst.Call) -> bool:
@@ -1086,7 +1123,6 @@ class UnsafeLoad(_LoadFallback, TorchUnsafeLoadVisitor, RuleVisitor):
 
     def add_violation(self, node, error_code, message, replacement=None) -> None:
         if (self.torch is None or not self.torch_before((2, 6)) or self.project_needs_26()
-                or self.pinned_before((1, 13))  # a torch without weights_only: the advice breaks
                 or self.where.under(SAFE_GLOBALS, self) or self.project_decided(node)
                 or self.in_load_fallback(node) or self.reads_objects(node) or self.reads_own_output(node)
                 or self.class_cache(node) or self.reads_progress(node) or dead_branch(self.where.stack, node)):
@@ -1852,8 +1888,11 @@ class CudaAmp(RuleVisitor):
 
     def _deprecated(self, name: str | None) -> bool:
         return bool(name and name.startswith("torch.cuda.amp.") and not self.torch_before((2, 4))
-                    and not self.pinned_before((2, 4)) and not self.supports_before(_AMP_SINCE.get(
-                        name.rsplit(".", 1)[-1], (2, 4))) and not self._fallback())
+                    and not self.pinned_before((2, 4)) and not self._fallback())
+
+    def advice_needs(self, node: cst.CSTNode) -> tuple[int, ...] | None:
+        """The release of the advised spelling of this name of torch.cuda.amp (_AMP_SINCE)."""
+        return _AMP_SINCE.get((self.qname(node) or "").rsplit(".", 1)[-1], (2, 4))
 
     def _fallback(self) -> bool:
         """A deliberate old-torch path: in ``except (AttributeError, TypeError, ImportError)``
@@ -4999,14 +5038,18 @@ class OptimizerNotFused(RuleVisitor):
             if a.keyword is not None and a.keyword.value in ("fused", "foreach", "differentiable"):
                 if not (a.keyword.value == "foreach" and _is_false(a.value)):
                     return  # an implementation chosen (foreach=False, the for-loop, is still flagged)
-        since = FUSED_SINCE[name].get(self.device)
-        if since is None or self.torch_before(since) or self.pinned_before(since) or self.supports_before(since):
-            return  # a torch without fused= there (or one the project supports): a TypeError
+        if FUSED_SINCE[name].get(self.device) is None:
+            return  # no fused= on this device (a torch without it, or one the project supports,
+            # is left to advice_needs: a TypeError there)
         if self.device == "cuda" and not self.facts.mentions_cuda:
             return  # a file that never names an accelerator trains on the CPU
         if self.facts.complex_params:
             return  # fused=True raises at step() on a complex parameter (an FFT layer's weights)
         self.flag(node)
+
+    def advice_needs(self, node: cst.CSTNode) -> tuple[int, ...] | None:
+        """The first release with fused= for this optimizer on the device (FUSED_SINCE)."""
+        return FUSED_SINCE.get(self.qname(node) or "", {}).get(self.device)
 
 
 # A test that names an opt-in debugging switch: ``if args.debug:``, ``if cfg.detect_anomaly:``.
