@@ -3815,3 +3815,51 @@ def test_ptt008_leaves_a_list_that_a_later_line_of_init_wraps():
     assert "PTT008" in codes(_STEM_BUILDER.replace("self.stem = OpSequential(self.stem)",
                                                    "self.body = OpSequential(self.stem)"))
     assert "PTT008" in codes(_STEM_BUILDER.replace("self.stem = OpSequential(self.stem)", "self.size = len(self.stem)"))
+
+
+_EVAL_STEPS = '''
+    import torch
+    class Learner:
+        def _evaluate(self, batch, model):
+            x, y = batch
+            pred = model(x)
+            loss = self.criterion(pred, y).detach()
+            return loss, accuracy(pred, y)
+        def validate(self, tasks, model):
+            losses, accs = [], []
+            for batch in tasks:
+                loss, acc = self._evaluate(batch, model)
+                losses.append(loss)
+                accs.append(acc)
+            print(sum(losses) / len(losses))
+'''
+
+_CITED = '''
+    import torch
+    def cite(model, batch):
+        found = {}
+        for crit in model.criteria:
+            loss = crit(model(batch))
+            found[crit.__class__.__name__] = loss
+        names = []
+        for loss, value in found.items():
+            names.append(loss)
+        print(names)
+'''
+
+
+def test_ptt013_needs_a_value_that_can_hold_a_graph():
+    """A name bound to the item of a method of the file that returns it detached (``loss, acc =
+    self._evaluate(...)`` returning ``(loss.detach(), acc)``), or a loop target that is a dict's
+    key or a literal list's string: nothing to detach. The item returned with its graph, a
+    dict's value, or a method that returns the loss as is, are still reported."""
+    assert "PTT013" not in codes(_EVAL_STEPS)
+    assert "PTT013" not in codes(_EVAL_STEPS.replace(
+        "return loss, accuracy(pred, y)", "return loss.item()").replace("loss, acc = ", "loss = acc = "))
+    assert "PTT013" in codes(_EVAL_STEPS.replace(").detach()", ")"))
+    assert "PTT013" in codes(_EVAL_STEPS.replace("loss, acc = ", "acc, loss = "))
+    assert "PTT013" not in codes(_CITED)
+    assert "PTT013" not in codes(_CITED.replace("for loss, value in found.items():", "for loss in found.keys():"))
+    assert "PTT013" not in codes(_CITED.replace("for loss, value in found.items():", "for loss in ['l1', 'mse']:"))
+    assert "PTT013" in codes(_CITED.replace("for loss, value in found.items():", "for value, loss in found.items():"))
+    assert "PTT013" in codes(_CITED.replace("for loss, value in found.items():", "for loss in found.values():"))

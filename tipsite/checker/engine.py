@@ -358,6 +358,8 @@ class _Scan:
         self.item_binds: list[tuple[str, ast.expr]] = []  # d["args"] = args: (d, args)
         self.item_keys: dict[int, str | None] = {}  # id(args) -> "args": the key it is bound to
         self.unpacked: list[tuple[str, ast.expr]] = []  # a, b = x, y: (a, x), (b, y)
+        # PTT012/PTT013: x = f(...) / x = self.f(...): (f, the function around the assignment)
+        self.call_binds: list[tuple[str, ast.AST | None]] = []
         self.for_loops: list[ast.For] = []
         self.while_loops: list[ast.While] = []
         # PTT011: functions with a host read outside any loop of theirs (a training step's read?)
@@ -668,6 +670,12 @@ class _Scan:
 
     def assign(self, node: ast.Assign, stack: list[ast.AST]) -> None:
         value = node.value
+        if isinstance(value, ast.Call):
+            func = value.func
+            if isinstance(func, ast.Name):
+                self.call_binds.append((func.id, self._function(stack)))
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
+                self.call_binds.append((func.attr, self._function(stack)))
         for t in node.targets:
             if isinstance(t, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
                     and len(t.elts) == len(value.elts):  # vocab, opt = ckpt["vocab"], ckpt["opt"]
@@ -927,9 +935,11 @@ class _Scan:
         self._step_functions()
         self._hooks()
         self._loader_uses()
+        lossy_scopes: set[int] = set()
         for why, expr, where in self.maybe:
             if why == "lossy" and (_mentions_any(expr, lossy) or _calls_loss(expr)):
                 self._scope(where)
+                lossy_scopes.add(id(where))
                 continue
             if why == "loader":  # (where: the loop, or the if or try around it)
                 loop, it = where, expr
@@ -938,6 +948,42 @@ class _Scan:
                 name = _dotted(it) or ""
                 if name in f.loader_names or "loader" in name.rsplit(".", 1)[-1].lower():
                     self._add(loop)
+        if lossy_scopes:
+            self._host_returns(lossy_scopes)
+
+    def _host_returns(self, scopes: set[int]) -> None:
+        """PTT012/PTT013: what the functions of this file called (and bound to a name) in code
+        that keeps a running total or list of a loss return without a graph (``V._host_returns``).
+        Their bodies may lie outside every piece (blanked for libcst), so each is parsed alone."""
+        wanted = {name for name, where in self.call_binds if id(where) in scopes}
+        defs: dict[str, list[ast.AST]] = {}
+        for func in self.functions:
+            if func.name in wanted:
+                defs.setdefault(func.name, []).append(func)
+        if not defs:
+            return
+        lines = self.text.splitlines(keepends=True)
+        for name, funcs in defs.items():
+            found: frozenset[int | None] | None = None
+            for func in funcs:
+                if not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(func)):
+                    found = frozenset()
+                    break
+                segment = "".join(lines[func.lineno - 1:func.end_lineno])
+                indented = func.col_offset > 0
+                try:
+                    tree = cst.parse_module("if 1:\n" + segment if indented else segment)
+                except cst.ParserSyntaxError:
+                    found = frozenset()
+                    break
+                node = tree.body[0].body.body[0] if indented else tree.body[0]
+                if not isinstance(node, cst.FunctionDef):
+                    found = frozenset()
+                    break
+                got = V._host_returns(node)
+                found = got if found is None else found & got
+            if found:
+                self.facts.host_returns[name] = found
 
 
 def _one_step(func: ast.AST) -> bool:

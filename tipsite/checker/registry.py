@@ -469,9 +469,10 @@ for inputs, target in loader:
               "an f-string, %); not a value that holds no graph: .detach() or .item() anywhere in its "
               "chain (loss.detach().float()), or a name bound (last, in the same function) to such a "
               "value or to one computed under no_grad (out = model(x) under no_grad; loss = out.loss), "
-              "or to what a function defined in the file returns when each of its returns holds no "
-              "graph (return loss.item(); a name it binds only to such values; a collective such as "
-              "all_reduce_mean(loss.detach())).",
+              "or to what a function or method defined in the file (f(x), self.f(x)) returns when each "
+              "of its returns holds no graph (return loss.item(); a name it binds only to such values; a "
+              "collective such as all_reduce_mean(loss.detach())), or to the item of the tuples it "
+              "returns that holds none (loss, acc = self.eval_step(b) after return loss.detach(), acc).",
     ),
     Rule(
         "PTT013", "tip_detach_logged_values", "logging tensors that carry a graph",
@@ -509,7 +510,12 @@ for inputs, target in loader:
               "target that merely says loss (stats = self.step(batch, loss_info)) is no evidence, "
               "nor is an object a constructor makes (LpLoss(d=2), nn.MSELoss(), a class of the file: "
               "a loss function, not a loss) or a name bound to one, nor a setting read with a plain "
-              "default (cfg.loss_weights.get(name, 1.0)).",
+              "default (cfg.loss_weights.get(name, 1.0)). Not a value that holds no graph: one bound "
+              "to what a function or method of the file (f(x), self.f(x)) returns detached or as a "
+              "number (whole, or the tuple item each of its returns detaches: loss, acc = "
+              "self.eval_step(b) after return loss.detach(), acc), nor a loop target that is a dict's key "
+              "(for loss in d.keys(), the first of for loss, v in d.items()) or a string of a literal "
+              "list (for loss in ['l1', 'mse']).",
     ),
     Rule(
         "PTT014", "tip_from_numpy", "torch.tensor(ndarray)",

@@ -82,6 +82,10 @@ class Facts:
 
     aliases: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
     function_names: set[str] = field(default_factory=set)  # every def of the file, at any depth
+    # PTT012/PTT013: functions of the file whose every return holds no graph: None for the whole
+    # value, i for the i-th item of the tuple each returns (only those a loss's total or list
+    # may be fed from)
+    host_returns: dict[str, frozenset[int | None]] = field(default_factory=dict)
     numpy_names: set[str] = field(default_factory=set)
     loader_names: set[str] = field(default_factory=set)
     pinned_loaders: set[str] = field(default_factory=set)  # DataLoader(..., pin_memory=<not False>)
@@ -3463,6 +3467,22 @@ class _LossTracking(RuleVisitor):
         self.flows: dict[int, _Flow] = {}
         self.candidates: dict[int, list[tuple[cst.CSTNode, str]]] = {}
 
+    def _host_items(self, call: cst.BaseExpression) -> frozenset[int | None]:
+        """What a call of a function defined in this file (at any depth; ``f(x)``, or a method
+        through ``self.f(x)`` / ``cls.f(x)``) returns that holds no graph, for every definition
+        of that name (``_host_returns``): ``None`` for the whole value, ``i`` for a tuple's
+        ``i``-th item."""
+        if not isinstance(call, cst.Call):
+            return frozenset()
+        func = call.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+            name = func.attr.value
+        elif isinstance(func, cst.Name):
+            name = func.value
+        else:
+            return frozenset()
+        return self.facts.host_returns.get(name, frozenset())
+
     def _key(self) -> tuple[int, cst.FunctionDef | None]:
         func = self.where.function()
         return (id(func) if func else 0), func
@@ -3484,9 +3504,15 @@ class _LossTracking(RuleVisitor):
         # computed under no_grad, or from values that hold no graph (loss.detach().float()):
         # the names it binds hold none either, until bound again to something that may
         detached = self.where.grad_free(self) or _detached(value, self.detached)
+        host = self._host_items(value)  # loss, acc = self.eval_step(b), which returns (loss.detach(), acc)
         for t in node.targets:
             for name in target_names(t.target):
-                (self.detached.add if detached else self.detached.discard)(name)
+                (self.detached.add if detached or None in host else self.detached.discard)(name)
+            if host and type(t.target) in (cst.Tuple, cst.List) and not any(
+                    isinstance(e, cst.StarredElement) for e in t.target.elements):
+                for i, e in enumerate(t.target.elements):
+                    if i in host and isinstance(e.value, cst.Name):
+                        self.detached.add(e.value.value)
         lossy = self.carries_loss(value)
         untracked = isinstance(value, cst.Call) and (
             _method(value) in UNTRACKED
@@ -3512,6 +3538,7 @@ class _LossTracking(RuleVisitor):
 
     def visit_For(self, node: cst.For) -> None:
         self.detached -= target_names(node.target)
+        self.detached |= _key_targets(node)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.detached = set()  # what a name held is known within one function only
@@ -3560,6 +3587,26 @@ class _LossTracking(RuleVisitor):
 _STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
+def _key_targets(loop: cst.For) -> set[str]:
+    """The loop's targets that hold a dict's key (``for k in d.keys()``, the first of ``for k,
+    v in d.items()``) or a string of a literal list (``for name in ["a", "b"]``): names, class
+    names, settings, never a tensor with a graph (a tensor key hashes by identity: no one
+    writes that)."""
+    it, target = loop.iter, loop.target
+    if isinstance(it, (cst.List, cst.Tuple, cst.Set)) and it.elements and all(
+            isinstance(e, cst.Element) and isinstance(e.value, _STRINGS) for e in it.elements):
+        return target_names(target)
+    if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args):
+        return set()
+    if it.func.attr.value == "keys" and isinstance(target, cst.Name):
+        return {target.value}
+    if (it.func.attr.value == "items" and isinstance(target, (cst.Tuple, cst.List))
+            and len(target.elements) == 2 and isinstance(target.elements[0].value, cst.Name)
+            and not isinstance(target.elements[0], cst.StarredElement)):
+        return {target.elements[0].value.value}
+    return set()
+
+
 def _text(node: cst.BaseExpression) -> bool:
     """A string built from values (``"{}: {:.4f}".format(k, v)``, ``"%g" % v``, an f-string):
     a str, whatever it formats."""
@@ -3591,10 +3638,12 @@ def _graph_free(node: cst.BaseExpression, detached: set[str]) -> bool:
 _UNKNOWN = cst.Name("_unknown_")  # a value the function does not show
 
 
-def _returns_host_values(func: cst.FunctionDef) -> bool:
-    """Every ``return`` of the function gives a value that holds no graph (``loss.item()``, a
-    name bound only to such values in the function): what a call of it returns is a Python
-    number or a detached tensor, not a loss to detach."""
+def _host_returns(func: cst.FunctionDef) -> frozenset[int | None]:
+    """What every ``return`` of the function gives that holds no graph (``loss.item()``, a
+    ``.detach()``, a name bound only to such values in the function): ``None`` in the set when
+    the whole value does, and position ``i`` when every return is a tuple of the same length
+    whose ``i``-th item does (``return loss.detach(), acc``: a call's first item). Empty when
+    a return is bare, the function yields, or nothing is returned."""
     bound: dict[str, list[cst.BaseExpression]] = {}
     returns: list[cst.BaseExpression] = []
     for n in walk(func.body):
@@ -3610,21 +3659,32 @@ def _returns_host_values(func: cst.FunctionDef) -> bool:
                 bound.setdefault(name, []).append(n.value)
         elif type(n) is cst.Return:
             if n.value is None:
-                return False
+                return frozenset()
             returns.append(n.value)
         elif type(n) is cst.Yield:
-            return False
+            return frozenset()
         elif type(n) in (cst.For, cst.AsName, cst.NamedExpr):  # bound to anything
             target = n.name if type(n) is cst.AsName else n.target
             for name in target_names(target):
                 bound.setdefault(name, []).append(_UNKNOWN)
+    if not returns:
+        return frozenset()
     detached: set[str] = set()
     for _ in range(3):  # names bound to names bound to .item() ...
         detached = {name for name, values in bound.items()
                     if all(_graph_free(v, detached) for v in values)}
-    return bool(returns) and all(
-        _graph_free(r, detached) and not (isinstance(r, cst.Name) and r.value not in bound)
-        for r in returns)
+
+    def free(r: cst.BaseExpression) -> bool:
+        return _graph_free(r, detached) and not (isinstance(r, cst.Name) and r.value not in bound)
+
+    if all(free(r) for r in returns):
+        return frozenset({None})
+    if not all(type(r) is cst.Tuple for r in returns):
+        return frozenset()
+    sizes = {len(r.elements) for r in returns}
+    if len(sizes) != 1 or any(isinstance(e, cst.StarredElement) for r in returns for e in r.elements):
+        return frozenset()
+    return frozenset(i for i in range(sizes.pop()) if all(free(r.elements[i].value) for r in returns))
 
 
 class RunningLossTensor(_LossTracking):
@@ -3634,29 +3694,9 @@ class RunningLossTensor(_LossTracking):
 
     CODE = "PTT012"
 
-    def reset(self) -> None:
-        super().reset()
-        self.host_functions: set[str] | None = None
-
-    def _host_function(self, call: cst.BaseExpression) -> bool:
-        """A call of a function defined in this file (at any depth) whose every definition
-        returns only values that hold no graph."""
-        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
-            return False
-        if call.func.value not in self.facts.function_names:  # no def of it here: no walk
-            return False
-        if self.host_functions is None:
-            defs: dict[str, list[cst.FunctionDef]] = {}
-            if self.module is not None:
-                for n in _function_defs(self.module):
-                    defs.setdefault(n.name.value, []).append(n)
-            self.host_functions = {name for name, fs in defs.items()
-                                   if all(_returns_host_values(f) for f in fs)}
-        return call.func.value in self.host_functions
-
     def visit_Assign(self, node: cst.Assign) -> None:
         super().visit_Assign(node)
-        if self._host_function(node.value):  # loss = run_step(batch), which returns loss.item()
+        if None in self._host_items(node.value):  # loss = run_step(batch), which returns loss.item()
             for t in node.targets:
                 if isinstance(t.target, cst.Name):
                     self.loss_names.discard(t.target.value)
