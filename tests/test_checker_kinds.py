@@ -3863,3 +3863,38 @@ def test_ptt013_needs_a_value_that_can_hold_a_graph():
     assert "PTT013" not in codes(_CITED.replace("for loss, value in found.items():", "for loss in ['l1', 'mse']:"))
     assert "PTT013" in codes(_CITED.replace("for loss, value in found.items():", "for value, loss in found.items():"))
     assert "PTT013" in codes(_CITED.replace("for loss, value in found.items():", "for loss in found.values():"))
+
+
+_HOST_DECODER = '''
+    import torch
+    from torch import nn
+    from beamsearch import PrefixDecoder
+    class Decode(nn.Module):
+        def __init__(self, vocab):
+            super().__init__()
+            self.search = PrefixDecoder(vocab, beam_width=8)
+        def forward(self, probs, lengths):
+            probs = probs.cpu()
+            tokens, scores = self.search.decode(probs, lengths)
+            return tokens
+'''
+
+
+def test_ptt015_leaves_a_cpu_value_handed_to_another_packages_object_alone():
+    """A forward that hands its .cpu() value (at once or through a local name) to a method of an
+    object another package builds in the class (a CPU-only beam search): that package's code
+    may need the CPU. A method of a torch module, of a class of this file or of the project's
+    own package (named like a folder above the file), or the object called as a module, is
+    still reported."""
+    assert "PTT015" not in codes(_HOST_DECODER)
+    assert "PTT015" not in codes(_HOST_DECODER.replace("probs = probs.cpu()", "pass")
+                                 .replace("decode(probs,", "decode(probs.cpu(),"))
+    assert "PTT015" not in codes(_HOST_DECODER + "    MODEL = Decode(list('abc'))\n")  # the whole file parsed
+    assert "PTT015" in codes(_HOST_DECODER.replace("PrefixDecoder(vocab, beam_width=8)", "nn.LSTM(8, 8)"))
+    assert "PTT015" in codes(_HOST_DECODER.replace("self.search.decode(probs, lengths)", "self.search(probs, lengths)"))
+    assert "PTT015" in codes(_HOST_DECODER.replace("from beamsearch import PrefixDecoder", "import math")
+                             + "    class PrefixDecoder(nn.Module):\n        pass\n")
+    assert "PTT015" in codes(_HOST_DECODER.replace("self.search.decode(probs", "self.other.decode(probs"))
+    found = engine.Checker((2, 13), "cuda").check_source(
+        textwrap.dedent(_HOST_DECODER), path="/src/beamsearch/heads.py")
+    assert "PTT015" in [f.code for f in found]

@@ -2012,6 +2012,8 @@ class Checker:
         # PTT030: which classes are nn.Modules (only a module's __init__ can hold its finding)
         scan.facts.nn_modules = nn_module_classes(tree, path) if "__init__" in text else frozenset()
         scan.facts.converts_weights = _named_for_conversion(path)
+        if ".cpu()" in text:  # PTT015: a package named like a folder above the file is the project's
+            scan.facts.path_folders = frozenset(os.path.dirname(os.path.abspath(path)).split(os.sep))
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
         # PTT003: models too large for a second copy of their weights to be harmless
         scan.facts.large_models = "load_state_dict" in text and _in_code(V.LARGE_MODEL, text)

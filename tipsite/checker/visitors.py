@@ -82,6 +82,7 @@ class Facts:
 
     aliases: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
     function_names: set[str] = field(default_factory=set)  # every def of the file, at any depth
+    path_folders: frozenset[str] = frozenset()  # PTT015: the folders above the file (its packages?)
     # PTT012/PTT013: functions of the file whose every return holds no graph: None for the whole
     # value, i for the i-th item of the tuple each returns (only those a loss's total or list
     # may be fed from)
@@ -2495,6 +2496,7 @@ class DeviceInForward(RuleVisitor):
         if _returns_to_input_device(node.body):
             self._cpu_meant_in(node.body)
             return
+        foreign = self._foreign_objects()
         bound: dict[str, list[int]] = {}
         for n in walk(node.body):
             if (type(n) is cst.Assign and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name)):
@@ -2504,7 +2506,7 @@ class DeviceInForward(RuleVisitor):
                 if cpu is not None:
                     bound.setdefault(n.targets[0].target.value, []).append(id(cpu))
         for n in walk(node.body):
-            if type(n) is not cst.Call or not self._needs_cpu(n):
+            if type(n) is not cst.Call or not (self._needs_cpu(n) or _method_of(n, foreign)):
                 continue
             for arg in n.args:
                 cpu = _cpu_chain(arg.value)
@@ -2512,6 +2514,32 @@ class DeviceInForward(RuleVisitor):
                     self.leaving.add(id(cpu))
                 elif isinstance(arg.value, cst.Name):
                     self.leaving.update(bound.get(arg.value.value, ()))
+
+    def _foreign_objects(self) -> set[str]:
+        """``self.decoder = CTCBeamDecoder(...)`` in the forward's class: the attributes bound
+        to an object another package builds (imported by name, not torch's, not a package named
+        like a folder above the file, not a class of this file), whose methods are that
+        package's code (a CPU-only C++ beam search, a tokenizer)."""
+        cls = self.where.module_class("forward")
+        found: set[str] = set()
+        if cls is None:
+            return found
+        for n in _walk_all(cls):
+            if type(n) is not cst.Assign or not isinstance(n.value, cst.Call):
+                continue
+            name = get_full_name_for_node(n.value.func) or ""
+            root = name.split(".", 1)[0]
+            qualified = self.qualify(n.value.func) or ""
+            if (root not in self.facts.aliases or qualified.split(".", 1)[0] in ("torch", "torchaudio",
+                                                                                 "torchvision")
+                    or qualified.split(".", 1)[0] in self.facts.path_folders
+                    or name.rsplit(".", 1)[-1] in self.facts.module_classes | self.facts.plain_classes):
+                continue
+            for t in n.targets:
+                target = get_full_name_for_node(t.target) or ""
+                if target.startswith("self.") and target.count(".") == 1:
+                    found.add(target[5:])
+        return found
 
     def _needs_cpu(self, call: cst.Call) -> bool:
         name = self.qname(call) or ""
@@ -2538,6 +2566,15 @@ class DeviceInForward(RuleVisitor):
                     value = value.func.value
                 else:
                     return
+
+
+def _method_of(call: cst.Call, objects: set[str]) -> bool:
+    """``self.decoder.decode(...)``: a method (not the object called itself, which may be a
+    module's forward) of one of the ``objects`` bound to self."""
+    func = call.func
+    return (bool(objects) and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute)
+            and isinstance(func.value.value, cst.Name) and func.value.value.value == "self"
+            and func.value.attr.value in objects)
 
 
 def _returns_to_input_device(body: cst.CSTNode) -> bool:
