@@ -3898,3 +3898,34 @@ def test_ptt015_leaves_a_cpu_value_handed_to_another_packages_object_alone():
     found = engine.Checker((2, 13), "cuda").check_source(
         textwrap.dedent(_HOST_DECODER), path="/src/beamsearch/heads.py")
     assert "PTT015" in [f.code for f in found]
+
+
+_PLACED_SETS = '''
+    import torch
+    from torch.utils.data import DataLoader
+    from fewshot import build_splits
+    def pretrain(args):
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        train_split, test_split = build_splits(args.root, ways=5, device=device)
+        train_set = train_split.dataset
+        loader = DataLoader(train_set, batch_size=64, shuffle=True)
+        for x, y in loader:
+            step(x.to(device), y.to(device))
+'''
+
+
+def test_ptt021_leaves_a_loader_over_a_dataset_built_on_a_device_alone():
+    """A loader over what a call given a device builds (directly, unpacked, or an attribute or
+    item of it), or over a class named for living on the device (OnDeviceDataset): its tensors
+    may be on the GPU, where pin_memory=True raises. A dataset built for the CPU, or with no
+    device, is still reported."""
+    assert "PTT021" not in codes(_PLACED_SETS)
+    assert "PTT021" not in codes(_PLACED_SETS.replace("DataLoader(train_set,", "DataLoader(train_split.dataset,"))
+    assert "PTT021" not in codes(_PLACED_SETS.replace("device=device)", 'device="cuda:0")'))
+    assert "PTT021" not in codes(_PLACED_SETS.replace("DataLoader(train_set,", "DataLoader(OnDeviceDataset(train_set),"))
+    assert "PTT021" not in codes(_PLACED_SETS.replace("DataLoader(train_set,",
+                                                      "DataLoader(load_split(args.root, device=device),"))
+    assert "PTT021" in codes(_PLACED_SETS.replace("device=device)", 'device="cpu")'))
+    assert "PTT021" in codes(_PLACED_SETS.replace("device=device)", 'device=torch.device("cpu"))'))
+    assert "PTT021" in codes(_PLACED_SETS.replace(", device=device)", ")"))
+    assert "PTT021" in codes(_PLACED_SETS.replace("DataLoader(train_set,", "DataLoader(load_split(args.root),"))

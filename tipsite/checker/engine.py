@@ -358,6 +358,8 @@ class _Scan:
         self.item_binds: list[tuple[str, ast.expr]] = []  # d["args"] = args: (d, args)
         self.item_keys: dict[int, str | None] = {}  # id(args) -> "args": the key it is bound to
         self.unpacked: list[tuple[str, ast.expr]] = []  # a, b = x, y: (a, x), (b, y)
+        self.device_text = False  # PTT021: the file has a DataLoader and says device= or OnDevice
+        self.placed: list[tuple[list[str], ast.expr]] = []  # PTT021: (names, value) where one may be placed
         # PTT012/PTT013: x = f(...) / x = self.f(...): (f, the function around the assignment)
         self.call_binds: list[tuple[str, ast.AST | None]] = []
         self.for_loops: list[ast.For] = []
@@ -670,6 +672,11 @@ class _Scan:
 
     def assign(self, node: ast.Assign, stack: list[ast.AST]) -> None:
         value = node.value
+        if self.device_text and isinstance(value, (ast.Call, ast.Attribute, ast.Subscript)):
+            names = [e.id for t in node.targets for e in ([t] if isinstance(t, ast.Name) else getattr(t, "elts", []))
+                     if isinstance(e, ast.Name)]
+            if names:
+                self.placed.append((names, value))
         if isinstance(value, ast.Call):
             func = value.func
             if isinstance(func, ast.Name):
@@ -950,6 +957,24 @@ class _Scan:
                     self._add(loop)
         if lossy_scopes:
             self._host_returns(lossy_scopes)
+        if self.placed:
+            self._device_datasets()
+
+    def _device_datasets(self) -> None:
+        """PTT021: names bound to what a call given a device builds (``get_tasksets(...,
+        device=device)``, ``Dataset(root, device="cuda")``; not ``device="cpu"``), or a class or
+        function named for living on the device (``OnDeviceDataset(...)``), or to an attribute or
+        item of such a value (``tasks.dataset``), a few hops deep: its tensors may be on the GPU."""
+        found: set[str] = set()
+        for _ in range(3):
+            grown = set(found)
+            for names, value in self.placed:
+                if _on_device(value) or (not isinstance(value, ast.Call) and _root_name(value) in found):
+                    grown.update(names)
+            if grown == found:
+                break
+            found = grown
+        self.facts.device_datasets = found
 
     def _host_returns(self, scopes: set[int]) -> None:
         """PTT012/PTT013: what the functions of this file called (and bound to a name) in code
@@ -1198,6 +1223,32 @@ def _names_read(expr: ast.AST, attrs: frozenset[str] = frozenset(), found: list 
             elif isinstance(value, ast.AST):
                 push(value)
     return out
+
+
+_ON_DEVICE = re.compile(r"on_?device", re.IGNORECASE)
+
+
+def _on_device(value: ast.expr) -> bool:
+    """PTT021: a call given ``device=`` something other than the CPU (a name, "cuda", a
+    torch.device("cuda")), or one whose name says it lives on the device (``OnDeviceDataset``)."""
+    if not isinstance(value, ast.Call):
+        return False
+    if _ON_DEVICE.search(_last_name(value.func) or ""):
+        return True
+    for k in value.keywords:
+        if k.arg == "device":
+            v = k.value
+            if isinstance(v, ast.Call) and v.args:  # torch.device("cpu")
+                v = v.args[0]
+            return not (isinstance(v, ast.Constant) and (v.value is None or "cpu" in str(v.value).lower()))
+    return False
+
+
+def _root_name(node: ast.expr) -> str | None:
+    """``tasks.dataset``, ``sets[0]``: the name the attribute or item is read from."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _mentions_any(expr: ast.AST, names: set[str]) -> bool:
@@ -2038,6 +2089,8 @@ class Checker:
         scan.formats = scan.facts.mentions_cuda and "backward" in text
         scan.numpy = "numpy" in text
         scan.grad_text = "no_grad" in text or "inference_mode" in text
+        # PTT021: datasets built on a device are read only where a loader and one may be
+        scan.device_text = "DataLoader" in text and ("device=" in text or "ondevice" in text.lower())
         scan.walk(tree, [])
         if scan.facts.aliases and ("with " in text or "@" in text):
             # a grad-free context manager of the project's own, imported from another file

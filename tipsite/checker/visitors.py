@@ -111,6 +111,8 @@ class Facts:
     grad_free_callees: set[str] = field(default_factory=set)  # functions here called only from those
     backward_engines: set[str] = field(default_factory=set)  # x in x.backward(loss): no loss itself
     tensor_datasets: set[str] = field(default_factory=set)  # bound to a TensorDataset(...)
+    # PTT021: bound to what a call given a (non-CPU) device= builds, an OnDevice...(...), or a part of one
+    device_datasets: set[str] = field(default_factory=set)
     tensor_names: set[str] = field(default_factory=set)  # every binding in the file is a torch call
     state_names: set[str] = field(default_factory=set)  # bound to a .state_dict() (weights, not a module)
     namespace_names: set[str] = field(default_factory=set)  # bound to parse_args() / argparse.Namespace
@@ -4916,15 +4918,40 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
 
     def _over_tensors(self, node: cst.Call) -> bool:
         """A loader over a ``TensorDataset`` (built in the call, or a name of the file bound to
-        one): its tensors may already be on the GPU, where ``pin_memory=True`` raises."""
+        one), or over a dataset built on a device (a name bound to what a call given a device
+        other than the CPU builds, or to a part of it: ``tasks = get_tasksets(...,
+        device=device)``, ``data = tasks.dataset``; a class named for living on the device,
+        ``OnDeviceDataset(...)``): its tensors may already be on the GPU, where
+        ``pin_memory=True`` raises."""
         data = self.get_specific_arg(node, "dataset", 0)
         if data is None:
             return False
         value = data.value
         if isinstance(value, cst.Name):
-            return value.value in self.facts.tensor_datasets
+            return value.value in self.facts.tensor_datasets or value.value in self.facts.device_datasets
+        root = value
+        while isinstance(root, (cst.Attribute, cst.Subscript)):
+            root = root.value
+        if root is not value and isinstance(root, cst.Name) and root.value in self.facts.device_datasets:
+            return True  # DataLoader(tasks.dataset)
+        if isinstance(value, cst.Call) and _device_call(value):
+            return True
         return isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)) and (
             (self.qname(value) or "").endswith("TensorDataset"))
+
+
+def _device_call(call: cst.Call) -> bool:
+    """PTT021: the engine's ``_on_device`` for a dataset built in the loader's call."""
+    if re.search(r"on_?device", get_full_name_for_node(call.func) or "", re.IGNORECASE):
+        return True
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == "device":
+            v = a.value
+            if isinstance(v, cst.Call) and v.args:
+                v = v.args[0].value
+            return not ((isinstance(v, cst.Name) and v.value == "None")
+                        or (isinstance(v, cst.SimpleString) and "cpu" in v.value.lower()))
+    return False
 
 
 class MemoryAllocated(RuleVisitor):
