@@ -3929,3 +3929,63 @@ def test_ptt021_leaves_a_loader_over_a_dataset_built_on_a_device_alone():
     assert "PTT021" in codes(_PLACED_SETS.replace("device=device)", 'device=torch.device("cpu"))'))
     assert "PTT021" in codes(_PLACED_SETS.replace(", device=device)", ")"))
     assert "PTT021" in codes(_PLACED_SETS.replace("DataLoader(train_set,", "DataLoader(load_split(args.root),"))
+
+
+_WHOLE_SAVER = '''
+    import torch
+    class Task:
+        def save_model(self, path):
+            torch.save(self.model, path)
+'''
+_WHOLE_LOADER = '''
+    import torch
+    from torch import nn
+    def load_model(path, device="cpu") -> nn.Module:
+        model = torch.load(path, map_location=device, weights_only=False)
+        if not hasattr(model, "version"):
+            model.version = "1.0"
+        return model
+'''
+
+
+@pytest.mark.parametrize(("loader", "flagged"), [
+    (_WHOLE_LOADER, False),
+    # returned, cast, by a function annotated to return a Module
+    (_WHOLE_LOADER.replace("def load_model(", "def _restore(").replace(
+        "model = torch.load(path, map_location=device, weights_only=False)",
+        "return torch.load(path, weights_only=False).to(torch.float64)"), False),
+    # used as a module in a script: called, or .eval()
+    ("import torch\nnet = torch.load('best', weights_only=False)\nprint(net(torch.ones(3)))\n", False),
+    ("import torch\nnet = torch.load('best', weights_only=False).cpu().eval()\n", False),
+    # the pickle loader not asked for by name: it fails on torch 2.6 and later, the advice helps
+    (_WHOLE_LOADER.replace(", weights_only=False", ""), True),
+    # a whole object loaded, but not used as a module (a dict of settings and tensors)
+    (_WHOLE_LOADER.replace("def load_model(", "def read_state(").replace(" -> nn.Module", ""), True),
+    ("import torch\nckpt = torch.load('best', weights_only=False)\nprint(ckpt['epoch'])\n", True),
+])
+def test_ptt004_is_silent_where_the_project_reads_whole_modules_back_on_purpose(tmp_path, loader, flagged):
+    """A project whose own loader reads its model files back as whole modules with the pickle
+    loader asked for by name (torch.load(..., weights_only=False), then called, .eval(), or
+    returned by a load_model or a function annotated -> nn.Module): the pickled module is its
+    file format, and a state_dict would break that loader. Where the loader leaves weights_only
+    out (it fails on torch 2.6) or does not use the value as a module, the save is reported."""
+    engine._tree_read_back.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", "pkg/utils.py": loader}
+    assert ("PTT004" in _in_project(tmp_path, files, _WHOLE_SAVER)) is flagged
+    engine._tree_read_back.cache_clear()
+
+
+def test_ptt004_reads_whole_module_loaders_in_the_savers_part_of_the_project_only(tmp_path):
+    """A project of separate examples: a loader that reads whole modules in another top folder
+    says nothing of this example's files; one in the saver's folder, or below it, does. The
+    saving file's own reload does not."""
+    engine._tree_read_back.cache_clear()
+    root = {"pyproject.toml": "[project]\nname = 'demo'\n"}
+    assert "PTT004" in _in_project(tmp_path / "a", {**root, "other/utils.py": _WHOLE_LOADER}, _WHOLE_SAVER)
+    engine._tree_read_back.cache_clear()
+    assert "PTT004" not in _in_project(tmp_path / "b", {**root, "pkg/io/utils.py": _WHOLE_LOADER}, _WHOLE_SAVER)
+    engine._tree_read_back.cache_clear()
+    # the saving script's own reload of its best model is no format other code consumes
+    own = _WHOLE_SAVER + "    best = torch.load('best.pt', weights_only=False)\n    best.eval()\n"
+    assert "PTT004" in _in_project(tmp_path / "c", root, own)
+    engine._tree_read_back.cache_clear()

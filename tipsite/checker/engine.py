@@ -1842,27 +1842,111 @@ def _keys_read_as_modules(text: str) -> set[str]:
     return found
 
 
-def _modules_read_back(path: str, text: str) -> frozenset[str]:
+def _modules_read_back(path: str, text: str) -> tuple[frozenset[str], bool]:
     """PTT041: the keys the file, or any Python file of its project but its tests, reads back
-    from a loaded checkpoint as a module: its checkpoints pickle modules on purpose."""
+    from a loaded checkpoint as a module: its checkpoints pickle modules on purpose. PTT004:
+    whether another file of its part of the project loads a whole module on purpose
+    (``_loads_whole_module``): the part is the project's top folder that holds the file (a
+    project of separate examples: the example's folder), or the whole project for a file at
+    its root. Not the file itself: a script that saves a model and reads it back (its best
+    epoch, a demonstration) is the round trip the advice is about, not a format other code
+    of the project consumes."""
     keys = _keys_read_as_modules(text)
+    whole = False
     folder = _file_folder(path)
     if folder is not None:
-        keys |= _tree_read_back(_project_root(folder))
-    return frozenset(keys)
+        root = _project_root(folder)
+        tree_keys, readers = _tree_read_back(root)
+        keys |= tree_keys
+        if readers:
+            rel = os.path.relpath(folder, root)
+            part = root if rel in (".", "") or rel.startswith("..") else os.path.join(root, rel.split(os.sep)[0])
+            own = os.path.abspath(path)
+            whole = any(r.startswith(part + os.sep) and r != own for r in readers)
+    return frozenset(keys), whole
 
 
 @functools.lru_cache(maxsize=64)
-def _tree_read_back(root: str) -> frozenset[str]:
+def _tree_read_back(root: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The keys the project's files read back as modules, and the files that load whole modules."""
     keys: set[str] = set()
+    readers: set[str] = set()
     scanned = 0
     for folder, names in _project_code(root):
         scanned += len(names)
         if scanned > _MAX_SCANNED:
             break
-        for _, t in _small_texts(folder, names, lambda n: True):
+        for name, t in _small_texts(folder, names, lambda n: True):
             keys |= _keys_read_as_modules(t)
-    return frozenset(keys)
+            if _loads_whole_module(t):
+                readers.add(os.path.join(folder, name))
+    return frozenset(keys), frozenset(readers)
+
+
+_UNSAFE_KWARG = re.compile(r"weights_only\s*=\s*False")
+# casts a module and a tensor share: what a load's value goes through before it is used
+_CASTS = frozenset({"to", "float", "double", "half", "bfloat16", "cpu", "cuda", "type"})
+# a function whose name says it loads a model (load_model, _load_model, load_network)
+_LOADS_MODEL = re.compile(r"load_?(model|module|net|network)", re.IGNORECASE)
+
+
+def _loads_whole_module(text: str) -> bool:
+    """PTT004: the text reads a whole pickled module back on purpose: a ``torch.load(...,
+    weights_only=False)`` (the pickle loader, asked for by name, so the project's files still
+    load on torch 2.6 and later) whose value (after casts such as ``.to(...)``, directly or
+    through a name) is used as a module: called, asked for a method only a module has
+    (``.eval()``, ``.parameters()``, ``.state_dict()``), or returned by a function named for
+    loading a model (``load_model``) or annotated to return a Module."""
+    if "load(" not in text or not _UNSAFE_KWARG.search(text):
+        return False
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    scopes: list[ast.AST] = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    for scope in scopes:
+        loader = isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            bool(_LOADS_MODEL.search(scope.name))
+            or (scope.returns is not None and "Module" in (_dotted(scope.returns) or "")))
+        parents: dict[int, ast.AST] = {}
+        for n in ast.walk(scope):
+            for c in ast.iter_child_nodes(n):
+                parents[id(c)] = n
+        names: set[str] = set()
+        for n in ast.walk(scope):
+            if not (isinstance(n, ast.Call) and _dotted(n.func) == "torch.load" and any(
+                    k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is False
+                    for k in n.keywords)):
+                continue
+            node = n
+            while True:  # torch.load(...).to(torch.float64)
+                up = parents.get(id(node))
+                call = parents.get(id(up)) if isinstance(up, ast.Attribute) else None
+                if isinstance(call, ast.Call) and call.func is up and up.attr in _CASTS:
+                    node = call
+                else:
+                    break
+            up = parents.get(id(node))
+            if _used_as_module(node, up, parents) or (isinstance(up, ast.Return) and loader):
+                return True
+            if isinstance(up, ast.Assign) and len(up.targets) == 1 and isinstance(up.targets[0], ast.Name):
+                names.add(up.targets[0].id)
+        if not names:
+            continue
+        for n in ast.walk(scope):
+            if isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load):
+                up = parents.get(id(n))
+                if _used_as_module(n, up, parents) or (isinstance(up, ast.Return) and loader):
+                    return True
+    return False
+
+
+def _used_as_module(node: ast.AST, up: ast.AST | None, parents: dict[int, ast.AST]) -> bool:
+    """``node(...)``, ``node.eval()``, ``node.parameters()``: a module's use."""
+    if isinstance(up, ast.Call) and up.func is node:
+        return True
+    return (isinstance(up, ast.Attribute) and up.attr in V._MODULE_ONLY
+            and isinstance(parents.get(id(up)), ast.Call) and parents[id(up)].func is up)
 
 
 # a ``with`` item or a decorator that calls a plain name: ``with inference_context(cfg):``
@@ -2076,7 +2160,9 @@ class Checker:
         scan.facts.serves_checkpoints = "BatchNorm" in text and "Conv" in text and _serves_checkpoints(path)
         # PTT041: the keys whose entry the file or its project reads back from a loaded
         # checkpoint as a module (ckpt["model"].float().state_dict()): a format of pickled modules
-        scan.facts.modules_read_back = _modules_read_back(path, text) if "save(" in text else frozenset()
+        # PTT004: whether the file or its project reads a whole module back on purpose
+        if "save(" in text:
+            scan.facts.modules_read_back, scan.facts.reads_whole_modules = _modules_read_back(path, text)
         # PTT001, PTT005 and PTT031: a project pinned to an old torch, where their advice cannot apply
         scan.facts.torch_pin = pinned_torch(path) if (
             "load" in text or "amp" in text or "Adam" in text) else None

@@ -241,7 +241,13 @@ torch.save(model.state_dict(), "model.pt")
               "state_dict(), or one it also hands to safetensors' save_file. Not where the project's "
               "model files are whole pickled modules its own loaders read: the file or its package "
               "sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD, or the saving function torch.loads a module "
-              "itself (asks it for .state_dict(), .parameters(), .eval()).",
+              "itself (asks it for .state_dict(), .parameters(), .eval()), or another file of its "
+              "part of the project (its top folder; the whole project for a file at the root; not "
+              "the saving file itself, whose own reload is the round trip the tip is about) loads one with torch.load(..., weights_only=False) and uses the value as a "
+              "module (after casts such as .to(...): called, asked for .eval(), .parameters() or "
+              ".state_dict(), or returned by a load_model-named function or one annotated to return "
+              "a Module). A loader that leaves weights_only out fails on torch 2.6 and later: the "
+              "save is still reported there.",
     ),
     Rule(
         "PTT005", "tip_mixed_precision", "torch.cuda.amp",

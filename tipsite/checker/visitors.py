@@ -122,6 +122,8 @@ class Facts:
     module_keys: dict[str, set[str | None]] = field(default_factory=dict)
     # PTT041: keys the file or its project reads back from a loaded checkpoint as a module
     modules_read_back: frozenset[str] = frozenset()
+    # PTT004: the file or its project loads a whole module with weights_only=False and uses it as one
+    reads_whole_modules: bool = False
     has_ddp: bool = False  # the file names DistributedDataParallel (a DDP path beside DataParallel)
     loads_unsafely: bool = False  # the file loads with weights_only=False (its own checkpoints)
     torch_floor: tuple[int, ...] | None = None  # the oldest torch the checked project declares
@@ -1795,7 +1797,7 @@ class SaveWholeModule(RuleVisitor):
         it sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (in the file or its package), or the function
         saving loads one itself (a ``torch.load`` whose value it asks for a module's methods,
         ``.state_dict()``, ``.eval()``): a state_dict here would break those readers."""
-        if self.facts.forces_unsafe_load:
+        if self.facts.forces_unsafe_load or self.facts.reads_whole_modules:
             return True
         func = self.where.function()
         if func is None:
