@@ -3934,3 +3934,177 @@ def test_a_project_requiring_torch_26_keeps_ptt001s_reading_of_its_floor(tmp_pat
     engine._declared_in.cache_clear()
     files = {"pyproject.toml": "[project]\nname = 'demo'\ndependencies = ['torch>=2.6']\n"}
     assert "PTT001" not in _in_project(tmp_path, files, _LOAD)
+
+
+_EVAL_STEPS = '''
+    import torch
+    class Learner:
+        def _evaluate(self, batch, model):
+            x, y = batch
+            pred = model(x)
+            loss = self.criterion(pred, y).detach()
+            return loss, accuracy(pred, y)
+        def validate(self, tasks, model):
+            losses, accs = [], []
+            for batch in tasks:
+                loss, acc = self._evaluate(batch, model)
+                losses.append(loss)
+                accs.append(acc)
+            print(sum(losses) / len(losses))
+'''
+
+_CITED = '''
+    import torch
+    def cite(model, batch):
+        found = {}
+        for crit in model.criteria:
+            loss = crit(model(batch))
+            found[crit.__class__.__name__] = loss
+        names = []
+        for loss, value in found.items():
+            names.append(loss)
+        print(names)
+'''
+
+
+def test_ptt013_needs_a_value_that_can_hold_a_graph():
+    """A name bound to the item of a method of the file that returns it detached (``loss, acc =
+    self._evaluate(...)`` returning ``(loss.detach(), acc)``), or a loop target that is a dict's
+    key or a literal list's string: nothing to detach. The item returned with its graph, a
+    dict's value, or a method that returns the loss as is, are still reported."""
+    assert "PTT013" not in codes(_EVAL_STEPS)
+    assert "PTT013" not in codes(_EVAL_STEPS.replace(
+        "return loss, accuracy(pred, y)", "return loss.item()").replace("loss, acc = ", "loss = acc = "))
+    assert "PTT013" in codes(_EVAL_STEPS.replace(").detach()", ")"))
+    assert "PTT013" in codes(_EVAL_STEPS.replace("loss, acc = ", "acc, loss = "))
+    assert "PTT013" not in codes(_CITED)
+    assert "PTT013" not in codes(_CITED.replace("for loss, value in found.items():", "for loss in found.keys():"))
+    assert "PTT013" not in codes(_CITED.replace("for loss, value in found.items():", "for loss in ['l1', 'mse']:"))
+    assert "PTT013" in codes(_CITED.replace("for loss, value in found.items():", "for value, loss in found.items():"))
+    assert "PTT013" in codes(_CITED.replace("for loss, value in found.items():", "for loss in found.values():"))
+
+
+_HOST_DECODER = '''
+    import torch
+    from torch import nn
+    from beamsearch import PrefixDecoder
+    class Decode(nn.Module):
+        def __init__(self, vocab):
+            super().__init__()
+            self.search = PrefixDecoder(vocab, beam_width=8)
+        def forward(self, probs, lengths):
+            probs = probs.cpu()
+            tokens, scores = self.search.decode(probs, lengths)
+            return tokens
+'''
+
+
+def test_ptt015_leaves_a_cpu_value_handed_to_another_packages_object_alone():
+    """A forward that hands its .cpu() value (at once or through a local name) to a method of an
+    object another package builds in the class (a CPU-only beam search): that package's code
+    may need the CPU. A method of a torch module, of a class of this file or of the project's
+    own package (named like a folder above the file), or the object called as a module, is
+    still reported."""
+    assert "PTT015" not in codes(_HOST_DECODER)
+    assert "PTT015" not in codes(_HOST_DECODER.replace("probs = probs.cpu()", "pass")
+                                 .replace("decode(probs,", "decode(probs.cpu(),"))
+    assert "PTT015" not in codes(_HOST_DECODER + "    MODEL = Decode(list('abc'))\n")  # the whole file parsed
+    assert "PTT015" in codes(_HOST_DECODER.replace("PrefixDecoder(vocab, beam_width=8)", "nn.LSTM(8, 8)"))
+    assert "PTT015" in codes(_HOST_DECODER.replace("self.search.decode(probs, lengths)", "self.search(probs, lengths)"))
+    assert "PTT015" in codes(_HOST_DECODER.replace("from beamsearch import PrefixDecoder", "import math")
+                             + "    class PrefixDecoder(nn.Module):\n        pass\n")
+    assert "PTT015" in codes(_HOST_DECODER.replace("self.search.decode(probs", "self.other.decode(probs"))
+    found = engine.Checker((2, 13), "cuda").check_source(
+        textwrap.dedent(_HOST_DECODER), path="/src/beamsearch/heads.py")
+    assert "PTT015" in [f.code for f in found]
+
+
+_PLACED_SETS = '''
+    import torch
+    from torch.utils.data import DataLoader
+    from fewshot import build_splits
+    def pretrain(args):
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        train_split, test_split = build_splits(args.root, ways=5, device=device)
+        train_set = train_split.dataset
+        loader = DataLoader(train_set, batch_size=64, shuffle=True)
+        for x, y in loader:
+            step(x.to(device), y.to(device))
+'''
+
+
+def test_ptt021_leaves_a_loader_over_a_dataset_built_on_a_device_alone():
+    """A loader over what a call given a device builds (directly, unpacked, or an attribute or
+    item of it), or over a class named for living on the device (OnDeviceDataset): its tensors
+    may be on the GPU, where pin_memory=True raises. A dataset built for the CPU, or with no
+    device, is still reported."""
+    assert "PTT021" not in codes(_PLACED_SETS)
+    assert "PTT021" not in codes(_PLACED_SETS.replace("DataLoader(train_set,", "DataLoader(train_split.dataset,"))
+    assert "PTT021" not in codes(_PLACED_SETS.replace("device=device)", 'device="cuda:0")'))
+    assert "PTT021" not in codes(_PLACED_SETS.replace("DataLoader(train_set,", "DataLoader(OnDeviceDataset(train_set),"))
+    assert "PTT021" not in codes(_PLACED_SETS.replace("DataLoader(train_set,",
+                                                      "DataLoader(load_split(args.root, device=device),"))
+    assert "PTT021" in codes(_PLACED_SETS.replace("device=device)", 'device="cpu")'))
+    assert "PTT021" in codes(_PLACED_SETS.replace("device=device)", 'device=torch.device("cpu"))'))
+    assert "PTT021" in codes(_PLACED_SETS.replace(", device=device)", ")"))
+    assert "PTT021" in codes(_PLACED_SETS.replace("DataLoader(train_set,", "DataLoader(load_split(args.root),"))
+
+
+_WHOLE_SAVER = '''
+    import torch
+    class Task:
+        def save_model(self, path):
+            torch.save(self.model, path)
+'''
+_WHOLE_LOADER = '''
+    import torch
+    from torch import nn
+    def load_model(path, device="cpu") -> nn.Module:
+        model = torch.load(path, map_location=device, weights_only=False)
+        if not hasattr(model, "version"):
+            model.version = "1.0"
+        return model
+'''
+
+
+@pytest.mark.parametrize(("loader", "flagged"), [
+    (_WHOLE_LOADER, False),
+    # returned, cast, by a function annotated to return a Module
+    (_WHOLE_LOADER.replace("def load_model(", "def _restore(").replace(
+        "model = torch.load(path, map_location=device, weights_only=False)",
+        "return torch.load(path, weights_only=False).to(torch.float64)"), False),
+    # used as a module in a script: called, or .eval()
+    ("import torch\nnet = torch.load('best', weights_only=False)\nprint(net(torch.ones(3)))\n", False),
+    ("import torch\nnet = torch.load('best', weights_only=False).cpu().eval()\n", False),
+    # the pickle loader not asked for by name: it fails on torch 2.6 and later, the advice helps
+    (_WHOLE_LOADER.replace(", weights_only=False", ""), True),
+    # a whole object loaded, but not used as a module (a dict of settings and tensors)
+    (_WHOLE_LOADER.replace("def load_model(", "def read_state(").replace(" -> nn.Module", ""), True),
+    ("import torch\nckpt = torch.load('best', weights_only=False)\nprint(ckpt['epoch'])\n", True),
+])
+def test_ptt004_is_silent_where_the_project_reads_whole_modules_back_on_purpose(tmp_path, loader, flagged):
+    """A project whose own loader reads its model files back as whole modules with the pickle
+    loader asked for by name (torch.load(..., weights_only=False), then called, .eval(), or
+    returned by a load_model or a function annotated -> nn.Module): the pickled module is its
+    file format, and a state_dict would break that loader. Where the loader leaves weights_only
+    out (it fails on torch 2.6) or does not use the value as a module, the save is reported."""
+    engine._tree_read_back.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", "pkg/utils.py": loader}
+    assert ("PTT004" in _in_project(tmp_path, files, _WHOLE_SAVER)) is flagged
+    engine._tree_read_back.cache_clear()
+
+
+def test_ptt004_reads_whole_module_loaders_in_the_savers_part_of_the_project_only(tmp_path):
+    """A project of separate examples: a loader that reads whole modules in another top folder
+    says nothing of this example's files; one in the saver's folder, or below it, does. The
+    saving file's own reload does not."""
+    engine._tree_read_back.cache_clear()
+    root = {"pyproject.toml": "[project]\nname = 'demo'\n"}
+    assert "PTT004" in _in_project(tmp_path / "a", {**root, "other/utils.py": _WHOLE_LOADER}, _WHOLE_SAVER)
+    engine._tree_read_back.cache_clear()
+    assert "PTT004" not in _in_project(tmp_path / "b", {**root, "pkg/io/utils.py": _WHOLE_LOADER}, _WHOLE_SAVER)
+    engine._tree_read_back.cache_clear()
+    # the saving script's own reload of its best model is no format other code consumes
+    own = _WHOLE_SAVER + "    best = torch.load('best.pt', weights_only=False)\n    best.eval()\n"
+    assert "PTT004" in _in_project(tmp_path / "c", root, own)
+    engine._tree_read_back.cache_clear()

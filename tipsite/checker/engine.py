@@ -358,6 +358,10 @@ class _Scan:
         self.item_binds: list[tuple[str, ast.expr]] = []  # d["args"] = args: (d, args)
         self.item_keys: dict[int, str | None] = {}  # id(args) -> "args": the key it is bound to
         self.unpacked: list[tuple[str, ast.expr]] = []  # a, b = x, y: (a, x), (b, y)
+        self.device_text = False  # PTT021: the file has a DataLoader and says device= or OnDevice
+        self.placed: list[tuple[list[str], ast.expr]] = []  # PTT021: (names, value) where one may be placed
+        # PTT012/PTT013: x = f(...) / x = self.f(...): (f, the function around the assignment)
+        self.call_binds: list[tuple[str, ast.AST | None]] = []
         self.for_loops: list[ast.For] = []
         self.while_loops: list[ast.While] = []
         # PTT011: functions with a host read outside any loop of theirs (a training step's read?)
@@ -668,6 +672,17 @@ class _Scan:
 
     def assign(self, node: ast.Assign, stack: list[ast.AST]) -> None:
         value = node.value
+        if self.device_text and isinstance(value, (ast.Call, ast.Attribute, ast.Subscript)):
+            names = [e.id for t in node.targets for e in ([t] if isinstance(t, ast.Name) else getattr(t, "elts", []))
+                     if isinstance(e, ast.Name)]
+            if names:
+                self.placed.append((names, value))
+        if isinstance(value, ast.Call):
+            func = value.func
+            if isinstance(func, ast.Name):
+                self.call_binds.append((func.id, self._function(stack)))
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
+                self.call_binds.append((func.attr, self._function(stack)))
         for t in node.targets:
             if isinstance(t, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
                     and len(t.elts) == len(value.elts):  # vocab, opt = ckpt["vocab"], ckpt["opt"]
@@ -927,9 +942,11 @@ class _Scan:
         self._step_functions()
         self._hooks()
         self._loader_uses()
+        lossy_scopes: set[int] = set()
         for why, expr, where in self.maybe:
             if why == "lossy" and (_mentions_any(expr, lossy) or _calls_loss(expr)):
                 self._scope(where)
+                lossy_scopes.add(id(where))
                 continue
             if why == "loader":  # (where: the loop, or the if or try around it)
                 loop, it = where, expr
@@ -938,6 +955,60 @@ class _Scan:
                 name = _dotted(it) or ""
                 if name in f.loader_names or "loader" in name.rsplit(".", 1)[-1].lower():
                     self._add(loop)
+        if lossy_scopes:
+            self._host_returns(lossy_scopes)
+        if self.placed:
+            self._device_datasets()
+
+    def _device_datasets(self) -> None:
+        """PTT021: names bound to what a call given a device builds (``get_tasksets(...,
+        device=device)``, ``Dataset(root, device="cuda")``; not ``device="cpu"``), or a class or
+        function named for living on the device (``OnDeviceDataset(...)``), or to an attribute or
+        item of such a value (``tasks.dataset``), a few hops deep: its tensors may be on the GPU."""
+        found: set[str] = set()
+        for _ in range(3):
+            grown = set(found)
+            for names, value in self.placed:
+                if _on_device(value) or (not isinstance(value, ast.Call) and _root_name(value) in found):
+                    grown.update(names)
+            if grown == found:
+                break
+            found = grown
+        self.facts.device_datasets = found
+
+    def _host_returns(self, scopes: set[int]) -> None:
+        """PTT012/PTT013: what the functions of this file called (and bound to a name) in code
+        that keeps a running total or list of a loss return without a graph (``V._host_returns``).
+        Their bodies may lie outside every piece (blanked for libcst), so each is parsed alone."""
+        wanted = {name for name, where in self.call_binds if id(where) in scopes}
+        defs: dict[str, list[ast.AST]] = {}
+        for func in self.functions:
+            if func.name in wanted:
+                defs.setdefault(func.name, []).append(func)
+        if not defs:
+            return
+        lines = self.text.splitlines(keepends=True)
+        for name, funcs in defs.items():
+            found: frozenset[int | None] | None = None
+            for func in funcs:
+                if not any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(func)):
+                    found = frozenset()
+                    break
+                segment = "".join(lines[func.lineno - 1:func.end_lineno])
+                indented = func.col_offset > 0
+                try:
+                    tree = cst.parse_module("if 1:\n" + segment if indented else segment)
+                except cst.ParserSyntaxError:
+                    found = frozenset()
+                    break
+                node = tree.body[0].body.body[0] if indented else tree.body[0]
+                if not isinstance(node, cst.FunctionDef):
+                    found = frozenset()
+                    break
+                got = V._host_returns(node)
+                found = got if found is None else found & got
+            if found:
+                self.facts.host_returns[name] = found
 
 
 def _one_step(func: ast.AST) -> bool:
@@ -1152,6 +1223,32 @@ def _names_read(expr: ast.AST, attrs: frozenset[str] = frozenset(), found: list 
             elif isinstance(value, ast.AST):
                 push(value)
     return out
+
+
+_ON_DEVICE = re.compile(r"on_?device", re.IGNORECASE)
+
+
+def _on_device(value: ast.expr) -> bool:
+    """PTT021: a call given ``device=`` something other than the CPU (a name, "cuda", a
+    torch.device("cuda")), or one whose name says it lives on the device (``OnDeviceDataset``)."""
+    if not isinstance(value, ast.Call):
+        return False
+    if _ON_DEVICE.search(_last_name(value.func) or ""):
+        return True
+    for k in value.keywords:
+        if k.arg == "device":
+            v = k.value
+            if isinstance(v, ast.Call) and v.args:  # torch.device("cpu")
+                v = v.args[0]
+            return not (isinstance(v, ast.Constant) and (v.value is None or "cpu" in str(v.value).lower()))
+    return False
+
+
+def _root_name(node: ast.expr) -> str | None:
+    """``tasks.dataset``, ``sets[0]``: the name the attribute or item is read from."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _mentions_any(expr: ast.AST, names: set[str]) -> bool:
@@ -1745,27 +1842,111 @@ def _keys_read_as_modules(text: str) -> set[str]:
     return found
 
 
-def _modules_read_back(path: str, text: str) -> frozenset[str]:
+def _modules_read_back(path: str, text: str) -> tuple[frozenset[str], bool]:
     """PTT041: the keys the file, or any Python file of its project but its tests, reads back
-    from a loaded checkpoint as a module: its checkpoints pickle modules on purpose."""
+    from a loaded checkpoint as a module: its checkpoints pickle modules on purpose. PTT004:
+    whether another file of its part of the project loads a whole module on purpose
+    (``_loads_whole_module``): the part is the project's top folder that holds the file (a
+    project of separate examples: the example's folder), or the whole project for a file at
+    its root. Not the file itself: a script that saves a model and reads it back (its best
+    epoch, a demonstration) is the round trip the advice is about, not a format other code
+    of the project consumes."""
     keys = _keys_read_as_modules(text)
+    whole = False
     folder = _file_folder(path)
     if folder is not None:
-        keys |= _tree_read_back(_project_root(folder))
-    return frozenset(keys)
+        root = _project_root(folder)
+        tree_keys, readers = _tree_read_back(root)
+        keys |= tree_keys
+        if readers:
+            rel = os.path.relpath(folder, root)
+            part = root if rel in (".", "") or rel.startswith("..") else os.path.join(root, rel.split(os.sep)[0])
+            own = os.path.abspath(path)
+            whole = any(r.startswith(part + os.sep) and r != own for r in readers)
+    return frozenset(keys), whole
 
 
 @functools.lru_cache(maxsize=64)
-def _tree_read_back(root: str) -> frozenset[str]:
+def _tree_read_back(root: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The keys the project's files read back as modules, and the files that load whole modules."""
     keys: set[str] = set()
+    readers: set[str] = set()
     scanned = 0
     for folder, names in _project_code(root):
         scanned += len(names)
         if scanned > _MAX_SCANNED:
             break
-        for _, t in _small_texts(folder, names, lambda n: True):
+        for name, t in _small_texts(folder, names, lambda n: True):
             keys |= _keys_read_as_modules(t)
-    return frozenset(keys)
+            if _loads_whole_module(t):
+                readers.add(os.path.join(folder, name))
+    return frozenset(keys), frozenset(readers)
+
+
+_UNSAFE_KWARG = re.compile(r"weights_only\s*=\s*False")
+# casts a module and a tensor share: what a load's value goes through before it is used
+_CASTS = frozenset({"to", "float", "double", "half", "bfloat16", "cpu", "cuda", "type"})
+# a function whose name says it loads a model (load_model, _load_model, load_network)
+_LOADS_MODEL = re.compile(r"load_?(model|module|net|network)", re.IGNORECASE)
+
+
+def _loads_whole_module(text: str) -> bool:
+    """PTT004: the text reads a whole pickled module back on purpose: a ``torch.load(...,
+    weights_only=False)`` (the pickle loader, asked for by name, so the project's files still
+    load on torch 2.6 and later) whose value (after casts such as ``.to(...)``, directly or
+    through a name) is used as a module: called, asked for a method only a module has
+    (``.eval()``, ``.parameters()``, ``.state_dict()``), or returned by a function named for
+    loading a model (``load_model``) or annotated to return a Module."""
+    if "load(" not in text or not _UNSAFE_KWARG.search(text):
+        return False
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    scopes: list[ast.AST] = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    for scope in scopes:
+        loader = isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            bool(_LOADS_MODEL.search(scope.name))
+            or (scope.returns is not None and "Module" in (_dotted(scope.returns) or "")))
+        parents: dict[int, ast.AST] = {}
+        for n in ast.walk(scope):
+            for c in ast.iter_child_nodes(n):
+                parents[id(c)] = n
+        names: set[str] = set()
+        for n in ast.walk(scope):
+            if not (isinstance(n, ast.Call) and _dotted(n.func) == "torch.load" and any(
+                    k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is False
+                    for k in n.keywords)):
+                continue
+            node = n
+            while True:  # torch.load(...).to(torch.float64)
+                up = parents.get(id(node))
+                call = parents.get(id(up)) if isinstance(up, ast.Attribute) else None
+                if isinstance(call, ast.Call) and call.func is up and up.attr in _CASTS:
+                    node = call
+                else:
+                    break
+            up = parents.get(id(node))
+            if _used_as_module(node, up, parents) or (isinstance(up, ast.Return) and loader):
+                return True
+            if isinstance(up, ast.Assign) and len(up.targets) == 1 and isinstance(up.targets[0], ast.Name):
+                names.add(up.targets[0].id)
+        if not names:
+            continue
+        for n in ast.walk(scope):
+            if isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load):
+                up = parents.get(id(n))
+                if _used_as_module(n, up, parents) or (isinstance(up, ast.Return) and loader):
+                    return True
+    return False
+
+
+def _used_as_module(node: ast.AST, up: ast.AST | None, parents: dict[int, ast.AST]) -> bool:
+    """``node(...)``, ``node.eval()``, ``node.parameters()``: a module's use."""
+    if isinstance(up, ast.Call) and up.func is node:
+        return True
+    return (isinstance(up, ast.Attribute) and up.attr in V._MODULE_ONLY
+            and isinstance(parents.get(id(up)), ast.Call) and parents[id(up)].func is up)
 
 
 # a ``with`` item or a decorator that calls a plain name: ``with inference_context(cfg):``
@@ -1966,6 +2147,8 @@ class Checker:
         # PTT030: which classes are nn.Modules (only a module's __init__ can hold its finding)
         scan.facts.nn_modules = nn_module_classes(tree, path) if "__init__" in text else frozenset()
         scan.facts.converts_weights = _named_for_conversion(path)
+        if ".cpu()" in text:  # PTT015: a package named like a folder above the file is the project's
+            scan.facts.path_folders = frozenset(os.path.dirname(os.path.abspath(path)).split(os.sep))
         scan.facts.loads_unsafely = "weights_only" in text and bool(_UNSAFE_LOAD.search(text))
         # PTT003: models too large for a second copy of their weights to be harmless
         scan.facts.large_models = "load_state_dict" in text and _in_code(V.LARGE_MODEL, text)
@@ -1978,7 +2161,9 @@ class Checker:
         scan.facts.serves_checkpoints = "BatchNorm" in text and "Conv" in text and _serves_checkpoints(path)
         # PTT041: the keys whose entry the file or its project reads back from a loaded
         # checkpoint as a module (ckpt["model"].float().state_dict()): a format of pickled modules
-        scan.facts.modules_read_back = _modules_read_back(path, text) if "save(" in text else frozenset()
+        # PTT004: whether the file or its project reads a whole module back on purpose
+        if "save(" in text:
+            scan.facts.modules_read_back, scan.facts.reads_whole_modules = _modules_read_back(path, text)
         # PTT031: fused Adam raises on the complex parameters the file or its project creates
         scan.facts.complex_params = "Adam" in text and _complex_params(path, text)
         if "load(" in text or "save(" in text:  # PTT001 and PTT004 read them
@@ -1988,6 +2173,8 @@ class Checker:
         scan.formats = scan.facts.mentions_cuda and "backward" in text
         scan.numpy = "numpy" in text
         scan.grad_text = "no_grad" in text or "inference_mode" in text
+        # PTT021: datasets built on a device are read only where a loader and one may be
+        scan.device_text = "DataLoader" in text and ("device=" in text or "ondevice" in text.lower())
         scan.walk(tree, [])
         if scan.facts.aliases and ("with " in text or "@" in text):
             # a grad-free context manager of the project's own, imported from another file

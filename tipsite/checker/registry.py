@@ -253,7 +253,13 @@ torch.save(model.state_dict(), "model.pt")
               "state_dict(), or one it also hands to safetensors' save_file. Not where the project's "
               "model files are whole pickled modules its own loaders read: the file or its package "
               "sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD, or the saving function torch.loads a module "
-              "itself (asks it for .state_dict(), .parameters(), .eval()).",
+              "itself (asks it for .state_dict(), .parameters(), .eval()), or another file of its "
+              "part of the project (its top folder; the whole project for a file at the root; not "
+              "the saving file itself, whose own reload is the round trip the tip is about) loads one with torch.load(..., weights_only=False) and uses the value as a "
+              "module (after casts such as .to(...): called, asked for .eval(), .parameters() or "
+              ".state_dict(), or returned by a load_model-named function or one annotated to return "
+              "a Module). A loader that leaves weights_only out fails on torch 2.6 and later: the "
+              "save is still reported there.",
     ),
     Rule(
         "PTT005", "tip_mixed_precision", "torch.cuda.amp",
@@ -484,9 +490,10 @@ for inputs, target in loader:
               "an f-string, %); not a value that holds no graph: .detach() or .item() anywhere in its "
               "chain (loss.detach().float()), or a name bound (last, in the same function) to such a "
               "value or to one computed under no_grad (out = model(x) under no_grad; loss = out.loss), "
-              "or to what a function defined in the file returns when each of its returns holds no "
-              "graph (return loss.item(); a name it binds only to such values; a collective such as "
-              "all_reduce_mean(loss.detach())).",
+              "or to what a function or method defined in the file (f(x), self.f(x)) returns when each "
+              "of its returns holds no graph (return loss.item(); a name it binds only to such values; a "
+              "collective such as all_reduce_mean(loss.detach())), or to the item of the tuples it "
+              "returns that holds none (loss, acc = self.eval_step(b) after return loss.detach(), acc).",
     ),
     Rule(
         "PTT013", "tip_detach_logged_values", "logging tensors that carry a graph",
@@ -524,7 +531,12 @@ for inputs, target in loader:
               "target that merely says loss (stats = self.step(batch, loss_info)) is no evidence, "
               "nor is an object a constructor makes (LpLoss(d=2), nn.MSELoss(), a class of the file: "
               "a loss function, not a loss) or a name bound to one, nor a setting read with a plain "
-              "default (cfg.loss_weights.get(name, 1.0)).",
+              "default (cfg.loss_weights.get(name, 1.0)). Not a value that holds no graph: one bound "
+              "to what a function or method of the file (f(x), self.f(x)) returns detached or as a "
+              "number (whole, or the tuple item each of its returns detaches: loss, acc = "
+              "self.eval_step(b) after return loss.detach(), acc), nor a loop target that is a dict's key "
+              "(for loss in d.keys(), the first of for loss, v in d.items()) or a string of a literal "
+              "list (for loss in ['l1', 'mse']).",
     ),
     Rule(
         "PTT014", "tip_from_numpy", "torch.tensor(ndarray)",
@@ -580,7 +592,10 @@ class Net(torch.nn.Module):
               "into numbers at once (.cpu().numpy(), .tolist(), also through .detach() and the like), "
               "nor one handed, at once or through a local name, to a function that is not torch's (a "
               "kernel's batch sizes: its contract may need the CPU) or to pack_padded_sequence's "
-              "lengths, nor a CPU fallback (in an except handler, or on a branch for a device that "
+              "lengths, or to a method of an object that another package (not torch, not one named "
+              "like a folder above the file, not a class of the file) builds in the module "
+              "(self.decoder = CTCBeamDecoder(...); self.decoder.decode(logits.cpu()): a CPU-only "
+              "library's search), nor a CPU fallback (in an except handler, or on a branch for a device that "
               "lacks the operator, such as MPS), nor a .cpu() in the forward's evaluation-only branch "
               "(if not self.training:), whose outputs go to a host-side evaluator, nor in a forward "
               "that keeps its input's device in a name and moves tensors to it (device = x.device; "
@@ -790,7 +805,11 @@ for x, y in loader:
         scope="Only a loader that omits pin_memory (an explicit pin_memory=False is a stated choice), "
               "in a file that names CUDA or an accelerator (an autocast(..., enabled=False) that keeps a "
               "function in full precision does not count); not a loader over a TensorDataset (its "
-              "tensors may be on the GPU, where pin_memory=True raises), nor one whose loops in the file "
+              "tensors may be on the GPU, where pin_memory=True raises), nor one over a dataset built "
+              "on a device: what a call given device= other than the CPU builds, directly, unpacked "
+              "or an attribute or item of it (tasks = get_tasksets(..., device=device); "
+              "DataLoader(tasks.dataset)), or a class named for living there (OnDeviceDataset(...)), "
+              "for the same reason; nor one whose loops in the file "
               "hand the batches to NumPy (an ONNX runtime's inputs) and never move them with torch, nor "
               "one over range(n) or an index tensor (torch.arange, torch.randperm): its batches are "
               "small index tensors that gather rows already placed; nor, in a file that imports "

@@ -83,6 +83,11 @@ class Facts:
 
     aliases: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
     function_names: set[str] = field(default_factory=set)  # every def of the file, at any depth
+    path_folders: frozenset[str] = frozenset()  # PTT015: the folders above the file (its packages?)
+    # PTT012/PTT013: functions of the file whose every return holds no graph: None for the whole
+    # value, i for the i-th item of the tuple each returns (only those a loss's total or list
+    # may be fed from)
+    host_returns: dict[str, frozenset[int | None]] = field(default_factory=dict)
     numpy_names: set[str] = field(default_factory=set)
     loader_names: set[str] = field(default_factory=set)
     pinned_loaders: set[str] = field(default_factory=set)  # DataLoader(..., pin_memory=<not False>)
@@ -107,6 +112,8 @@ class Facts:
     grad_free_callees: set[str] = field(default_factory=set)  # functions here called only from those
     backward_engines: set[str] = field(default_factory=set)  # x in x.backward(loss): no loss itself
     tensor_datasets: set[str] = field(default_factory=set)  # bound to a TensorDataset(...)
+    # PTT021: bound to what a call given a (non-CPU) device= builds, an OnDevice...(...), or a part of one
+    device_datasets: set[str] = field(default_factory=set)
     tensor_names: set[str] = field(default_factory=set)  # every binding in the file is a torch call
     state_names: set[str] = field(default_factory=set)  # bound to a .state_dict() (weights, not a module)
     namespace_names: set[str] = field(default_factory=set)  # bound to parse_args() / argparse.Namespace
@@ -116,6 +123,8 @@ class Facts:
     module_keys: dict[str, set[str | None]] = field(default_factory=dict)
     # PTT041: keys the file or its project reads back from a loaded checkpoint as a module
     modules_read_back: frozenset[str] = frozenset()
+    # PTT004: the file or its project loads a whole module with weights_only=False and uses it as one
+    reads_whole_modules: bool = False
     has_ddp: bool = False  # the file names DistributedDataParallel (a DDP path beside DataParallel)
     loads_unsafely: bool = False  # the file loads with weights_only=False (its own checkpoints)
     torch_floor: tuple[int, ...] | None = None  # the oldest torch the checked project declares
@@ -1824,7 +1833,7 @@ class SaveWholeModule(RuleVisitor):
         it sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (in the file or its package), or the function
         saving loads one itself (a ``torch.load`` whose value it asks for a module's methods,
         ``.state_dict()``, ``.eval()``): a state_dict here would break those readers."""
-        if self.facts.forces_unsafe_load:
+        if self.facts.forces_unsafe_load or self.facts.reads_whole_modules:
             return True
         func = self.where.function()
         if func is None:
@@ -2530,6 +2539,7 @@ class DeviceInForward(RuleVisitor):
         if _returns_to_input_device(node.body):
             self._cpu_meant_in(node.body)
             return
+        foreign = self._foreign_objects()
         bound: dict[str, list[int]] = {}
         for n in walk(node.body):
             if (type(n) is cst.Assign and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name)):
@@ -2539,7 +2549,7 @@ class DeviceInForward(RuleVisitor):
                 if cpu is not None:
                     bound.setdefault(n.targets[0].target.value, []).append(id(cpu))
         for n in walk(node.body):
-            if type(n) is not cst.Call or not self._needs_cpu(n):
+            if type(n) is not cst.Call or not (self._needs_cpu(n) or _method_of(n, foreign)):
                 continue
             for arg in n.args:
                 cpu = _cpu_chain(arg.value)
@@ -2547,6 +2557,32 @@ class DeviceInForward(RuleVisitor):
                     self.leaving.add(id(cpu))
                 elif isinstance(arg.value, cst.Name):
                     self.leaving.update(bound.get(arg.value.value, ()))
+
+    def _foreign_objects(self) -> set[str]:
+        """``self.decoder = CTCBeamDecoder(...)`` in the forward's class: the attributes bound
+        to an object another package builds (imported by name, not torch's, not a package named
+        like a folder above the file, not a class of this file), whose methods are that
+        package's code (a CPU-only C++ beam search, a tokenizer)."""
+        cls = self.where.module_class("forward")
+        found: set[str] = set()
+        if cls is None:
+            return found
+        for n in _walk_all(cls):
+            if type(n) is not cst.Assign or not isinstance(n.value, cst.Call):
+                continue
+            name = get_full_name_for_node(n.value.func) or ""
+            root = name.split(".", 1)[0]
+            qualified = self.qualify(n.value.func) or ""
+            if (root not in self.facts.aliases or qualified.split(".", 1)[0] in ("torch", "torchaudio",
+                                                                                 "torchvision")
+                    or qualified.split(".", 1)[0] in self.facts.path_folders
+                    or name.rsplit(".", 1)[-1] in self.facts.module_classes | self.facts.plain_classes):
+                continue
+            for t in n.targets:
+                target = get_full_name_for_node(t.target) or ""
+                if target.startswith("self.") and target.count(".") == 1:
+                    found.add(target[5:])
+        return found
 
     def _needs_cpu(self, call: cst.Call) -> bool:
         name = self.qname(call) or ""
@@ -2573,6 +2609,15 @@ class DeviceInForward(RuleVisitor):
                     value = value.func.value
                 else:
                     return
+
+
+def _method_of(call: cst.Call, objects: set[str]) -> bool:
+    """``self.decoder.decode(...)``: a method (not the object called itself, which may be a
+    module's forward) of one of the ``objects`` bound to self."""
+    func = call.func
+    return (bool(objects) and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute)
+            and isinstance(func.value.value, cst.Name) and func.value.value.value == "self"
+            and func.value.attr.value in objects)
 
 
 def _returns_to_input_device(body: cst.CSTNode) -> bool:
@@ -3502,6 +3547,22 @@ class _LossTracking(RuleVisitor):
         self.flows: dict[int, _Flow] = {}
         self.candidates: dict[int, list[tuple[cst.CSTNode, str]]] = {}
 
+    def _host_items(self, call: cst.BaseExpression) -> frozenset[int | None]:
+        """What a call of a function defined in this file (at any depth; ``f(x)``, or a method
+        through ``self.f(x)`` / ``cls.f(x)``) returns that holds no graph, for every definition
+        of that name (``_host_returns``): ``None`` for the whole value, ``i`` for a tuple's
+        ``i``-th item."""
+        if not isinstance(call, cst.Call):
+            return frozenset()
+        func = call.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+            name = func.attr.value
+        elif isinstance(func, cst.Name):
+            name = func.value
+        else:
+            return frozenset()
+        return self.facts.host_returns.get(name, frozenset())
+
     def _key(self) -> tuple[int, cst.FunctionDef | None]:
         func = self.where.function()
         return (id(func) if func else 0), func
@@ -3523,9 +3584,15 @@ class _LossTracking(RuleVisitor):
         # computed under no_grad, or from values that hold no graph (loss.detach().float()):
         # the names it binds hold none either, until bound again to something that may
         detached = self.where.grad_free(self) or _detached(value, self.detached)
+        host = self._host_items(value)  # loss, acc = self.eval_step(b), which returns (loss.detach(), acc)
         for t in node.targets:
             for name in target_names(t.target):
-                (self.detached.add if detached else self.detached.discard)(name)
+                (self.detached.add if detached or None in host else self.detached.discard)(name)
+            if host and type(t.target) in (cst.Tuple, cst.List) and not any(
+                    isinstance(e, cst.StarredElement) for e in t.target.elements):
+                for i, e in enumerate(t.target.elements):
+                    if i in host and isinstance(e.value, cst.Name):
+                        self.detached.add(e.value.value)
         lossy = self.carries_loss(value)
         untracked = isinstance(value, cst.Call) and (
             _method(value) in UNTRACKED
@@ -3551,6 +3618,7 @@ class _LossTracking(RuleVisitor):
 
     def visit_For(self, node: cst.For) -> None:
         self.detached -= target_names(node.target)
+        self.detached |= _key_targets(node)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.detached = set()  # what a name held is known within one function only
@@ -3599,6 +3667,26 @@ class _LossTracking(RuleVisitor):
 _STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
+def _key_targets(loop: cst.For) -> set[str]:
+    """The loop's targets that hold a dict's key (``for k in d.keys()``, the first of ``for k,
+    v in d.items()``) or a string of a literal list (``for name in ["a", "b"]``): names, class
+    names, settings, never a tensor with a graph (a tensor key hashes by identity: no one
+    writes that)."""
+    it, target = loop.iter, loop.target
+    if isinstance(it, (cst.List, cst.Tuple, cst.Set)) and it.elements and all(
+            isinstance(e, cst.Element) and isinstance(e.value, _STRINGS) for e in it.elements):
+        return target_names(target)
+    if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args):
+        return set()
+    if it.func.attr.value == "keys" and isinstance(target, cst.Name):
+        return {target.value}
+    if (it.func.attr.value == "items" and isinstance(target, (cst.Tuple, cst.List))
+            and len(target.elements) == 2 and isinstance(target.elements[0].value, cst.Name)
+            and not isinstance(target.elements[0], cst.StarredElement)):
+        return {target.elements[0].value.value}
+    return set()
+
+
 def _text(node: cst.BaseExpression) -> bool:
     """A string built from values (``"{}: {:.4f}".format(k, v)``, ``"%g" % v``, an f-string):
     a str, whatever it formats."""
@@ -3630,10 +3718,12 @@ def _graph_free(node: cst.BaseExpression, detached: set[str]) -> bool:
 _UNKNOWN = cst.Name("_unknown_")  # a value the function does not show
 
 
-def _returns_host_values(func: cst.FunctionDef) -> bool:
-    """Every ``return`` of the function gives a value that holds no graph (``loss.item()``, a
-    name bound only to such values in the function): what a call of it returns is a Python
-    number or a detached tensor, not a loss to detach."""
+def _host_returns(func: cst.FunctionDef) -> frozenset[int | None]:
+    """What every ``return`` of the function gives that holds no graph (``loss.item()``, a
+    ``.detach()``, a name bound only to such values in the function): ``None`` in the set when
+    the whole value does, and position ``i`` when every return is a tuple of the same length
+    whose ``i``-th item does (``return loss.detach(), acc``: a call's first item). Empty when
+    a return is bare, the function yields, or nothing is returned."""
     bound: dict[str, list[cst.BaseExpression]] = {}
     returns: list[cst.BaseExpression] = []
     for n in walk(func.body):
@@ -3649,21 +3739,32 @@ def _returns_host_values(func: cst.FunctionDef) -> bool:
                 bound.setdefault(name, []).append(n.value)
         elif type(n) is cst.Return:
             if n.value is None:
-                return False
+                return frozenset()
             returns.append(n.value)
         elif type(n) is cst.Yield:
-            return False
+            return frozenset()
         elif type(n) in (cst.For, cst.AsName, cst.NamedExpr):  # bound to anything
             target = n.name if type(n) is cst.AsName else n.target
             for name in target_names(target):
                 bound.setdefault(name, []).append(_UNKNOWN)
+    if not returns:
+        return frozenset()
     detached: set[str] = set()
     for _ in range(3):  # names bound to names bound to .item() ...
         detached = {name for name, values in bound.items()
                     if all(_graph_free(v, detached) for v in values)}
-    return bool(returns) and all(
-        _graph_free(r, detached) and not (isinstance(r, cst.Name) and r.value not in bound)
-        for r in returns)
+
+    def free(r: cst.BaseExpression) -> bool:
+        return _graph_free(r, detached) and not (isinstance(r, cst.Name) and r.value not in bound)
+
+    if all(free(r) for r in returns):
+        return frozenset({None})
+    if not all(type(r) is cst.Tuple for r in returns):
+        return frozenset()
+    sizes = {len(r.elements) for r in returns}
+    if len(sizes) != 1 or any(isinstance(e, cst.StarredElement) for r in returns for e in r.elements):
+        return frozenset()
+    return frozenset(i for i in range(sizes.pop()) if all(free(r.elements[i].value) for r in returns))
 
 
 class RunningLossTensor(_LossTracking):
@@ -3673,29 +3774,9 @@ class RunningLossTensor(_LossTracking):
 
     CODE = "PTT012"
 
-    def reset(self) -> None:
-        super().reset()
-        self.host_functions: set[str] | None = None
-
-    def _host_function(self, call: cst.BaseExpression) -> bool:
-        """A call of a function defined in this file (at any depth) whose every definition
-        returns only values that hold no graph."""
-        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
-            return False
-        if call.func.value not in self.facts.function_names:  # no def of it here: no walk
-            return False
-        if self.host_functions is None:
-            defs: dict[str, list[cst.FunctionDef]] = {}
-            if self.module is not None:
-                for n in _function_defs(self.module):
-                    defs.setdefault(n.name.value, []).append(n)
-            self.host_functions = {name for name, fs in defs.items()
-                                   if all(_returns_host_values(f) for f in fs)}
-        return call.func.value in self.host_functions
-
     def visit_Assign(self, node: cst.Assign) -> None:
         super().visit_Assign(node)
-        if self._host_function(node.value):  # loss = run_step(batch), which returns loss.item()
+        if None in self._host_items(node.value):  # loss = run_step(batch), which returns loss.item()
             for t in node.targets:
                 if isinstance(t.target, cst.Name):
                     self.loss_names.discard(t.target.value)
@@ -4878,15 +4959,40 @@ class DataLoaderWithoutPinMemory(RuleVisitor):
 
     def _over_tensors(self, node: cst.Call) -> bool:
         """A loader over a ``TensorDataset`` (built in the call, or a name of the file bound to
-        one): its tensors may already be on the GPU, where ``pin_memory=True`` raises."""
+        one), or over a dataset built on a device (a name bound to what a call given a device
+        other than the CPU builds, or to a part of it: ``tasks = get_tasksets(...,
+        device=device)``, ``data = tasks.dataset``; a class named for living on the device,
+        ``OnDeviceDataset(...)``): its tensors may already be on the GPU, where
+        ``pin_memory=True`` raises."""
         data = self.get_specific_arg(node, "dataset", 0)
         if data is None:
             return False
         value = data.value
         if isinstance(value, cst.Name):
-            return value.value in self.facts.tensor_datasets
+            return value.value in self.facts.tensor_datasets or value.value in self.facts.device_datasets
+        root = value
+        while isinstance(root, (cst.Attribute, cst.Subscript)):
+            root = root.value
+        if root is not value and isinstance(root, cst.Name) and root.value in self.facts.device_datasets:
+            return True  # DataLoader(tasks.dataset)
+        if isinstance(value, cst.Call) and _device_call(value):
+            return True
         return isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)) and (
             (self.qname(value) or "").endswith("TensorDataset"))
+
+
+def _device_call(call: cst.Call) -> bool:
+    """PTT021: the engine's ``_on_device`` for a dataset built in the loader's call."""
+    if re.search(r"on_?device", get_full_name_for_node(call.func) or "", re.IGNORECASE):
+        return True
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == "device":
+            v = a.value
+            if isinstance(v, cst.Call) and v.args:
+                v = v.args[0].value
+            return not ((isinstance(v, cst.Name) and v.value == "None")
+                        or (isinstance(v, cst.SimpleString) and "cpu" in v.value.lower()))
+    return False
 
 
 class MemoryAllocated(RuleVisitor):
