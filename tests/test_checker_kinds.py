@@ -4108,3 +4108,84 @@ def test_ptt004_reads_whole_module_loaders_in_the_savers_part_of_the_project_onl
     own = _WHOLE_SAVER + "    best = torch.load('best.pt', weights_only=False)\n    best.eval()\n"
     assert "PTT004" in _in_project(tmp_path / "c", root, own)
     engine._tree_read_back.cache_clear()
+
+
+def _clear_project_caches() -> None:
+    engine._declared_up.cache_clear()
+    engine._declared_in.cache_clear()
+    engine._pinned_up.cache_clear()
+    engine._tree_proves.cache_clear()
+
+
+_STALE_FLOOR = {"pyproject.toml": "[project]\nname = 'demo'\n", "requirements.txt": "numpy\ntorch>=1.1\n"}
+
+
+@pytest.mark.parametrize(("code", "source", "reader", "use"), [
+    ("PTT001", _LOAD, (2, 5), "state = torch.load(path, weights_only=True)\n"),
+    ("PTT019", _EVALUATE, (2, 13), "with torch.inference_mode():\n    y = model(x)\n"),
+])
+@pytest.mark.parametrize(("wrap", "fires"), [
+    ("{use}", True),  # used unguarded: the project needs the release whatever it declares
+    ("def f(model, x, path):\n{body}", True),  # in a function: still unguarded
+    ("if torch.__version__ >= '1.13':\n{body}else:\n    pass\n", False),  # per release: the floor holds
+    ("if version.parse(torch.__version__) < version.parse('1.9'):\n    pass\nelse:\n{body}", False),
+    ("if hasattr(torch, 'inference_mode'):\n{body}", False),
+    ("try:\n{body}except TypeError:\n    pass\n", False),  # an old torch's TypeError caught
+    ("try:\n{body}except (AttributeError, ImportError):\n    pass\n", False),
+    ("def f(path):\n    if TORCH_VERSION < (1, 13):\n        return None\n{body}", False),  # early return
+])
+def test_a_stale_floor_does_not_silence_advice_the_project_already_uses(tmp_path, code, source, reader,
+                                                                         use, wrap, fires):
+    """A project declaring torch>=1.1 whose own (non-test) code calls torch.load(...,
+    weights_only=True) or torch.inference_mode() unguarded already needs 1.13 / 1.9: its floor
+    is stale, and the advice fires again. Under a test of torch's version or of hasattr, after
+    an early return for an old torch, or in a try that catches TypeError/AttributeError/
+    ImportError, the project keeps its old path alive: the floor still silences the rule."""
+    _clear_project_caches()
+    body = textwrap.indent(use, "    ")
+    other = "import torch\n" + wrap.format(use=use, body=body)
+    files = {**_STALE_FLOOR, "pkg/utils.py": other}
+    assert (code in _in_project(tmp_path, files, source, torch=reader)) is fires, other
+    _clear_project_caches()
+
+
+@pytest.mark.parametrize(("where", "fires"), [
+    ("tests/test_io.py", False),  # a test folder's use is no proof
+    ("pkg/test_io.py", False),
+    ("scripts/export.py", True),  # any other file of the project is
+])
+def test_only_the_projects_non_test_code_proves_its_torch(tmp_path, where, fires):
+    _clear_project_caches()
+    files = {**_STALE_FLOOR, where: "import torch\nstate = torch.load(p, weights_only=True)\n"}
+    assert ("PTT001" in _in_project(tmp_path, files, _LOAD)) is fires
+    _clear_project_caches()
+
+
+def test_a_proof_counts_only_for_advice_of_its_release_or_older(tmp_path):
+    """inference_mode proves 1.9: PTT019 fires again, PTT001's weights_only (1.13) stays
+    silent; an exact old pin is not overruled (only a declared floor is)."""
+    _clear_project_caches()
+    files = {**_STALE_FLOOR, "pkg/utils.py": "import torch\n@torch.inference_mode()\ndef f(): pass\n"}
+    assert "PTT019" in _in_project(tmp_path / "a", files, _EVALUATE, torch=(2, 13))
+    assert "PTT001" not in _in_project(tmp_path / "b", files, _LOAD)
+    _clear_project_caches()
+    pinned = {**files, "requirements.txt": "torch==1.8.1\n"}
+    assert "PTT019" not in _in_project(tmp_path / "c", pinned, _EVALUATE, torch=(2, 13))
+    _clear_project_caches()
+
+
+def test_what_proves_a_torch_release():
+    """The table of advised APIs (engine._PROVES) read from a file's text: a guarded import
+    makes its name's later uses guarded too; other libraries' weights_only is no proof."""
+    assert engine.proves_torch("import torch as th\nx = th.load(p, weights_only=False)\n") == (1, 13)
+    assert engine.proves_torch("from torch import inference_mode\n@inference_mode()\ndef f(): pass\n") == (1, 9)
+    assert engine.proves_torch("import torch\nopt = torch.optim.Adam(ps, fused=True)\n") == (1, 13)
+    assert engine.proves_torch("import torch\nopt = torch.optim.AdamW(ps, fused=True)\n") == (2, 0)
+    assert engine.proves_torch("import torch\nif args.fp16:\n    s = torch.amp.GradScaler('cuda')\n") == (2, 3)
+    assert engine.proves_torch("import torch\nexcept_ = torch.cuda.OutOfMemoryError\n") == (1, 13)
+    assert engine.proves_torch("try:\n    from torch.amp import GradScaler\nexcept ImportError:\n"
+                               "    from torch.cuda.amp import GradScaler\ns = GradScaler()\n") is None
+    assert engine.proves_torch("import lightning\nx = lightning.load(p, weights_only=True)\n") is None
+    assert engine.proves_torch("import torch\nx = torch.load(p)\n") is None
+    assert engine.proves_torch("import torch\nf = torch.inference_mode if ok() and hasattr(torch, 'x') "
+                               "else torch.no_grad\n") is None

@@ -1808,6 +1808,168 @@ def _tree_complex(root: str) -> bool:
     return False
 
 
+# The advised APIs whose unguarded use in a project's own code shows the torch it runs on in
+# practice: a project that calls torch.load(..., weights_only=True) unguarded fails on a torch
+# before 1.13 whatever floor it declares, so its declared floor (a stale torch>=1.1) does not
+# keep advice that needs 1.13 or older from it (RuleVisitor.supports_before). Each spelling and
+# the first release that has it: (qualified name, keyword or None) -> release.
+_PROVES: dict[tuple[str, str | None], tuple[int, int]] = {
+    ("torch.load", "weights_only"): V.RULES["PTT001"].needs_torch,  # PTT001's advice (1.13)
+    ("torch.load", "mmap"): V.RULES["PTT003"].needs_torch,  # PTT003's (2.1)
+    ("torch.inference_mode", None): V.RULES["PTT019"].needs_torch,  # PTT019's (1.9)
+    ("torch.autograd.inference_mode", None): V.RULES["PTT019"].needs_torch,
+    ("torch.autograd.grad_mode.inference_mode", None): V.RULES["PTT019"].needs_torch,
+    # PTT028's: torch.cuda.OutOfMemoryError 1.13, torch.OutOfMemoryError 2.4 (registry.py)
+    ("torch.cuda.OutOfMemoryError", None): V.RULES["PTT028"].needs_torch,
+    ("torch.OutOfMemoryError", None): (2, 4),
+    # PTT005's advised spellings, each from its release (visitors._AMP_SINCE)
+    **{(f"torch.amp.{n}", None): r for n, r in V._AMP_SINCE.items()},
+    # PTT031's: fused= on the optimizer, from its first release on any device (FUSED_SINCE)
+    **{(n, "fused"): min(by_device.values()) for n, by_device in V.FUSED_SINCE.items()},
+}
+_PROOF_WORDS = ("weights_only", "mmap", "inference_mode", "OutOfMemoryError", "fused")
+_AMP_WORD = re.compile(r"\bamp\b")
+# a test of torch's release, or of what torch has: the names and words it reads
+_RELEASE_TEST = re.compile(r"version|hasattr|getattr|signature|torch\w*\d|\d_\d|greater|newer|older"
+                           r"|(^|_)(new|old)(_|$)|supports?_|weights_only|inference_mode|fused", re.IGNORECASE)
+# the exceptions an old torch raises at such a call (an unknown argument, name or module), and
+# the handlers that catch them too
+_OLD_TORCH_ERRORS = frozenset({"TypeError", "AttributeError", "ImportError", "ModuleNotFoundError",
+                               "Exception", "BaseException"})
+
+
+def _tests_release(test: ast.AST) -> bool:
+    for n in ast.walk(test):
+        word = (n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute)
+                else n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) else None)
+        if word and _RELEASE_TEST.search(word):
+            return True
+    return False
+
+
+def _catches_old_torch(node: ast.Try) -> bool:
+    for h in node.handlers:
+        if h.type is None:
+            return True
+        types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+        if any((_dotted(t) or "").rsplit(".", 1)[-1] in _OLD_TORCH_ERRORS for t in types):
+            return True
+    return False
+
+
+def proves_torch(text: str) -> tuple[int, int] | None:
+    """The newest release an advised API (_PROVES) that ``text`` uses without a guard needs:
+    not inside an ``if`` (or a conditional expression, an ``and``/``or``) that tests torch's
+    release or what it has (``torch.__version__``, ``hasattr``, a flag like ``TORCH_1_13``),
+    nor after such an ``if`` in the same block (an early return for the old torch), nor inside
+    a ``try`` that catches TypeError, AttributeError or ImportError (or Exception): there the
+    project keeps its old-torch path alive. None where it uses none."""
+    if not (any(w in text for w in _PROOF_WORDS) or ("amp" in text and _AMP_WORD.search(text))):
+        return None
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    aliases: dict[str, str] = {}  # a local name -> the module or name of torch it stands for
+    skipped: set[str] = set()  # names imported under a guard: their uses are guarded too
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            for a in n.names:
+                if a.name.split(".")[0] == "torch":
+                    aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+    best: list[tuple[int, int]] = []
+
+    def resolve(node: ast.AST) -> str | None:
+        name = _dotted(node)
+        if name is None:
+            return None
+        root, _, rest = name.partition(".")
+        if root in skipped or root not in aliases:
+            return None
+        return aliases[root] + ("." + rest if rest else "")
+
+    def use(name: str | None, keywords=()) -> None:
+        for key in (None, *keywords):
+            release = _PROVES.get((name or "", key))
+            if release is not None:
+                best.append(release)
+
+    def visit(node: ast.AST, guarded: bool) -> None:
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if full.split(".")[0] != "torch":
+                    continue
+                if guarded:
+                    skipped.add(a.asname or a.name)
+                else:
+                    aliases[a.asname or a.name] = full
+                    use(full)
+            return
+        if guarded:
+            # inside a guard nothing counts: only the names it imports matter (above)
+            for child in ast.iter_child_nodes(node):
+                visit(child, True)
+            return
+        if isinstance(node, ast.Try | getattr(ast, "TryStar", ast.Try)) and _catches_old_torch(node):
+            for child in ast.iter_child_nodes(node):
+                visit(child, True)
+            return
+        if isinstance(node, ast.If | ast.IfExp | ast.While) and _tests_release(node.test):
+            for child in ast.iter_child_nodes(node):
+                visit(child, True)
+            return
+        if isinstance(node, ast.BoolOp) and any(_tests_release(v) for v in node.values):
+            for child in ast.iter_child_nodes(node):
+                visit(child, True)
+            return
+        if isinstance(node, ast.Call):
+            use(resolve(node.func), [k.arg for k in node.keywords if k.arg])
+        elif isinstance(node, ast.Attribute | ast.Name) and isinstance(node.ctx, ast.Load):
+            use(resolve(node))
+            if isinstance(node, ast.Attribute) and _dotted(node) is not None:
+                return  # its parts are the same name, shorter
+        for field, value in ast.iter_fields(node):
+            if field in ("annotation", "returns"):
+                continue  # an annotation is not run (or not where the call is)
+            items = value if isinstance(value, list) else [value]
+            after_test = False  # after an ``if`` that tests the release: the old torch returned
+            for item in items:
+                if isinstance(item, ast.AST):
+                    visit(item, after_test)
+                    if isinstance(item, ast.If) and _tests_release(item.test):
+                        after_test = True
+
+    # two passes: the guarded imports are known before any use is resolved
+    visit(tree, False)
+    best.clear()
+    visit(tree, False)
+    return max(best) if best else None
+
+
+def proved_torch(path: str) -> tuple[int, int] | None:
+    """The newest release that the project of ``path`` (its Python files but its tests, as
+    :func:`_project_code` walks them) already needs by its own unguarded use of an advised API
+    (:func:`proves_torch`); None where none, or the path is not a file."""
+    folder = _file_folder(path)
+    return None if folder is None else _tree_proves(_project_root(folder))
+
+
+@functools.lru_cache(maxsize=64)
+def _tree_proves(root: str) -> tuple[int, int] | None:
+    best = None
+    scanned = 0
+    for folder, names in _project_code(root):
+        scanned += len(names)
+        if scanned > _MAX_SCANNED:
+            break  # a project too large to read: what was read still holds
+        for _, text in _small_texts(folder, names, lambda n: True):
+            found = proves_torch(text)
+            if found is not None and (best is None or found > best):
+                best = found
+    return best
+
+
 # PTT041: an entry of a container, ``x["model"]`` or ``x.get("model")``, used as a module: called,
 # or asked for a method only a module has (after any .float()/.half()/.to(...) on the way):
 # ``ckpt["model"].float().state_dict()``, ``ckpt.get("ema").eval()``, ``x["model"].parameters()``
@@ -2157,6 +2319,9 @@ class Checker:
         # RuleVisitor.lacks_advice) reads both before it reports. Read lazily, the first time a
         # rule asks: no file system lookup for a file without a candidate finding.
         scan.facts.read_project = lambda: (declared_torch(path), pinned_torch(path))
+        # ... and the release the project's own code already needs (an advised API it uses
+        # unguarded): read only where a declared floor is older than a rule's advice needs
+        scan.facts.read_proved = lambda: proved_torch(path)
         # PTT037: a model of an inference app, whose released checkpoints hold the biases
         scan.facts.serves_checkpoints = "BatchNorm" in text and "Conv" in text and _serves_checkpoints(path)
         # PTT041: the keys whose entry the file or its project reads back from a loaded

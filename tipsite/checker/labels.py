@@ -182,6 +182,7 @@ def project_of(base: Path, paths: list[str]) -> dict[str, str]:
                 break
             folder = folder.parent
     out.update(_package_facts(base, paths))
+    out.update(_proof_of_torch(base, paths))
     return {k: v for k, v in sorted(out.items()) if v or k.rsplit("/", 1)[-1] in (*_MARKERS, "__init__.py")}
 
 
@@ -219,6 +220,41 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
                 kept = "".join(line + "\n" for line in text.splitlines() if "load_state_dict(" in line)
                 if kept:
                     out[file.relative_to(base).as_posix()] = kept
+    return out
+
+
+def _proof_of_torch(base: Path, paths: list[str]) -> dict[str, str]:
+    """Where the project's own code already needs a newer torch than its declared floor (an
+    advised API it uses unguarded: the engine's proved_torch), the one statement that shows it,
+    first in the project's walk, dedented under ``import torch``: the rules read it as the real
+    run does (their advice is not silenced by that stale floor)."""
+    import textwrap
+
+    from tipsite.checker import engine as E
+
+    out: dict[str, str] = {}
+    for path in paths:
+        file = base / path
+        folder = E._file_folder(str(file))
+        if folder is None:
+            continue
+        root = E._project_root(folder)
+        proved, floor = E._tree_proves(root), E.declared_torch(str(file))
+        if proved is None or floor is None or floor >= proved:
+            continue
+        for where, names in E._project_code(root):
+            for name in sorted(names):
+                other = Path(where) / name
+                text = other.read_text(encoding="utf-8", errors="replace")
+                if E.proves_torch(text) != proved:
+                    continue
+                stmts = sorted((n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.stmt)),
+                               key=lambda n: (n.end_lineno - n.lineno, n.lineno))
+                for stmt in stmts:
+                    candidate = "import torch\n" + textwrap.dedent(ast.get_source_segment(text, stmt, padded=True)) + "\n"
+                    if E.proves_torch(candidate) == proved:
+                        out[other.relative_to(base).as_posix()] = candidate
+                        return out
     return out
 
 

@@ -293,7 +293,10 @@ with torch.amp.autocast("cuda"):
               "only where none names torch, as for PTT001) is older than the release that has the "
               "advised spelling: torch.amp.autocast 1.12, torch.amp.GradScaler('cuda') 2.3, "
               "torch.amp.custom_fwd/custom_bwd (and any other name) 2.4; there the advice raises an "
-              "AttributeError on a torch the project supports.",
+              "AttributeError on a torch the project supports. Such a floor does not count where the "
+              "project's own code (tests aside) already uses, unguarded (no test of torch's version "
+              "or hasattr, no try catching TypeError, AttributeError or ImportError), an API of that "
+              "release or later (weights_only= 1.13, torch.amp.GradScaler 2.3...): it needs that torch already.",
     ),
     Rule(
         "PTT006", "tip_zero_grad_set_to_none", "zero_grad(set_to_none=False)",
@@ -1140,7 +1143,9 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
               "torchaudio pin pins the torch it is built for) to a release without fused= there, nor in "
               "one whose declared torch floor (torch>=1.8 in the nearest requirement file, "
               "pyproject.toml or setup.py; a README's \"PyTorch 1.8 or later\" only where none names "
-              "torch, as for PTT001) is such a release: it raises a TypeError. For CUDA, only in a file that "
+              "torch, as for PTT001) is such a release: it raises a TypeError (unless the project's own "
+              "code, tests aside, already uses unguarded an API of the release that has it, as for "
+              "PTT005: weights_only= 1.13, fused= itself...). For CUDA, only in a file that "
               "names CUDA or an accelerator: one that never does trains on the CPU. Not where the "
               "file or any Python file of its project (tests aside) creates complex parameters (nn.Parameter of a "
               "complex tensor, a weight of dtype torch.cfloat bound to self in an __init__: spectral "
@@ -1444,7 +1449,14 @@ _OLDER_TORCH = (
     "requirements, pytorch=1.8 in a conda env*.yml, torch==1.8 in an install*.sh, or torchvision/"
     "torchaudio pinned exactly, which pins the torch it is built for; none giving torch an open "
     "range): the advice would raise on a torch the project runs. A torch named in a CI workflow's "
-    "test matrix is not read as support.")
+    "test matrix is not read as support."
+    " "
+    "A declared floor does not count where it is stale: where the project's own code (its "
+    "Python files, tests aside) already uses an API of that release or later, outside an if that "
+    "tests torch's version or hasattr (or after one) and outside a try that catches TypeError, "
+    "AttributeError or ImportError (torch.load(..., weights_only=...) or torch.cuda.OutOfMemoryError "
+    "1.13, torch.inference_mode 1.9, torch.load(mmap=) 2.1, torch.amp's autocast 1.12, GradScaler "
+    "2.3, custom_fwd/custom_bwd 2.4, fused= on Adam 1.13 and AdamW 2.0): it needs that torch already.")
 
 
 def _with_release(rule: Rule) -> Rule:

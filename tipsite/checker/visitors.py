@@ -132,6 +132,10 @@ class Facts:
     # reads those two from the project's files (the engine's declared_torch and pinned_torch)
     # the first time a rule asks (project_torch): only a file with a candidate finding pays
     read_project: Callable[[], tuple[tuple[int, ...] | None, tuple[int, ...] | None]] | None = None
+    # the release the project's own code already needs, by an advised API it uses unguarded
+    # (the engine's proved_torch), read the first time a declared floor would silence a rule
+    read_proved: Callable[[], tuple[int, ...] | None] | None = None
+    torch_proved: tuple[int, ...] | None = None
     exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
     inference_only: bool = False  # grad-free or eval() code and no backward() or step(): no training
     evaluation_script: bool = False  # named for evaluation or inference (test.py), no backward() or step()
@@ -179,6 +183,13 @@ class Facts:
             read, self.read_project = self.read_project, None
             self.torch_floor, self.torch_pin = read()
         return self.torch_floor, self.torch_pin
+
+    def proved_torch(self) -> tuple[int, ...] | None:
+        """The release the project's own code needs already (read on the first call)."""
+        if self.read_proved is not None:
+            read, self.read_proved = self.read_proved, None
+            self.torch_proved = read()
+        return self.torch_proved
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -488,7 +499,13 @@ class RuleVisitor(TorchVisitor):
         (``torch>=1.8`` in the nearest requirement file, as PTT001 reads it) is older, so
         advice that needs ``release`` breaks on a torch the project supports."""
         floor = self.facts.project_torch()[0]
-        return floor is not None and floor < release
+        if floor is None or floor >= release:
+            return False
+        # a stale floor: the project's own code already uses, unguarded, an advised API of
+        # ``release`` or later (torch.load(..., weights_only=True) for 1.13), so it runs only
+        # on a torch that has the advice
+        proved = self.facts.proved_torch()
+        return proved is None or proved < release
 
     def advice_needs(self, node: cst.CSTNode) -> tuple[int, ...] | None:
         """The first torch release that has what the rule's advice for ``node`` uses: the
