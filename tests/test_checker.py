@@ -1029,8 +1029,10 @@ def test_the_carried_project_files_hold_torch_lines_only(tmp_path):
     """project.json holds nothing but what the rules read from a project: the lines that name
     torch, and of its Python files only the lines that set TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD or
     load a state dict (an ``__init__.py`` may be empty), the statement that makes a complex
-    parameter (with its class and def headers), one helper that returns no_grad/inference_mode, or
-    the one statement that uses an advised API unguarded (a stale floor): no other code, no prose."""
+    parameter (with its class and def headers), one helper that returns no_grad/inference_mode,
+    the one statement that uses an advised API unguarded (a stale floor), the one function that
+    reads a whole pickled module back (PTT004), or the one line that computes in reduced
+    precision (PTT032): no other code, no prose."""
     found = sorted(labels.EXCERPTS.glob("*/project*.json"))
     assert found
     package = 0
@@ -1039,7 +1041,13 @@ def test_the_carried_project_files_hold_torch_lines_only(tmp_path):
             if labels.torch_lines(text) == text and (text or not rel.endswith("__init__.py")):
                 continue  # a requirement file, setup.py, a README...: its torch lines
             package += 1
+            if len(text.splitlines()) == 1 and engine._in_code(engine._REDUCED, text):
+                continue  # PTT032: the project computes in reduced precision (a line of code or config)
             assert rel.endswith(".py"), (path, rel)
+            if text.startswith("import torch\n") and engine._loads_whole_module(text):
+                defs = [n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)]
+                assert len(ast.parse(text).body) == 2 and len(defs) == 1, (path, rel)
+                continue  # PTT004: the project's own loader of whole modules
             if all(engine._FORCE_UNSAFE in line or "load_state_dict(" in line for line in text.splitlines()):
                 continue  # PTT001's package setting, PTT037's folder of state-dict loads
             if engine._makes_complex_params(text):

@@ -41,8 +41,10 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import re
 import sys
+import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,7 +211,8 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
             folder = folder.parent
         file = base / path
         text = file.read_text(encoding="utf-8", errors="replace")
-        for rel, lines in (*_grad_free_helpers(base, file, text), *_complex_maker(base, file, text)):
+        for rel, lines in (*_grad_free_helpers(base, file, text), *_complex_maker(base, file, text),
+                           *_module_reader(base, file, text), *_reduced_maker(base, file, text)):
             out.setdefault(rel, "".join(lines))
         folder = (base / path).parent
         if E._folder_serves_checkpoints(str(folder)):
@@ -293,6 +296,59 @@ def _grad_free_helpers(base: Path, file: Path, text: str) -> list[tuple[str, lis
                                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == a.name]
                         out.append((Path(target).relative_to(base).as_posix(), _lines_of(Path(target), defs)))
     return out
+
+
+def _reduced_precision_line(text: str) -> str | None:
+    from tipsite.checker import engine as E
+
+    return next((line + "\n" for line in text.splitlines() if E._in_code(E._REDUCED, line)), None)
+
+
+def _reduced_maker(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT032: where the file computes in full precision but its project, read as the engine
+    reads it (``_tree_reduced``), computes in reduced precision somewhere, the first line that
+    shows it, in the first file of the walk that has one."""
+    from tipsite.checker import engine as E
+
+    if "Linear" not in text or E._in_code(E._REDUCED, text):
+        return []
+    folder = E._file_folder(str(file))
+    root = E._project_root(folder) if folder is not None else None
+    if root is None or not E._tree_reduced(root):
+        return []
+    for where, dirs, files in E._project_folders(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in E._SKIP_DIRS)
+        names = {n for n in files if n.endswith(E._PRECISION_FILES)}
+        for name, t in sorted(E._small_texts(where, names, lambda n: True)):
+            if E._in_code(E._REDUCED, t) and (line := _reduced_precision_line(t)) is not None:
+                return [((Path(where) / name).relative_to(base).as_posix(), [line])]
+    return []
+
+
+def _module_reader(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT004: where the file saves a whole module and another file of its part of the project
+    reads whole modules back on purpose (the engine's ``_modules_read_back``), the first such
+    file's smallest function that does (or, failing one, the file's statements that do)."""
+    from tipsite.checker import engine as E
+
+    if "save(" not in text or not E._modules_read_back(str(file), text)[1]:
+        return []
+    folder = E._file_folder(str(file))
+    root = E._project_root(folder)
+    _, readers = E._tree_read_back(root)
+    rel = os.path.relpath(folder, root)
+    part = root if rel in (".", "") or rel.startswith("..") else os.path.join(root, rel.split(os.sep)[0])
+    for reader in sorted(r for r in readers if r.startswith(part + os.sep) and r != os.path.abspath(file)):
+        source = Path(reader).read_text(encoding="utf-8", errors="replace")
+        tree = ast.parse(source)
+        defs = sorted((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+                      key=lambda n: n.end_lineno - n.lineno)
+        for d in defs:
+            if E._loads_whole_module("import torch\n" + textwrap.dedent(ast.get_source_segment(source, d, padded=True))):
+                kept = textwrap.dedent("".join(_lines_of(Path(reader), [d])))  # a method: at the top level
+                return [(Path(reader).relative_to(base).as_posix(), ["import torch\n", *kept.splitlines(keepends=True)])]
+        return [(Path(reader).relative_to(base).as_posix(), source.splitlines(keepends=True))]
+    return []
 
 
 def _complex_maker(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
