@@ -568,6 +568,13 @@ class _LoadFallback:
         if self.tries and self.tries[-1] is node:
             self.tries.pop()
 
+    def custom_pickler(self, load: cst.Call) -> bool:
+        """The load passes its own ``pickle_module`` (``torch.load(f, pickle_module=pickle)``, or
+        third positional): torch raises "Can not safely load weights when explicit pickle_module
+        is specified" with ``weights_only=True``, and from 2.6 such a load already defaults to
+        False; the advice would break it."""
+        return self.get_specific_arg(load, "pickle_module", 2) is not None
+
     def advice_needs(self, node: cst.CSTNode) -> tuple[int, ...] | None:
         """PTT001's release (weights_only: torch 1.13) for a load without the argument; a load
         that states it already runs only on a torch that has it, whatever floor is declared."""
@@ -1150,6 +1157,7 @@ class UnsafeLoad(_LoadFallback, TorchUnsafeLoadVisitor, RuleVisitor):
     def add_violation(self, node, error_code, message, replacement=None) -> None:
         if (self.torch is None or not self.torch_before((2, 6)) or self.project_needs_26()
                 or self.where.under(SAFE_GLOBALS, self) or self.project_decided(node)
+                or (isinstance(node, cst.Call) and self.custom_pickler(node))
                 or self.in_load_fallback(node) or self.reads_objects(node) or self.reads_own_output(node)
                 or self.class_cache(node) or self.reads_progress(node) or dead_branch(self.where.stack, node)):
             return
@@ -1223,7 +1231,7 @@ class LoadWeightsOnlyFalse(_LoadFallback, RuleVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         if self._unsafe_load(node):
-            if (not self.in_load_fallback(node)
+            if (not self.in_load_fallback(node) and not self.custom_pickler(node)
                     and not self.project_decided(node)
                     and not self.reads_objects(node) and not self.reads_own_output(node)
                     and not self.deliberate() and not self.trusted_file(node)
