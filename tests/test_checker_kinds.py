@@ -3908,6 +3908,66 @@ def test_advice_needing_a_newer_torch_than_the_project_declares_is_withheld(tmp_
     assert code in codes(source, torch=reader)  # the plain anti-pattern, no project around it
 
 
+_INSTALL_OLD = "# Setup\n\nTested with CUDA 11.1 + PyTorch 1.8.0 + torchvision 0.9.0.\n"
+_INSTALL_NEW = "# Setup\n\nTested with CUDA 12.1 + PyTorch 2.4.0 + torchvision 0.19.0.\n"
+
+
+@pytest.mark.parametrize(("code", "source", "reader"), [
+    ("PTT001", _LOAD, (2, 5)), ("PTT019", _EVALUATE, (2, 13)), ("PTT028", _OOM_RETRY, (2, 13)),
+])
+@pytest.mark.parametrize(("files", "fires"), [
+    ({"INSTALL.md": _INSTALL_OLD}, False),  # an install document's tested setup: a floor
+    ({"docs/installation.rst": _INSTALL_OLD}, False),
+    ({"INSTALL.md": "We recommend **`PyTorch >= 1.8.0`**.\n"}, False),
+    ({"INSTALL.md": _INSTALL_NEW}, True),  # tested on a torch that has the advice
+    ({"INSTALL.md": _INSTALL_OLD, "requirements.txt": "torch>=2.4\n"}, True),  # a requirement first
+    ({"INSTALL.md": "# Setup\n\npip install -e .\n"}, True),  # no torch named
+    # a Dockerfile installs one torch: a pin
+    ({"Dockerfile": "FROM nvidia/cuda:11.1.1-devel\nRUN pip install torch==1.8 torchvision==0.9.1\n"}, False),
+    ({"Dockerfile": "FROM pytorch/pytorch:1.8.1-cuda11.1-cudnn8-runtime\n"}, False),
+    ({"docker.Dockerfile": "RUN conda install -y pytorch=1.8.0 -c pytorch\n"}, False),
+    ({"Dockerfile": "FROM pytorch/pytorch:2.6.0-cuda12.4-cudnn9-runtime\n"}, True),
+    ({"Dockerfile": "RUN pip install torch==2.6.0\n"}, True),
+    ({"Dockerfile": "RUN pip install 'torch>=1.10'\n"}, True),  # an open range: no ceiling
+    ({"Dockerfile": "FROM nvcr.io/nvidia/pytorch:22.04-py3\n"}, True),  # NGC tags are dates
+    ({"Dockerfile": "FROM python:3.10\nRUN pip install -r requirements.txt\n"}, True),
+])
+def test_an_install_document_or_dockerfile_states_the_projects_torch(tmp_path, code, source, reader,
+                                                                     files, fires):
+    """VideoMAE-like (INSTALL.md: "CUDA 11.1 + PyTorch 1.8.0"), deep-person-reid-like (Dockerfile:
+    pip install torch==1.10): the advice needs a newer torch than the one the project is tested
+    on or installs, so the rules stay silent; a 2.x there, or no torch named, keeps them."""
+    for cached in (engine._declared_up, engine._declared_in, engine._pinned_up):
+        cached.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **files}
+    assert (code in _in_project(tmp_path, files, source, torch=reader)) is fires
+    assert code in codes(source, torch=reader)
+
+
+def test_a_dockerfile_pinning_torch_110_silences_weights_only_advice(tmp_path):
+    for cached in (engine._declared_up, engine._declared_in, engine._pinned_up):
+        cached.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n",
+             "Dockerfile": "RUN pip install torch==1.10 torchvision==0.11.1 -f https://example.invalid\n"}
+    assert "PTT001" not in _in_project(tmp_path, files, _LOAD)
+    (tmp_path / "Dockerfile").unlink()
+    engine._pinned_up.cache_clear()
+    assert "PTT001" in _in_project(tmp_path, files={}, source=_LOAD)
+
+
+@pytest.mark.parametrize("call", [
+    "torch.load(fpath, pickle_module=pickle, map_location=where)",
+    "torch.load(fpath, where, pickle)",
+    "torch.load(fpath, pickle_module=pickle, weights_only=False)",
+])
+def test_a_load_with_its_own_pickle_module_is_left_alone(call):
+    """torch raises "Can not safely load weights when explicit pickle_module is specified" under
+    weights_only=True (and from 2.6 such a load defaults to False): PTT001's advice breaks it."""
+    source = f"import pickle\nimport torch\nwhere = 'cpu'\nstate = {call}\n"
+    assert "PTT001" not in codes(source, torch=(2, 5))
+    assert "PTT001" in codes("import torch\nstate = torch.load(fpath, map_location='cpu')\n", torch=(2, 5))
+
+
 def test_a_reader_torch_older_than_the_advice_gets_none():
     assert "PTT019" in codes(_EVALUATE, torch=(1, 9))
     assert "PTT019" not in codes(_EVALUATE, torch=(1, 8))

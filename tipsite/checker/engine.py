@@ -103,6 +103,17 @@ _COMPANION_PIN = re.compile(r"(?<![\w.-])torch(vision|audio)\s*==?\s*(\d+)\.(\d+
 _PIN_FILE = re.compile(r"(?:^requirements.*\.txt|env.*\.ya?ml|^install.*\.sh)$", re.IGNORECASE)
 _REQ_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "environment.yml")
 _READMES = ("README.md", "README.rst", "README.txt", "README")
+# An install document (INSTALL.md, installation.rst; in the folder or its docs/ folder): prose
+# like a README, read only where no requirement file names torch; every torch release it names
+# ("CUDA 11.1 + PyTorch 1.8.0", "PyTorch >= 1.8") is one it was tested with or requires, so the
+# lowest is a floor (not a pin: an install document lists setups that work, not the only one)
+_INSTALL_DOC = re.compile(r"^install[\w.-]*\.(?:md|rst|txt)$", re.IGNORECASE)
+# A Dockerfile (Dockerfile, Dockerfile.gpu, cuda.Dockerfile) builds one image with one torch:
+# "pip install torch==1.10", "conda install pytorch=1.10", "FROM pytorch/pytorch:1.10.0-cuda11.3"
+# install exactly that release, as an install script does, so it is read as a pin (an open range
+# there, "torch>=1.10", lifts the ceiling as in a requirement file)
+_DOCKERFILE = re.compile(r"^(?:dockerfile(?:\.[\w.-]+)?|[\w.-]+\.dockerfile)$", re.IGNORECASE)
+_TORCH_IMAGE = re.compile(r"\bpytorch/pytorch:(\d+)\.(\d+)", re.IGNORECASE)
 _NOQA = re.compile(r"#\s*noqa(?::\s*([\w, ]+))?", re.IGNORECASE)
 _CLAUSE = re.compile(r"\s*(else|elif|except|finally|case)\b")
 
@@ -1503,7 +1514,7 @@ def _pinned_up(folder: str) -> tuple[int, int] | None:
     while True:
         names = _listing(folder)
         for name, text in _small_texts(folder, names, lambda n: n in _REQ_FILES or _PIN_FILE.search(n)
-                                       or n in _READMES):
+                                       or n in _READMES or _DOCKERFILE.match(n)):
             if name in _READMES:
                 # "a higher version of PyTorch also works", "pip install torch==2.4.0": the
                 # README names a way onto a newer torch, and a pin is one way to install
@@ -1517,6 +1528,8 @@ def _pinned_up(folder: str) -> tuple[int, int] | None:
             if _TORCH_OPEN.search(body):
                 return None  # an open range: no ceiling
             pins += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_PIN.finditer(body)]
+            if "pytorch/pytorch:" in body:
+                pins += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_IMAGE.finditer(body)]
             pins += [t for m in _COMPANION_PIN.finditer(body) if (t := _companion_torch(
                 m.group(1), int(m.group(2)), int(m.group(3)))) is not None]
         # the nearest folder whose files pin torch decides: an example's own requirements pin
@@ -2242,13 +2255,20 @@ def _declared_up(folder: str) -> tuple[tuple[int, int] | None, tuple[int, int] |
     prose: list[tuple[int, int]] = []
     names = _listing(folder)
     for name, text in _small_texts(folder, names, lambda n: n in _REQ_FILES or n in _READMES or (
-            n.startswith("requirements") and n.endswith(".txt"))):
+            n.startswith("requirements") and n.endswith(".txt")) or _INSTALL_DOC.match(n)):
+        if _INSTALL_DOC.match(name):
+            prose += _install_doc_torch(text)
+            continue
         lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#") or name in _READMES]
         body = "\n".join(lines)
         patterns = (_TORCH_MIN, _TORCH_PROSE) if name in _READMES else (_TORCH_REQ,)
         for pattern in patterns:
             (prose if name in _READMES else found).extend(
                 (int(m.group(1)), int(m.group(2))) for m in pattern.finditer(body))
+    if "docs" in names:  # docs/install.md, docs/installation.rst
+        docs = os.path.join(folder, "docs")
+        for _, text in _small_texts(docs, _listing(docs), _INSTALL_DOC.match):
+            prose += _install_doc_torch(text)
     near = min(prose) if prose else None
     if found:
         return min(found), near
@@ -2257,6 +2277,15 @@ def _declared_up(folder: str) -> tuple[tuple[int, int] | None, tuple[int, int] |
         return None, near
     req, above = _declared_up(parent)
     return req, near if near is not None else above
+
+
+def _install_doc_torch(text: str) -> list[tuple[int, int]]:
+    """The torch releases an install document names (tested with, or required): "PyTorch 1.8.0",
+    "torch>=1.8", "PyTorch 1.8 or later"."""
+    if "torch" not in text.lower():
+        return []
+    return [(int(m.group(1)), int(m.group(2))) for pattern in (_TORCH_NAMED, _TORCH_MIN)
+            for m in pattern.finditer(text)]
 
 
 class Checker:

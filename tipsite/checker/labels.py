@@ -145,6 +145,7 @@ def _project_names(name: str) -> bool:
     from tipsite.checker import engine as E
 
     return (name in E._REQ_FILES or name in E._READMES or bool(E._PIN_FILE.search(name))
+            or bool(E._INSTALL_DOC.match(name)) or bool(E._DOCKERFILE.match(name))
             or (name.startswith("requirements") and name.endswith(".txt")))
 
 
@@ -155,7 +156,7 @@ def torch_lines(text: str) -> str:
 
     keep: set[int] = set()
     for pattern in (E._TORCH_REQ, E._TORCH_MIN, E._TORCH_PROSE, E._TORCH_PIN, E._TORCH_OPEN,
-                    E._TORCH_NAMED, E._NEWER_TORCH, E._COMPANION_PIN):
+                    E._TORCH_NAMED, E._NEWER_TORCH, E._COMPANION_PIN, E._TORCH_IMAGE):
         for m in pattern.finditer(text):
             first = text.count("\n", 0, m.start())
             keep |= set(range(first, first + text.count("\n", m.start(), m.end()) + 1))
