@@ -662,7 +662,12 @@ class Net(torch.nn.Module):
               "torch.cuda.is_available():, the body of if not torch.cuda.is_available(): or of if "
               "x.device.type == 'cpu':, or after an earlier if torch.cuda.is_available(): that "
               "returns): the CPU is the input's device there; an elif after the CUDA test, or the "
-              "else of x.device.type == 'cuda', may be MPS and is still read.",
+              "else of x.device.type == 'cuda', may be MPS and is still read. Not a factory after "
+              "a statement at the top of the forward that rebinds its input from the input's own "
+              ".cpu() copy (x = self.denorm(x.cpu())): the CPU is the input's device from there on; "
+              "nor one bound to names that the statements right after rebind, each from itself "
+              "moved to a device taken from elsewhere (a, b = torch.meshgrid(torch.arange(h), "
+              "torch.arange(w)); a = a.float().to(x.device)).",
         unlike_tip="The tip's model moves its factory to the GPU at once (torch.ones(16).cuda()), "
                    "which is PTT015's finding; the rule flags factories left on the default device.",
     ),
