@@ -4251,3 +4251,51 @@ def test_ptt016_is_silent_on_names_moved_by_the_next_statements():
                 return feat + gy + gx
     '''
     assert "PTT016" in codes(half)
+
+
+_GROWING = '''
+    import torch
+    class Learner(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.classes = torch.zeros(1, dtype=torch.long)
+            self.hits = torch.zeros(64)
+        def observe(self, x, y):
+            self.classes = torch.cat([self.classes, y.unique()]).unique()
+            self.hits[y] += 1
+            return self.net(x)[:, self.classes]
+        def new_task(self):
+            self.hits = torch.zeros(64)
+'''
+
+
+def test_ptt030_is_silent_on_state_the_class_grows_or_resets():
+    """A tensor that another method rebinds to a value grown from itself (its shape changes:
+    a buffer would break strict loads) or re-creates with a factory (a reset) is state the class
+    manages. Without those rebindings it is reported."""
+    assert "PTT030" not in codes(_GROWING)
+    assert "PTT030" in codes(_GROWING.replace(
+        "            self.classes = torch.cat([self.classes, y.unique()]).unique()\n", ""))
+    assert "PTT030" in codes(_GROWING.replace("new_task(self):\n            self.hits = torch.zeros(64)\n",
+                                             "new_task(self):\n            pass\n"))
+
+
+_CPU_TABLE = '''
+    import torch
+    class Captioner(torch.nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.eye = torch.eye(n)
+        def forward(self, x):
+            x = self.prep(x.cpu())
+            idx = torch.tensor(self.parse(self.lm(x)))
+            return self.eye[idx].to(self.dev)
+'''
+
+
+def test_ptt030_is_silent_on_a_table_read_only_beside_cpu_input():
+    """A tensor read only in a forward that first brings its input to the CPU is kept on the
+    CPU on purpose (a buffer would follow .to('cuda') and meet CPU indices). Read in a forward
+    that stays on the input's device, it is reported."""
+    assert "PTT030" not in codes(_CPU_TABLE)
+    assert "PTT030" in codes(_CPU_TABLE.replace("            x = self.prep(x.cpu())\n", ""))

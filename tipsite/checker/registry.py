@@ -1123,7 +1123,7 @@ class Net(torch.nn.Module):
               "nor one the file reads only at an int index (a literal, a parameter annotated int, a "
               "loop variable over range: self.ramp[step]), a 0-dim CPU tensor that mixes with CUDA "
               "tensors as a number does; nor an empty placeholder (torch.empty(0)) that another method "
-              "replaces with a new value (a forward hook's output cache).",
+              "replaces with a new value (a forward hook's output cache). Not one that a method other than __init__ rebinds to a value grown from itself (torch.cat([self.seen, y]).unique(): a changing shape, which a strict checkpoint load of a buffer rejects) or to a new factory tensor (a reset that picks its own device), nor one read only in methods that first bring their input to the CPU (x = self.prep(x.cpu())): kept on the CPU on purpose.",
     ),
     Rule(
         "PTT031", "tip_foreach_fused_optimizers", "Adam/AdamW without fused=True",

@@ -2172,7 +2172,8 @@ class TensorAttributeNotBuffer(RuleVisitor):
             if (not self._registered_below(node, name) and not self._follows_input(name)
                     and not self._used_in_init_only(name) and not self._placeholder(node, name)
                     and not self._int_indexed_only(name) and not _buffer_named(cls, name)
-                    and not self._overwritten(node, cls, name)):
+                    and not self._overwritten(node, cls, name) and not _state_rebound(self, cls, name)
+                    and not _read_on_cpu_only(cls, name)):
                 self.flag(node)
 
     def _module_class(self) -> cst.ClassDef | None:
@@ -2320,6 +2321,53 @@ class TensorAttributeNotBuffer(RuleVisitor):
                     and _input_like(v.func.attr.value, v.args[0].value)):
                 return True
         return False
+
+
+_GROWS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack", "append"})
+
+
+def _state_rebound(visitor: RuleVisitor, cls: cst.ClassDef, name: str) -> bool:
+    """PTT030: a method of the class but ``__init__`` rebinds ``self.<name>`` to a value grown
+    from itself (``torch.cat([self.seen, y]).unique()``: its shape changes, which a buffer's
+    strict checkpoint load would reject) or to a new tensor from a torch factory (a reset
+    per task, which decides the device itself): state the class manages, not a fixed buffer."""
+    for f in cls.body.body:
+        if not isinstance(f, cst.FunctionDef) or f.name.value == "__init__":
+            continue
+        for n in walk(f):
+            if not (isinstance(n, cst.Assign) and _self_target(n) and n.targets[0].target.attr.value == name):
+                continue
+            calls = [c for c in [n.value, *walk(n.value)] if isinstance(c, cst.Call)]
+            if isinstance(n.value, cst.Call) and visitor.qname(n.value) in FACTORIES:
+                return True
+            for c in calls:
+                method = c.func.attr.value if isinstance(c.func, cst.Attribute) else None
+                if method in _GROWS and any(
+                        isinstance(m, cst.Attribute) and get_full_name_for_node(m) == f"self.{name}"
+                        for a in c.args for m in [a.value, *walk(a.value)]):
+                    return True
+    return False
+
+
+def _read_on_cpu_only(cls: cst.ClassDef, name: str) -> bool:
+    """PTT030: every read of ``self.<name>`` outside ``__init__`` is in a method that first
+    brings its input to the CPU (``x = self.prep(x.cpu())``, ``_cpu_input_rebind``), after that
+    statement: the tensor is kept on the CPU on purpose, beside CPU data."""
+    reads = 0
+    for f in cls.body.body:
+        if not isinstance(f, cst.FunctionDef) or f.name.value == "__init__":
+            continue
+        refs = [m for m in walk(f) if isinstance(m, cst.Attribute) and m.attr.value == name]
+        if not refs:
+            continue
+        start = _cpu_input_rebind(f)
+        if start is None:
+            return False
+        after = {id(m) for stmt in f.body.body[start + 1:] for m in walk(stmt)}
+        if any(id(m) not in after for m in refs):
+            return False
+        reads += len(refs)
+    return reads > 0
 
 
 def _is_number(arg: cst.BaseExpression) -> bool:
