@@ -3357,9 +3357,11 @@ _REFILL = """\
 
 def test_a_tensor_built_on_a_cache_miss_and_kept_is_left_alone():
     """Built on the CPU in the branch that refills a cache the module keeps: once per miss, not
-    per call. Without the store (built on every call), it is reported."""
+    per call. Without the store and the move (built on every call, used on the CPU), it is
+    reported (moved by the next statement, it is PTT016's other exclusion)."""
     assert "PTT016" not in codes(_REFILL)
-    assert "PTT016" in codes(_REFILL.replace("                self.cache_table = t\n", ""))
+    assert "PTT016" in codes(_REFILL.replace("                self.cache_table = t\n", "")
+                             .replace("                t = t.to(x.device)\n", ""))
 
 
 # --- round 12's kinds: PTT030, PTT021, PTT027, PTT014 (issue 33) --------------------------------
@@ -4249,3 +4251,111 @@ def test_what_proves_a_torch_release():
     assert engine.proves_torch("import torch\nx = torch.load(p)\n") is None
     assert engine.proves_torch("import torch\nf = torch.inference_mode if ok() and hasattr(torch, 'x') "
                                "else torch.no_grad\n") is None
+
+
+def test_ptt016_is_silent_after_the_input_is_brought_to_the_cpu():
+    """A forward that rebinds its input from the input's own .cpu() copy works on the CPU from
+    there on: a factory after it is made on the input's device. A factory before it, or in a
+    forward that moves the copy back, is still reported."""
+    silent = '''
+        import torch
+        class Reader(torch.nn.Module):
+            def forward(self, img):
+                img = self.prep(img.cpu())
+                scores = torch.zeros(len(img), self.n)
+                return scores.to(self.dev)
+    '''
+    assert "PTT016" not in codes(silent)
+    before = '''
+        import torch
+        class Reader(torch.nn.Module):
+            def forward(self, img):
+                scores = torch.zeros(len(img), self.n)
+                img = self.prep(img.cpu())
+                return scores + img
+    '''
+    assert "PTT016" in codes(before)
+    back = '''
+        import torch
+        class Reader(torch.nn.Module):
+            def forward(self, img):
+                img = self.prep(img.cpu()).to(self.dev)
+                scores = torch.zeros(len(img), self.n)
+                return scores + img
+    '''
+    assert "PTT016" in codes(back)
+
+
+def test_ptt016_is_silent_on_names_moved_by_the_next_statements():
+    """Grids from torch.meshgrid of factories, each rebound right after from itself moved to
+    the input's device: nothing reads them on the CPU. Where one of them is not moved, the
+    factories are still reported."""
+    silent = '''
+        import torch
+        class Coords(torch.nn.Module):
+            def forward(self, feat):
+                h, w = feat.shape[-2:]
+                gy, gx = torch.meshgrid(torch.arange(h), torch.arange(w))
+                gy = gy.float().to(feat.device) / h
+                gx = gx.float().to(feat.device) / w
+                return torch.cat([feat, torch.stack((gy, gx))[None]], 1)
+    '''
+    assert "PTT016" not in codes(silent)
+    half = '''
+        import torch
+        class Coords(torch.nn.Module):
+            def forward(self, feat):
+                h, w = feat.shape[-2:]
+                gy, gx = torch.meshgrid(torch.arange(h), torch.arange(w))
+                gy = gy.float().to(feat.device) / h
+                return feat + gy + gx
+    '''
+    assert "PTT016" in codes(half)
+
+
+_GROWING = '''
+    import torch
+    class Learner(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.classes = torch.zeros(1, dtype=torch.long)
+            self.hits = torch.zeros(64)
+        def observe(self, x, y):
+            self.classes = torch.cat([self.classes, y.unique()]).unique()
+            self.hits[y] += 1
+            return self.net(x)[:, self.classes]
+        def new_task(self):
+            self.hits = torch.zeros(64)
+'''
+
+
+def test_ptt030_is_silent_on_state_the_class_grows_or_resets():
+    """A tensor that another method rebinds to a value grown from itself (its shape changes:
+    a buffer would break strict loads) or re-creates with a factory (a reset) is state the class
+    manages. Without those rebindings it is reported."""
+    assert "PTT030" not in codes(_GROWING)
+    assert "PTT030" in codes(_GROWING.replace(
+        "            self.classes = torch.cat([self.classes, y.unique()]).unique()\n", ""))
+    assert "PTT030" in codes(_GROWING.replace("new_task(self):\n            self.hits = torch.zeros(64)\n",
+                                             "new_task(self):\n            pass\n"))
+
+
+_CPU_TABLE = '''
+    import torch
+    class Captioner(torch.nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.eye = torch.eye(n)
+        def forward(self, x):
+            x = self.prep(x.cpu())
+            idx = torch.tensor(self.parse(self.lm(x)))
+            return self.eye[idx].to(self.dev)
+'''
+
+
+def test_ptt030_is_silent_on_a_table_read_only_beside_cpu_input():
+    """A tensor read only in a forward that first brings its input to the CPU is kept on the
+    CPU on purpose (a buffer would follow .to('cuda') and meet CPU indices). Read in a forward
+    that stays on the input's device, it is reported."""
+    assert "PTT030" not in codes(_CPU_TABLE)
+    assert "PTT030" in codes(_CPU_TABLE.replace("            x = self.prep(x.cpu())\n", ""))

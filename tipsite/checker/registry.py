@@ -664,7 +664,12 @@ class Net(torch.nn.Module):
               "torch.cuda.is_available():, the body of if not torch.cuda.is_available(): or of if "
               "x.device.type == 'cpu':, or after an earlier if torch.cuda.is_available(): that "
               "returns): the CPU is the input's device there; an elif after the CUDA test, or the "
-              "else of x.device.type == 'cuda', may be MPS and is still read.",
+              "else of x.device.type == 'cuda', may be MPS and is still read. Not a factory after "
+              "a statement at the top of the forward that rebinds its input from the input's own "
+              ".cpu() copy (x = self.denorm(x.cpu())): the CPU is the input's device from there on; "
+              "nor one bound to names that the statements right after rebind, each from itself "
+              "moved to a device taken from elsewhere (a, b = torch.meshgrid(torch.arange(h), "
+              "torch.arange(w)); a = a.float().to(x.device)).",
         unlike_tip="The tip's model moves its factory to the GPU at once (torch.ones(16).cuda()), "
                    "which is PTT015's finding; the rule flags factories left on the default device.",
     ),
@@ -1120,7 +1125,7 @@ class Net(torch.nn.Module):
               "nor one the file reads only at an int index (a literal, a parameter annotated int, a "
               "loop variable over range: self.ramp[step]), a 0-dim CPU tensor that mixes with CUDA "
               "tensors as a number does; nor an empty placeholder (torch.empty(0)) that another method "
-              "replaces with a new value (a forward hook's output cache).",
+              "replaces with a new value (a forward hook's output cache). Not one that a method other than __init__ rebinds to a value grown from itself (torch.cat([self.seen, y]).unique(): a changing shape, which a strict checkpoint load of a buffer rejects) or to a new factory tensor (a reset that picks its own device), nor one read only in methods that first bring their input to the CPU (x = self.prep(x.cpu())): kept on the CPU on purpose.",
     ),
     Rule(
         "PTT031", "tip_foreach_fused_optimizers", "Adam/AdamW without fused=True",

@@ -2180,7 +2180,8 @@ class TensorAttributeNotBuffer(RuleVisitor):
             if (not self._registered_below(node, name) and not self._follows_input(name)
                     and not self._used_in_init_only(name) and not self._placeholder(node, name)
                     and not self._int_indexed_only(name) and not _buffer_named(cls, name)
-                    and not self._overwritten(node, cls, name)):
+                    and not self._overwritten(node, cls, name) and not _state_rebound(self, cls, name)
+                    and not _read_on_cpu_only(cls, name)):
                 self.flag(node)
 
     def _module_class(self) -> cst.ClassDef | None:
@@ -2328,6 +2329,53 @@ class TensorAttributeNotBuffer(RuleVisitor):
                     and _input_like(v.func.attr.value, v.args[0].value)):
                 return True
         return False
+
+
+_GROWS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack", "append"})
+
+
+def _state_rebound(visitor: RuleVisitor, cls: cst.ClassDef, name: str) -> bool:
+    """PTT030: a method of the class but ``__init__`` rebinds ``self.<name>`` to a value grown
+    from itself (``torch.cat([self.seen, y]).unique()``: its shape changes, which a buffer's
+    strict checkpoint load would reject) or to a new tensor from a torch factory (a reset
+    per task, which decides the device itself): state the class manages, not a fixed buffer."""
+    for f in cls.body.body:
+        if not isinstance(f, cst.FunctionDef) or f.name.value == "__init__":
+            continue
+        for n in walk(f):
+            if not (isinstance(n, cst.Assign) and _self_target(n) and n.targets[0].target.attr.value == name):
+                continue
+            calls = [c for c in [n.value, *walk(n.value)] if isinstance(c, cst.Call)]
+            if isinstance(n.value, cst.Call) and visitor.qname(n.value) in FACTORIES:
+                return True
+            for c in calls:
+                method = c.func.attr.value if isinstance(c.func, cst.Attribute) else None
+                if method in _GROWS and any(
+                        isinstance(m, cst.Attribute) and get_full_name_for_node(m) == f"self.{name}"
+                        for a in c.args for m in [a.value, *walk(a.value)]):
+                    return True
+    return False
+
+
+def _read_on_cpu_only(cls: cst.ClassDef, name: str) -> bool:
+    """PTT030: every read of ``self.<name>`` outside ``__init__`` is in a method that first
+    brings its input to the CPU (``x = self.prep(x.cpu())``, ``_cpu_input_rebind``), after that
+    statement: the tensor is kept on the CPU on purpose, beside CPU data."""
+    reads = 0
+    for f in cls.body.body:
+        if not isinstance(f, cst.FunctionDef) or f.name.value == "__init__":
+            continue
+        refs = [m for m in walk(f) if isinstance(m, cst.Attribute) and m.attr.value == name]
+        if not refs:
+            continue
+        start = _cpu_input_rebind(f)
+        if start is None:
+            return False
+        after = {id(m) for stmt in f.body.body[start + 1:] for m in walk(stmt)}
+        if any(id(m) not in after for m in refs):
+            return False
+        reads += len(refs)
+    return reads > 0
 
 
 def _is_number(arg: cst.BaseExpression) -> bool:
@@ -2729,6 +2777,13 @@ class FactoryWithoutDevice(RuleVisitor):
                     self.moved.update(bound.get(arg.value.value, ()))
         self.moved |= _moved_through_names(self, node)
         self.moved |= _cpu_lengths(self, node)
+        self.moved |= _moved_next(self, node)
+        start = _cpu_input_rebind(node)
+        if start is not None:
+            # the input itself was brought to the CPU (x = self.transform(x.cpu())): the CPU is
+            # the input's device from there on, and a factory after it is made where x is
+            self.moved |= {id(n) for stmt in node.body.body[start + 1:] for n in walk(stmt)
+                           if type(n) is cst.Call}
 
     def _read_on_host(self, node: cst.CSTNode) -> None:
         self.host |= {id(n) for n in [node, *walk(node)] if isinstance(n, cst.Call)}
@@ -3028,6 +3083,77 @@ def _moved_through_names(visitor: RuleVisitor, func: cst.FunctionDef) -> set[int
                 moved.add(name)
                 grown = True
     return {id(c) for name in moved for c in _flow(visitor, values[name][0])[0]}
+
+
+def _cpu_input_rebind(func: cst.FunctionDef) -> int | None:
+    """The index in ``func``'s body of a top-level statement that rebinds every required
+    parameter (but ``self``) from its own ``.cpu()`` copy (``x = self.denorm(x.cpu())``,
+    ``x = x.cpu()``), with no move back after: from there on the function works on the CPU."""
+    if not isinstance(func.body, cst.IndentedBlock):
+        return None
+    params = {p.name.value for p in [*func.params.posonly_params, *func.params.params]
+              if p.default is None and p.name.value not in ("self", "cls")}
+    if not params:
+        return None
+    left = set(params)
+    for i, stmt in enumerate(func.body.body):
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)
+                    and small.targets[0].target.value in left):
+                continue
+            name = small.targets[0].target.value
+            value = small.value
+            if any(isinstance(c, cst.Call) and _method(c) in ("to", "cuda", "type_as")
+                   for c in [value, *walk(value)]):
+                continue
+            if any(isinstance(c, cst.Call) and _method(c) == "cpu" and isinstance(c.func, cst.Attribute)
+                   and isinstance(c.func.value, cst.Name) and c.func.value.value == name
+                   for c in [value, *walk(value)]):
+                left.discard(name)
+        if not left:
+            return i
+    return None
+
+
+def _moved_next(visitor: RuleVisitor, func: cst.FunctionDef) -> set[int]:
+    """Factories bound to names (``a, b = torch.meshgrid(torch.arange(h), torch.arange(w))``)
+    that the statements right after rebind, each from itself moved to a device taken from
+    elsewhere (``a = a.float().to(x.device) / h``): nothing reads them on the CPU."""
+    found: set[int] = set()
+    for block in [n for n in [func.body, *walk(func.body)] if isinstance(n, cst.IndentedBlock)]:
+        stmts = list(block.body)
+        for i, stmt in enumerate(stmts):
+            if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+                    and isinstance(stmt.body[0], cst.Assign) and len(stmt.body[0].targets) == 1):
+                continue
+            target = stmt.body[0].targets[0].target
+            if isinstance(target, cst.Name):
+                names = {target.value}
+            elif isinstance(target, (cst.Tuple, cst.List)) and all(
+                    isinstance(e.value, cst.Name) for e in target.elements):
+                names = {e.value.value for e in target.elements}
+            else:
+                continue
+            left = set(names)
+            for nxt in stmts[i + 1:i + 1 + len(names)]:
+                if not (isinstance(nxt, cst.SimpleStatementLine) and len(nxt.body) == 1
+                        and isinstance(nxt.body[0], cst.Assign) and len(nxt.body[0].targets) == 1
+                        and isinstance(nxt.body[0].targets[0].target, cst.Name)
+                        and nxt.body[0].targets[0].target.value in left):
+                    break
+                name = nxt.body[0].targets[0].target.value
+                value = nxt.body[0].value
+                if not any(type(c) is cst.Call and _moves(c) and any(
+                        r.value == name for r in _flow(visitor, c.func.value)[1])
+                        for c in [value, *walk(value)]):
+                    break
+                left.discard(name)
+            if not left:
+                found |= {id(c) for c in _moved_sources(stmt.body[0].value)}
+    return found
 
 
 def _bound_on_cpu(block: cst.CSTNode) -> set[str]:
