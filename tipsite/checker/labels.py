@@ -213,7 +213,8 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
         file = base / path
         text = file.read_text(encoding="utf-8", errors="replace")
         for rel, lines in (*_grad_free_helpers(base, file, text), *_complex_maker(base, file, text),
-                           *_module_reader(base, file, text), *_reduced_maker(base, file, text)):
+                           *_module_reader(base, file, text), *_reduced_maker(base, file, text),
+                           *_module_bases(base, file, text)):
             out.setdefault(rel, "".join(lines))
         folder = (base / path).parent
         if E._folder_serves_checkpoints(str(folder)):
@@ -324,6 +325,69 @@ def _reduced_maker(base: Path, file: Path, text: str) -> list[tuple[str, list[st
             if E._in_code(E._REDUCED, t) and (line := _reduced_precision_line(t)) is not None:
                 return [((Path(where) / name).relative_to(base).as_posix(), [line])]
     return []
+
+
+def _module_bases(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT030: where a class of the file derives from an nn.Module only through classes of other
+    project files (the engine follows the imports: ``nn_module_classes``), each file on that
+    chain reduced to its top-level imports and the chain's class headers (``class B(A): pass``)."""
+    from tipsite.checker import engine as E
+
+    if "class " not in text:
+        return []
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    if E.nn_module_classes(tree, str(file)) <= E.nn_module_classes(tree, None):
+        return []
+    classes, imports = E._classes_of(tree)
+    kept: dict[str, set[str]] = {}
+    seen: set = set()
+
+    def follow(dotted: str, folder: str, classes: dict, imports: dict, depth: int) -> None:
+        if depth > E._MAX_BASE_DEPTH or "." in dotted:
+            return
+        if dotted in classes and (folder, dotted) not in seen:
+            seen.add((folder, dotted))
+            for b in classes[dotted]:
+                follow(b, folder, classes, imports, depth + 1)
+        elif dotted in imports:
+            level, origin = imports[dotted]
+            module, _, name = origin.rpartition(".")
+            target = E._module_file(folder, level, module) if module or level else None
+            parsed = E._parsed_classes(target) if target else None
+            if parsed is None or (target, name) in seen:
+                return
+            seen.add((target, name))
+            kept.setdefault(target, set()).add(name)
+            other_classes, other_imports = parsed
+            if name in other_classes:
+                for b in other_classes[name]:
+                    follow(b, os.path.dirname(target), other_classes, other_imports, depth + 1)
+            elif name in other_imports:
+                follow(name, os.path.dirname(target), other_classes, other_imports, depth + 1)
+
+    for bases in classes.values():
+        for b in bases:
+            follow(b, str(file.parent), classes, imports, 0)
+    out = []
+    for target, names in sorted(kept.items()):
+        source = Path(target).read_text(encoding="utf-8", errors="replace")
+        body = ast.parse(source).body
+        chain = [n for n in body if isinstance(n, ast.ClassDef) and n.name in names]
+        wanted = set(names) | {ast.unparse(b).partition(".")[0] for c in chain for b in c.bases}
+        lines = []
+        for node in body:  # the imports that bind a name the chain needs (a base, a re-export)
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound = [a for a in node.names if (a.asname or a.name).partition(".")[0] in wanted]
+                if bound:
+                    lines.append(ast.unparse(type(node)(**{**node.__dict__, "names": bound})) + "\n")
+            elif node in chain:
+                bases = ", ".join(ast.unparse(b) for b in node.bases)
+                lines.append(f"class {node.name}({bases}):\n    pass\n")
+        out.append((Path(target).relative_to(base).as_posix(), lines))
+    return out
 
 
 def _module_reader(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
