@@ -257,3 +257,32 @@ def test_a_tip_that_will_not_stop_is_killed_and_the_tips_after_it_still_run(tmp_
     assert "tip_c_loop.py ran for more than 3 s (the time limit) and did not stop" in reports["tip_c_loop"]["error"]
     assert reports["tip_catches"]["status"] == "failed"
     assert "tip_catches.py ran for more than 3 s" in reports["tip_catches"]["error"]
+
+
+def test_a_tip_that_refuses_its_measurement_as_a_defect_runs_once_more_alone(tmp_path, capsys):
+    """On a machine another process takes for a moment, a tip may refuse its own measurement (a
+    speed-up its cores cannot give: tipkit.check_plausible). `contribute` runs such a tip once
+    more, alone, keeps that run and says so in its record; a tip refused twice, or failing for
+    another reason, is not run again."""
+    from tipsite import contribute
+
+    paths = [tmp_path / f"{n}.py" for n in ("tip_a", "tip_b", "tip_c")]
+    defect = "Traceback ...\nRuntimeError: x: 9x [8-10] is more than the 2x that 2 cores allows: " + contribute.DEFECT
+    first = {"tip_a": {"status": "passed"}, "tip_b": {"status": "failed", "error": defect},
+             "tip_c": {"status": "failed", "error": "Traceback ...\nValueError: a bug"}}
+    asked = []
+
+    def run(some):
+        asked.append([p.stem for p in some])
+        return {"tip_b": {"status": "passed", "result": "second"}}
+
+    reports, notes = contribute.retry_defects(paths, first, run)
+    assert asked == [["tip_b"]]  # only the refused one, alone
+    assert reports["tip_b"] == {"status": "passed", "result": "second"} and reports["tip_c"] == first["tip_c"]
+    assert notes == {"tip_b": [f"ran twice: the first run refused its measurement ({defect.splitlines()[-1]})"]}
+    assert "running 1 tip(s) again, alone" in capsys.readouterr().out
+    # refused again: the second report stands (failed); nothing refused: nothing runs again
+    reports, _ = contribute.retry_defects(paths, first, lambda some: {"tip_b": first["tip_b"]})
+    assert reports["tip_b"]["status"] == "failed"
+    assert contribute.retry_defects(paths, {"tip_a": {"status": "passed"}}, run) == ({"tip_a": {"status": "passed"}}, {})
+    assert len(asked) == 1
