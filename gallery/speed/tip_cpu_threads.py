@@ -113,15 +113,16 @@ others = None if None in loads else max(loads)
 spare = None if others is None or cores < 2 else others < 0.25
 print("other processes' CPU use while timing, cores (busiest size):", others)
 
-# One thread per core was taken to divide the time by the cores at best, but more has been
-# measured on an idle machine: on a 2-core Xeon (2 MB of cache per core), exp(x) * x ran 3.2x
-# faster with 2 threads on 2**18 elements and 2.2x on 2**22 (each core may also read its share
-# from a closer cache, or run faster, than one core doing it all). So only a speed-up whose
-# whole interval is above twice the cores is taken for a defect (oversubscribed threads, a
-# variant that skipped work), and fails this page.
+# One thread per core was taken to divide the time by the cores at best, but more
+# has been measured on an idle machine: on a 2-core Xeon (2 MB of cache per core),
+# exp(x) * x ran 3.2x faster with 2 threads on 2**18 elements and 2.2x on 2**22
+# (each core may read its share from a closer cache, or run faster, than one core
+# doing it all). So only a speed-up whose whole interval is above twice the cores
+# is taken for a defect (oversubscribed threads, a variant that skipped work), and
+# fails this page.
 for point in matmuls + elementwise:
     check_plausible(point, at_most=2 * cores,
-                    because=f"{cores} threads on {cores} cores, each at most twice as fast as alone")
+                    because=f"{cores} threads on {cores} cores, each 2x alone at most")
 
 # %%
 # Where it pays
