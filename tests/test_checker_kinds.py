@@ -3601,7 +3601,7 @@ def test_ptt041_is_silent_where_another_file_of_the_project_reads_the_key_back(t
     """A loader elsewhere in the project (``attempt_load``: ``ckpt = torch.load(w)``, then
     ``ckpt["model"].to(device).float().eval()``) reads the saved key back as a module: the trainer's
     checkpoint is that loader's input. A reader of another key leaves the finding."""
-    engine._tree_read_back.cache_clear()
+    engine._tree_scan.cache_clear()
     saver = _PICKLED_FORMAT.replace('model.load_state_dict(ckpt["model"].float().state_dict())', "pass")
     loader = """\
         import torch
@@ -3611,7 +3611,7 @@ def test_ptt041_is_silent_where_another_file_of_the_project_reads_the_key_back(t
     """
     files = {"pyproject.toml": "[project]\nname = 'demo'\n", "pkg/experimental.py": loader}
     assert "PTT041" not in _in_project(tmp_path / "a", files, saver)
-    engine._tree_read_back.cache_clear()
+    engine._tree_scan.cache_clear()
     codes_in = lambda found: found.count("PTT041")  # noqa: E731
     other = {**files, "pkg/experimental.py": loader.replace('"model"', '"net"')}
     assert codes_in(_in_project(tmp_path / "b", other, saver)) == 2
@@ -4150,33 +4150,33 @@ def test_ptt004_is_silent_where_the_project_reads_whole_modules_back_on_purpose(
     returned by a load_model or a function annotated -> nn.Module): the pickled module is its
     file format, and a state_dict would break that loader. Where the loader leaves weights_only
     out (it fails on torch 2.6) or does not use the value as a module, the save is reported."""
-    engine._tree_read_back.cache_clear()
+    engine._tree_scan.cache_clear()
     files = {"pyproject.toml": "[project]\nname = 'demo'\n", "pkg/utils.py": loader}
     assert ("PTT004" in _in_project(tmp_path, files, _WHOLE_SAVER)) is flagged
-    engine._tree_read_back.cache_clear()
+    engine._tree_scan.cache_clear()
 
 
 def test_ptt004_reads_whole_module_loaders_in_the_savers_part_of_the_project_only(tmp_path):
     """A project of separate examples: a loader that reads whole modules in another top folder
     says nothing of this example's files; one in the saver's folder, or below it, does. The
     saving file's own reload does not."""
-    engine._tree_read_back.cache_clear()
+    engine._tree_scan.cache_clear()
     root = {"pyproject.toml": "[project]\nname = 'demo'\n"}
     assert "PTT004" in _in_project(tmp_path / "a", {**root, "other/utils.py": _WHOLE_LOADER}, _WHOLE_SAVER)
-    engine._tree_read_back.cache_clear()
+    engine._tree_scan.cache_clear()
     assert "PTT004" not in _in_project(tmp_path / "b", {**root, "pkg/io/utils.py": _WHOLE_LOADER}, _WHOLE_SAVER)
-    engine._tree_read_back.cache_clear()
+    engine._tree_scan.cache_clear()
     # the saving script's own reload of its best model is no format other code consumes
     own = _WHOLE_SAVER + "    best = torch.load('best.pt', weights_only=False)\n    best.eval()\n"
     assert "PTT004" in _in_project(tmp_path / "c", root, own)
-    engine._tree_read_back.cache_clear()
+    engine._tree_scan.cache_clear()
 
 
 def _clear_project_caches() -> None:
     engine._declared_up.cache_clear()
     engine._declared_in.cache_clear()
     engine._pinned_up.cache_clear()
-    engine._tree_proves.cache_clear()
+    engine._tree_scan.cache_clear()
 
 
 _STALE_FLOOR = {"pyproject.toml": "[project]\nname = 'demo'\n", "requirements.txt": "numpy\ntorch>=1.1\n"}

@@ -301,5 +301,5 @@ def test_a_folder_that_is_no_project_is_read_alone_not_every_folder_below_it(tmp
     assert engine._project_root(str(loose)) == str(loose)  # nothing marks a project up to /
     assert "PTT031" in codes(_TRAIN, path=loose / "train.py")
     (loose / "pyproject.toml").write_text("[project]\nname = 'loose'\n")
-    engine._tree_complex.cache_clear()
+    engine._tree_scan.cache_clear()
     assert "PTT031" not in codes(_TRAIN, path=loose / "train2.py")  # a project now: read whole

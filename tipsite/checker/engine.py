@@ -1808,18 +1808,6 @@ def _project_code(root: str):
         yield folder, {n for n in files if n.endswith(".py") and not _test_file(n)}
 
 
-@functools.lru_cache(maxsize=64)
-def _tree_complex(root: str) -> bool:
-    """Tests are left out: a test's complex parameter is not the trained model's."""
-    scanned = 0
-    for folder, names in _project_code(root):
-        scanned += len(names)
-        if scanned > _MAX_SCANNED:
-            return False
-        if any(_makes_complex_params(t) for _, t in _small_texts(folder, names, lambda n: True)):
-            return True
-    return False
-
 
 # The advised APIs whose unguarded use in a project's own code shows the torch it runs on in
 # practice: a project that calls torch.load(..., weights_only=True) unguarded fails on a torch
@@ -1968,21 +1956,6 @@ def proved_torch(path: str) -> tuple[int, int] | None:
     return None if folder is None else _tree_proves(_project_root(folder))
 
 
-@functools.lru_cache(maxsize=64)
-def _tree_proves(root: str) -> tuple[int, int] | None:
-    best = None
-    scanned = 0
-    for folder, names in _project_code(root):
-        scanned += len(names)
-        if scanned > _MAX_SCANNED:
-            break  # a project too large to read: what was read still holds
-        for _, text in _small_texts(folder, names, lambda n: True):
-            found = proves_torch(text)
-            if found is not None and (best is None or found > best):
-                best = found
-    return best
-
-
 # PTT041: an entry of a container, ``x["model"]`` or ``x.get("model")``, used as a module: called,
 # or asked for a method only a module has (after any .float()/.half()/.to(...) on the way):
 # ``ckpt["model"].float().state_dict()``, ``ckpt.get("ema").eval()``, ``x["model"].parameters()``
@@ -2041,21 +2014,50 @@ def _modules_read_back(path: str, text: str) -> tuple[frozenset[str], bool]:
     return frozenset(keys), whole
 
 
+@dataclass(frozen=True)
+class _ProjectCode:
+    """What the rules read from a project's own Python files (tests aside), in one pass."""
+    complex: bool  # PTT031: a file creates complex parameters (_makes_complex_params)
+    proves: tuple[int, int] | None  # the newest release its unguarded API use needs (proves_torch)
+    keys: frozenset[str]  # PTT041: the keys its files read back from a checkpoint as modules
+    readers: frozenset[str]  # PTT004: its files that load whole modules on purpose
+
+
 @functools.lru_cache(maxsize=64)
-def _tree_read_back(root: str) -> tuple[frozenset[str], frozenset[str]]:
-    """The keys the project's files read back as modules, and the files that load whole modules."""
-    keys: set[str] = set()
-    readers: set[str] = set()
+def _tree_scan(root: str) -> _ProjectCode:
+    """One read of the project's non-test Python files for every fact the rules take from
+    them (:func:`_project_code`'s walk, up to _MAX_SCANNED files: a project too large to read
+    keeps what was read before the cap)."""
+    complex_params, best, keys, readers = False, None, set(), set()
     scanned = 0
     for folder, names in _project_code(root):
         scanned += len(names)
         if scanned > _MAX_SCANNED:
             break
-        for name, t in _small_texts(folder, names, lambda n: True):
-            keys |= _keys_read_as_modules(t)
-            if _loads_whole_module(t):
+        for name, text in _small_texts(folder, names, lambda n: True):
+            complex_params = complex_params or _makes_complex_params(text)
+            found = proves_torch(text)
+            if found is not None and (best is None or found > best):
+                best = found
+            keys |= _keys_read_as_modules(text)
+            if _loads_whole_module(text):
                 readers.add(os.path.join(folder, name))
-    return frozenset(keys), frozenset(readers)
+    return _ProjectCode(complex_params, best, frozenset(keys), frozenset(readers))
+
+
+def _tree_complex(root: str) -> bool:
+    """Tests are left out: a test's complex parameter is not the trained model's."""
+    return _tree_scan(root).complex
+
+
+def _tree_proves(root: str) -> tuple[int, int] | None:
+    return _tree_scan(root).proves
+
+
+def _tree_read_back(root: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The keys the project's files read back as modules, and the files that load whole modules."""
+    scan = _tree_scan(root)
+    return scan.keys, scan.readers
 
 
 _UNSAFE_KWARG = re.compile(r"weights_only\s*=\s*False")
