@@ -1731,12 +1731,19 @@ def _project_folders(root: str):
     return walk
 
 
+def _precision_files(root: str):
+    """(folder, names) of the project's code and configuration files that may set a precision
+    (PTT032), folder by folder as :func:`_project_folders` walks them (hidden and build folders
+    left out)."""
+    for folder, dirs, files in _project_folders(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
+        yield folder, {n for n in files if n.endswith(_PRECISION_FILES)}
+
+
 @functools.lru_cache(maxsize=64)
 def _tree_reduced(root: str) -> bool:
     scanned = 0
-    for folder, dirs, files in _project_folders(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
-        names = {n for n in files if n.endswith(_PRECISION_FILES)}
+    for folder, names in _precision_files(root):
         scanned += len(names)
         if scanned > _MAX_SCANNED:
             return True
@@ -2000,18 +2007,27 @@ def _modules_read_back(path: str, text: str) -> tuple[frozenset[str], bool]:
     epoch, a demonstration) is the round trip the advice is about, not a format other code
     of the project consumes."""
     keys = _keys_read_as_modules(text)
-    whole = False
     folder = _file_folder(path)
     if folder is not None:
-        root = _project_root(folder)
-        tree_keys, readers = _tree_read_back(root)
-        keys |= tree_keys
-        if readers:
-            rel = os.path.relpath(folder, root)
-            part = root if rel in (".", "") or rel.startswith("..") else os.path.join(root, rel.split(os.sep)[0])
-            own = os.path.abspath(path)
-            whole = any(r.startswith(part + os.sep) and r != own for r in readers)
-    return frozenset(keys), whole
+        keys |= _tree_read_back(_project_root(folder))[0]
+    return frozenset(keys), bool(_readers_beside(path))
+
+
+def _readers_beside(path: str) -> list[str]:
+    """PTT004: the files of the part of ``path``'s project that holds it (its top folder under
+    the root; the whole project for a file at the root), ``path`` itself aside, that load whole
+    modules on purpose (:func:`_loads_whole_module`), in name order."""
+    folder = _file_folder(path)
+    if folder is None:
+        return []
+    root = _project_root(folder)
+    readers = _tree_read_back(root)[1]
+    if not readers:
+        return []
+    rel = os.path.relpath(folder, root)
+    part = root if rel in (".", "") or rel.startswith("..") else os.path.join(root, rel.split(os.sep)[0])
+    own = os.path.abspath(path)
+    return sorted(r for r in readers if r.startswith(part + os.sep) and r != own)
 
 
 @dataclass(frozen=True)

@@ -233,8 +233,6 @@ def _proof_of_torch(base: Path, paths: list[str]) -> dict[str, str]:
     advised API it uses unguarded: the engine's proved_torch), the one statement that shows it,
     first in the project's walk, dedented under ``import torch``: the rules read it as the real
     run does (their advice is not silenced by that stale floor)."""
-    import textwrap
-
     from tipsite.checker import engine as E
 
     out: dict[str, str] = {}
@@ -318,10 +316,8 @@ def _reduced_maker(base: Path, file: Path, text: str) -> list[tuple[str, list[st
     root = E._project_root(folder) if folder is not None else None
     if root is None or not E._tree_reduced(root):
         return []
-    for where, dirs, files in E._project_folders(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in E._SKIP_DIRS)
-        names = {n for n in files if n.endswith(E._PRECISION_FILES)}
-        for name, t in sorted(E._small_texts(where, names, lambda n: True)):
+    for where, names in E._precision_files(root):
+        for name, t in E._small_texts(where, names, lambda n: True):
             if E._in_code(E._REDUCED, t) and (line := _reduced_precision_line(t)) is not None:
                 return [((Path(where) / name).relative_to(base).as_posix(), [line])]
     return []
@@ -343,34 +339,13 @@ def _module_bases(base: Path, file: Path, text: str) -> list[tuple[str, list[str
         return []
     classes, imports = E._classes_of(tree)
     kept: dict[str, set[str]] = {}
-    seen: set = set()
-
-    def follow(dotted: str, folder: str, classes: dict, imports: dict, depth: int) -> None:
-        if depth > E._MAX_BASE_DEPTH or "." in dotted:
-            return
-        if dotted in classes and (folder, dotted) not in seen:
-            seen.add((folder, dotted))
-            for b in classes[dotted]:
-                follow(b, folder, classes, imports, depth + 1)
-        elif dotted in imports:
-            level, origin = imports[dotted]
-            module, _, name = origin.rpartition(".")
-            target = E._module_file(folder, level, module) if module or level else None
-            parsed = E._parsed_classes(target) if target else None
-            if parsed is None or (target, name) in seen:
-                return
-            seen.add((target, name))
-            kept.setdefault(target, set()).add(name)
-            other_classes, other_imports = parsed
-            if name in other_classes:
-                for b in other_classes[name]:
-                    follow(b, os.path.dirname(target), other_classes, other_imports, depth + 1)
-            elif name in other_imports:
-                follow(name, os.path.dirname(target), other_classes, other_imports, depth + 1)
-
-    for bases in classes.values():
-        for b in bases:
-            follow(b, str(file.parent), classes, imports, 0)
+    folder = str(file.parent.resolve())
+    for name in E.nn_module_classes(tree, str(file)) - E.nn_module_classes(tree, None):
+        seen = {(folder, name)}  # the engine's own walk: the classes it stepped through, by file
+        any(E._is_nn_module(b, folder, classes, imports, 0, seen) for b in classes[name])
+        for where, cls in seen:
+            if os.path.isfile(where):  # an imported class's file (a folder: the same file's class)
+                kept.setdefault(where, set()).add(cls)
     out = []
     for target, names in sorted(kept.items()):
         source = Path(target).read_text(encoding="utf-8", errors="replace")
@@ -396,14 +371,9 @@ def _module_reader(base: Path, file: Path, text: str) -> list[tuple[str, list[st
     file's smallest function that does (or, failing one, the file's statements that do)."""
     from tipsite.checker import engine as E
 
-    if "save(" not in text or not E._modules_read_back(str(file), text)[1]:
+    if "save(" not in text:
         return []
-    folder = E._file_folder(str(file))
-    root = E._project_root(folder)
-    _, readers = E._tree_read_back(root)
-    rel = os.path.relpath(folder, root)
-    part = root if rel in (".", "") or rel.startswith("..") else os.path.join(root, rel.split(os.sep)[0])
-    for reader in sorted(r for r in readers if r.startswith(part + os.sep) and r != os.path.abspath(file)):
+    for reader in E._readers_beside(str(file)):
         source = Path(reader).read_text(encoding="utf-8", errors="replace")
         tree = ast.parse(source)
         defs = sorted((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
