@@ -4351,3 +4351,161 @@ def test_ptt030_is_silent_on_a_table_read_only_beside_cpu_input():
     that stays on the input's device, it is reported."""
     assert "PTT030" not in codes(_CPU_TABLE)
     assert "PTT030" in codes(_CPU_TABLE.replace("            x = self.prep(x.cpu())\n", ""))
+
+
+# --- round 18's kinds: PTT020 and PTT021 over datasets on a device, datasets changed between
+# epochs, collate functions that return NumPy (written from the labels' descriptions) ------------
+
+_SAMPLED = '''
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Pairs(Dataset):
+        def __init__(self, x, y):
+            self.x, self.y = x, y
+
+    class Learner:
+        def __init__(self, device):
+            self.device = device
+            self.heads = torch.nn.ModuleList([torch.nn.Linear(8, 8) for _ in range(4)]).to(self.device)
+
+        def replay(self, sources=None):
+            if sources is None:
+                sources = self.heads
+            xs, ys = [], []
+            for i, head in enumerate(sources):
+                xs.append(head(torch.randn(16, 8)))
+                ys.append(torch.full((16,), i))
+            xs = torch.cat(xs)
+            return DataLoader(Pairs(xs, torch.cat(ys)), batch_size=8, shuffle=True)
+
+        def fit(self, loader):
+            for x, y in loader:
+                self.heads[0](x.cuda())
+'''
+
+
+def test_ptt021_is_silent_on_a_dataset_built_from_what_the_code_puts_on_a_device():
+    """A dataset built from values the code produces on the GPU (a list gathered from modules
+    the class moved .to(self.device)) holds CUDA tensors: pin_memory=True raises on them. The
+    same values brought back with .cpu() are pageable host tensors, and the loader is reported."""
+    assert "PTT021" not in codes(_SAMPLED)
+    assert "PTT021" in codes(_SAMPLED.replace("xs.append(head(torch.randn(16, 8)))",
+                                              "xs.append(head(torch.randn(16, 8)).cpu())"))
+    assert "PTT021" in codes(_SAMPLED.replace(").to(self.device)\n", ")\n", 1))
+
+
+_BUFFER = '''
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+    from torchvision import transforms
+
+    class Buffer(Dataset):
+        def __init__(self, data, labels, transform=None, device="cpu"):
+            self.data, self.labels = data.to(device), labels.to(device)
+            self.transform = transform
+            self.weights = None
+
+        def set_weights(self, w):
+            self.weights = w
+
+    def refit(data, labels, device, epochs):
+        train_set = Buffer(data, labels, transform=transforms.RandomCrop(32), device=device)
+        loader = DataLoader(train_set, batch_size=32, shuffle=True)
+        for epoch in range(epochs):
+            for x, y in loader:
+                x.to(device)
+'''
+
+_RELABELLED = '''
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+    from torchvision import transforms
+
+    class Buffer(Dataset):
+        def __init__(self, data, labels, transform=None):
+            self.data, self.labels = data, labels
+            self.transform = transform
+            self.weights = None
+
+        def set_weights(self, w):
+            self.weights = w
+
+    def refit(data, labels, device, epochs, score):
+        train_set = Buffer(data, labels, transform=transforms.RandomCrop(32))
+        loader = DataLoader(train_set, batch_size=32, shuffle=True)
+        for epoch in range(epochs):
+            loader.dataset.set_weights(score(loader))
+            for x, y in loader:
+                x.to(device)
+'''
+
+
+def test_ptt020_is_silent_on_a_dataset_on_a_device():
+    """A dataset built with device= (its samples CUDA tensors) cannot be read by forked workers
+    (they would initialise CUDA); with device="cpu" the transforms are worth workers."""
+    assert "PTT020" not in codes(_BUFFER)
+    assert "PTT020" in codes(_BUFFER.replace(", device=device)\n", ', device="cpu")\n'))
+    assert "PTT020" in codes(_BUFFER.replace(", device=device)\n", ")\n"))
+
+
+def test_ptt020_is_silent_on_a_dataset_the_code_changes_between_epochs():
+    """A loader whose dataset the main process changes after building it (a method that sets
+    new weights, an attribute assigned through loader.dataset or the dataset's name): the
+    advised persistent workers would keep their stale copies and train on old labels. Without
+    the change, the loader is reported."""
+    assert "PTT020" not in codes(_RELABELLED)
+    assert "PTT020" not in codes(_RELABELLED.replace(
+        "loader.dataset.set_weights(score(loader))", "loader.dataset.weights = score(loader)"))
+    assert "PTT020" not in codes(_RELABELLED.replace(
+        "loader.dataset.set_weights(score(loader))", "train_set.labels[0] = score(loader)"))
+    assert "PTT020" in codes(_RELABELLED.replace(
+        "loader.dataset.set_weights(score(loader))", "print(score(loader))"))
+
+
+_NUMPY_COLLATE = '''
+    import numpy as np
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    def pad_rows(rows):
+        width = max(len(r) for r in rows)
+        return np.stack([np.pad(r, (0, width - len(r))) for r in rows])
+
+    class Utterances(Dataset):
+        def __init__(self, files):
+            self.files = files
+
+        def __getitem__(self, i):
+            return np.load(self.files[i])
+
+        def __len__(self):
+            return len(self.files)
+
+        def collate_fn(self, batch):
+            return self.pack(batch), np.array([len(b) for b in batch])
+
+        def pack(self, batch):
+            return pad_rows(batch)
+
+    def train(files, model):
+        data = Utterances(files)
+        loader = DataLoader(data, batch_size=16, shuffle=True, collate_fn=data.collate_fn)
+        for feats, lens in loader:
+            model(torch.from_numpy(feats).cuda())
+'''
+
+
+def test_ptt021_is_silent_where_the_collate_fn_returns_numpy():
+    """A collate_fn of the file (a dataset's method, with the methods and functions it calls)
+    that builds its batch with NumPy and never touches torch returns arrays pin_memory leaves
+    unpinned: the copy to the GPU is made later, from torch.from_numpy. A collate that stacks
+    with torch, a dataset class that makes tensors, or a helper the checker cannot read is
+    reported."""
+    assert "PTT021" not in codes(_NUMPY_COLLATE)
+    assert "PTT021" in codes(_NUMPY_COLLATE.replace(
+        "return np.stack([np.pad(r, (0, width - len(r))) for r in rows])",
+        "return torch.stack([torch.as_tensor(r) for r in rows])"))
+    assert "PTT021" in codes(_NUMPY_COLLATE.replace("return np.load(self.files[i])",
+                                                    "return torch.load(self.files[i])"))
+    assert "PTT021" in codes(_NUMPY_COLLATE.replace("return pad_rows(batch)", "return unknown_pad(batch)"))

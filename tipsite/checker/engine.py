@@ -2147,6 +2147,334 @@ _WITH_CALL = re.compile(r"^[ \t]*(?:with|async with|@)[ \t]+([A-Za-z_]\w*)[ \t]*
 _GRAD_FREE_LAST = ("no_grad", "inference_mode")
 
 
+# --- PTT020/PTT021: what the code shows about a loader's dataset and collate_fn ---------------
+
+_HOST_CALLS = frozenset({"cpu", "numpy", "tolist", "item"})
+_DEVICE_NAME = re.compile(r"(^|_)(device|dev|cuda|gpu|rank)$", re.IGNORECASE)
+# methods that change a dataset in place (dataset.set_epoch(e), loader.dataset.set_probs(p))
+_MUTATORS = re.compile(r"^(set_|update|reset|add|append|extend|insert|remove|pop|clear|resample|"
+                       r"shuffle|refresh|reload|load|next_epoch|new_epoch)")
+
+
+def _cpu_value(v: ast.expr) -> bool:
+    if isinstance(v, ast.Call) and v.args and _last_name(v.func) == "device":
+        v = v.args[0]
+    return isinstance(v, ast.Constant) and (v.value is None or "cpu" in str(v.value).lower())
+
+
+def _device_value(v: ast.expr) -> bool:
+    """What ``.to()`` is given that names a device: "cuda", torch.device(...), a name or
+    attribute named for one (``device``, ``self.device``, ``local_rank``); not a dtype."""
+    if isinstance(v, ast.Constant):
+        return isinstance(v.value, str) and v.value.lower().startswith(("cuda", "gpu"))
+    if isinstance(v, ast.Call):
+        return _last_name(v.func) == "device" and not _cpu_value(v)
+    return bool(_DEVICE_NAME.search(_last_name(v) or ""))
+
+
+def _moves_to_device(expr: ast.AST) -> bool:
+    """``.cuda()``, ``.to(device)``, or a call given ``device=`` (not the CPU) in ``expr``."""
+    for n in ast.walk(expr):
+        if not isinstance(n, ast.Call):
+            continue
+        attr = n.func.attr if isinstance(n.func, ast.Attribute) else None
+        if attr == "cuda" or (attr == "to" and n.args and _device_value(n.args[0])):
+            return True
+        if any(k.arg == "device" and not _cpu_value(k.value) for k in n.keywords):
+            return True
+    return False
+
+
+def _on_device_expr(expr: ast.AST, names: set[str], attrs: set[str]) -> bool:
+    """``expr`` is shown to hold device tensors: it moves them there, or reads a name or
+    ``self.`` attribute that does, and nothing in it brings them back to the host."""
+    hit = False
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
+                n.func.attr in _HOST_CALLS or (n.func.attr == "to" and n.args and _cpu_value(n.args[0]))):
+            return False
+        if not hit:
+            if isinstance(n, ast.Name) and n.id in names:
+                hit = True
+            elif (isinstance(n, ast.Attribute) and n.attr in attrs and isinstance(n.value, ast.Name)
+                  and n.value.id == "self"):
+                hit = True
+    return hit or _moves_to_device(expr)
+
+
+def _scope_nodes(body: list[ast.stmt]) -> list[ast.AST]:
+    """The nodes of a scope's statements, not entering the functions, lambdas and classes in it."""
+    found: list[ast.AST] = []
+    stack = [s for s in body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    while stack:
+        n = stack.pop()
+        found.append(n)
+        stack.extend(c for c in ast.iter_child_nodes(n)
+                     if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)))
+    return found
+
+
+def _targets(t: ast.expr) -> list[str]:
+    if isinstance(t, ast.Name):
+        return [t.id]
+    if isinstance(t, (ast.Tuple, ast.List)):
+        return [x for e in t.elts for x in _targets(e)]
+    return []
+
+
+def _placed_names(body: list[ast.stmt], attrs: set[str]) -> set[str]:
+    """The names a scope binds to device tensors (directly, through a list it appends them
+    to, a loop over them, a few hops deep)."""
+    nodes = _scope_nodes(body)
+    binds: list[tuple[list[str], ast.expr]] = []
+    for n in nodes:
+        if isinstance(n, ast.Assign):
+            binds.append(([x for t in n.targets for x in _targets(t)], n.value))
+        elif isinstance(n, (ast.AnnAssign, ast.AugAssign)) and n.value is not None:
+            binds.append((_targets(n.target), n.value))
+        elif isinstance(n, (ast.For, ast.comprehension)):
+            target = n.target
+            if (isinstance(n.iter, ast.Call) and _last_name(n.iter.func) == "enumerate"
+                    and isinstance(target, ast.Tuple) and len(target.elts) == 2):
+                target = target.elts[1]  # for i, x in enumerate(xs): i is a count
+            binds.append((_targets(target), n.iter))
+        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+              and n.func.attr in ("append", "extend", "insert", "add") and isinstance(n.func.value, ast.Name)):
+            binds += [([n.func.value.id], a) for a in n.args]
+    found: set[str] = set()
+    for _ in range(4):
+        grew = {x for targets, value in binds if not set(targets) <= found
+                and _on_device_expr(value, found, attrs) for x in targets}
+        if grew <= found:
+            break
+        found |= grew
+    return found
+
+
+def _class_placed(cls: ast.ClassDef) -> set[str]:
+    """``self.`` attributes a class binds to what it moves to a device (``self.dists =
+    nn.ModuleList(...).to(self.device)``)."""
+    attrs: set[str] = set()
+    for n in ast.walk(cls):
+        if isinstance(n, ast.Assign) and _moves_to_device(n.value):
+            for t in n.targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    attrs.add(t.attr)
+    return attrs
+
+
+def _dataset_of(call: ast.Call) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == "dataset"), call.args[0] if call.args else None)
+
+
+def _mutates(nodes: list[ast.AST], after: int, roots: set[str]) -> bool:
+    """A statement after line ``after`` sets an attribute or item of, or calls a changing method
+    (``set_probs``, ``update``) on, one of ``roots`` (``loader.dataset``, a dataset's name)."""
+    for n in nodes:
+        if getattr(n, "lineno", 0) <= after:
+            continue
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                while isinstance(t, (ast.Attribute, ast.Subscript)):  # ds.labels[i] = y
+                    t = t.value
+                    if _dotted(t) in roots:
+                        return True
+        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+              and _MUTATORS.match(n.func.attr) and _dotted(n.func.value) in roots):
+            return True
+    return False
+
+
+def _loader_facts(tree: ast.Module, path: str, facts: V.Facts) -> None:
+    """PTT020/PTT021: per DataLoader call, whether its dataset is built from values the code puts
+    on a device, whether the code changes its dataset after building it, and whether its
+    collate_fn is a function of the project shown to return NumPy arrays (not tensors)."""
+    scopes: list[tuple[str, list[ast.stmt], set[str], ast.AST | None]] = [("", tree.body, set(), None)]
+    for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
+        for f in cls.body:
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                scopes.append((f.name, f.body, set(), cls))
+    class_attrs: dict[int, set[str]] = {}
+    in_class = {id(f) for _, _, _, c in scopes if c is not None for f in c.body}
+    for f in ast.walk(tree):
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(f) not in in_class:
+            scopes.append((f.name, f.body, set(), None))
+    for name, body, attrs, cls in scopes:
+        nodes = _scope_nodes(body)
+        loaders = [(n, None) for n in nodes if isinstance(n, ast.Call) and _last_name(n.func) == "DataLoader"]
+        if not loaders:
+            continue
+        if cls is not None:
+            attrs = class_attrs[id(cls)] if id(cls) in class_attrs else class_attrs.setdefault(
+                id(cls), _class_placed(cls))
+        bound = {id(n.value): n.targets[0] for n in nodes if isinstance(n, ast.Assign) and len(n.targets) == 1}
+        placed: set[str] | None = None
+        for call, _ in loaders:
+            data = _dataset_of(call)
+            if data is None:
+                continue
+            quiet = facts.quiet_loaders.setdefault(call.lineno, set())
+            if placed is None:
+                placed = _placed_names(body, attrs)
+            if _on_device_expr(data, placed, attrs):
+                quiet |= {"PTT020", "PTT021"}  # workers would touch CUDA; pinning raises
+            target = bound.get(id(call))
+            roots = {_dotted(data)} - {None}
+            where = nodes
+            if target is not None and _dotted(target):
+                roots.add(_dotted(target) + ".dataset")
+                if cls is not None and _dotted(target).startswith("self."):
+                    where = list(ast.walk(cls))  # self.loader.dataset.set_epoch(e) in another method
+            if _mutates(nodes, call.lineno, roots) or (where is not nodes and _mutates(where, 0, roots - {_dotted(data)})):
+                quiet.add("PTT020")  # persistent workers would keep stale copies of it
+            collate = next((k.value for k in call.keywords if k.arg == "collate_fn"),
+                           call.args[6] if len(call.args) > 6 else None)
+            if collate is not None and _numpy_collate(tree, nodes, collate, path, facts.aliases, cls):
+                quiet.add("PTT021")  # NumPy batches: pin_memory leaves them as they are
+
+
+_BUILTIN_CALLS = frozenset(dir(__import__("builtins")))
+
+
+def _imports_of(tree: ast.Module) -> dict[str, str]:
+    """name -> the dotted module (and name) a module's top-level imports bind it to."""
+    found: dict[str, str] = {}
+    for n in tree.body:
+        if isinstance(n, ast.Import):
+            for a in n.names:
+                found[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
+            for a in n.names:
+                found[a.asname or a.name] = f"{n.module}.{a.name}"
+    return found
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(file: str) -> ast.Module | None:
+    if not file:
+        return None
+    try:
+        if os.path.getsize(file) > 1_000_000:
+            return None
+        with open(file, encoding="utf-8", errors="replace") as f:
+            return ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _project_def(path: str, dotted: str, kind) -> tuple[ast.AST, ast.Module, str] | None:
+    """The class or function ``pkg.mod.Name`` of the project of ``path``: (its def, its module,
+    the module's path)."""
+    module, _, name = dotted.rpartition(".")
+    folder = _file_folder(path) if path else None
+    if not module or not folder or module.split(".")[0] in ("torch", "numpy", "builtins"):
+        return None
+    file = _project_module_file(folder, module)
+    tree = _parsed(file)
+    if tree is None:
+        return None
+    d = next((n for n in tree.body if isinstance(n, kind) and n.name == name), None)
+    return (d, tree, file) if d is not None else None
+
+
+def _numpy_only(func: ast.AST, cls: ast.ClassDef | None, tree: ast.Module, path: str,
+                seen: set[int], budget: list[int]) -> bool | None:
+    """The function (with the methods of ``cls`` and the project functions it calls) calls no
+    torch and nothing unknown: True if it calls NumPy, None if not, False if it is not shown."""
+    if id(func) in seen:
+        return None
+    seen.add(id(func))
+    budget[0] -= 1
+    if budget[0] < 0:
+        return False
+    imports = _imports_of(tree)
+    torch_names = {k for k, v in imports.items() if v.split(".")[0] == "torch"}
+    numpy_names = {k for k, v in imports.items() if v.split(".")[0] == "numpy"}
+    nested = {n.name: n for n in ast.walk(func) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    methods = {n.name: n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))} if cls else {}
+    numpy = False
+    for n in ast.walk(func):
+        if isinstance(n, ast.Name) and n.id in torch_names:
+            return False
+        if not isinstance(n, ast.Call):
+            continue
+        root = n.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in numpy_names:
+            numpy = True
+            continue
+        callee = None
+        if isinstance(n.func, ast.Name):
+            fn = n.func.id
+            if fn in nested and nested[fn] is not func:
+                continue  # walked with the function
+            if fn in defs:
+                callee = (defs[fn], None, tree, path)
+            elif fn in imports:
+                found = _project_def(path, imports[fn], (ast.FunctionDef, ast.AsyncFunctionDef))
+                if found is None:
+                    return False
+                callee = (found[0], None, found[1], found[2])
+            elif fn in _BUILTIN_CALLS:
+                continue
+            else:
+                return False
+        elif isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
+            if n.func.attr not in methods:
+                return False
+            callee = (methods[n.func.attr], cls, tree, path)
+        if callee is not None:
+            got = _numpy_only(*callee, seen, budget)
+            if got is False:
+                return False
+            numpy = numpy or bool(got)
+    return True if numpy else None
+
+
+def _numpy_collate(tree: ast.Module, nodes: list[ast.AST], collate: ast.expr, path: str,
+                   aliases: dict[str, str], cls: ast.ClassDef | None) -> bool:
+    """PTT021: the collate_fn is a function or a dataset's method of the project (this file, or
+    a project module it imports) that calls NumPy and no torch (the methods and project functions
+    it calls included, its class mentioning no torch): its batches are NumPy arrays, which
+    pin_memory leaves as they are."""
+    if isinstance(collate, ast.Call) and _last_name(collate.func) == "partial" and collate.args:
+        collate = collate.args[0]
+    func = owner = None
+    module, file = tree, path
+    if isinstance(collate, ast.Name):
+        func = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and n.name == collate.id), None)
+        if func is None and collate.id in aliases:
+            found = _project_def(path, aliases[collate.id], (ast.FunctionDef, ast.AsyncFunctionDef))
+            if found is not None:
+                func, module, file = found
+    elif isinstance(collate, ast.Attribute) and isinstance(collate.value, ast.Name):
+        var = collate.value.id
+        if var == "self":
+            owner = cls
+        else:
+            built = [n.value for n in nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                     and any(isinstance(t, ast.Name) and t.id == var for t in n.targets)]
+            kind = _last_name(built[-1].func) if built else None
+            if kind is not None:
+                owner = next((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == kind), None)
+                if owner is None and kind in aliases and isinstance(built[-1].func, ast.Name):
+                    found = _project_def(path, aliases[kind], ast.ClassDef)
+                    if found is not None:
+                        owner, module, file = found
+        if owner is not None:
+            func = next((n for n in owner.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                         and n.name == collate.attr), None)
+            torch_names = {k for k, v in _imports_of(module).items() if v.split(".")[0] == "torch"}
+            if any(isinstance(n, ast.Name) and n.id in torch_names for s in owner.body for n in ast.walk(s)):
+                return False  # the dataset's own samples may be tensors
+    if func is None:
+        return False
+    return bool(_numpy_only(func, owner, module, file, set(), [12]))
+
+
 def _imported_grad_free(path: str, text: str, aliases: dict[str, str]) -> set[str]:
     """The names this file imports from its own project (``from pkg.utils import
     inference_context``) and calls in a ``with`` or a decorator, whose definition returns
@@ -2393,6 +2721,8 @@ class Checker:
             scan.facts.grad_free_factories |= _imported_grad_free(path, text, scan.facts.aliases)
         scan.finish()
         scan.facts.function_names = {f.name for f in scan.functions}
+        if "DataLoader(" in text:  # PTT020/PTT021: the loaders' datasets and collate functions
+            _loader_facts(tree, path, scan.facts)
         # PTT032: only a candidate width (a hidden size of 64 or more, not a multiple of 8) has
         # the file's project read for reduced precision
         scan.facts.reduced_precision = not any(
@@ -2431,6 +2761,9 @@ class Checker:
         for f in sorted(results, key=lambda f: (f.line, f.col, f.code)):
             found.setdefault((f.line, f.code), f)  # one finding per rule and line
         out = list(found.values())  # still in that order
+        if scan.facts.quiet_loaders:  # PTT020/PTT021: what the whole file shows of a loader
+            quiet = scan.facts.quiet_loaders
+            out = [f for f in out if f.code not in quiet.get(f.line, ())]
         if out and "noqa" in text:
             comments, spans = _comments(text), _header_spans(tree)
             out = [f for f in out if not _silenced(spans, comments, f)]

@@ -789,7 +789,14 @@ loader = DataLoader(dataset, batch_size=32, num_workers=2, persistent_workers=Tr
         fix="set num_workers > 0",
         scope="Only a dataset that decodes or transforms each sample as it is read (an image folder, a "
               "torchvision dataset, anything built with transform=): an in-memory dataset gains nothing "
-              "from workers and an iterable one is read once per worker.",
+              "from workers and an iterable one is read once per worker. Not a dataset on a device "
+              "(built with device= other than the CPU, or, in the same function, from values the "
+              "code moves there with .to(device) or .cuda()): workers would touch CUDA in forked "
+              "processes, which fails. Not a loader whose dataset the code changes after building "
+              "it (an attribute or item set through loader.dataset or the dataset's name, or a "
+              "changing method such as set_probs(...), set_epoch(...), update(...)): the advised "
+              "persistent_workers=True would keep the workers' stale copies of it and train on old "
+              "values; the rule stays silent there rather than advise workers without it.",
         unlike_tip="The tip's loader takes its dataset as a parameter, whose kind the code does not show.",
         torchfix="TOR401",
     ),
@@ -834,9 +841,19 @@ for x, y in loader:
               "functools.partial) that puts tensors on CUDA itself (.to('cuda'), .cuda(): "
               "pin_memory=True raises on a CUDA batch), or that returns the batch as it is (def "
               "collate(batch): return batch, lambda b: b: no tensor is stacked, and the samples may "
-              "be paths and annotations). The "
-              "size of a batch is not read: a small one (batch_size=1, a few token ids) "
-              "gains little from pinning and is still flagged.",
+              "be paths and annotations); nor one over a dataset built, in the same function, from "
+              "values the code puts on a device (moved with .to(device) or .cuda(), made with "
+              "device=, or produced by a self. attribute the class moves there, gathered through "
+              "lists and loops, unless a .cpu() or .numpy() brings them back): its tensors are on "
+              "the GPU, where pin_memory=True raises; nor one whose collate_fn is a function or a "
+              "dataset's method of the project (this file, or a project module it imports) that "
+              "builds the batch with NumPy and never touches torch (the methods and project "
+              "functions it calls included, the dataset's class making no tensors): its batches "
+              "are NumPy arrays, which pin_memory leaves as they are (the copy is made later, "
+              "from torch.from_numpy). The "
+              "size of a batch is not read: a small one (batch_size=1, a few token ids, a loader "
+              "feeding generation under no_grad) gains little from pinning and is still flagged: "
+              "nothing in the code shows what the batches hold.",
     ),
     Rule(
         "PTT022", "tip_non_blocking", "blocking copies of pinned batches",

@@ -114,6 +114,11 @@ class Facts:
     tensor_datasets: set[str] = field(default_factory=set)  # bound to a TensorDataset(...)
     # PTT021: bound to what a call given a (non-CPU) device= builds, an OnDevice...(...), or a part of one
     device_datasets: set[str] = field(default_factory=set)
+    # PTT020/PTT021: line of a DataLoader call -> the rules the engine keeps silent there (a
+    # dataset built from values the code puts on a device; one the code changes after building
+    # its loader; a collate_fn shown to return NumPy arrays): judged on the whole file's ast,
+    # which a piece checked alone does not show
+    quiet_loaders: dict[int, set[str]] = field(default_factory=dict)
     tensor_names: set[str] = field(default_factory=set)  # every binding in the file is a torch call
     state_names: set[str] = field(default_factory=set)  # bound to a .state_dict() (weights, not a module)
     namespace_names: set[str] = field(default_factory=set)  # bound to parse_args() / argparse.Namespace
@@ -1189,10 +1194,13 @@ def decodes_per_sample(value: cst.BaseExpression | None, visitor: RuleVisitor) -
 class SynchronizedDataLoader(TorchSynchronizedDataLoaderVisitor, RuleVisitor):
     """PTT020 through TorchFix's TOR401 (``DataLoader`` without ``num_workers``), only where the
     dataset decodes or transforms each sample: an in-memory or iterable dataset gains nothing
-    from workers, or is read twice by them."""
+    from workers, or is read twice by them. Not over a dataset on a device (workers would touch
+    CUDA in forked processes), nor one the code changes after building the loader (the advised
+    persistent workers would keep stale copies of it)."""
 
     def add_violation(self, node, error_code, message, replacement=None) -> None:
-        if decodes_per_sample(_dataset_arg(node, self), self):
+        value = _dataset_arg(node, self)
+        if decodes_per_sample(value, self) and not (isinstance(value, cst.Call) and _device_call(value)):
             RuleVisitor.add_violation(self, node, error_code, message, replacement)
 
 
