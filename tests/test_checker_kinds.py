@@ -3835,7 +3835,7 @@ def test_the_rules_whose_advice_needs_a_torch_release_state_it():
     """Each release is stated once, on the rule (registry.py), and its scope says so."""
     assert {c: RULES[c].needs_torch for c in _NEEDS_TORCH} == {
         "PTT001": (1, 13), "PTT003": (2, 1), "PTT007": (0, 4), "PTT019": (1, 9), "PTT022": (0, 4),
-        "PTT028": (1, 13)}
+        "PTT028": (1, 13), "PTT030": (1, 6)}
     for code in _NEEDS_TORCH:
         release = ".".join(map(str, RULES[code].needs_torch))
         assert f"older than {release}, nor in a project that declares" in RULES[code].scope
@@ -4509,3 +4509,149 @@ def test_ptt021_is_silent_where_the_collate_fn_returns_numpy():
     assert "PTT021" in codes(_NUMPY_COLLATE.replace("return np.load(self.files[i])",
                                                     "return torch.load(self.files[i])"))
     assert "PTT021" in codes(_NUMPY_COLLATE.replace("return pad_rows(batch)", "return unknown_pad(batch)"))
+# --- held-out round 18's kinds: PTT030, PTT037 and PTT004 change a saved format (issue 33) -------
+
+_PINNED = '''
+    import torch
+    class Ranker(torch.nn.Module):
+        def __init__(self, dims, device="cpu"):
+            super().__init__()
+            self.device = device
+            self.penalty = torch.zeros((1,), device=device)
+            self.scale = torch.ones(dims, device=self.device)
+        def forward(self, x):
+            return x * self.scale + self.penalty
+'''
+
+
+def test_ptt030_is_silent_on_a_tensor_made_on_the_constructor_device():
+    """A tensor made with device= from a parameter of __init__ (or self.device set from one): the
+    class takes its device when built and keeps it, so a buffer only adds state_dict keys. A
+    device from elsewhere (a global, an attribute a base class sets) is still reported."""
+    assert "PTT030" not in codes(_PINNED)
+    assert codes(_PINNED.replace("device=device)", "device=DEV)")
+                 .replace("device=self.device)", "device=DEV)")).count("PTT030") == 2
+    assert codes(_PINNED.replace("self.device = device", "self.device = DEV")).count("PTT030") == 1
+
+
+_REPLACED = '''
+    import torch
+    class Tower(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.aux = torch.zeros((1,))
+        def add_aux(self, loss, alpha):
+            self.aux = loss * alpha
+        def forward(self, x):
+            return x.sum() + self.aux
+'''
+
+
+def test_ptt030_is_silent_on_a_starting_value_a_method_replaces():
+    """A tensor another method rebinds to a value computed from something else (a loss term set
+    per step) is a starting value, not state to move or save. Rebound to a literal, or not at
+    all, it is reported."""
+    assert "PTT030" not in codes(_REPLACED)
+    assert "PTT030" in codes(_REPLACED.replace("self.aux = loss * alpha", "self.aux = 0"))
+    assert "PTT030" in codes(_REPLACED.replace("self.aux = loss * alpha", "pass"))
+
+
+_COUNTER = '''
+    import torch
+    class Router(torch.nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.hits = torch.zeros([n])
+        def forward(self, x):
+            for i, c in enumerate(self.route(x).tolist()):
+                self.hits[i] = self.hits[i] + c
+            return x
+'''
+
+
+def test_ptt030_is_silent_on_a_counter_never_read():
+    """A tensor the file only writes (its items updated from themselves) is a host-side counter
+    nothing reads. Read anywhere (here, returned; or named outside the class) it is reported."""
+    assert "PTT030" not in codes(_COUNTER)
+    assert "PTT030" in codes(_COUNTER.replace("            return x\n", "            return x * self.hits\n"))
+    assert "PTT030" in codes(_COUNTER + "\n    def report(m):\n        return m.hits\n")
+
+
+def test_ptt030_advises_a_buffer_kept_out_of_state_dict():
+    """The advice registers a non-persistent buffer: no state_dict key, so checkpoints saved
+    before still load strictly; a project whose torch predates persistent= (1.6) gets none."""
+    assert "persistent=False" in RULES["PTT030"].advice and "persistent=False" in RULES["PTT030"].fix
+    assert RULES["PTT030"].needs_torch == (1, 6)
+
+
+_TWIN_BLOCK = '''
+    from torch import nn
+    class DoubleConv(nn.Module):
+        def __init__(self, a, b):
+            super().__init__()
+            self.conv = nn.Sequential(nn.Conv2d(a, b, 3, padding=1), nn.BatchNorm2d(b), nn.ReLU())
+'''
+
+
+@pytest.mark.parametrize(("twin", "flagged"), [
+    ("lib/unet.py", False),  # the package's copy of the trainer's model: shared checkpoints
+    ("lib/other.py", True),  # a class of the same name in another model's file
+    (None, True),
+])
+def test_ptt037_is_silent_in_a_model_the_project_keeps_twice(tmp_path, twin, flagged):
+    """A conv's bias before a batch norm in a class that another file of the project, with the
+    same file name, defines too (a trainer's copy of the package's model): checkpoints load
+    strictly into both, so dropping the bias in one breaks them."""
+    engine._tree_scan.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n",
+             "pkg/train.py": "def fit(loss, opt):\n    loss.backward()\n    opt.step()\n"}
+    if twin:
+        files[twin] = _TWIN_BLOCK
+    path = tmp_path / "pkg" / "model" / "unet.py"
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    src = textwrap.dedent(_TWIN_BLOCK)
+    path.write_text(src, encoding="utf-8")
+    got = [f.code for f in engine.Checker((2, 5), "cuda").check_source(src, str(path))]
+    assert ("PTT037" in got) is flagged
+
+
+_WEIGHTS_OPTION = '''
+    import torch
+    class Checkpoint:
+        def save(self, path):
+            if self.weights_only:
+                torch.save(self.model.state_dict(), path)
+            else:
+                torch.save(self.model, path)
+'''
+
+
+def test_ptt004_is_silent_on_the_whole_module_branch_of_a_weights_option():
+    """A whole-module save on one branch of an if whose other branch saves the state_dict: the
+    user chose the pickled module (a save_weights_only option). Without the weights branch it
+    is reported."""
+    assert "PTT004" not in codes(_WEIGHTS_OPTION)
+    assert "PTT004" in codes(_WEIGHTS_OPTION.replace("self.model.state_dict()", "self.model.head"))
+    assert "PTT004" in codes(_WEIGHTS_OPTION.replace(
+        "            else:\n                torch.save(self.model, path)\n", "") + "\n    torch.save(model, 'm.pt')\n")
+
+
+_LAMMPS = '''
+    import torch
+    from .mliap_wrapper import PotentialMLIAPWrapper
+    def main(args):
+        model = PotentialMLIAPWrapper(args.model_path)
+        torch.save(model, args.output_path)
+'''
+
+
+def test_ptt004_is_silent_on_an_artefact_for_lammps():
+    """LAMMPS's ML-IAP interface loads a whole pickled module: a file that builds that artefact
+    must save the module. Another wrapper's save is reported."""
+    assert "PTT004" not in codes(_LAMMPS)
+    assert "PTT004" in codes(_LAMMPS.replace("mliap_wrapper import PotentialMLIAPWrapper",
+                                             "wrapper import PotentialWrapper")
+                             .replace("PotentialMLIAPWrapper(", "PotentialWrapper("))

@@ -430,6 +430,15 @@ class _Scan:
         else:
             self._add(func)
 
+    def _branch(self, stack: list[ast.AST]) -> ast.AST | None:
+        """The innermost ``if`` with an ``else`` (or ``elif``) around the node, within its function."""
+        for n in reversed(stack):
+            if isinstance(n, self.STOP):
+                return None
+            if isinstance(n, ast.If) and n.orelse:
+                return n
+        return None
+
     @staticmethod
     def _method_class(stack: list[ast.AST], names=("forward", "__init__")) -> ast.AST | None:
         """The class whose method (one of ``names``; any, for None) holds the node."""
@@ -626,6 +635,8 @@ class _Scan:
             func = self._function(stack)
             if isinstance(first, ast.Name) and func is not None and _maybe_not_module(first.id, func):
                 self._add(func)  # PTT004 judges the name with the function that binds it
+            # ... and the save with the if-else around it (the other branch may save the weights)
+            self._add(self._branch(stack))
         elif name == "isinstance" and len(node.args) == 2 and any(
                 (_dotted(t) or "").rsplit(".", 1)[-1] == "Namespace"
                 for t in (node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]])):
@@ -2037,6 +2048,8 @@ class _ProjectCode:
     proves: tuple[int, int] | None  # the newest release its unguarded API use needs (proves_torch)
     keys: frozenset[str]  # PTT041: the keys its files read back from a checkpoint as modules
     readers: frozenset[str]  # PTT004: its files that load whole modules on purpose
+    # PTT037: the classes defined in its files that name BatchNorm, each with those files
+    norm_classes: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=64)
@@ -2045,6 +2058,7 @@ def _tree_scan(root: str) -> _ProjectCode:
     them (:func:`_project_code`'s walk, up to _MAX_SCANNED files: a project too large to read
     keeps what was read before the cap)."""
     complex_params, best, keys, readers = False, None, set(), set()
+    classes: dict[str, set[str]] = {}
     scanned = 0
     for folder, names in _project_code(root):
         scanned += len(names)
@@ -2058,7 +2072,35 @@ def _tree_scan(root: str) -> _ProjectCode:
             keys |= _keys_read_as_modules(text)
             if _loads_whole_module(text):
                 readers.add(os.path.join(folder, name))
-    return _ProjectCode(complex_params, best, frozenset(keys), frozenset(readers))
+            if "BatchNorm" in text:
+                for cls in _CLASS_DEF.findall(text):
+                    classes.setdefault(cls, set()).add(os.path.join(folder, name))
+    return _ProjectCode(complex_params, best, frozenset(keys), frozenset(readers),
+                        {k: frozenset(v) for k, v in classes.items()})
+
+
+# PTT004: LAMMPS's ML-IAP interface (MLIAPUnified, an *mliap* wrapper or file), which loads the
+# artefact as a whole pickled module
+_MLIAP = re.compile(r"mliap", re.IGNORECASE)
+_CLASS_DEF = re.compile(r"^class\s+(\w+)", re.MULTILINE)
+
+
+def _twin_classes(path: str, text: str) -> frozenset[str]:
+    """PTT037: the classes of the file (which names BatchNorm) that another file of its project
+    with the same file name, one that names BatchNorm too, also defines: a copy of the same
+    model (a trainer's and a package's), whose checkpoints are shared, so a layer's state_dict
+    keys must stay alike. (A class name alone, such as BasicBlock, recurs across unrelated models.)"""
+    folder = _file_folder(path)
+    if folder is None:
+        return frozenset()
+    mine = set(_CLASS_DEF.findall(text))
+    if not mine:
+        return frozenset()
+    own = os.path.abspath(path)
+    found = _tree_scan(_project_root(folder)).norm_classes
+    base = os.path.basename(own)
+    return frozenset(c for c in mine if any(f != own and os.path.basename(f) == base
+                                            for f in found.get(c, ())))
 
 
 def _tree_complex(root: str) -> bool:
@@ -2699,17 +2741,21 @@ class Checker:
         scan.facts.read_proved = lambda: proved_torch(path)
         # PTT037: a model of an inference app, whose released checkpoints hold the biases
         scan.facts.serves_checkpoints = "BatchNorm" in text and "Conv" in text and _serves_checkpoints(path)
+        # ... or a class another file of the project defines too (a twin sharing checkpoints)
+        if "BatchNorm" in text and "Conv" in text:
+            scan.facts.twin_classes = _twin_classes(path, text)
         # PTT041: the keys whose entry the file or its project reads back from a loaded
         # checkpoint as a module (ckpt["model"].float().state_dict()): a format of pickled modules
         # PTT004: whether the file or its project reads a whole module back on purpose
         if "save(" in text:
+            scan.facts.builds_mliap = _MLIAP.search(text) is not None
             scan.facts.modules_read_back, scan.facts.reads_whole_modules = _modules_read_back(path, text)
         # PTT031: fused Adam raises on the complex parameters the file or its project creates
         scan.facts.complex_params = "Adam" in text and _complex_params(path, text)
         if "load(" in text or "save(" in text:  # PTT001 and PTT004 read them
             scan.facts.forces_unsafe_load = _sets_force_unsafe(text) or _package_forces_unsafe(path)
             scan.facts.allow_lists = "safe_globals" in text and _in_code(_ALLOW_LISTS, text)
-        scan.text = text
+        scan.text = scan.facts.source = text
         scan.formats = scan.facts.mentions_cuda and "backward" in text
         scan.numpy = "numpy" in text
         scan.grad_text = "no_grad" in text or "inference_mode" in text

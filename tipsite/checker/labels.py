@@ -214,7 +214,7 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
         text = file.read_text(encoding="utf-8", errors="replace")
         for rel, lines in (*_grad_free_helpers(base, file, text), *_complex_maker(base, file, text),
                            *_module_reader(base, file, text), *_reduced_maker(base, file, text),
-                           *_module_bases(base, file, text)):
+                           *_module_bases(base, file, text), *_twin_models(base, file, text)):
             out.setdefault(rel, "".join(lines))
         folder = (base / path).parent
         if E._folder_serves_checkpoints(str(folder)):
@@ -225,6 +225,43 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
                 kept = "".join(line + "\n" for line in text.splitlines() if "load_state_dict(" in line)
                 if kept:
                     out[file.relative_to(base).as_posix()] = kept
+    return out
+
+
+def _twin_models(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT037: the files of the project, named like ``file``, that define a class of it which
+    names BatchNorm (a copy of the same model, the engine's _twin_classes): each such class's
+    header with the first line of its body that names BatchNorm and stands alone."""
+    from tipsite.checker import engine as E
+
+    if "BatchNorm" not in text or "Conv" not in text:
+        return []
+    twins = E._twin_classes(str(file), text)
+    if not twins:
+        return []
+    root = E._project_root(str(file.parent))
+    out = []
+    for where in sorted({f for name in twins for f in E._tree_scan(root).norm_classes.get(name, ())}):
+        other = Path(where)
+        if other.resolve() == file.resolve() or other.name != file.name:
+            continue
+        source = other.read_text(encoding="utf-8", errors="replace")
+        lines = source.splitlines()
+        kept = []
+        for node in ast.parse(source).body:
+            if not (isinstance(node, ast.ClassDef) and node.name in twins):
+                continue
+            for i in range(node.lineno, node.end_lineno):
+                line = lines[i].strip().rstrip(",")
+                if "BatchNorm" in line:
+                    try:
+                        ast.parse(line)
+                    except SyntaxError:
+                        continue
+                    kept += [lines[node.lineno - 1].strip() + "\n", f"    {line}\n"]
+                    break
+        if kept:
+            out.append((other.relative_to(base).as_posix(), kept))
     return out
 
 

@@ -261,7 +261,10 @@ torch.save(model.state_dict(), "model.pt")
               "module (after casts such as .to(...): called, asked for .eval(), .parameters() or "
               ".state_dict(), or returned by a load_model-named function or one annotated to return "
               "a Module). A loader that leaves weights_only out fails on torch 2.6 and later: the "
-              "save is still reported there.",
+              "save is still reported there. Not a save on one branch of an if whose other branch "
+              "saves a state_dict() (a save_weights_only option: the user chose the whole module), "
+              "nor in a file that names LAMMPS's ML-IAP interface (mliap), whose pair_style loads "
+              "the artefact as a whole pickled module.",
     ),
     Rule(
         "PTT005", "tip_mixed_precision", "torch.cuda.amp",
@@ -1107,7 +1110,8 @@ class Net(nn.Module):
         "PTT030", "tip_register_buffer_parameter", "plain tensor attribute in a module",
         "a tensor assigned as a plain attribute in __init__ is not part of state_dict() and is "
         "not moved by .to() / .double()",
-        "self.register_buffer(name, tensor) (persistent=False to keep it out of state_dict)",
+        "self.register_buffer(name, tensor, persistent=False): it moves with .to() and stays out of "
+        "state_dict, so checkpoints saved before still load strictly",
         _snippet("""
 import torch
 class Net(torch.nn.Module):
@@ -1120,10 +1124,10 @@ import torch
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.register_buffer("mask", torch.ones(16))
+        self.register_buffer("mask", torch.ones(16), persistent=False)
 """),
         short="a tensor attribute set in __init__ is not a buffer: .to() leaves it behind",
-        fix="self.register_buffer(name, tensor)",
+        fix="self.register_buffer(name, tensor, persistent=False)",
         scope="Only a tensor made by a torch factory in the __init__ of a class the code shows is an "
               "nn.Module (a torch.nn base, a LightningModule, a class of the file or of the project's "
               "files it imports from that derives from one; a base merely named ...Module, such as a "
@@ -1142,7 +1146,14 @@ class Net(torch.nn.Module):
               "nor one the file reads only at an int index (a literal, a parameter annotated int, a "
               "loop variable over range: self.ramp[step]), a 0-dim CPU tensor that mixes with CUDA "
               "tensors as a number does; nor an empty placeholder (torch.empty(0)) that another method "
-              "replaces with a new value (a forward hook's output cache). Not one that a method other than __init__ rebinds to a value grown from itself (torch.cat([self.seen, y]).unique(): a changing shape, which a strict checkpoint load of a buffer rejects) or to a new factory tensor (a reset that picks its own device), nor one read only in methods that first bring their input to the CPU (x = self.prep(x.cpu())): kept on the CPU on purpose.",
+              "replaces with a new value (a forward hook's output cache). Not one that a method other than __init__ rebinds to a value grown from itself (torch.cat([self.seen, y]).unique(): a changing shape, which a strict checkpoint load of a buffer rejects) or to a new factory tensor (a reset that picks its own device), nor one read only in methods that first bring their input to the CPU (x = self.prep(x.cpu())): kept on the CPU on purpose. "
+              "Not one made with device= set from a parameter of __init__ (device=device, or "
+              "self.device = device read back): the class takes its device when built and keeps it; "
+              "nor one that a method other than __init__ rebinds (or its .data) to a value computed "
+              "from something else (self.aux = loss * alpha): a starting value replaced as it runs; "
+              "nor one the file never reads but to update it (every other use is a write, or the "
+              "value of a write to itself: self.count[i] = self.count[i] + n) and no string names.",
+        needs_torch=(1, 6),  # register_buffer(..., persistent=False) is new in torch 1.6
     ),
     Rule(
         "PTT031", "tip_foreach_fused_optimizers", "Adam/AdamW without fused=True",
@@ -1316,7 +1327,10 @@ block = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2
               "immediately followed by a BatchNorm in the same nn.Sequential(...) or list literal; not a "
               "bias given by a variable, and not with anything (an activation) between them; not in a folder "
               "whose Python files load state dicts (load_state_dict) and never train (no backward() or "
-              ".step()): an inference app serving released weights, which hold the bias. Loading a "
+              ".step()): an inference app serving released weights, which hold the bias; nor in a "
+              "class that another file of the project with the same file name also defines (where "
+              "both name BatchNorm): a copy of one model, a trainer's beside its package's, whose "
+              "checkpoints load strictly into both. Loading a "
               "checkpoint that holds the bias needs strict=False after the change (fold the bias into "
               "running_mean first).",
         unlike_tip="The tip builds its block with bias=bias, a parameter that is True for the "

@@ -174,6 +174,11 @@ class Facts:
     # PTT001: functions the file assigns over one of torch's own (torch.storage._load_from_bytes = f)
     torch_replacements: frozenset[str] = frozenset()
     serves_checkpoints: bool = False  # PTT037: the file's folder loads state dicts and never trains
+    # PTT004: the file names LAMMPS's ML-IAP interface (pair_style mliap unified), which loads
+    # a whole pickled module: the artefact it saves is that module, for another program
+    builds_mliap: bool = False
+    source: str = ""  # the file's text (PTT030 counts the uses of a name beyond its piece)
+    twin_classes: frozenset[str] = frozenset()  # PTT037: its classes another project file defines too
     # PTT032: the file or its project computes in fp16/bf16 or TF32 somewhere (Tensor Core math)
     reduced_precision: bool = True
     # PTT030: the file's classes shown to be nn.Modules (a torch.nn base, a LightningModule, a
@@ -1858,8 +1863,27 @@ class SaveWholeModule(RuleVisitor):
             return
         last = name.rsplit(".", 1)[-1]
         if (name in self.facts.module_names or _MODULE_NAME.search(last)) and not self._not_module(value) \
-                and not self._pickled_format():
+                and not self._pickled_format() and not self._chosen_branch(node) \
+                and not self.facts.builds_mliap:
             self.flag(node)
+
+    def _chosen_branch(self, node: cst.Call) -> bool:
+        """The save is one branch of an ``if`` whose other branch saves a ``state_dict()``
+        (``if self.save_weights_only: torch.save(m.state_dict(), f) else: torch.save(m, f)``):
+        the user picks the whole module on purpose, and the weights-only form is there already."""
+        child: cst.CSTNode = node
+        for o in reversed(self.where.stack):
+            if isinstance(o, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(o, cst.If) and o.orelse is not None:
+                in_body = any(x is child for x in walk(o.body))
+                other = o.orelse if in_body else o.body
+                if any(type(c) is cst.Call and self.qname(c) == "torch.save" and _positional(c)
+                       and isinstance(_positional(c)[0].value, cst.Call)
+                       and _method(_positional(c)[0].value) == "state_dict" for c in walk(other)):
+                    return True
+            child = o
+        return False
 
     def _pickled_format(self) -> bool:
         """The project's model files are whole pickled modules, which its own loaders read back:
@@ -2189,8 +2213,31 @@ class TensorAttributeNotBuffer(RuleVisitor):
                     and not self._used_in_init_only(name) and not self._placeholder(node, name)
                     and not self._int_indexed_only(name) and not _buffer_named(cls, name)
                     and not self._overwritten(node, cls, name) and not _state_rebound(self, cls, name)
-                    and not _read_on_cpu_only(cls, name)):
+                    and not _read_on_cpu_only(cls, name) and not self._device_pinned(node.value)
+                    and not _replaced_elsewhere(cls, name) and not _written_only(self.module, name, self.facts.source)):
                 self.flag(node)
+
+    def _device_pinned(self, call: cst.Call) -> bool:
+        """The factory's ``device=`` is a parameter of the ``__init__`` (``device=device``) or an
+        attribute ``__init__`` sets from one (``self.device = device``): the class takes its
+        device at construction and keeps it by design (its own code sends inputs there), so
+        ``.to()`` is not its way of moving, and a buffer would only add a state_dict key."""
+        arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
+        init = next((n for n in reversed(self.where.stack) if isinstance(n, cst.FunctionDef)), None)
+        if arg is None or init is None or init.name.value != "__init__":
+            return False
+        p = init.params
+        params = {x.name.value for x in [*p.posonly_params, *p.params, *p.kwonly_params]}
+        value = arg.value
+        if isinstance(value, cst.Name):
+            return value.value in params
+        name = get_full_name_for_node(value) if isinstance(value, cst.Attribute) else None
+        if name is None or not name.startswith("self.") or name.count(".") != 1:
+            return False
+        return any(isinstance(n, cst.Assign) and _self_target(n)
+                   and get_full_name_for_node(n.targets[0].target) == name
+                   and isinstance(n.value, cst.Name) and n.value.value in params
+                   for n in walk(init.body))
 
     def _module_class(self) -> cst.ClassDef | None:
         """The class whose ``__init__`` holds the node, where the file shows it is an nn.Module
@@ -2363,6 +2410,107 @@ def _state_rebound(visitor: RuleVisitor, cls: cst.ClassDef, name: str) -> bool:
                         for a in c.args for m in [a.value, *walk(a.value)]):
                     return True
     return False
+
+
+def _replaced_elsewhere(cls: cst.ClassDef, name: str) -> bool:
+    """PTT030: a method of the class but ``__init__`` rebinds ``self.<name>`` (or its ``.data``)
+    to a value computed from something else (``self.aux = loss * alpha``, ``self.m.data =
+    deepcopy(self.running_mean.data)``; not a literal): the ``__init__`` tensor is only a
+    starting value that per-step code replaces, not state to move or save."""
+    for f in cls.body.body:
+        if not isinstance(f, cst.FunctionDef) or f.name.value == "__init__":
+            continue
+        for n in walk(f):
+            if not (isinstance(n, cst.Assign) and len(n.targets) == 1):
+                continue
+            target = get_full_name_for_node(n.targets[0].target) if isinstance(
+                n.targets[0].target, cst.Attribute) else None
+            if target not in (f"self.{name}", f"self.{name}.data"):
+                continue
+            v = n.value
+            if isinstance(v, (cst.Integer, cst.Float, cst.Name, cst.SimpleString)) or (
+                    isinstance(v, cst.UnaryOperation) and _is_number(v.expression)):
+                continue
+            if not any(isinstance(m, cst.Attribute) and m.attr.value == name for m in [v, *walk(v)]):
+                return True
+    return False
+
+
+def _written_only(module: cst.CSTNode | None, name: str, source: str) -> bool:
+    """PTT030: the file never reads ``self.<name>`` but to update it: every ``.<name>`` is an
+    assignment's target (``self.count[i] = ...``, ``self.count += ...``, its binding) or inside
+    the value assigned to that same target (``self.count[i] = self.count[i] + n``), and no string
+    names it: a host-side counter or log nothing reads, which ``.to()`` may leave behind. The
+    piece checked (the class) must hold every ``.<name>`` of the file's text (``source``)."""
+    if not isinstance(module, cst.Module) or not source:
+        return False
+    parents: dict[int, cst.CSTNode] = {}
+    refs: list[cst.Attribute] = []
+    todo: list[cst.CSTNode] = [module]
+    while todo:  # every node, nested functions and classes too
+        n = todo.pop()
+        for c in children(n):
+            parents[id(c)] = n
+            todo.append(c)
+        if isinstance(n, cst.Attribute) and n.attr.value == name:
+            refs.append(n)
+        elif isinstance(n, cst.SimpleString) and name in n.value:
+            return False  # getattr(self, "name"), a config key: cannot tell
+    if len(re.findall(rf"\.{re.escape(name)}\b", source)) != len(refs):
+        return False  # named outside the piece (another function, a comment): cannot tell
+    own = f"self.{name}"
+
+    def base(e: cst.CSTNode) -> str | None:
+        while isinstance(e, cst.Subscript) or (isinstance(e, cst.Attribute) and e.attr.value == "data"):
+            e = e.value
+        return get_full_name_for_node(e) if isinstance(e, cst.Attribute) else None
+
+    updated = False
+    for n in refs:
+        if get_full_name_for_node(n) != own:
+            return False
+        top = n
+        up = parents.get(id(top))
+        while (isinstance(up, cst.Subscript) and up.value is top) or (
+                isinstance(up, cst.Attribute) and up.value is top and up.attr.value == "data"):
+            if isinstance(up, cst.Subscript) and not _host_index(up, parents):
+                return False  # a tensor index may live on the GPU: the CPU tensor then fails
+            top, up = up, parents.get(id(up))
+        fn = parents.get(id(n))
+        while fn is not None and not isinstance(fn, cst.FunctionDef):
+            fn = parents.get(id(fn))
+        updated = updated or (fn is not None and fn.name.value != "__init__")
+        if isinstance(up, cst.AssignTarget) or (isinstance(up, cst.AugAssign) and up.target is top):
+            continue  # written
+        stmt = up
+        while stmt is not None and not isinstance(stmt, (cst.Assign, cst.AugAssign, cst.BaseCompoundStatement)):
+            stmt = parents.get(id(stmt))
+        if isinstance(stmt, cst.Assign) and any(base(t.target) == own for t in stmt.targets):
+            continue  # read only to update itself
+        if isinstance(stmt, cst.AugAssign) and base(stmt.target) == own:
+            continue
+        return False
+    return updated
+
+
+_HOST_ITERS = (".tolist()", ".items()", "range(")
+
+
+def _host_index(sub: cst.Subscript, parents: dict[int, cst.CSTNode]) -> bool:
+    """PTT030: every index of ``sub`` is a Python int: a literal, or a name an enclosing ``for``
+    binds from host values (``.tolist()``, a dict's ``.items()``, ``range``)."""
+    for el in sub.slice:
+        idx = el.slice.value if isinstance(el.slice, cst.Index) else None
+        if isinstance(idx, cst.Integer):
+            continue
+        if not isinstance(idx, cst.Name):
+            return False
+        up = parents.get(id(sub))
+        while up is not None and not (isinstance(up, cst.For) and idx.value in target_names(up.target)):
+            up = parents.get(id(up))
+        if up is None or not any(h in cst.Module(body=[]).code_for_node(up.iter) for h in _HOST_ITERS):
+            return False
+    return True
 
 
 def _read_on_cpu_only(cls: cst.ClassDef, name: str) -> bool:
@@ -5410,10 +5558,18 @@ class ConvBiasBeforeBatchNorm(RuleVisitor):
             if any(a.star for a in conv.args):  # *args or **kwargs: bias may be in them
                 continue
             arg = self.get_specific_arg(conv, "bias", 7)
-            if self.facts.serves_checkpoints:
+            if self.facts.serves_checkpoints or self._twin():
                 return  # the checkpoints it loads hold the bias: dropping it breaks loading
             if arg is None or (isinstance(arg.value, cst.Name) and arg.value.value == "True"):
                 self.flag(conv)
+
+    def _twin(self) -> bool:
+        """The layers are built in a class that another file of the project also defines (with
+        a BatchNorm): a copy of one model (a trainer's beside its package's) whose checkpoints
+        load into both, so dropping the bias in one breaks the strict loads between them."""
+        twins = self.facts.twin_classes
+        return bool(twins) and any(isinstance(n, cst.ClassDef) and n.name.value in twins
+                                   for n in self.where.stack)
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.qname(node) in _SEQUENTIAL:
