@@ -4469,16 +4469,20 @@ _TRAIN_STEP = "def fit(model, opt, x):\n    model(x).sum().backward()\n    opt.s
 def test_ptt035_is_silent_in_a_part_of_the_project_that_never_trains(tmp_path):
     """DataParallel in a package whose files run no training step (no backward(), no step();
     a docstring's ``>>> loss.backward()`` and an autograd.Function's ``def backward`` are no
-    step), and which no training file elsewhere in the project imports: inference code, where
-    DDP's launcher does not pay. A training step in the package, or a trainer beside it that
-    imports it, keeps the finding."""
+    step), and which no training file elsewhere in the project imports, where another file of
+    the package evaluates a model (.eval(), no_grad): inference code, where DDP's launcher does
+    not pay. A training step in the package, a trainer beside it that imports it, or no sign
+    of inference in the package keeps the finding."""
     base = {"setup.py": "", "pkg/__init__.py": "",
+            "pkg/predict.py": "def run(model, x):\n    model.eval()\n    return model(x)\n",
             "pkg/ops.py": "class F:\n    '''Example:\n\n    >>> out.backward()\n    '''\n    def backward(ctx, g):\n        return g\n",
             "trainer/train.py": "import torch\n" + _TRAIN_STEP}
     assert "PTT035" not in _in_project(tmp_path / "a", base, _PARALLELIZE)
     assert "PTT035" in _in_project(tmp_path / "b", {**base, "pkg/engine.py": _TRAIN_STEP}, _PARALLELIZE)
     importing = {**base, "trainer/train.py": "import torch\nfrom pkg import train\n" + _TRAIN_STEP}
     assert "PTT035" in _in_project(tmp_path / "c", importing, _PARALLELIZE)
+    unknown = {k: v for k, v in base.items() if k != "pkg/predict.py"}
+    assert "PTT035" in _in_project(tmp_path / "d", unknown, _PARALLELIZE)
 
 
 _META = '''
