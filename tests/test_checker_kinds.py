@@ -4177,6 +4177,7 @@ def _clear_project_caches() -> None:
     engine._declared_in.cache_clear()
     engine._pinned_up.cache_clear()
     engine._tree_scan.cache_clear()
+    engine._tree_flow.cache_clear()
 
 
 _STALE_FLOOR = {"pyproject.toml": "[project]\nname = 'demo'\n", "requirements.txt": "numpy\ntorch>=1.1\n"}

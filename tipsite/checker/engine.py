@@ -2185,6 +2185,43 @@ class _ProjectCode:
     proves: tuple[int, int] | None  # the newest release its unguarded API use needs (proves_torch)
     keys: frozenset[str]  # PTT041: the keys its files read back from a checkpoint as modules
     readers: frozenset[str]  # PTT004: its files that load whole modules on purpose
+
+
+@functools.lru_cache(maxsize=64)
+def _tree_scan(root: str) -> _ProjectCode:
+    """One read of the project's non-test Python files for every fact the rules take from
+    them (:func:`_project_code`'s walk, up to _MAX_SCANNED files: a project too large to read
+    keeps what was read before the cap)."""
+    complex_params, best, keys, readers = False, None, set(), set()
+    for folder, name, text in _project_texts(root):
+        complex_params = complex_params or _makes_complex_params(text)
+        found = proves_torch(text)
+        if found is not None and (best is None or found > best):
+            best = found
+        keys |= _keys_read_as_modules(text)
+        if _loads_whole_module(text):
+            readers.add(os.path.join(folder, name))
+    return _ProjectCode(complex_params, best, frozenset(keys), frozenset(readers))
+
+
+def _project_texts(root: str):
+    """(folder, name, text) of the project's non-test Python files, as :func:`_project_code`
+    walks them, up to _MAX_SCANNED files."""
+    scanned = 0
+    for folder, names in _project_code(root):
+        scanned += len(names)
+        if scanned > _MAX_SCANNED:
+            break
+        for name, text in _small_texts(folder, names, lambda n: True):
+            yield folder, name, text
+
+
+@dataclass(frozen=True)
+class _ProjectFlow:
+    """What three rules read of how a project's functions are used, from its own Python files
+    (tests aside): a second cached pass beside :func:`_tree_scan`, made only where a rule asks
+    (a file wrapping a module in DataParallel, a PTT012 candidate, a function called only under
+    no_grad), so that the common scan stays as cheap as it was."""
     # PTT012: names of functions whose every definition in the project returns only values that
     # hold no graph (a gradient getter: torch.cat of p.grad; a reader of .detach() values)
     graph_free: frozenset[str]
@@ -2197,49 +2234,32 @@ class _ProjectCode:
 
 
 @functools.lru_cache(maxsize=64)
-def _tree_scan(root: str) -> _ProjectCode:
-    """One read of the project's non-test Python files for every fact the rules take from
-    them (:func:`_project_code`'s walk, up to _MAX_SCANNED files: a project too large to read
-    keeps what was read before the cap)."""
-    complex_params, best, keys, readers = False, None, set(), set()
+def _tree_flow(root: str) -> _ProjectFlow:
     calls: dict[str, int] = {}  # name -> its calls (name( or .name(, not def name()
     trainers: dict[str, frozenset[str]] = {}
     second_order: set[str] = set()
     inferers: set[str] = set()
     free_defs: dict[str, int] = {}  # name -> its definitions that return no graph
     all_defs: dict[str, int] = {}  # name -> its definitions
-    scanned = 0
-    for folder, names in _project_code(root):
-        scanned += len(names)
-        if scanned > _MAX_SCANNED:
-            break
-        for name, text in _small_texts(folder, names, lambda n: True):
-            complex_params = complex_params or _makes_complex_params(text)
-            found = proves_torch(text)
-            if found is not None and (best is None or found > best):
-                best = found
-            keys |= _keys_read_as_modules(text)
-            if _loads_whole_module(text):
-                readers.add(os.path.join(folder, name))
-            for d in _graph_free_defs(text):
-                free_defs[d] = free_defs.get(d, 0) + 1
-            if "def" in text:
-                for d in _DEF.findall(text):
-                    all_defs[d] = all_defs.get(d, 0) + 1
-            for c in _CALLED.findall(text):
-                calls[c] = calls.get(c, 0) + 1
-            if _trains_in(text):
-                trainers[os.path.join(folder, name)] = frozenset(_IMPORT_ROOT.findall(text))
-            elif _in_code(_INFERS, text):
-                inferers.add(os.path.join(folder, name))
-            if "create_graph" in text:
-                second_order |= _second_order_defs(text)
+    for folder, name, text in _project_texts(root):
+        for d in _graph_free_defs(text):
+            free_defs[d] = free_defs.get(d, 0) + 1
+        if "def" in text:
+            for d in _DEF.findall(text):
+                all_defs[d] = all_defs.get(d, 0) + 1
+        for c in _CALLED.findall(text):
+            calls[c] = calls.get(c, 0) + 1
+        if _trains_in(text):
+            trainers[os.path.join(folder, name)] = frozenset(_IMPORT_ROOT.findall(text))
+        elif _in_code(_INFERS, text):
+            inferers.add(os.path.join(folder, name))
+        if "create_graph" in text:
+            second_order |= _second_order_defs(text)
     for d, k in all_defs.items():
         if d in calls:
             calls[d] -= k
     graph_free = frozenset(d for d, k in free_defs.items() if all_defs.get(d) == k)
-    return _ProjectCode(complex_params, best, frozenset(keys), frozenset(readers), graph_free, calls,
-                        trainers, frozenset(second_order), frozenset(inferers))
+    return _ProjectFlow(graph_free, calls, trainers, frozenset(second_order), frozenset(inferers))
 
 
 _IMPORT_ROOT = re.compile(r"^[ \t]*(?:from|import)[ \t]+(\w+)", re.MULTILINE)
@@ -2285,7 +2305,7 @@ def trained_beside(path: str) -> tuple[bool, frozenset[str]]:
     if folder is None:
         return True, frozenset()
     root = _project_root(folder)
-    scan = _tree_scan(root)
+    scan = _tree_flow(root)
     rel = os.path.relpath(folder, root)
     if rel in (".", "") or rel.startswith(".."):
         return bool(scan.trainers) or not scan.inferers, scan.second_order
@@ -2301,16 +2321,16 @@ def trained_beside(path: str) -> tuple[bool, frozenset[str]]:
 
 def project_calls(path: str) -> dict[str, int]:
     """PTT023: how often each name is called (``name(``) in ``path``'s project's files, tests
-    aside (see :func:`_tree_scan`); empty where the path is not a file."""
+    aside (see :func:`_tree_flow`); empty where the path is not a file."""
     folder = _file_folder(path) if path else None
-    return {} if folder is None else _tree_scan(_project_root(folder)).calls
+    return {} if folder is None else _tree_flow(_project_root(folder)).calls
 
 
 def project_graph_free(path: str) -> frozenset[str]:
     """PTT012: the names of ``path``'s project's functions that return only values holding no
-    graph, every definition of the name (see :func:`_tree_scan`)."""
+    graph, every definition of the name (see :func:`_tree_flow`)."""
     folder = _file_folder(path)
-    return frozenset() if folder is None else _tree_scan(_project_root(folder)).graph_free
+    return frozenset() if folder is None else _tree_flow(_project_root(folder)).graph_free
 
 
 def _tree_complex(root: str) -> bool:
