@@ -4177,6 +4177,7 @@ def _clear_project_caches() -> None:
     engine._declared_in.cache_clear()
     engine._pinned_up.cache_clear()
     engine._tree_scan.cache_clear()
+    engine._tree_flow.cache_clear()
 
 
 _STALE_FLOOR = {"pyproject.toml": "[project]\nname = 'demo'\n", "requirements.txt": "numpy\ntorch>=1.1\n"}
@@ -4655,3 +4656,166 @@ def test_ptt004_is_silent_on_an_artefact_for_lammps():
     assert "PTT004" in codes(_LAMMPS.replace("mliap_wrapper import PotentialMLIAPWrapper",
                                              "wrapper import PotentialWrapper")
                              .replace("PotentialMLIAPWrapper(", "PotentialWrapper("))
+# --- round 19's fixes of PTT012, PTT023, PTT015 and PTT035 -----------------------------------------
+
+_FISHER = '''
+    import torch
+    import torch.nn.functional as F
+
+    class Online:
+        def end_task(self, loader):
+            fish = torch.zeros_like(self.net.get_params())
+            for inputs, labels in loader:
+                self.opt.zero_grad()
+                loss = -F.nll_loss(self.net(inputs), labels, reduction="none")
+                weight = torch.mean(torch.exp(loss.detach().clone()))
+                torch.mean(loss).backward()
+                fish += weight * self.net.get_grads() ** 2
+            self.fish = fish
+'''
+_GRADS = '''
+    import torch
+
+    class Backbone(torch.nn.Module):
+        def get_grads(self):
+            grads = []
+            for p in self.parameters():
+                grads.append(p.grad.view(-1))
+            return torch.cat(grads)
+'''
+
+
+def test_ptt012_is_silent_on_a_total_of_gradients_and_detached_weights(tmp_path):
+    """A total built from a torch function of a detached loss (``torch.exp(loss.detach())``) and
+    a project function that returns only gradients (``torch.cat`` of ``p.grad``, in another
+    file) holds no graph. A getter that returns the parameters themselves (the graph's leaves,
+    requires_grad) or a weight computed from the loss with its graph is still reported."""
+    project = {"setup.py": "", "pkg/__init__.py": "", "pkg/nets.py": _GRADS}
+    assert "PTT012" not in _in_project(tmp_path / "a", project, _FISHER)
+    params = {**project, "pkg/nets.py": _GRADS.replace("p.grad.view(-1)", "(p * 2).view(-1)")}
+    assert "PTT012" in _in_project(tmp_path / "b", params, _FISHER)
+    assert "PTT012" in _in_project(tmp_path / "c", project, _FISHER.replace("loss.detach().clone()", "loss"))
+    # a second definition of the name elsewhere in the project that keeps a graph: not known
+    other = {**project, "pkg/other.py": "class Other:\n    def get_grads(self):\n        return self.w * 2\n"}
+    assert "PTT012" in _in_project(tmp_path / "d", other, _FISHER)
+
+
+_IMPRINT = '''
+    import torch
+
+    class Learner:
+        def begin_task(self, loader):
+            self.train_more(loader)
+            with torch.no_grad():
+                self.update_classifier()
+                self.imprint(loader)
+
+        def imprint(self, loader):
+            self.net.eval()
+            feats = []
+            for x, _ in loader:
+                feats.append(self.net(x))
+            self.net.classifier.weight.data = torch.cat(feats).mean(0)
+'''
+
+
+def test_ptt023_is_silent_on_a_function_called_only_under_no_grad(tmp_path):
+    """A function whose only call in the project is inside ``with torch.no_grad():`` records no
+    graph. Called outside the block too, in the file or in another file of the project, it is
+    still reported."""
+    project = {"setup.py": "", "pkg/__init__.py": ""}
+    assert "PTT023" not in _in_project(tmp_path / "a", project, _IMPRINT)
+    outside = _IMPRINT.replace("            self.train_more(loader)\n",
+                               "            self.imprint(loader)\n")
+    assert "PTT023" in _in_project(tmp_path / "b", project, outside)
+    elsewhere = {**project, "pkg/run.py": "def main(learner, loader):\n    learner.imprint(loader)\n"}
+    assert "PTT023" in _in_project(tmp_path / "c", elsewhere, _IMPRINT)
+
+
+_CAPTIONER = '''
+    import torch
+    from torchvision import transforms
+
+    class ZeroShot(torch.nn.Module):
+        @torch.no_grad()
+        def forward(self, x):
+            x = self.denorm(x.cpu())
+            images = []
+            for i in range(len(x)):
+                images.append(transforms.ToPILImage()(x[i]))
+            inputs = self.processor(images, return_tensors="pt").to(self.device)
+            return self.model.generate(**inputs)
+'''
+
+
+def test_ptt015_is_silent_on_a_cpu_copy_turned_into_pil_images():
+    """A .cpu() whose value (through a name, after a call such as a denormalisation) is turned
+    into PIL images or NumPy is the host copy those need. Used by torch code only, it is still
+    reported."""
+    assert "PTT015" not in codes(_CAPTIONER)
+    assert "PTT015" not in codes(_CAPTIONER.replace("transforms.ToPILImage()(x[i])", "Image.fromarray(x[i].numpy())"))
+    torch_only = _CAPTIONER.replace("images.append(transforms.ToPILImage()(x[i]))", "images.append(self.prep(x[i]))")
+    assert "PTT015" in codes(torch_only)
+
+
+_PARALLELIZE = '''
+    import torch
+
+    def parallelize(model, distributed, rank):
+        if distributed:
+            return torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
+        return torch.nn.DataParallel(model)
+'''
+_TRAIN_STEP = "def fit(model, opt, x):\n    model(x).sum().backward()\n    opt.step()\n"
+
+
+def test_ptt035_is_silent_in_a_part_of_the_project_that_never_trains(tmp_path):
+    """DataParallel in a package whose files run no training step (no backward(), no step();
+    a docstring's ``>>> loss.backward()`` and an autograd.Function's ``def backward`` are no
+    step), and which no training file elsewhere in the project imports, where another file of
+    the package evaluates a model (.eval(), no_grad): inference code, where DDP's launcher does
+    not pay. A training step in the package, a trainer beside it that imports it, or no sign
+    of inference in the package keeps the finding."""
+    base = {"setup.py": "", "pkg/__init__.py": "",
+            "pkg/predict.py": "def run(model, x):\n    model.eval()\n    return model(x)\n",
+            "pkg/ops.py": "class F:\n    '''Example:\n\n    >>> out.backward()\n    '''\n    def backward(ctx, g):\n        return g\n",
+            "trainer/train.py": "import torch\n" + _TRAIN_STEP}
+    assert "PTT035" not in _in_project(tmp_path / "a", base, _PARALLELIZE)
+    assert "PTT035" in _in_project(tmp_path / "b", {**base, "pkg/engine.py": _TRAIN_STEP}, _PARALLELIZE)
+    importing = {**base, "trainer/train.py": "import torch\nfrom pkg import train\n" + _TRAIN_STEP}
+    assert "PTT035" in _in_project(tmp_path / "c", importing, _PARALLELIZE)
+    unknown = {k: v for k, v in base.items() if k != "pkg/predict.py"}
+    assert "PTT035" in _in_project(tmp_path / "d", unknown, _PARALLELIZE)
+
+
+_META = '''
+    import torch
+
+    class Meta:
+        def meta_learn(self, x, y, opt):
+            learner = self.model.clone()
+            if self.data_parallel:
+                learner.module = torch.nn.DataParallel(learner.module)
+            for _ in range(self.steps):
+                learner.adapt(self.loss(learner(x), y))
+            self.loss(learner(x), y).backward()
+            opt.step()
+'''
+_ADAPT = '''
+    from torch.autograd import grad
+
+    class MAML:
+        def adapt(self, loss):
+            grads = grad(loss, self.module.parameters(), create_graph=not self.first_order)
+            self.module = update(self.module, grads)
+'''
+
+
+def test_ptt035_is_silent_on_a_module_adapted_with_second_order_gradients(tmp_path):
+    """A wrapped module whose function adapts it through a method the project defines with
+    ``autograd.grad(..., create_graph=...)`` (MAML): DDP does not support double backward.
+    With create_graph=False (or no such method) the finding stays."""
+    project = {"setup.py": "", "pkg/__init__.py": "", "pkg/maml.py": _ADAPT}
+    assert "PTT035" not in _in_project(tmp_path / "a", project, _META)
+    first = {**project, "pkg/maml.py": _ADAPT.replace("create_graph=not self.first_order", "create_graph=False")}
+    assert "PTT035" in _in_project(tmp_path / "b", first, _META)

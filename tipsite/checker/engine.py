@@ -362,6 +362,9 @@ class _Scan:
         # torch.no_grad / torch.inference_mode named in a function's body: (node, the functions around it)
         self.grad_free_refs: list[tuple[ast.expr, set[str]]] = []
         self.callers: dict[str, set[str | None]] = {}  # a called name -> the functions calling it
+        self.call_counts: dict[str, int] = {}  # a called name -> its calls in the file
+        self.with_callers: dict[str, set[str | None]] = {}  # ... calling it in a grad-free with
+        self.path = ""  # the file's path (PTT023 counts the calls of its functions in the project)
         self.grad_text = False  # the text names no_grad or inference_mode (set with the text)
         self.numpy = False  # PTT014 can fire: the file names numpy
         self.formats = False  # PTT039 can fire: the file names CUDA and calls backward()
@@ -581,7 +584,13 @@ class _Scan:
                 self.collate_refs.add(collate.id)
         if self.grad_text:  # PTT013: who calls each function of a file that names no_grad
             func = self._function(stack)
-            self.callers.setdefault(name, set()).add(func.name if func is not None else None)
+            # PTT023: a call inside a grad-free ``with`` of its function runs without a graph
+            caller = func.name if func is not None else None
+            if _in_grad_free_with(stack):
+                self.with_callers.setdefault(name, set()).add(caller)
+                caller = _UNDER_GRAD_FREE
+            self.callers.setdefault(name, set()).add(caller)
+            self.call_counts[name] = self.call_counts.get(name, 0) + 1
         if self.amp_names and self._uses_amp(node.func):  # PTT005, with a fallback around it
             self._add(self._guard(stack) or self._stmt(stack))
         if name == "tensor" and self.numpy:  # PTT014 judges it with the loop or per-sample function
@@ -590,6 +599,9 @@ class _Scan:
                                             else None) or self._stmt(stack))
         elif name == "DataParallel":
             self._add(self._guard(stack) or self._stmt(stack))  # PTT035 reads the branches around it
+            func = self._function(stack)
+            if func is not None and (self.facts.second_order or "create_graph" in self.text):
+                self._add(func)  # ... and the function's second-order adaptation of the module
         elif name in ("set_detect_anomaly", "detect_anomaly"):
             self._add(self._guard(stack) or self._stmt(stack))  # PTT034 reads the ifs around it
         elif name == "Variable":  # PTT007 reads its function (a penalty's leaf), or the if around it
@@ -800,10 +812,20 @@ class _Scan:
                     f.grad_free_functions.add(func.name)
         # functions of this file called only from grad-free ones (a helper of a @no_grad search),
         # or only from such helpers, a few calls deep
+        # and those called only inside grad-free ``with`` blocks (or from such functions), when
+        # the project calls them nowhere else (its other files, tests aside)
+        shielded = {func.name for func in self.functions
+                    if _UNDER_GRAD_FREE in self.callers.get(func.name, ())}
+        if shielded:
+            counts = project_calls(self.path)
+            shielded = {n for n in shielded if counts.get(n, 0) <= self.call_counts.get(n, 0)}
         callees: set[str] = set()
         for _ in range(4):
+            known = f.grad_free_functions | callees
             grown = {func.name for func in self.functions if self.callers.get(func.name)
-                     and self.callers[func.name] <= f.grad_free_functions | callees}
+                     and self.callers[func.name] <= known | {_UNDER_GRAD_FREE}
+                     and (_UNDER_GRAD_FREE not in self.callers[func.name] or func.name in shielded
+                          or self.with_callers[func.name] <= known)}
             if grown == callees:
                 break
             callees = grown
@@ -1031,6 +1053,22 @@ class _Scan:
                 found = got if found is None else found & got
             if found:
                 self.facts.host_returns[name] = found
+
+
+_UNDER_GRAD_FREE = "\0grad-free with"  # a caller: a grad-free ``with`` block of a function
+
+
+def _in_grad_free_with(stack: list[ast.AST]) -> bool:
+    """The innermost function's body holds the node inside ``with torch.no_grad():`` (or
+    ``inference_mode()``, a context manager named for one)."""
+    for n in reversed(stack):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return False
+        if isinstance(n, (ast.With, ast.AsyncWith)) and any(
+                isinstance(i.context_expr, ast.Call) and V.GRAD_FREE_NAME.search(
+                    _last_name(i.context_expr.func) or "") for i in n.items):
+            return True
+    return False
 
 
 def _one_step(func: ast.AST) -> bool:
@@ -2041,6 +2079,116 @@ def _readers_beside(path: str) -> list[str]:
     return sorted(r for r in readers if r.startswith(part + os.sep) and r != own)
 
 
+# methods whose value holds no graph whatever they are called on (a read, a size)
+_GRAPH_FREE_METHODS = frozenset({"item", "detach", "tolist", "numpy", "size", "numel", "dim"})
+_CALLED = re.compile(r"(?<![\w])([A-Za-z_]\w*)[ \t]*\(")
+_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
+
+
+def _ast_graph_free(node: ast.expr, free: set[str]) -> bool:
+    """PTT012: the expression holds no autograd graph: a constant, a gradient or ``.data``
+    (``p.grad.view(-1)``), a ``.detach()``/``.item()`` read, a name in ``free``, torch's
+    functions and a tensor's methods of such values (``torch.cat(grads)``, ``g.clone()``),
+    lists, tuples and arithmetic of them."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in free
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("grad", "data") or _ast_graph_free(node.value, free)
+    if isinstance(node, ast.Subscript):
+        return _ast_graph_free(node.value, free)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return all(_ast_graph_free(e, free) for e in node.elts)
+    if isinstance(node, ast.BinOp):
+        return _ast_graph_free(node.left, free) and _ast_graph_free(node.right, free)
+    if isinstance(node, ast.UnaryOp):
+        return _ast_graph_free(node.operand, free)
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _GRAPH_FREE_METHODS:
+            return True
+        args = [*node.args, *(k.value for k in node.keywords)]
+        if not all(_ast_graph_free(a, free) for a in args):
+            return False
+        if isinstance(func, ast.Name):
+            return func.id in ("float", "int", "len")
+        name = _dotted(func) or ""
+        if name.startswith("torch.") and not name.startswith("torch.nn."):
+            return bool(node.args)
+        return isinstance(func, ast.Attribute) and _ast_graph_free(func.value, free)
+    return False
+
+
+def _returns_graph_free(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """PTT012: every ``return`` of the function gives a value that holds no graph
+    (:func:`_ast_graph_free`), a name bound (assigned, or a list appended to) only to such
+    values: ``grads = []; for p in self.parameters(): grads.append(p.grad.view(-1)); return
+    torch.cat(grads)``. False where a return is bare, the function yields or returns nothing."""
+    bound: dict[str, list[ast.expr | None]] = {}
+    returns: list[ast.expr] = []
+    for n in ast.walk(func):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                for name in _names_bound(t):
+                    bound.setdefault(name, []).append(n.value)
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)):
+            for name in _names_bound(n.target):
+                bound.setdefault(name, []).append(n.value)
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name):
+            if n.func.attr in ("append", "extend", "insert", "add", "update"):
+                bound.setdefault(n.func.value.id, []).extend(n.args[-1:] or [None])
+        elif isinstance(n, (ast.For, ast.comprehension, ast.withitem, ast.NamedExpr)):
+            target = n.optional_vars if isinstance(n, ast.withitem) else n.target
+            for name in _names_bound(target) if target is not None else ():
+                bound.setdefault(name, []).append(None)
+        elif isinstance(n, ast.arguments):  # parameters: whatever a caller passes
+            for a in [*n.posonlyargs, *n.args, *n.kwonlyargs, n.vararg, n.kwarg]:
+                if a is not None:
+                    bound.setdefault(a.arg, []).append(None)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            for name in n.names:
+                bound.setdefault(name, []).append(None)
+        elif isinstance(n, (ast.ExceptHandler, ast.alias)):
+            name = n.name if isinstance(n, ast.ExceptHandler) else (n.asname or n.name.split(".")[0])
+            if name:
+                bound.setdefault(name, []).append(None)
+        elif isinstance(n, ast.Return):
+            if n.value is None:
+                return False
+            returns.append(n.value)
+        elif isinstance(n, (ast.Yield, ast.YieldFrom)):
+            return False
+    if not returns:
+        return False
+    # the names every binding of which holds no graph, given the others (``grads = g.detach();
+    # grads = grads.unsqueeze(0)``): start from all and drop those shown otherwise, until none
+    free = {name for name, values in bound.items() if None not in values}
+    for _ in range(len(free) + 1):
+        kept = {name for name in free if all(_ast_graph_free(v, free) for v in bound[name])}
+        if kept == free:
+            break
+        free = kept
+    return all(_ast_graph_free(r, free) for r in returns)
+
+
+def _names_bound(target: ast.AST) -> list[str]:
+    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+
+
+def _graph_free_defs(text: str) -> set[str]:
+    """PTT012: the names of the functions of ``text`` that return only values holding no graph
+    (:func:`_returns_graph_free`); parsed only where the text reads a gradient or detaches."""
+    if "return" not in text or not (".grad" in text or ".detach()" in text):
+        return set()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return set()
+    return {f.name for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and _returns_graph_free(f)}
+
+
 @dataclass(frozen=True)
 class _ProjectCode:
     """What the rules read from a project's own Python files (tests aside), in one pass."""
@@ -2059,24 +2207,148 @@ def _tree_scan(root: str) -> _ProjectCode:
     keeps what was read before the cap)."""
     complex_params, best, keys, readers = False, None, set(), set()
     classes: dict[str, set[str]] = {}
+    for folder, name, text in _project_texts(root):
+        complex_params = complex_params or _makes_complex_params(text)
+        found = proves_torch(text)
+        if found is not None and (best is None or found > best):
+            best = found
+        keys |= _keys_read_as_modules(text)
+        if _loads_whole_module(text):
+            readers.add(os.path.join(folder, name))
+        if "BatchNorm" in text:
+            for cls in _CLASS_DEF.findall(text):
+                classes.setdefault(cls, set()).add(os.path.join(folder, name))
+    return _ProjectCode(complex_params, best, frozenset(keys), frozenset(readers),
+                        {k: frozenset(v) for k, v in classes.items()})
+
+
+def _project_texts(root: str):
+    """(folder, name, text) of the project's non-test Python files, as :func:`_project_code`
+    walks them, up to _MAX_SCANNED files."""
     scanned = 0
     for folder, names in _project_code(root):
         scanned += len(names)
         if scanned > _MAX_SCANNED:
             break
         for name, text in _small_texts(folder, names, lambda n: True):
-            complex_params = complex_params or _makes_complex_params(text)
-            found = proves_torch(text)
-            if found is not None and (best is None or found > best):
-                best = found
-            keys |= _keys_read_as_modules(text)
-            if _loads_whole_module(text):
-                readers.add(os.path.join(folder, name))
-            if "BatchNorm" in text:
-                for cls in _CLASS_DEF.findall(text):
-                    classes.setdefault(cls, set()).add(os.path.join(folder, name))
-    return _ProjectCode(complex_params, best, frozenset(keys), frozenset(readers),
-                        {k: frozenset(v) for k, v in classes.items()})
+            yield folder, name, text
+
+
+@dataclass(frozen=True)
+class _ProjectFlow:
+    """What three rules read of how a project's functions are used, from its own Python files
+    (tests aside): a second cached pass beside :func:`_tree_scan`, made only where a rule asks
+    (a file wrapping a module in DataParallel, a PTT012 candidate, a function called only under
+    no_grad), so that the common scan stays as cheap as it was."""
+    # PTT012: names of functions whose every definition in the project returns only values that
+    # hold no graph (a gradient getter: torch.cat of p.grad; a reader of .detach() values)
+    graph_free: frozenset[str]
+    calls: dict[str, int]  # PTT023: name -> its calls in the project's files (name( and .name()
+    # PTT035: the files that run a training step (backward(), step() in code), each with the
+    # top-level names it imports; the functions that differentiate with create_graph= (MAML)
+    trainers: dict[str, frozenset[str]]
+    second_order: frozenset[str]
+    inferers: frozenset[str]  # PTT035: its files that evaluate (no_grad, inference_mode, .eval())
+
+
+@functools.lru_cache(maxsize=64)
+def _tree_flow(root: str) -> _ProjectFlow:
+    calls: dict[str, int] = {}  # name -> its calls (name( or .name(, not def name()
+    trainers: dict[str, frozenset[str]] = {}
+    second_order: set[str] = set()
+    inferers: set[str] = set()
+    free_defs: dict[str, int] = {}  # name -> its definitions that return no graph
+    all_defs: dict[str, int] = {}  # name -> its definitions
+    for folder, name, text in _project_texts(root):
+        for d in _graph_free_defs(text):
+            free_defs[d] = free_defs.get(d, 0) + 1
+        if "def" in text:
+            for d in _DEF.findall(text):
+                all_defs[d] = all_defs.get(d, 0) + 1
+        for c in _CALLED.findall(text):
+            calls[c] = calls.get(c, 0) + 1
+        if _trains_in(text):
+            trainers[os.path.join(folder, name)] = frozenset(_IMPORT_ROOT.findall(text))
+        elif _in_code(_INFERS, text):
+            inferers.add(os.path.join(folder, name))
+        if "create_graph" in text:
+            second_order |= _second_order_defs(text)
+    for d, k in all_defs.items():
+        if d in calls:
+            calls[d] -= k
+    graph_free = frozenset(d for d, k in free_defs.items() if all_defs.get(d) == k)
+    return _ProjectFlow(graph_free, calls, trainers, frozenset(second_order), frozenset(inferers))
+
+
+_IMPORT_ROOT = re.compile(r"^[ \t]*(?:from|import)[ \t]+(\w+)", re.MULTILINE)
+
+
+def _trains_in(text: str) -> bool:
+    """A training step in the text's code (_TRAINS: backward(), step()), not in a comment, in
+    a docstring's example (``>>> loss.backward()``) nor an autograd.Function's ``def backward(``."""
+    for m in _TRAINS.finditer(text):
+        prefix = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
+        if ("#" not in prefix and not prefix.lstrip().startswith((">>>", "..."))
+                and not prefix.rstrip().endswith("def")):  # an autograd.Function's def backward(
+            return True
+    return False
+
+
+def _second_order_defs(text: str) -> set[str]:
+    """PTT035: the functions of ``text`` that call ``grad(...)`` (torch.autograd.grad) with a
+    ``create_graph=`` that is not False: they differentiate through the gradient (MAML's
+    adaptation), which DistributedDataParallel does not support."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return set()
+    return {f.name for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and any(_second_order_call(c) for c in ast.walk(f))}
+
+
+def _second_order_call(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and _last_name(node.func) == "grad" and any(
+        k.arg == "create_graph" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+        for k in node.keywords)
+
+
+def trained_beside(path: str) -> tuple[bool, frozenset[str]]:
+    """PTT035: whether a file of the project runs a training step in the part of the project
+    that holds ``path`` (its top folder under the root; the whole project at the root), or
+    outside it while importing that part's package, or no other file of the part shows that
+    it evaluates a model (no evidence of inference code); and the project's functions that
+    differentiate with create_graph (:func:`_second_order_defs`). (True, empty) where the path
+    is not a file."""
+    folder = _file_folder(path)
+    if folder is None:
+        return True, frozenset()
+    root = _project_root(folder)
+    scan = _tree_flow(root)
+    rel = os.path.relpath(folder, root)
+    if rel in (".", "") or rel.startswith(".."):
+        return bool(scan.trainers) or not scan.inferers, scan.second_order
+    top = rel.split(os.sep)[0]
+    part = os.path.join(root, top)
+    own = os.path.abspath(path)
+    # no training step in the part, and evidence that it runs a model: another of its files
+    # evaluates (no_grad, inference_mode, .eval()); without one, it is taken to train
+    infers = any(f.startswith(part + os.sep) and f != own for f in scan.inferers)
+    return not infers or any(f.startswith(part + os.sep) or top in roots
+                             for f, roots in scan.trainers.items()), scan.second_order
+
+
+def project_calls(path: str) -> dict[str, int]:
+    """PTT023: how often each name is called (``name(``) in ``path``'s project's files, tests
+    aside (see :func:`_tree_flow`); empty where the path is not a file."""
+    folder = _file_folder(path) if path else None
+    return {} if folder is None else _tree_flow(_project_root(folder)).calls
+
+
+def project_graph_free(path: str) -> frozenset[str]:
+    """PTT012: the names of ``path``'s project's functions that return only values holding no
+    graph, every definition of the name (see :func:`_tree_flow`)."""
+    folder = _file_folder(path)
+    return frozenset() if folder is None else _tree_flow(_project_root(folder)).graph_free
 
 
 # PTT004: LAMMPS's ML-IAP interface (MLIAPUnified, an *mliap* wrapper or file), which loads the
@@ -2710,6 +2982,7 @@ class Checker:
         if MARKER not in text or not self.visitors or test:
             return []
         scan = _Scan()
+        scan.path = path
         scan.facts.mentions_cuda = _in_code(_ACCELERATOR, text)
         scan.facts.cuda_beyond_autocast_off = scan.facts.mentions_cuda and (
             "enabled" not in text or "DataLoader" not in text or _cuda_beyond_autocast_off(tree, text))
@@ -2717,6 +2990,8 @@ class Checker:
             "accelerator" in text and _in_code(_CUDA_ONLY, text))
         scan.facts.inference_only = not _in_code(_TRAINS, text) and _in_code(_INFERS, text)
         scan.facts.evaluation_script = "DataParallel" in text and _evaluation_script(path, text)
+        if "DataParallel" in text:  # PTT035: a part of the project that never trains; MAML's grads
+            scan.facts.part_trains, scan.facts.second_order = trained_beside(path)
         # each regex only where a word it needs is in the text: an alternation of words is
         # searched position by position, a word alone at the speed of memchr
         scan.facts.has_ddp = any(w in text for w in _DDP_WORDS) and bool(_DDP.search(text))
@@ -2739,6 +3014,9 @@ class Checker:
         # ... and the release the project's own code already needs (an advised API it uses
         # unguarded): read only where a declared floor is older than a rule's advice needs
         scan.facts.read_proved = lambda: proved_torch(path)
+        # PTT012: the project's functions that return only values holding no graph, read the
+        # first time a running total would be reported
+        scan.facts.read_graph_free = lambda: project_graph_free(path)
         # PTT037: a model of an inference app, whose released checkpoints hold the biases
         scan.facts.serves_checkpoints = "BatchNorm" in text and "Conv" in text and _serves_checkpoints(path)
         # ... or a class another file of the project defines too (a twin sharing checkpoints)

@@ -501,7 +501,12 @@ for inputs, target in loader:
               "or to what a function or method defined in the file (f(x), self.f(x)) returns when each "
               "of its returns holds no graph (return loss.item(); a name it binds only to such values; a "
               "collective such as all_reduce_mean(loss.detach())), or to the item of the tuples it "
-              "returns that holds none (loss, acc = self.eval_step(b) after return loss.detach(), acc).",
+              "returns that holds none (loss, acc = self.eval_step(b) after return loss.detach(), acc); "
+              "not a gradient or .data (p.grad), nor torch's function of values that hold no graph "
+              "(torch.exp(loss.detach())), nor a call of a function of the project (in any file, any "
+              "receiver: self.net.get_grads()) whose every definition returns only such values "
+              "(torch.cat of the parameters' .grad), unless a name bound to a loss with its graph is "
+              "added beside it.",
     ),
     Rule(
         "PTT013", "tip_detach_logged_values", "logging tensors that carry a graph",
@@ -615,7 +620,10 @@ class Net(torch.nn.Module):
               "its job). Not a .cpu() on a path taken only where the CPU is the device (the else of "
               "if torch.cuda.is_available():, the body of if not torch.cuda.is_available(): or of "
               "if x.device.type == 'cpu':, or after an earlier if torch.cuda.is_available(): that "
-              "returns): the CPU is the input's device there.",
+              "returns): the CPU is the input's device there. Not a .cpu() bound to a name (or passed "
+              "to a call that is: x = denorm(x.cpu())) whose value the forward then turns into a PIL "
+              "image or NumPy (ToPILImage()(x[i]), to_pil_image, Image.fromarray, np.asarray, "
+              "x[i].numpy()): the host-side consumer needs the host copy.",
     ),
     Rule(
         "PTT016", "tip_module_conventions", "tensor created in forward without device=",
@@ -923,7 +931,9 @@ def evaluate(model, x):
               "file, or one imported from another file of the project (from pkg.utils import "
               "inference_context), read there. Not in a function of the file called only from "
               "grad-free ones (decorated @torch.inference_mode() or @torch.no_grad(), or helpers "
-              "called only from those, a few calls deep).",
+              "called only from those, a few calls deep), nor in one whose calls in the file all lie "
+              "inside a with torch.no_grad() or torch.inference_mode() block (or in such functions) "
+              "when no other file of the project (tests aside) calls a function of that name.",
     ),
     Rule(
         "PTT024", "tip_gradient_accumulation", "accumulation without scaling the loss",
@@ -1273,7 +1283,13 @@ model = DDP(Net().to(rank), device_ids=[rank])
               "about beside a DistributedDataParallel path (the advice is taken where it can be), or one "
               "in code that does not train: grad-free or eval() code, or a script named for evaluation "
               "or inference (test.py, eval_*.py, inference.py, predict.py) with no backward() nor step() "
-              "(DDP's launcher, sampler and gathering do not pay for one pass). The tip "
+              "(DDP's launcher, sampler and gathering do not pay for one pass), or one in a part of the "
+              "project (its top folder) where no file runs a training step (backward() or step() in "
+              "code, not a docstring's example nor an autograd.Function's def backward) and no "
+              "training file elsewhere in the project imports that part: an inference package. Not "
+              "one whose function adapts the wrapped module through autograd.grad(..., create_graph=...), "
+              "itself or by a method of the wrapped object that the project defines with it (MAML's "
+              "learner.adapt(loss)): DDP does not support double backward. The tip "
               "measures only a machine without a GPU, so on CUDA the finding is a note until a multi-GPU "
               "run measures it.",
         unlike_tip="The tip's DataParallel runs in a second process from code held in a string, which "

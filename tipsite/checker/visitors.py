@@ -141,6 +141,10 @@ class Facts:
     # (the engine's proved_torch), read the first time a declared floor would silence a rule
     read_proved: Callable[[], tuple[int, ...] | None] | None = None
     torch_proved: tuple[int, ...] | None = None
+    # PTT012: names of the project's functions whose every definition returns only values that
+    # hold no graph (the engine's project_graph_free), read the first time a total is reported
+    read_graph_free: Callable[[], frozenset[str]] | None = None
+    graph_free_calls: frozenset[str] = frozenset()
     exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
     inference_only: bool = False  # grad-free or eval() code and no backward() or step(): no training
     evaluation_script: bool = False  # named for evaluation or inference (test.py), no backward() or step()
@@ -186,6 +190,10 @@ class Facts:
     nn_modules: frozenset[str] | None = None
     converts_weights: bool = False  # PTT014: a script named for converting weights (convert_x.py)
     complex_params: bool = False  # PTT031: the file or its project creates complex parameters
+    # PTT035: a file of the file's part of the project (or one importing it) runs a training step
+    part_trains: bool = True
+    # PTT035: the project's functions that call autograd.grad(..., create_graph=...) (MAML's adapt)
+    second_order: frozenset[str] = frozenset()
 
     def project_torch(self) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
         """(torch_floor, torch_pin), read from the project's files on the first call."""
@@ -200,6 +208,13 @@ class Facts:
             read, self.read_proved = self.read_proved, None
             self.torch_proved = read()
         return self.torch_proved
+
+    def project_graph_free(self) -> frozenset[str]:
+        """The project's functions that return no graph (read on the first call)."""
+        if self.read_graph_free is not None:
+            read, self.read_graph_free = self.read_graph_free, None
+            self.graph_free_calls = read()
+        return self.graph_free_calls
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -2657,6 +2672,9 @@ def _cpu_chain(value: cst.BaseExpression) -> cst.Call | None:
     return None
 
 
+# PTT015: conversions whose input must be a host tensor (a PIL image of it)
+_HOST_SINKS = frozenset({"ToPILImage", "to_pil_image", "fromarray"})
+
 # devices that lack some of torch's operators: a branch taken only for one of them is a fallback
 _FALLBACK_DEVICES = frozenset({"mps", "xla", "npu", "xpu", "hpu", "mlu", "tpu", "directml", "dml"})
 
@@ -2777,6 +2795,32 @@ class DeviceInForward(RuleVisitor):
                 cpu = _cpu_chain(n.value)
                 if cpu is not None:
                     bound.setdefault(n.targets[0].target.value, []).append(id(cpu))
+        # a name bound to a .cpu() value, or to what a call makes of one (x = denorm(x.cpu())),
+        # whose value is then turned into a PIL image or NumPy (ToPILImage()(x[i]),
+        # Image.fromarray(x), x[i].numpy()): a host-side consumer needs the host copy
+        hosted: dict[str, list[int]] = {}
+        for n in walk(node.body):
+            if type(n) is cst.Assign and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name):
+                value = n.value
+                cpus = [_cpu_chain(value)] if _cpu_chain(value) is not None else [
+                    c for a in (value.args if isinstance(value, cst.Call) else ()) if (c := _cpu_chain(a.value))]
+                for cpu in cpus:
+                    hosted.setdefault(n.targets[0].target.value, []).append(id(cpu))
+        if hosted:
+            for n in walk(node.body):
+                if type(n) is not cst.Call:
+                    continue
+                if _method(n) == "numpy" and isinstance(n.func, cst.Attribute):
+                    values = [n.func.value]
+                elif self._host_sink(n):
+                    values = [a.value for a in n.args]
+                else:
+                    continue
+                for v in values:
+                    while isinstance(v, (cst.Subscript, cst.Attribute)):
+                        v = v.value
+                    if isinstance(v, cst.Name):
+                        self.leaving.update(hosted.get(v.value, ()))
         for n in walk(node.body):
             if type(n) is not cst.Call or not (self._needs_cpu(n) or _method_of(n, foreign)):
                 continue
@@ -2786,6 +2830,15 @@ class DeviceInForward(RuleVisitor):
                     self.leaving.add(id(cpu))
                 elif isinstance(arg.value, cst.Name):
                     self.leaving.update(bound.get(arg.value.value, ()))
+
+    def _host_sink(self, call: cst.Call) -> bool:
+        """A conversion that takes a host tensor: a PIL image (``ToPILImage()(x)``,
+        ``to_pil_image(x)``, ``Image.fromarray(a)``) or NumPy's (``np.asarray(x)``)."""
+        func = call.func.func if isinstance(call.func, cst.Call) else call.func
+        if not isinstance(func, (cst.Name, cst.Attribute)):
+            return False
+        last = (get_full_name_for_node(func) or "").rsplit(".", 1)[-1]
+        return last in _HOST_SINKS or (self.qualify(func) or "").startswith("numpy.")
 
     def _foreign_objects(self) -> set[str]:
         """``self.decoder = CTCBeamDecoder(...)`` in the forward's class: the attributes bound
@@ -3732,18 +3785,20 @@ def _loss_like(node: cst.BaseExpression, names: set[str], clean: frozenset[str] 
     return False
 
 
-def _detached(node: cst.BaseExpression, detached: set[str]) -> bool:
+def _detached(node: cst.BaseExpression, detached: set[str], calls: frozenset[str] = frozenset()) -> bool:
     """Whether the expression holds no graph: a ``.detach()`` / ``.item()`` anywhere in its
-    method chain (``loss.detach().float()``), a number, a name bound to such a value (or under
-    no_grad), or arithmetic of these."""
+    method chain (``loss.detach().float()``), a gradient or ``.data`` (``p.grad``), a number, a
+    name bound to such a value (or under no_grad), torch's functions of such values
+    (``torch.exp(loss.detach())``), a call of a function named in ``calls`` (the project's
+    functions that return no graph), or arithmetic of these."""
     if isinstance(node, (cst.Integer, cst.Float)):
         return True
     if isinstance(node, cst.Name):
         return node.value in detached
     if isinstance(node, cst.Attribute):
-        return _detached(node.value, detached)
+        return node.attr.value in ("grad", "data") or _detached(node.value, detached, calls)
     if isinstance(node, cst.Subscript):
-        return _detached(node.value, detached)
+        return _detached(node.value, detached, calls)
     if isinstance(node, cst.Call):
         if _method(node) in UNTRACKED:
             return True
@@ -3751,28 +3806,35 @@ def _detached(node: cst.BaseExpression, detached: set[str]) -> bool:
             return True
         if _method(node) in ("size", "numel", "dim"):
             return True  # a size: Python ints
-        callee = (get_full_name_for_node(node.func) or "").lower()
+        full = get_full_name_for_node(node.func) or ""
+        if calls and full.rsplit(".", 1)[-1] in calls:
+            return True  # the project's function that returns only values holding no graph
+        callee = full.lower()
         args = _positional(node)
-        if ("loss" in callee or "criterion" in callee) and args and _detached(args[0].value, detached) \
-                and all(_no_graph_in(a.value, detached) for a in node.args):
+        if ("loss" in callee or "criterion" in callee) and args and _detached(args[0].value, detached, calls) \
+                and all(_no_graph_in(a.value, detached, calls) for a in node.args):
             return True  # a loss of predictions that hold no graph (computed under no_grad)
+        if (full.startswith("torch.") and not full.startswith("torch.nn.") and args
+                and any(_detached(a.value, detached, calls) for a in args)
+                and all(_no_graph_in(a.value, detached, calls) for a in node.args)):
+            return True  # torch's function of values that hold no graph: torch.exp(loss.detach())
         # a method of a detached value, with no loss in its arguments (.float(), .to(device))
-        return isinstance(node.func, cst.Attribute) and _detached(node.func.value, detached) and all(
-            _no_graph_in(a.value, detached) for a in node.args)
+        return isinstance(node.func, cst.Attribute) and _detached(node.func.value, detached, calls) and all(
+            _no_graph_in(a.value, detached, calls) for a in node.args)
     if isinstance(node, cst.BinaryOperation):
         sides = (node.left, node.right)
         # both hold no graph, or one does and the other is a plain value (loss * args.scale)
-        return any(_detached(p, detached) for p in sides) and all(
-            _no_graph_in(p, detached) if isinstance(p, (cst.Name, cst.Attribute)) else _detached(p, detached)
-            for p in sides)
+        return any(_detached(p, detached, calls) for p in sides) and all(
+            _no_graph_in(p, detached, calls) if isinstance(p, (cst.Name, cst.Attribute))
+            else _detached(p, detached, calls) for p in sides)
     if isinstance(node, cst.UnaryOperation):
-        return _detached(node.expression, detached)
+        return _detached(node.expression, detached, calls)
     return False
 
 
-def _no_graph_in(node: cst.BaseExpression, detached: set[str]) -> bool:
+def _no_graph_in(node: cst.BaseExpression, detached: set[str], calls: frozenset[str] = frozenset()) -> bool:
     """Detached, or naming no loss: a value that adds no graph to what it is combined with."""
-    return _detached(node, detached) or not any("loss" in n.lower() for n in names_in(node))
+    return _detached(node, detached, calls) or not any("loss" in n.lower() for n in names_in(node))
 
 
 def _backward_receiver(call: cst.Call, visitor: RuleVisitor) -> cst.BaseExpression | None:
@@ -4096,7 +4158,11 @@ class RunningLossTensor(_LossTracking):
                 and not _text(node.value) and not _detached(node.value, self.detached)
                 and self.carries_loss(node.value)
                 and not (isinstance(node.target, cst.Name)
-                         and node.target.value in self.facts.backward_receivers)):
+                         and node.target.value in self.facts.backward_receivers)
+                # a value of the project's functions that return no graph (a gradient getter),
+                # with no name bound to a loss's graph beside it
+                and not (_detached(node.value, self.detached, self.facts.project_graph_free())
+                         and not names_in(node.value) & (self.loss_names - self.detached))):
             self.candidate(node, get_full_name_for_node(node.target), node.value)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -5499,9 +5565,35 @@ class DataParallelWrapper(RuleVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if self.qname(node) in ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
                                 "torch.nn.parallel.data_parallel.DataParallel") and not self._warned_fallback() \
-                and not self.facts.inference_only and not self.facts.evaluation_script:
+                and not self.facts.inference_only and not self.facts.evaluation_script \
+                and self.facts.part_trains and not self._second_order(node):
             # DDP's launcher and gathering do not pay for evaluation or inference
             self.flag(node)
+
+    def _second_order(self, node: cst.Call) -> bool:
+        """The function that wraps the module differentiates through gradients: it calls
+        ``autograd.grad(..., create_graph=...)``, or a method of the wrapped object (``learner``
+        of ``learner.module = DataParallel(learner.module)``) that the project defines with such
+        a call (MAML's ``learner.adapt(loss)``); DDP does not support double backward."""
+        func = self.where.function()
+        args = _positional(node)
+        if func is None or not args:
+            return False
+        root = args[0].value
+        while isinstance(root, (cst.Attribute, cst.Subscript, cst.Call)):
+            root = root.func if isinstance(root, cst.Call) else root.value
+        name = root.value if isinstance(root, cst.Name) else None
+        for n in walk(func.body):
+            if type(n) is not cst.Call:
+                continue
+            if _method(n) == "grad" or (isinstance(n.func, cst.Name) and n.func.value == "grad"):
+                if any(a.keyword is not None and a.keyword.value == "create_graph"
+                       and not _is_false(a.value) for a in n.args):
+                    return True
+            if (name and isinstance(n.func, cst.Attribute) and isinstance(n.func.value, cst.Name)
+                    and n.func.value.value == name and n.func.attr.value in self.facts.second_order):
+                return True
+        return False
 
     def _warned_fallback(self) -> bool:
         """A single-process fallback the code warns about, beside a DistributedDataParallel path
