@@ -2613,7 +2613,7 @@ def _loader_facts(tree: ast.Module, path: str, facts: V.Facts) -> None:
     for f in ast.walk(tree):
         if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(f) not in in_class:
             scopes.append((f.name, f.body, set(), None))
-    for name, body, attrs, cls in scopes:
+    for _name, body, attrs, cls in scopes:
         nodes = _scope_nodes(body)
         loaders = [(n, None) for n in nodes if isinstance(n, ast.Call) and _last_name(n.func) == "DataLoader"]
         if not loaders:
