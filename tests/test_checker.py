@@ -1154,10 +1154,12 @@ def test_the_excerpt_tool_carries_the_project_facts_of_the_flow_and_loader_rules
 
 
 def _line_fact(line: str, text: str) -> bool:
-    """A line carried alone: one that sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (PTT001) or loads a
-    state dict (PTT037), or, for PTT035, one that evaluates a model or runs a training step (and
-    a trainer's import line, beside its training line)."""
+    """A line carried alone: one that sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (PTT001), loads a
+    state dict (PTT037) or computes in reduced precision (PTT032), or, for PTT035, one that
+    evaluates a model or runs a training step (and a trainer's import line, beside its training
+    line)."""
     return (engine._FORCE_UNSAFE in line or "load_state_dict(" in line or engine._in_code(engine._INFERS, line)
+            or engine._in_code(engine._REDUCED, line)
             or engine._trains_in(line) or (line.lstrip().startswith(("import ", "from ")) and engine._trains_in(text)))
 
 
