@@ -19,8 +19,9 @@ The data lives in ``tests/checker_data/``:
   statements without which the checker's findings on the file change.
 * ``excerpts/<owner>+<name>/project.json``: what the rules read from the codebase's project
   around those files (the torch lines of its requirement files, pyproject.toml, setup.py,
-  conda env*.yml, install*.sh and READMEs, at their relative paths), so that the excerpts are
-  checked amid them as a real run checks the files (:func:`placed`).
+  conda env*.yml, install*.sh and READMEs, at their relative paths, and the few lines of its
+  other Python files that the rules read as project facts: :func:`_package_facts`), so that the
+  excerpts are checked amid them as a real run checks the files (:func:`placed`).
 
 The tests run the checker on every excerpt in every configuration: it must give exactly the
 labelled findings and none of the regressions, and the labels must meet the targets (at least
