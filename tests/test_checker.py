@@ -1025,21 +1025,207 @@ def test_excerpts_are_checked_amid_the_project_files_a_real_run_reads(tmp_path, 
     assert labels.findings_of(source, config, "tests/test_fit.py", repo="o/r") == set()  # a test module
 
 
+_FLOW_PROJECT = {
+    "setup.py": "",
+    "lib/grads.py": '''\
+import torch
+import torch.nn as nn
+
+
+class Backbone(nn.Module):
+    def get_grads(self):
+        """All the gradients in one tensor."""
+        grads = []
+        for p in self.parameters():
+            grads.append(p.grad.view(-1))
+        return torch.cat(grads)
+''',
+    "train/ewc.py": '''\
+import torch
+
+
+def fisher(net, loader, opt):
+    fish = torch.zeros(10).cuda()
+    for x, y in loader:
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(x.cuda()), y.cuda())
+        loss.backward()
+        weight = loss.detach().clone()
+        fish += weight * net.get_grads() ** 2
+    return fish
+''',
+    "serve/infer.py": '''\
+def run(model, x):
+    model.eval()
+    return model(x)
+''',
+    "serve/wrap.py": '''\
+import torch
+
+
+def parallel(model):
+    return torch.nn.DataParallel(model.cuda())
+''',
+    "lib/maml.py": '''\
+import torch
+from torch.autograd import grad
+
+
+class MAML(torch.nn.Module):
+    def adapt(self, loss, first_order=False):
+        """One step of adaptation."""
+        params = list(self.parameters())
+        if not first_order:
+            grads = grad(loss, params, retain_graph=True, create_graph=True)
+        else:
+            grads = grad(loss, params)
+        for p, g in zip(params, grads):
+            p.data -= 0.1 * g
+''',
+    "meta/loop.py": '''\
+import torch
+
+
+def step(learner, batch, opt):
+    learner.module = torch.nn.DataParallel(learner.module.cuda())
+    loss = learner(batch).sum()
+    learner.adapt(loss)
+    learner(batch).sum().backward()
+    opt.step()
+''',
+    "data/pad.py": '''\
+import numpy as np
+import torch
+
+
+def pad(batch):
+    width = max(len(x) for x in batch)
+    return np.stack([np.pad(x, (0, width - len(x))) for x in batch])
+''',
+    "data/loaders.py": '''\
+import torch
+from torch.utils.data import DataLoader
+from data.pad import pad
+
+
+def loader(ds):
+    return DataLoader(ds, batch_size=8, num_workers=4, collate_fn=pad)
+
+
+def fit(model, ds):
+    for x in loader(ds):
+        model(torch.as_tensor(x).cuda())
+''',
+}
+
+
+def test_the_excerpt_tool_carries_the_project_facts_of_the_flow_and_loader_rules(tmp_path, monkeypatch):
+    """The facts that PTT012, PTT035 and PTT021 read from a project's other files travel with
+    the excerpts: a gradient getter of another file (its def in its class, no docstring), a
+    line of the part that evaluates a model, MAML's second-order adapt (its header and the
+    grad(create_graph=) statement), a collate_fn of another module shown to return NumPy (with
+    its numpy import, not torch's); checked amid them, each file gives what the checkout gives,
+    and without them it does not."""
+    checkout = tmp_path / "o+flow"
+    for rel, text in _FLOW_PROJECT.items():
+        (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / rel).write_text(text)
+    paths = ["train/ewc.py", "serve/wrap.py", "meta/loop.py", "data/loaders.py"]
+    files = labels.project_of(checkout, paths)
+    assert sorted(files) == ["data/pad.py", "lib/grads.py", "lib/maml.py", "serve/infer.py", "setup.py"]
+    assert files["serve/infer.py"] == "    model.eval()\n"
+    assert files["lib/grads.py"].startswith("class Backbone(nn.Module):\n    def get_grads(self):\n        grads = []\n")
+    assert files["lib/maml.py"] == ("class MAML(torch.nn.Module):\n    def adapt(self, loss, first_order=False):\n"
+                                    "        if not first_order:\n"
+                                    "            grads = grad(loss, params, retain_graph=True, create_graph=True)\n")
+    assert files["data/pad.py"].startswith("import numpy as np\ndef pad(batch):\n") and "torch" not in files["data/pad.py"]
+    monkeypatch.setattr(labels, "EXCERPTS", tmp_path / "excerpts")
+    monkeypatch.setattr(labels, "_PLACED", {})
+    config = {"torch": "2.13", "device": "cuda"}
+    checker = engine.Checker((2, 13), "cuda")
+    bare = {}
+    for path in paths:
+        real = {(f.line, f.code) for f in checker.check_source(_FLOW_PROJECT[path], str(checkout / path))}
+        bare[path] = labels.findings_of(_FLOW_PROJECT[path], config, path, repo="o/flow")
+        assert real == set() and bare[path], path  # silent on the checkout, flagged alone
+    labels.write_project("o/flow", files)
+    for path in paths:
+        assert labels.findings_of(_FLOW_PROJECT[path], config, path, repo="o/flow") == set(), path
+
+
+def _line_fact(line: str, text: str) -> bool:
+    """A line carried alone: one that sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (PTT001), loads a
+    state dict (PTT037) or computes in reduced precision (PTT032), or, for PTT035, one that
+    evaluates a model or runs a training step (and a trainer's import line, beside its training
+    line)."""
+    return (engine._FORCE_UNSAFE in line or "load_state_dict(" in line or engine._in_code(engine._INFERS, line)
+            or engine._in_code(engine._REDUCED, line)
+            or engine._trains_in(line) or (line.lstrip().startswith(("import ", "from ")) and engine._trains_in(text)))
+
+
+def _python_fact(rel: str, text: str, tmp_path) -> str | None:
+    """The kind of a carried Python text (None: a kind no rule reads)."""
+    try:
+        body = ast.parse(text).body
+    except SyntaxError:
+        return None
+    imports = (ast.Import, ast.ImportFrom)
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    if text.startswith("import torch\n") and engine._loads_whole_module(text):
+        assert len(body) == 2 and isinstance(body[1], defs), rel
+        return "PTT004: the project's own loader of whole modules"
+    carried = engine._graph_free_defs(text) | engine._second_order_defs(text)
+    if carried and all(isinstance(n, imports) or (isinstance(n, defs) and n.name in carried) or (
+            isinstance(n, ast.ClassDef) and all(isinstance(m, ast.Pass) or (isinstance(m, defs) and m.name in carried)
+                                                for m in n.body)) for n in body):
+        return "PTT012's gradient getter, PTT035's second-order adaptation (MAML's adapt)"
+    if body and any(isinstance(n, ast.ClassDef) for n in body) and all(
+            isinstance(n, imports) or (isinstance(n, ast.ClassDef) and len(n.body) == 1 and isinstance(n.body[0], ast.Pass))
+            for n in body):
+        return "PTT030: a base-class chain, headers and the imports of their bases only"
+    if rel.endswith("__init__.py") and body and all(isinstance(n, ast.ImportFrom) for n in body):
+        return "PTT030: a package's re-export of a class on the chain"
+    if body and all(isinstance(n, ast.ClassDef) and len(n.body) == 1 and "BatchNorm" in ast.unparse(n.body[0])
+                    for n in body):
+        return "PTT037: a twin model's classes, each with one line naming its BatchNorm"
+    if engine._makes_complex_params(text):
+        return "PTT031: the statement making a complex parameter, in its class"
+    if text.startswith("import torch\n") and engine.proves_torch(text) is not None:
+        assert len(body) == 2, rel  # the one statement using an advised API
+        return "the project's own code needs a newer torch than its stale floor"
+    bound = {(a.asname or a.name).partition(".")[0]: (getattr(n, "module", None) or a.name).partition(".")[0]
+             for n in body if isinstance(n, imports) for a in n.names}
+    if ("numpy" in bound.values() and "torch" not in text and any(isinstance(n, (*defs, ast.ClassDef)) for n in body)
+            and all(isinstance(n, (*imports, *defs)) or (isinstance(n, ast.ClassDef) and all(isinstance(m, defs) for m in n.body))
+                    for n in body)):
+        return "PTT020/PTT021: a collate_fn of NumPy (its functions, methods and their imports; no torch)"
+    helper = tmp_path / rel.replace("/", "_")
+    helper.write_text(text, encoding="utf-8")
+    names = [n.name for n in body if isinstance(n, ast.FunctionDef)]
+    if len(body) == 1 and len(names) == 1 and engine._defines_grad_free(str(helper), names[0]):
+        return "PTT023: a helper returning no_grad/inference_mode"
+    return None
+
+
 def test_the_carried_project_files_hold_torch_lines_only(tmp_path):
     """project.json holds nothing but what the rules read from a project: the lines that name
-    torch, and of its Python files only the lines that set TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD or
-    load a state dict (an ``__init__.py`` may be empty), the statement that makes a complex
-    parameter (with its class and def headers), one helper that returns no_grad/inference_mode,
-    the one statement that uses an advised API unguarded (a stale floor), the one function that
-    reads a whole pickled module back (PTT004), the one line that computes in reduced
-    precision (PTT032), or the class headers (``class B(A): pass``) and the imports that bind
-    their bases on the way from a class to the nn.Module it derives from in other files
-    (PTT030), a method that returns only values holding no graph (PTT012: a gradient getter)
-    or that differentiates with create_graph (PTT035: MAML's adapt), in its class, or a line
-    that evaluates a model (PTT035: evidence of inference code): no other code, no prose."""
+    torch, and of its Python files only: lines that set TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD or load
+    a state dict (an ``__init__.py`` may be empty), the statement that makes a complex parameter
+    (with its class and def headers), one helper that returns no_grad/inference_mode, the one
+    statement that uses an advised API unguarded (a stale floor), the one function that reads a
+    whole pickled module back (PTT004), the one line that computes in reduced precision (PTT032),
+    the class headers (``class B(A): pass``) and the imports that bind their bases on the way
+    from a class to the nn.Module it derives from in other files, a package's re-export of one
+    (PTT030), a function or method that returns only values holding no graph (PTT012: a gradient
+    getter) or that differentiates with create_graph (PTT035: MAML's adapt), a line that
+    evaluates a model or one that trains (with the trainer's import of the part: PTT035's
+    evidence), a collate_fn's NumPy functions and methods with their imports, naming no torch
+    (PTT020/PTT021); a file may hold a Python fact and lines of the line kinds: no other code,
+    no prose."""
     found = sorted(labels.EXCERPTS.glob("*/project*.json"))
     assert found
     package = 0
+    kinds = set()
     for path in found:
         for rel, text in json.loads(path.read_text(encoding="utf-8")).items():
             if labels.torch_lines(text) == text and (text or not rel.endswith("__init__.py")):
@@ -1048,39 +1234,14 @@ def test_the_carried_project_files_hold_torch_lines_only(tmp_path):
             if len(text.splitlines()) == 1 and engine._in_code(engine._REDUCED, text):
                 continue  # PTT032: the project computes in reduced precision (a line of code or config)
             assert rel.endswith(".py"), (path, rel)
-            if text.startswith("import torch\n") and engine._loads_whole_module(text):
-                defs = [n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)]
-                assert len(ast.parse(text).body) == 2 and len(defs) == 1, (path, rel)
-                continue  # PTT004: the project's own loader of whole modules
-            if all(engine._FORCE_UNSAFE in line or "load_state_dict(" in line for line in text.splitlines()):
-                continue  # PTT001's package setting, PTT037's folder of state-dict loads
-            if all(engine._in_code(engine._INFERS, line) for line in text.splitlines()):
-                continue  # PTT035: a line showing that the part of the project evaluates a model
-            body = ast.parse(text).body
-            carried = engine._graph_free_defs(text) | engine._second_order_defs(text)
-            if carried and all(isinstance(n, (ast.Import, ast.ImportFrom)) or (isinstance(n, ast.ClassDef) and all(
-                    isinstance(m, ast.Pass) or (isinstance(m, ast.FunctionDef) and m.name in carried)
-                    for m in n.body)) for n in body):
-                continue  # PTT012's gradient getter, PTT035's second-order adaptation (MAML's adapt)
-            if body and any(isinstance(n, ast.ClassDef) for n in body) and all(
-                    isinstance(n, (ast.Import, ast.ImportFrom)) or (
-                        isinstance(n, ast.ClassDef) and len(n.body) == 1 and isinstance(n.body[0], ast.Pass))
-                    for n in body):
-                continue  # PTT030: a base-class chain, headers and the imports of their bases only
-            if body and all(isinstance(n, ast.ClassDef) and len(n.body) == 1 and "BatchNorm" in ast.unparse(n.body[0])
-                            for n in body):
-                continue  # PTT037: a twin model's classes, each with one line naming its BatchNorm
-            if engine._makes_complex_params(text):
-                continue  # PTT031: the statement making a complex parameter, in its class
-            if text.startswith("import torch\n") and engine.proves_torch(text) is not None:
-                stmts = ast.parse(text).body
-                assert len(stmts) == 2, (path, rel)  # the one statement using an advised API
-                continue  # the project's own code needs a newer torch than its stale floor
-            helper = tmp_path / rel.replace("/", "_")
-            helper.write_text(text, encoding="utf-8")
-            defs = [n.name for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)]
-            assert len(defs) == 1 and engine._defines_grad_free(str(helper), defs[0]), (path, rel)  # PTT023
+            kind = _python_fact(rel, text, tmp_path)
+            if kind is None:  # lines of the line kinds, and what is left a Python fact (or nothing)
+                rest = "".join(line + "\n" for line in text.splitlines() if not _line_fact(line, text))
+                kind = "lines" if not rest else _python_fact(rel, rest, tmp_path)
+            assert kind is not None, (path, rel)
+            kinds.add(kind)
     assert package, "the package facts (PTT001's, PTT037's) are carried for some codebase"
+    assert len(kinds) >= 8, kinds  # the new facts among them: the getter, the collate, the lines
 
 
 def test_findings_labelled_wrong_stay_gone(label_data):

@@ -19,8 +19,9 @@ The data lives in ``tests/checker_data/``:
   statements without which the checker's findings on the file change.
 * ``excerpts/<owner>+<name>/project.json``: what the rules read from the codebase's project
   around those files (the torch lines of its requirement files, pyproject.toml, setup.py,
-  conda env*.yml, install*.sh and READMEs, at their relative paths), so that the excerpts are
-  checked amid them as a real run checks the files (:func:`placed`).
+  conda env*.yml, install*.sh and READMEs, at their relative paths, and the few lines of its
+  other Python files that the rules read as project facts: :func:`_package_facts`), so that the
+  excerpts are checked amid them as a real run checks the files (:func:`placed`).
 
 The tests run the checker on every excerpt in every configuration: it must give exactly the
 labelled findings and none of the regressions, and the labels must meet the targets (at least
@@ -184,20 +185,26 @@ def project_of(base: Path, paths: list[str]) -> dict[str, str]:
             if folder == base or names & {*_MARKERS, ".git"}:
                 break
             folder = folder.parent
-    out.update(_package_facts(base, paths))
-    out.update(_proof_of_torch(base, paths))
+    for rel, text in (*_package_facts(base, paths).items(), *_proof_of_torch(base, paths).items()):
+        out[rel] = _merged(out[rel], text) if out.get(rel) else text
     return {k: v for k, v in sorted(out.items()) if v or k.rsplit("/", 1)[-1] in (*_MARKERS, "__init__.py")}
 
 
 def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
-    """The two facts the engine reads from a file's package beyond its torch requirement, as
-    the lines that give them: an ``__init__.py`` above the file that sets
+    """The facts the engine reads from a file's package and project beyond its torch
+    requirement, as the lines that give them: an ``__init__.py`` above the file that sets
     TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (PTT001; the ``__init__.py`` files between are kept, empty,
-    as the engine walks up while the folders are a package), and a folder of Python files that
-    loads state dicts and trains nowhere (PTT037: their ``load_state_dict(`` lines)."""
+    as the engine walks up while the folders are a package), a folder of Python files that
+    loads state dicts and trains nowhere (PTT037: their ``load_state_dict(`` lines), and each
+    helper's lines below (PTT004, PTT012, PTT020/PTT021, PTT023, PTT030, PTT031, PTT032, PTT035,
+    PTT037). Two facts read from one file are merged (:func:`_merged`)."""
     from tipsite.checker import engine as E
 
     out: dict[str, str] = {}
+
+    def add(rel: str, text: str) -> None:
+        out[rel] = _merged(out[rel], text) if out.get(rel) else text
+
     for path in paths:
         folder, chain = (base / path).parent, []
         while folder != base.parent and (folder / "__init__.py").is_file():
@@ -207,15 +214,17 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
             if E._sets_force_unsafe(text):
                 for rel in chain[:-1]:
                     out.setdefault(rel, "")
-                out[chain[-1]] = "".join(line + "\n" for line in text.splitlines() if E._FORCE_UNSAFE in line)
+                add(chain[-1], "".join(line + "\n" for line in text.splitlines() if E._FORCE_UNSAFE in line))
                 break
             folder = folder.parent
         file = base / path
         text = file.read_text(encoding="utf-8", errors="replace")
         for rel, lines in (*_grad_free_helpers(base, file, text), *_complex_maker(base, file, text),
                            *_module_reader(base, file, text), *_reduced_maker(base, file, text),
-                           *_module_bases(base, file, text), *_twin_models(base, file, text)):
-            out.setdefault(rel, "".join(lines))
+                           *_module_bases(base, file, text), *_twin_models(base, file, text),
+                           *_graph_free_getters(base, file, text), *_part_evidence(base, file, text),
+                           *_second_order_adapters(base, file, text), *_numpy_collates(base, file, text)):
+            add(rel, "".join(lines))
         folder = (base / path).parent
         if E._folder_serves_checkpoints(str(folder)):
             for file in sorted(folder.glob("*.py")):
@@ -224,8 +233,57 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
                 text = file.read_text(encoding="utf-8", errors="replace")
                 kept = "".join(line + "\n" for line in text.splitlines() if "load_state_dict(" in line)
                 if kept:
-                    out[file.relative_to(base).as_posix()] = kept
+                    add(file.relative_to(base).as_posix(), kept)
     return out
+
+
+def _blocks(text: str) -> list[tuple[tuple[str, str], str, list[str] | None]]:
+    """The top-level statements of ``text`` as (key, lines, members): a class is keyed by its
+    name, with its header's lines and its members' lines; an import or other statement by its
+    lines. Raises SyntaxError where the text is not Python alone (lines cut from a function)."""
+    lines = text.splitlines(keepends=True)
+    out: list[tuple[tuple[str, str], str, list[str] | None]] = []
+
+    def span(n: ast.stmt) -> tuple[int, int]:
+        return min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])]), n.end_lineno
+
+    for n in ast.parse(text).body:
+        first, last = span(n)
+        if isinstance(n, ast.ClassDef):
+            if n.body[0].lineno == n.lineno:
+                raise SyntaxError("a class on one line")
+            members = ["".join(lines[a - 1:b]) for a, b in map(span, n.body)]
+            out.append((("class", n.name), "".join(lines[first - 1:span(n.body[0])[0] - 1]), members))
+        else:
+            kind = "import" if isinstance(n, (ast.Import, ast.ImportFrom)) else "code"
+            out.append(((kind, "".join(lines[first - 1:last])), "".join(lines[first - 1:last]), None))
+    return out
+
+
+def _merged(old: str, new: str) -> str:
+    """Two facts' lines of one file as one text: where both are Python, their imports first,
+    then their statements, a class once with the members of both (its ``pass`` dropped where it
+    has another); else (lines cut from their functions) the old lines and the new ones not among
+    them, in that order."""
+    old, new = (t if t.endswith("\n") else t + "\n" for t in (old, new))
+    try:
+        blocks = _blocks(old) + _blocks(new)
+    except (SyntaxError, ValueError):
+        have = old.splitlines(keepends=True)
+        return old + "".join(line for line in new.splitlines(keepends=True) if line not in have)
+    merged: dict[tuple[str, str], list] = {}
+    for key, head, members in blocks:
+        if key not in merged:
+            merged[key] = [head, list(members) if members is not None else None]
+        elif members is not None:
+            merged[key][1] += [m for m in members if m not in merged[key][1]]
+    text = ""
+    for key in sorted(merged, key=lambda k: k[0] != "import"):  # stable: the imports first
+        head, members = merged[key]
+        if members is not None:
+            head += "".join([m for m in members if m.strip() != "pass"] or members[:1])
+        text += head
+    return text
 
 
 def _twin_models(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
@@ -446,6 +504,227 @@ def _complex_maker(base: Path, file: Path, text: str) -> list[tuple[str, list[st
                             return [(other.relative_to(base).as_posix(),
                                      _lines_of(other, [cls, init, stmt], headers=(cls, init)))]
     return []
+
+
+def _first_line(source: str, found) -> str | None:
+    """The first line of ``source`` of which ``found`` holds (a line read alone, as the
+    engine's line-wise searches read it)."""
+    return next((line + "\n" for line in source.splitlines() if found(line)), None)
+
+
+def _def_lines(file: Path, name: str, inner=None) -> list[str] | None:
+    """The def ``name`` of ``file`` (at the top level, or a method of a top-level class: then
+    with its class's header) as its lines; with ``inner`` (a test of a node), only the def's
+    header and the innermost statement holding such a node, with the headers of the statements
+    around it, where that text still gives what the whole def gives (else the whole def)."""
+    source = file.read_text(encoding="utf-8", errors="replace")
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    for top in tree.body:
+        owner = top if isinstance(top, ast.ClassDef) else None
+        for d in (top.body if owner else [top]):
+            if not (isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name == name):
+                continue
+            body = d.body[1:] if len(d.body) > 1 and ast.get_docstring(d) is not None else d.body
+            whole = _lines_of(file, [owner, d, *body] if owner else [d, *body],  # no docstring
+                              headers=(owner, d) if owner else (d,))
+            if inner is None:
+                return whole
+            chain: list[ast.stmt] = []
+
+            def find(node: ast.AST, around: list[ast.stmt]) -> bool:
+                for child in ast.iter_child_nodes(node):
+                    here = [*around, child] if isinstance(child, ast.stmt) else around
+                    if inner(child):
+                        chain.extend(here)
+                        return True
+                    if find(child, here):
+                        return True
+                return False
+
+            if not find(d, []):
+                return whole
+            heads = [owner, d, *chain[:-1]] if owner else [d, *chain[:-1]]
+            cut = _lines_of(file, [*heads, chain[-1]], headers=tuple(heads))
+            try:
+                ast.parse(textwrap.dedent("".join(cut)))
+            except SyntaxError:
+                return whole
+            return cut
+    return None
+
+
+def _project_defs(file: Path, names: set[str], defines) -> list[tuple[Path, str]]:
+    """(the project file, the name) for each file of ``file``'s project whose text ``defines``
+    the name: other files before the file itself, those that share the most folders with the
+    file first, else in the engine's walk."""
+    from tipsite.checker import engine as E
+
+    folder = E._file_folder(str(file))
+    if folder is None or not names:
+        return []
+    own = file.resolve()
+    texts = [(Path(where) / name, text) for where, name, text in E._project_texts(E._project_root(folder))]
+    near = own.parent.parts
+
+    def distance(other: Path) -> tuple[bool, int]:  # the file last; the nearest folder first
+        parts = other.resolve().parent.parts
+        shared = next((i for i, (a, b) in enumerate(zip(parts, near)) if a != b), min(len(parts), len(near)))
+        return other.resolve() == own, -shared
+
+    texts.sort(key=lambda ft: distance(ft[0]))  # stable: else the walk's order
+    return [(f, name) for name in sorted(names) for f, t in texts if name in defines(t)]
+
+
+def _shortest(base: Path, found: list[tuple[Path, str]], lines_of) -> list[tuple[str, list[str]]]:
+    """For each name of ``found`` ((file, name), in :func:`_project_defs`' order), the fewest
+    lines ``lines_of(file, name)`` gives (the first where several tie), at the file's path."""
+    best: dict[str, tuple[Path, list[str]]] = {}
+    for other, name in found:
+        lines = lines_of(other, name)
+        if lines and (name not in best or len(lines) < len(best[name][1])):
+            best[name] = (other, lines)
+    return [(other.relative_to(base).as_posix(), lines) for other, lines in best.values()]
+
+
+def _graph_free_getters(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT012: the project's functions that return only values holding no graph (the engine's
+    project_graph_free: a gradient getter, ``torch.cat`` of ``p.grad``) which the file calls in a
+    value added to a running total (``fish += net.get_grads() ** 2``): a definition of each, in
+    its class (the shortest one)."""
+    from tipsite.checker import engine as E
+
+    if "+=" not in text:
+        return []
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    called = {E._last_name(c.func) for n in ast.walk(tree) if isinstance(n, ast.AugAssign)
+              and isinstance(n.op, ast.Add) for c in ast.walk(n.value) if isinstance(c, ast.Call)} - {None}
+    if not called or not (names := called & E.project_graph_free(str(file))):
+        return []
+    return _shortest(base, _project_defs(file, names, E._graph_free_defs), _def_lines)
+
+
+def _second_order_adapters(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT035: the project's functions that differentiate with ``create_graph`` (the engine's
+    second-order functions: MAML's ``adapt``) which a file wrapping a module in DataParallel
+    calls: the def's header and the ``grad(..., create_graph=...)`` statement, in its class (of
+    the definitions, the one that gives the fewest lines)."""
+    from tipsite.checker import engine as E
+
+    if "DataParallel" not in text:
+        return []
+    names = E.trained_beside(str(file))[1] & set(E._CALLED.findall(text))
+
+    def cut(other: Path, name: str) -> list[str] | None:
+        lines = _def_lines(other, name, E._second_order_call)
+        return lines if lines and name in E._second_order_defs(textwrap.dedent("".join(lines))) else None
+
+    return _shortest(base, _project_defs(file, names, E._second_order_defs), cut)
+
+
+def _part_evidence(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT035: where the file wraps a module in DataParallel, what the engine reads of its part
+    of the project (:func:`engine.trained_beside`): the first line that evaluates a model
+    (``no_grad``, ``inference_mode``, ``.eval()``) in the part's first other file that does, and,
+    where the part trains all the same, the first training line (``backward()``, ``step()``) of
+    its first file that trains (outside the part: with the line importing the part's package)."""
+    from tipsite.checker import engine as E
+
+    folder = E._file_folder(str(file)) if "DataParallel" in text else None
+    if folder is None:
+        return []
+    root = E._project_root(folder)
+    flow = E._tree_flow(root)
+    trains = E.trained_beside(str(file))[0]
+    rel = os.path.relpath(folder, root)
+    own = os.path.abspath(str(file))
+    if rel in (".", "") or rel.startswith(".."):
+        top = None
+        inferers = sorted(flow.inferers, key=lambda f: (f == own, f))
+        trainers = sorted(flow.trainers)
+    else:
+        top = rel.split(os.sep)[0]
+        part = os.path.join(root, top) + os.sep
+        inferers = sorted(f for f in flow.inferers if f.startswith(part) and f != own)
+        trainers = sorted(f for f, roots in flow.trainers.items() if f.startswith(part) or top in roots)
+    out = []
+    if inferers:
+        source = Path(inferers[0]).read_text(encoding="utf-8", errors="replace")
+        line = _first_line(source, lambda s: E._in_code(E._INFERS, s))
+        if line:
+            out.append((Path(inferers[0]).relative_to(base).as_posix(), [line]))
+        if trains and trainers:
+            source = Path(trainers[0]).read_text(encoding="utf-8", errors="replace")
+            kept = [_first_line(source, E._trains_in)]
+            if top is not None and not trainers[0].startswith(os.path.join(root, top) + os.sep):
+                kept.insert(0, _first_line(source, lambda s: top in E._IMPORT_ROOT.findall(s)))
+            if None not in kept:
+                out.append((Path(trainers[0]).relative_to(base).as_posix(), kept))
+    return out
+
+
+def _numpy_collates(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT020/PTT021: where a DataLoader's collate_fn is a function or a dataset's method of
+    another project file shown to return NumPy arrays (the engine's _numpy_collate, which
+    follows the methods and project functions it calls), each such file's functions and
+    methods the engine read (a method in its class's header) and the imports that bind the
+    names they use."""
+    from tipsite.checker import engine as E
+
+    if "collate_fn" not in text or "DataLoader(" not in text:
+        return []
+    read: list[list[tuple[str, ast.AST, ast.ClassDef | None]]] = []
+    kept: list[tuple[str, ast.AST, ast.ClassDef | None]] = []
+    real_collate, real_only = E._numpy_collate, E._numpy_only
+
+    def only(func, cls, tree, path, seen, budget):
+        if read:
+            read[-1].append((path, func, cls))
+        return real_only(func, cls, tree, path, seen, budget)
+
+    def collate(*args, **kwargs):
+        read.append([])
+        got = real_collate(*args, **kwargs)
+        mine = read.pop()
+        if got:
+            kept.extend(mine)
+        return got
+
+    E._numpy_collate, E._numpy_only = collate, only
+    try:
+        E.Checker(None, "cuda", codes=["PTT020", "PTT021"]).check_source(text, str(file))
+    finally:
+        E._numpy_collate, E._numpy_only = real_collate, real_only
+    own = file.resolve()
+    by_file: dict[Path, list[tuple[ast.AST, ast.ClassDef | None]]] = {}
+    for path, func, cls in kept:
+        if Path(path).resolve() != own:
+            by_file.setdefault(Path(path), []).append((func, cls))
+    out = []
+    for target, nodes in sorted(by_file.items()):
+        source = target.read_text(encoding="utf-8", errors="replace")
+        tree = ast.parse(source)
+        # the nodes read are from the engine's own parse: find them again by name and line
+        spots = {(type(f).__name__, f.name, f.lineno) for f, _ in nodes}
+        owners = {(c.name, c.lineno) for _, c in nodes if c is not None}
+        funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and (type(n).__name__, n.name, n.lineno) in spots]
+        classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and (n.name, n.lineno) in owners]
+        used = {n.id for f in funcs for n in ast.walk(f) if isinstance(n, ast.Name)}
+        lines = []
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound = [a for a in node.names if (a.asname or a.name).partition(".")[0] in used]
+                if bound:
+                    lines.append(ast.unparse(type(node)(**{**node.__dict__, "names": bound})) + "\n")
+        lines += _lines_of(target, [*classes, *funcs], headers=tuple(classes))
+        out.append((target.relative_to(base).as_posix(), lines))
+    return out
 
 
 def write_project(repo: str, files: dict[str, str]) -> Path | None:
