@@ -4819,3 +4819,62 @@ def test_ptt035_is_silent_on_a_module_adapted_with_second_order_gradients(tmp_pa
     assert "PTT035" not in _in_project(tmp_path / "a", project, _META)
     first = {**project, "pkg/maml.py": _ADAPT.replace("create_graph=not self.first_order", "create_graph=False")}
     assert "PTT035" in _in_project(tmp_path / "b", first, _META)
+
+
+# --- round 19: a floor written as a Markdown link, a ceiling, an install document in readme/ -------
+
+@pytest.mark.parametrize(("code", "source", "reader"), [
+    ("PTT001", _LOAD, (2, 5)), ("PTT031", _ADAM, (2, 13)), ("PTT019", _EVALUATE, (2, 13)),
+])
+@pytest.mark.parametrize(("files", "fires"), [
+    # a README whose requirement is a Markdown link, or sits in parentheses
+    ({"README.md": "Needs Python 3.9+ and [PyTorch (>= 1.6)](https://pytorch.example).\n"}, False),
+    ({"README.md": "Requires [PyTorch](https://pytorch.example) >= 1.6 and numpy.\n"}, False),
+    ({"README.md": "Requires PyTorch (1.6 or newer).\n"}, False),
+    # a ceiling with a tested release: the project runs on nothing newer than 1.3
+    ({"README.md": "Tested on PyTorch 1.2; it works with PyTorch <= 1.3.\n"}, False),
+    ({"README.md": "For PyTorch < 1.1 build the old extension.\n"}, False),
+    # an install document in a documents folder of the root
+    ({"readme/INSTALL.md": "Tested with [PyTorch]((https://pytorch.example/)) v1.2.\n"
+                           "It should work with PyTorch <=1.3.\n"}, False),
+    ({"doc/install.rst": "Tested with PyTorch 1.2.\n"}, False),
+    ({"Readme/Install.md": "It should work with PyTorch <=1.3.\n"}, False),
+    # near misses: a newer floor or ceiling, or no torch named, leave the advice on
+    ({"README.md": "Needs Python 3.9+ and [PyTorch (>= 2.4)](https://pytorch.example).\n"}, True),
+    ({"README.md": "Requires [PyTorch](https://pytorch.example) >= 2.4.\n"}, True),
+    ({"README.md": "It works with PyTorch <= 2.13, see [PyTorch](https://pytorch.example).\n"}, True),
+    ({"readme/INSTALL.md": "Tested with [PyTorch]((https://pytorch.example/)) v2.4.\n"}, True),
+    ({"readme/notes.md": "Tested with PyTorch 1.2.\n"}, True),  # not an install document
+    ({"src/readme/INSTALL.md": "Tested with PyTorch 1.2.\n"}, True),  # not a folder on the walk
+    ({"README.md": "See [PyTorch](https://pytorch.example) for the install.\n"}, True),
+])
+def test_a_linked_floor_a_ceiling_or_a_readme_folders_install_document_states_the_torch(
+        tmp_path, code, source, reader, files, fires):
+    """mbrl-lib-like ("[PyTorch (>= 1.7)](https://pytorch.org)" in the README) and
+    CenterTrack-like (readme/INSTALL.md: tested on 1.0, "compatible with PyTorch <=1.4"): the
+    project supports a torch older than the advice needs, so the rules stay silent; a floor or
+    ceiling at or past the release, or a document the engine does not read, keeps them."""
+    for cached in (engine._declared_up, engine._declared_in, engine._pinned_up):
+        cached.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **files}
+    assert (code in _in_project(tmp_path, files, source, torch=reader)) is fires
+    assert code in codes(source, torch=reader)
+
+
+def test_the_excerpt_tool_carries_a_readme_folders_install_document(tmp_path):
+    """project.json holds the install document of a documents folder and a README's linked
+    floor or ceiling: the lines the engine now reads, so the excerpts replay the findings."""
+    from tipsite.checker import labels
+
+    (tmp_path / "readme").mkdir()
+    (tmp_path / "readme" / "INSTALL.md").write_text(
+        "# Install\nTested with [PyTorch]((https://pytorch.example/)) v1.2.\nIt works with PyTorch <=1.3.\n")
+    (tmp_path / "readme" / "DATA.md").write_text("Tested with PyTorch 1.2.\n")
+    (tmp_path / "README.md").write_text("# Demo\nNeeds [PyTorch (>= 1.6)](https://pytorch.example).\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("import torch\n")
+    got = labels.project_of(tmp_path, ["src/train.py"])
+    assert got["readme/INSTALL.md"] == ("Tested with [PyTorch]((https://pytorch.example/)) v1.2.\n"
+                                        "It works with PyTorch <=1.3.\n")
+    assert got["README.md"] == "Needs [PyTorch (>= 1.6)](https://pytorch.example).\n"
+    assert "readme/DATA.md" not in got

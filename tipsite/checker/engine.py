@@ -85,15 +85,23 @@ _ALLOW_LISTS = re.compile(r"\b(?:add_)?safe_globals\b")
 # "pip install torch==..." there is one way to install, not the oldest supported);
 # "pytorch-lightning", "torchaudio" do not match.
 _TORCH_REQ = re.compile(r"(?<![\w.-])(?:py)?torch\s*(?:>=|==|~=|>)\s*(\d+)\.(\d+)", re.IGNORECASE)
-_TORCH_MIN = re.compile(r"(?<![\w.-])(?:py)?torch\s*(?:>=|>)\s*(\d+)\.(\d+)", re.IGNORECASE)
-_TORCH_PROSE = re.compile(r"(?<![\w.-])(?:py)?torch\s+(\d+)\.(\d+)(?:\.\d+)?\s+or\s+"
+# In prose (a README, an install document) the name may be a Markdown link and the requirement
+# may sit in parentheses: "[PyTorch (>= 1.7)](https://pytorch.org)", "[PyTorch](url) >= 1.7",
+# "[PyTorch]((http://pytorch.org/)) v1.0" (_LINKED: the link's target, then a parenthesis)
+_LINKED = r"(?:\]\(+[^()\s]{0,200}\)+)?\s*\(?"
+_TORCH_MIN = re.compile(r"(?<![\w.-])(?:py)?torch" + _LINKED + r"\s*(?:>=|>)\s*(\d+)\.(\d+)", re.IGNORECASE)
+_TORCH_PROSE = re.compile(r"(?<![\w.-])(?:py)?torch" + _LINKED + r"\s*(\d+)\.(\d+)(?:\.\d+)?\s+or\s+"
                           r"(?:later|newer|higher|above)", re.IGNORECASE)
+# A ceiling in prose, "compatible with PyTorch <= 1.4", "PyTorch < 1.0 needs ...": the project
+# runs on that release or older ones, so its oldest supported torch is no newer (see _ceiling)
+_TORCH_CEIL = re.compile(r"(?<![\w.-])(?:py)?torch" + _LINKED + r"\s*(<=?)\s*(\d+)\.(\d+)", re.IGNORECASE)
 _PROJECT_ROOT = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 # A pin of one torch release, "torch==1.10.0" (pip) or "pytorch=1.10.0=py3.8_cuda11.3" (conda),
 # in a requirement file, a conda environment file (*env*.yml) or an install script (install*.sh)
 _TORCH_PIN = re.compile(r"(?<![\w.-])(?:py)?torch\s*==?\s*(\d+)\.(\d+)", re.IGNORECASE)
 _TORCH_OPEN = re.compile(r"(?<![\w.-])(?:py)?torch\s*(?:>=|~=|>|<|!=)", re.IGNORECASE)
-_TORCH_NAMED = re.compile(r"(?<![\w.-])(?:py)?torch\W{0,3}(?:v(?:ersion)?\s*)?(\d+)\.(\d+)", re.IGNORECASE)
+_TORCH_NAMED = re.compile(r"(?<![\w.-])(?:py)?torch(?:\]\(+[^()\s]{0,200}\)+)?\W{0,3}(?:v(?:ersion)?\s*)?"
+                          r"(\d+)\.(\d+)", re.IGNORECASE)
 _NEWER_TORCH = re.compile(r"(?:higher|newer|later|above)\s+(?:versions?\s+(?:of\s+)?)?(?:py)?torch",
                           re.IGNORECASE)
 # An exact pin of torchvision or torchaudio ("torchvision==0.15.2", conda "torchaudio=0.13.1"):
@@ -103,11 +111,14 @@ _COMPANION_PIN = re.compile(r"(?<![\w.-])torch(vision|audio)\s*==?\s*(\d+)\.(\d+
 _PIN_FILE = re.compile(r"(?:^requirements.*\.txt|env.*\.ya?ml|^install.*\.sh)$", re.IGNORECASE)
 _REQ_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "environment.yml")
 _READMES = ("README.md", "README.rst", "README.txt", "README")
-# An install document (INSTALL.md, installation.rst; in the folder or its docs/ folder): prose
+# An install document (INSTALL.md, installation.rst; in the folder or a docs folder of it, _DOC_DIRS): prose
 # like a README, read only where no requirement file names torch; every torch release it names
 # ("CUDA 11.1 + PyTorch 1.8.0", "PyTorch >= 1.8") is one it was tested with or requires, so the
 # lowest is a floor (not a pin: an install document lists setups that work, not the only one)
 _INSTALL_DOC = re.compile(r"^install[\w.-]*\.(?:md|rst|txt)$", re.IGNORECASE)
+# the folders of a project's documents, its install document among them (docs/INSTALL.md,
+# doc/installation.rst, readme/INSTALL.md): only these names, one level down, are looked into
+_DOC_DIRS = ("docs", "doc", "readme")
 # A Dockerfile (Dockerfile, Dockerfile.gpu, cuda.Dockerfile) builds one image with one torch:
 # "pip install torch==1.10", "conda install pytorch=1.10", "FROM pytorch/pytorch:1.10.0-cuda11.3"
 # install exactly that release, as an install script does, so it is read as a pin (an open range
@@ -2925,8 +2936,9 @@ def _declared_up(folder: str) -> tuple[tuple[int, int] | None, tuple[int, int] |
         for pattern in patterns:
             (prose if name in _READMES else found).extend(
                 (int(m.group(1)), int(m.group(2))) for m in pattern.finditer(body))
-    if "docs" in names:  # docs/install.md, docs/installation.rst
-        docs = os.path.join(folder, "docs")
+        if name in _READMES and "<" in body:
+            prose += _ceilings(body)
+    for docs in doc_folders(folder, names):  # docs/install.md, readme/INSTALL.md
         for _, text in _small_texts(docs, _listing(docs), _INSTALL_DOC.match):
             prose += _install_doc_torch(text)
     near = min(prose) if prose else None
@@ -2945,7 +2957,30 @@ def _install_doc_torch(text: str) -> list[tuple[int, int]]:
     if "torch" not in text.lower():
         return []
     return [(int(m.group(1)), int(m.group(2))) for pattern in (_TORCH_NAMED, _TORCH_MIN)
-            for m in pattern.finditer(text)]
+            for m in pattern.finditer(text)] + (_ceilings(text) if "<" in text else [])
+
+
+def _ceilings(text: str) -> list[tuple[int, int]]:
+    """The newest torch each prose ceiling allows ("PyTorch <= 1.4": 1.4; "PyTorch < 1.0": an
+    older one, 0.99 read as (0, 99)): a project that runs on nothing newer has its floor there
+    or below, so a rule whose advice needs a newer torch breaks it. A ceiling at 2.6 or later
+    is left out: it bounds the floor from above only, and a floor of 2.6 or later is read as
+    the project requiring the weights-only default (PTT001), which a ceiling does not say."""
+    out = []
+    for m in _TORCH_CEIL.finditer(text):
+        major, minor = int(m.group(2)), int(m.group(3))
+        if m.group(1) == "<":
+            major, minor = (major, minor - 1) if minor else (major - 1, 99)
+        if 0 <= major and (major, minor) < (2, 6):
+            out.append((major, minor))
+    return out
+
+
+def doc_folders(folder: str, names: set[str]) -> list[str]:
+    """The documents folders of ``folder`` (docs/, doc/, readme/ in any case) among its entry
+    ``names``: where a project keeps its install document."""
+    return [os.path.join(folder, n) for n in sorted(names) if n.lower() in _DOC_DIRS
+            and os.path.isdir(os.path.join(folder, n))]
 
 
 class Checker:

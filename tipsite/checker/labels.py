@@ -157,7 +157,7 @@ def torch_lines(text: str) -> str:
 
     keep: set[int] = set()
     for pattern in (E._TORCH_REQ, E._TORCH_MIN, E._TORCH_PROSE, E._TORCH_PIN, E._TORCH_OPEN,
-                    E._TORCH_NAMED, E._NEWER_TORCH, E._COMPANION_PIN, E._TORCH_IMAGE):
+                    E._TORCH_NAMED, E._NEWER_TORCH, E._COMPANION_PIN, E._TORCH_IMAGE, E._TORCH_CEIL):
         for m in pattern.finditer(text):
             first = text.count("\n", 0, m.start())
             keep |= set(range(first, first + text.count("\n", m.start(), m.end()) + 1))
@@ -168,8 +168,11 @@ def torch_lines(text: str) -> str:
 def project_of(base: Path, paths: list[str]) -> dict[str, str]:
     """For the files ``paths`` of the checkout ``base``: each project file the engine would read
     from their folders up to the project's root (a folder with pyproject.toml, setup.py,
-    setup.cfg or .git, or the checkout's own folder), reduced to its torch lines; a root's
+    setup.cfg or .git, or the checkout's own folder), the install documents of their docs
+    folders (docs/, doc/, readme/) among them, reduced to its torch lines; a root's
     marker file is kept even with none (it ends the engine's walk)."""
+    from tipsite.checker import engine as E
+
     out: dict[str, str] = {}
     for path in paths:
         folder = (base / path).parent
@@ -182,6 +185,12 @@ def project_of(base: Path, paths: list[str]) -> dict[str, str]:
                 rel = file.relative_to(base).as_posix()
                 if rel not in out and file.stat().st_size <= 1_000_000:
                     out[rel] = torch_lines(file.read_text(encoding="utf-8", errors="replace"))
+            for docs in E.doc_folders(str(folder), names):  # readme/INSTALL.md, docs/install.rst
+                for file in sorted(Path(docs).iterdir()):
+                    rel = file.relative_to(base).as_posix()
+                    if (file.is_file() and E._INSTALL_DOC.match(file.name) and rel not in out
+                            and file.stat().st_size <= 1_000_000):
+                        out[rel] = torch_lines(file.read_text(encoding="utf-8", errors="replace"))
             if folder == base or names & {*_MARKERS, ".git"}:
                 break
             folder = folder.parent
