@@ -1681,7 +1681,11 @@ _SERVE = """\
     ({"pkg/serve.py": _SERVE, "pkg/fit.py": "def fit(loss, opt):\n    loss.backward()\n"
       "    opt.step()\n"}, True),  # the folder trains: the model can be retrained without it
     ({}, True),  # no checkpoint loaded beside it
-    ({"tools/serve.py": _SERVE}, True),  # another folder's loader
+    # another folder's loader, where a training file of the project names the model
+    ({"tools/serve.py": _SERVE, "tools/fit.py": "from pkg.train import Block\ndef fit(loss, opt):\n"
+      "    loss.backward()\n    opt.step()\n"}, True),
+    # ... where nothing in the project trains it: a network only loaded (held-out round 19)
+    ({"tools/serve.py": _SERVE}, False),
 ])
 def test_ptt037_is_silent_in_a_folder_that_serves_checkpoints(tmp_path, extra, flagged):
     """A conv's bias before a batch norm in the model of a folder that only loads state dicts
@@ -4878,3 +4882,126 @@ def test_the_excerpt_tool_carries_a_readme_folders_install_document(tmp_path):
                                         "It works with PyTorch <=1.3.\n")
     assert got["README.md"] == "Needs [PyTorch (>= 1.6)](https://pytorch.example).\n"
     assert "readme/DATA.md" not in got
+# --- held-out round 19's kinds: PTT037 in an evaluator's network, PTT041 on an attribute ------
+
+_SCORER = '''
+    import torch
+    from torch import nn
+    class unit(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.tcn = nn.Sequential(nn.Conv2d(c, c, (9, 1)), nn.BatchNorm2d(c))
+        def forward(self, x):
+            return self.tcn(x)
+    class Scorer(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.units = nn.ModuleList([unit(c), unit(c)])
+        def forward(self, x):
+            for u in self.units:
+                x = u(x)
+            return x
+'''
+_SCORES = """\
+    import torch
+    from metrics.nets.scorer import Scorer
+    def score(path, batch):
+        net = Scorer(8)
+        net.load_state_dict(torch.load(path, map_location="cpu"))
+        net.eval()
+        with torch.no_grad():
+            return net(batch)
+"""
+_FIT = "import metrics\ndef fit(loss, opt):\n    loss.backward()\n    opt.step()\n"
+
+
+@pytest.mark.parametrize(("extra", "flagged"), [
+    # the generator trains elsewhere (importing the metrics package to report scores); the
+    # scorer is built only to receive released weights: its bias is in them
+    ({"metrics/score.py": _SCORES, "train/loop.py": _FIT}, False),
+    # a training file names the scorer: the project trains it, and can retrain it without
+    ({"metrics/score.py": _SCORES, "train/loop.py": _FIT + "from metrics.nets.scorer import Scorer\n"}, True),
+    # a file of the scorer's own part of the project trains
+    ({"metrics/score.py": _SCORES, "metrics/fit.py": _FIT}, True),
+    # no state dict loaded into it anywhere
+    ({"metrics/score.py": _SCORES.replace("net.load_state_dict(torch.load(path, map_location=\"cpu\"))", "pass"),
+      "train/loop.py": _FIT}, True),
+])
+def test_ptt037_is_silent_in_a_network_the_project_only_loads_weights_into(tmp_path, extra, flagged):
+    """A conv's bias before a batch norm in an evaluator's network (a recognition model that
+    scores generated samples), which no training file of the project names and whose part of
+    the project never trains, while a file naming it loads a state dict into it strictly:
+    dropping the bias breaks that load of the released weights; its blocks go with it."""
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **extra}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    path = tmp_path / "metrics" / "nets" / "scorer.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    src = textwrap.dedent(_SCORER)
+    path.write_text(src, encoding="utf-8")
+    got = [f.code for f in engine.Checker((2, 5), "cuda").check_source(src, str(path))]
+    assert ("PTT037" in got) is flagged
+
+
+def test_ptt037_finds_a_loose_checkouts_root_by_its_licence(tmp_path):
+    """A checkout with no .git nor setup file (a downloaded archive): its licence file marks the
+    root, from which the scorer's users and the project's training files are read."""
+    files = {"LICENSE": "MIT\n", "metrics/score.py": _SCORES, "train/loop.py": _FIT}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    path = tmp_path / "metrics" / "nets" / "scorer.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    src = textwrap.dedent(_SCORER)
+    path.write_text(src, encoding="utf-8")
+    got = [f.code for f in engine.Checker((2, 5), "cuda").check_source(src, str(path))]
+    assert "PTT037" not in got
+
+
+_ENSEMBLE = '''
+    import torch
+    from torch import nn
+    class Ensemble(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.members = nn.Linear(4, 4 * n)
+            self.elite_models = None
+            self.trunk_model = nn.Sequential(nn.Linear(4, 4))
+        def set_elite(self, indices):
+            self.elite_models = list(indices)
+        def save(self, path):
+            torch.save({"state_dict": self.state_dict(), "elite_models": self.elite_models}, path)
+        def save_trunk(self, path):
+            torch.save({"trunk": self.trunk_model, "step": 3}, path)
+'''
+
+
+def test_ptt041_needs_evidence_that_an_attribute_holds_a_module():
+    """An attribute named like models (``self.elite_models``) that the class binds to a list of
+    ensemble indices is no module: the dict holding it pickles ints. The attribute bound to an
+    nn construction (``self.trunk_model = nn.Sequential(...)``) still is."""
+    lines = [f.line for f in engine.Checker((2, 13), "cuda").check_source(
+        textwrap.dedent(_ENSEMBLE), "ens.py") if f.code == "PTT041"]
+    assert lines == [15]
+
+
+@pytest.mark.parametrize(("bind", "flagged"), [
+    ("self.net = Net()", True),  # a module class of the file
+    ("self.net = model", True),  # a module passed in
+    ("self.net = [1, 2]", False),
+    ("self.net = torch.load(p)", False),  # no evidence: a state dict, maybe
+])
+def test_ptt041_reads_how_the_attribute_is_bound(bind, flagged):
+    src = textwrap.dedent(f'''
+        import torch
+        from torch import nn
+        class Net(nn.Module):
+            pass
+        class Trainer:
+            def __init__(self, model, p):
+                {bind}
+            def save(self, path):
+                torch.save({{"net": self.net, "epoch": 1}}, path)
+    ''')
+    assert ("PTT041" in codes(src)) is flagged

@@ -383,6 +383,7 @@ class _Scan:
         self.item_binds: list[tuple[str, ast.expr]] = []  # d["args"] = args: (d, args)
         self.item_keys: dict[int, str | None] = {}  # id(args) -> "args": the key it is bound to
         self.unpacked: list[tuple[str, ast.expr]] = []  # a, b = x, y: (a, x), (b, y)
+        self.attr_binds: list[tuple[str, ast.expr]] = []  # self.x = v: (x, v) (PTT041's evidence)
         self.device_text = False  # PTT021: the file has a DataLoader and says device= or OnDevice
         self.placed: list[tuple[list[str], ast.expr]] = []  # PTT021: (names, value) where one may be placed
         # PTT012/PTT013: x = f(...) / x = self.f(...): (f, the function around the assignment)
@@ -744,6 +745,7 @@ class _Scan:
                     # no tensor there
                     self._add(_isinstance_guard(stack, loop) or loop)
             elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                self.attr_binds.append((t.attr, value))
                 if isinstance(value, (ast.List, ast.ListComp, ast.Call)):
                     self._add(self._method_class(stack, ("__init__",)))
                 if isinstance(value, ast.Call) and _last_name(value.func) == "DataLoader":
@@ -804,6 +806,20 @@ class _Scan:
         # text: each other mention, a comment included, keeps the loader flagged)
         f.peeked_loaders = {n for n, k in self.peeks.items() if n in f.loader_names
                             and len(re.findall(rf"\b{re.escape(n)}\b", self.text)) == k + 1}
+
+    def _module_value(self, attr: str, value: ast.expr, f: V.Facts) -> bool:
+        """PTT041: a value bound to ``self.<attr>`` that is evidently a module: a construction
+        of a torch.nn class or of a module class of the file, of another class where the
+        attribute is named as a module (``self.model = Net(cfg)``), or a module itself."""
+        if isinstance(value, ast.Call):
+            last = _last_name(value.func) or ""
+            q = self.qualify(value.func) or ""
+            if last in f.module_classes or (q.startswith("torch.nn.") and last[:1].isupper()):
+                return True
+            if (last[:1].isupper() and not q.startswith(("torch.", "numpy.", "collections."))
+                    and _MODULE_WORD.search(attr)):
+                return True
+        return _whole_module(value, f.module_names, f.state_names, f.module_attrs)
 
     def _grad_free(self) -> None:
         """The functions of this file that return a grad-free mode (a decorator factory that picks
@@ -945,6 +961,14 @@ class _Scan:
                 if isinstance(value, ast.Call) and (_last_name(value.func) in ("parse_args", "Namespace")):
                     f.namespace_names.add(name)
         f.module_names -= f.state_names
+        # PTT041: the attributes (self.x) the file binds to a module: a construction of a torch.nn
+        # class or of a module class (the file's, or any capitalised class), or a value that is
+        # a module itself (self.model = model, deepcopy(model)); never one also bound to another
+        # value (self.elite_models = list(indices))
+        evidence: dict[str, bool] = {}
+        for attr, value in self.attr_binds:
+            evidence["self." + attr] = evidence.get("self." + attr, True) and self._module_value(attr, value, f)
+        f.module_attrs = {a for a, ok in evidence.items() if ok}
         # PTT001: DeepSpeed's helpers naming per-rank checkpoint files (get_model_state_file)
         f.names_state_files = "_state_file" in text_has or "optim_files" in text_has
         if "__version__" in text_has:  # PTT001: names bound to torch's version or to a test of it
@@ -982,7 +1006,7 @@ class _Scan:
                     continue  # PTT041/PTT042: a name also bound to another value (a loaded entry)
                 if isinstance(v, ast.Name) and v.id in f.namespace_names:
                     f.namespace_dicts.add(name)
-                if _whole_module(v, f.module_names, f.state_names):
+                if _whole_module(v, f.module_names, f.state_names, f.module_attrs):
                     f.module_dicts.add(name)
                     f.module_keys.setdefault(name, set()).add(k)
         f.pickles_objects = any(_pickles_object(v, f) for v in self.saved)
@@ -1162,8 +1186,12 @@ _TENSOR_METHODS = {"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor
 _MODULE_WORD = re.compile(r"(^|_)(model|net|module|network)s?\d*$", re.IGNORECASE)
 
 
-def _whole_module(value: ast.AST, module_names: set[str], state_names: set[str] = frozenset()) -> bool:
-    """A module object itself (``model``, ``deepcopy(model)``, ``model.half()``), not its weights."""
+def _whole_module(value: ast.AST, module_names: set[str], state_names: set[str] = frozenset(),
+                  module_attrs: set[str] | None = None) -> bool:
+    """A module object itself (``model``, ``deepcopy(model)``, ``model.half()``), not its weights.
+    ``module_attrs``: where given, an attribute of ``self`` is a module only if it is one of
+    them (bound to a module in the file) or the ``.module`` of a wrapper; a name alone is no
+    evidence for an attribute (``self.elite_models``, a list of indices)."""
     while isinstance(value, ast.Call):
         name = _last_name(value.func) or ""
         if name in ("deepcopy", "copy") and value.args:
@@ -1176,13 +1204,16 @@ def _whole_module(value: ast.AST, module_names: set[str], state_names: set[str] 
             value = value.args[0]
         else:
             return False
+    wrapped = False
     while isinstance(value, ast.Attribute) and value.attr == "module":  # model.module (DDP)
-        value = value.value
+        value, wrapped = value.value, True
     name = _dotted(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
     if not name or name.split(".", 1)[0] in V._SETTINGS or name.split(".")[:2] == ["self", "args"]:
         return False
     if name in state_names:
         return False
+    if module_attrs is not None and name.startswith("self.") and not wrapped:
+        return name in module_attrs
     return bool(_MODULE_WORD.search(name.rsplit(".", 1)[-1])) or name in module_names
 
 
@@ -2386,6 +2417,148 @@ def _twin_classes(path: str, text: str) -> frozenset[str]:
                                             for f in found.get(c, ())))
 
 
+# a class under a registry decorator (@MODELS.register_module()): built from a configuration
+# by name, so the files that train it need not name it
+_REGISTERED = re.compile(r"^@[^\n]*regist[^\n]*\n(?:@[^\n]*\n)*class\s+(\w+)", re.MULTILINE)
+
+
+def evaluator_classes(path: str, text: str) -> frozenset[str]:
+    """PTT037: the classes of a file whose models its project never trains but loads weights
+    into: the file does not train; no file that trains (_tree_flow's trainers) lies in its part
+    of the project (its top folder under the root; the whole project at the root); no training
+    file anywhere names one of the file's classes or its module; and another file of the
+    project that names one of them calls ``load_state_dict`` (then every class of the file, its
+    blocks with the network they build). An evaluator's network (a recognition model that
+    scores generated samples) built only to receive released weights: dropping a layer's bias
+    breaks that strict load. Not a class under a registry decorator (trained by its name in
+    a configuration)."""
+    folder = _file_folder(path)
+    if folder is None or _trains_in(text):
+        return frozenset()
+    mine = set(_CLASS_DEF.findall(text)) - set(_REGISTERED.findall(text))
+    if not mine:
+        return frozenset()
+    root = _project_root(folder)
+    whole = False
+    if not _listing(root) & set(_PROJECT_ROOT):  # a loose checkout (no .git, no setup file)
+        base = _import_base(path, text) or _licensed_base(folder)
+        if base is None:
+            return frozenset()
+        root, whole = base, True
+    trainers = _loose_trainers(root) if whole else frozenset(_tree_flow(root).trainers)
+    rel = os.path.relpath(folder, root)
+    if rel in (".", "") or rel.startswith(".."):
+        if trainers:
+            return frozenset()
+    else:
+        part = os.path.join(root, rel.split(os.sep)[0]) + os.sep
+        if any(f.startswith(part) for f in trainers):
+            return frozenset()
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if _names_module(tuple(sorted(trainers)), stem):
+        return frozenset()
+    own, loaded = os.path.abspath(path), False
+    for cls in sorted(mine):
+        users = _class_users(root, cls, whole)
+        if any(f in trainers for f, _ in users):
+            return frozenset()
+        loaded = loaded or any(loads for f, loads in users if f != own)
+    # the file's blocks (a layer class its network builds) go with the network it serves
+    return frozenset(mine) if loaded else frozenset()
+
+
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\w+(?:\.\w+)+)[ \t]+import\b", re.MULTILINE)
+
+
+def _import_base(path: str, text: str) -> str | None:
+    """PTT037, in a checkout with no project marker: the folder from which the file's own
+    absolute imports of its project resolve (``from eval.models.utils import X`` in
+    ``/c/eval/models/net.py``, where ``/c/eval/models/utils`` exists: ``/c``); None where none
+    does."""
+    if "from" not in text:
+        return None
+    parts = os.path.abspath(path).split(os.sep)
+    best = None
+    for dotted in _FROM_IMPORT.findall(text):
+        names = dotted.split(".")
+        for i in range(1, len(parts) - 1):
+            if parts[i] != names[0]:
+                continue
+            base = os.sep.join(parts[:i]) or os.sep
+            target = os.path.join(base, *names)
+            if (os.path.isdir(target) or os.path.isfile(target + ".py")) and (
+                    best is None or len(base) < len(best)):
+                best = base
+    return best
+
+
+_LICENSES = ("LICENSE", "LICENSE.md", "LICENSE.txt", "LICENCE", "COPYING")
+
+
+def _licensed_base(folder: str) -> str | None:
+    """PTT037, in a checkout with no project marker: the highest folder above ``folder`` (or
+    it) that holds a licence file, a repository's root; None where none does."""
+    best = None
+    while True:
+        if _listing(folder) & set(_LICENSES):
+            best = folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return best
+        folder = parent
+
+
+def _loose_code(root: str):
+    """(folder, name, text) of the Python files under ``root`` (tests, hidden and build
+    folders aside), up to _MAX_SCANNED files, whether or not ``root`` is marked a project."""
+    scanned = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS
+                         and d not in _TEST_DIRS)
+        names = {n for n in files if n.endswith(".py") and not _test_file(n)}
+        scanned += len(names)
+        if scanned > _MAX_SCANNED:
+            break
+        for name, text in _small_texts(folder, names, lambda n: True):
+            yield folder, name, text
+
+
+@functools.lru_cache(maxsize=64)
+def _loose_trainers(root: str) -> frozenset[str]:
+    """PTT037: the files under an unmarked checkout's import base that train (_trains_in)."""
+    return frozenset(os.path.join(folder, name) for folder, name, text in _loose_code(root)
+                     if _trains_in(text))
+
+
+@functools.lru_cache(maxsize=256)
+def _class_users(root: str, cls: str, whole: bool = False) -> tuple[tuple[str, bool], ...]:
+    """PTT037: the project's files (tests aside) that name ``cls`` as a word, each with whether
+    it calls ``load_state_dict`` in code (``whole``: every Python file under ``root``)."""
+    word = re.compile(r"\b" + re.escape(cls) + r"\b")
+    out = []
+    for folder, name, text in (_loose_code(root) if whole else _project_texts(root)):
+        if cls in text and word.search(text):
+            out.append((os.path.abspath(os.path.join(folder, name)),
+                        "load_state_dict(" in text and _in_code(_LOADS_STATE, text)))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _names_module(files: tuple[str, ...], stem: str) -> bool:
+    """PTT037: one of ``files`` (the training files) names the module ``stem`` as a word (an
+    import of it, a reference through it)."""
+    word = re.compile(r"\b" + re.escape(stem) + r"\b")
+    for file in files:
+        try:
+            with open(file, encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+        except OSError:
+            return True
+        if stem in text and word.search(text):
+            return True
+    return False
+
+
 def _tree_complex(root: str) -> bool:
     """Tests are left out: a test's complex parameter is not the trained model's."""
     return _tree_scan(root).complex
@@ -3057,6 +3230,8 @@ class Checker:
         # ... or a class another file of the project defines too (a twin sharing checkpoints)
         if "BatchNorm" in text and "Conv" in text:
             scan.facts.twin_classes = _twin_classes(path, text)
+            # ... or a class the project never trains and only loads released weights into
+            scan.facts.read_loaded_only = lambda: evaluator_classes(path, text)
         # PTT041: the keys whose entry the file or its project reads back from a loaded
         # checkpoint as a module (ckpt["model"].float().state_dict()): a format of pickled modules
         # PTT004: whether the file or its project reads a whole module back on purpose

@@ -1346,7 +1346,12 @@ block = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2
               ".step()): an inference app serving released weights, which hold the bias; nor in a "
               "class that another file of the project with the same file name also defines (where "
               "both name BatchNorm): a copy of one model, a trainer's beside its package's, whose "
-              "checkpoints load strictly into both. Loading a "
+              "checkpoints load strictly into both; nor in a file of a network the project never "
+              "trains but loads weights into (an evaluator's recognition model): no file in its part "
+              "of the project (its top folder) trains, no training file names one of the file's "
+              "classes or its module, and a file naming one of them calls load_state_dict (in a "
+              "checkout with no .git or setup file, the project is read from the folder its own "
+              "absolute imports resolve from, or the highest one with a licence file). Loading a "
               "checkpoint that holds the bias needs strict=False after the change (fold the bias into "
               "running_mean first).",
         unlike_tip="The tip builds its block with bias=bias, a parameter that is True for the "
@@ -1457,7 +1462,11 @@ torch.save({"epoch": 3, "model": model.state_dict()}, "last.pt")
         short="a checkpoint dict holding a whole module pickles the module object",
         fix="store model.state_dict() in the dict",
         scope="Only a value named like a model (model, net, module, network) or bound to an nn.Module "
-              "built in the same file, itself or through deepcopy(), .half(), .module or de_parallel(); not "
+              "built in the same file, itself or through deepcopy(), .half(), .module or de_parallel(); an "
+              "attribute of self only where the file binds it to a module every time (an nn class or a "
+              "module class of the file built, a class built into an attribute named like a model, or a "
+              "module itself) or it is the .module of a wrapper: a name is no evidence for an attribute "
+              "(self.elite_models set to a list of ensemble indices); not "
               "a name also bound to an entry read from a container or to a dict (weights averaged from "
               "checkpoints: a dict of tensors). Not where the file or any Python file of its project "
               "(tests aside) reads one of the dict's module keys back from a loaded checkpoint as a "

@@ -124,6 +124,7 @@ class Facts:
     namespace_names: set[str] = field(default_factory=set)  # bound to parse_args() / argparse.Namespace
     namespace_dicts: set[str] = field(default_factory=set)  # dicts here holding such a Namespace
     module_dicts: set[str] = field(default_factory=set)  # dicts here holding a whole module
+    module_attrs: set[str] = field(default_factory=set)  # PTT041: self.x bound to a module in the file
     # PTT041: for each such dict, the keys holding the module (None: a key not a string literal)
     module_keys: dict[str, set[str | None]] = field(default_factory=dict)
     # PTT041: keys the file or its project reads back from a loaded checkpoint as a module
@@ -144,6 +145,10 @@ class Facts:
     # PTT012: names of the project's functions whose every definition returns only values that
     # hold no graph (the engine's project_graph_free), read the first time a total is reported
     read_graph_free: Callable[[], frozenset[str]] | None = None
+    # PTT037: the file's classes that its project only loads weights into (the engine's
+    # evaluator_classes), read the first time a finding would be reported
+    read_loaded_only: Callable[[], frozenset[str]] | None = None
+    loaded_only_classes: frozenset[str] = frozenset()
     graph_free_calls: frozenset[str] = frozenset()
     exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
     inference_only: bool = False  # grad-free or eval() code and no backward() or step(): no training
@@ -208,6 +213,13 @@ class Facts:
             read, self.read_proved = self.read_proved, None
             self.torch_proved = read()
         return self.torch_proved
+
+    def loaded_only(self) -> frozenset[str]:
+        """PTT037: the file's classes never trained, only loaded (read on the first call)."""
+        if self.read_loaded_only is not None:
+            read, self.read_loaded_only = self.read_loaded_only, None
+            self.loaded_only_classes = read()
+        return self.loaded_only_classes
 
     def project_graph_free(self) -> frozenset[str]:
         """The project's functions that return no graph (read on the first call)."""
@@ -5653,7 +5665,16 @@ class ConvBiasBeforeBatchNorm(RuleVisitor):
             if self.facts.serves_checkpoints or self._twin():
                 return  # the checkpoints it loads hold the bias: dropping it breaks loading
             if arg is None or (isinstance(arg.value, cst.Name) and arg.value.value == "True"):
+                if self._loaded_only():
+                    return  # an evaluator's model, built only to load released weights
                 self.flag(conv)
+
+    def _loaded_only(self) -> bool:
+        """The layers are built in a class that the project never trains (no training file in
+        its part of the project, none elsewhere naming it) and that a file naming it loads a
+        state dict into: an evaluator's network, whose released weights hold the bias."""
+        classes = [n.name.value for n in self.where.stack if isinstance(n, cst.ClassDef)]
+        return bool(classes) and bool(set(classes) & self.facts.loaded_only())
 
     def _twin(self) -> bool:
         """The layers are built in a class that another file of the project also defines (with
@@ -5873,12 +5894,15 @@ def _whole_module_cst(value: cst.BaseExpression, facts: Facts) -> bool:
             value = value.args[0].value
         else:
             return False
+    wrapped = False
     while isinstance(value, cst.Attribute) and value.attr.value == "module":
-        value = value.value
+        value, wrapped = value.value, True
     name = get_full_name_for_node(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
     if (not name or name.split(".", 1)[0] in _SETTINGS or name.split(".")[:2] == ["self", "args"]
             or name in facts.state_names):
         return False
+    if name.startswith("self.") and not wrapped:  # an attribute: a module only where bound to one
+        return name in facts.module_attrs
     return bool(_MODULE_NAME.search(name.rsplit(".", 1)[-1])) or name in facts.module_names
 
 
