@@ -5005,3 +5005,160 @@ def test_ptt041_reads_how_the_attribute_is_bound(bind, flagged):
                 torch.save({{"net": self.net, "epoch": 1}}, path)
     ''')
     assert ("PTT041" in codes(src)) is flagged
+_STEP_TOTALS = '''
+    import torch
+
+    def fit(model, loader, opt):
+        epoch_loss = 0.0
+        for batch in loader:
+            step_loss = 0.0
+            for chunk in batch:
+                if model.wrapped:
+                    def call_loss(*args):
+                        return model.loss_of(*args)
+                    loss = call_loss(chunk)
+                else:
+                    loss = model.loss_of(chunk)
+                step_loss += loss.item()
+                loss.backward()
+            opt.step()
+            epoch_loss += step_loss
+        print(epoch_loss)
+'''
+
+
+def test_ptt012_keeps_what_a_name_holds_across_a_nested_def():
+    """A function defined inside the loop (a wrapper) does not make the loop's function forget
+    that a total holds only Python floats (``step_loss = 0.0``, ``+= loss.item()``). The same
+    total that adds the loss itself is still reported."""
+    assert "PTT012" not in codes(_STEP_TOTALS)
+    assert "PTT012" in codes(_STEP_TOTALS.replace("step_loss += loss.item()", "step_loss += loss"))
+
+
+_DECODER = '''
+    import torch
+
+    class Decoder(torch.nn.Module):
+        def forward(self, words, steps, crit, target):
+            state = self.init(words)
+            queries = []
+            outs = []
+            for i in range(steps):
+                step_loss = crit(self.attend(state, words), target[i])
+                queries.append(step_loss)
+                out, state = self.cell(state)
+                outs.append(out)
+            self.outs = torch.cat(outs, dim=1)
+'''
+
+
+def test_ptt013_is_silent_on_a_list_the_function_never_reads():
+    """A local list only appended to in a loop over steps (not batches), never read: it dies
+    with the function and keeps nothing beyond it. Read afterwards (returned, summed), or
+    filled in a loop over batches, it is still reported."""
+    assert "PTT013" not in codes(_DECODER)
+    read = _DECODER.replace("self.outs = torch.cat(outs, dim=1)", "self.log(queries)")
+    assert "PTT013" in codes(read)
+    batches = '''
+        import torch
+        def fit(model, loader, crit, opt):
+            history = []
+            for x, y in loader:
+                loss = crit(model(x), y)
+                loss.backward()
+                history.append(loss)
+        '''
+    assert "PTT013" in codes(batches)
+
+
+_BASE_MODEL = '''
+    import torch
+
+    class Model(torch.nn.Module):
+        def update(self, batch, opt):
+            opt.zero_grad()
+            loss, meta = self.loss(batch)
+            loss.backward()
+            opt.step()
+            return loss.item(), meta
+
+    class Wrapper(Model):
+        def update(self, batch, opt):
+            return self.model.update(batch, opt)
+
+    class Meter:
+        def update(self, value, n=1):
+            self.total += value * n
+'''
+_MODEL_TRAINER = '''
+    import numpy as np
+    import torch
+
+    class Trainer:
+        def fit(self, loader, epochs):
+            history = []
+            for epoch in range(epochs):
+                batch_losses = []
+                for batch in loader:
+                    loss, meta = self.model.update(batch, self.optimizer)
+                    batch_losses.append(loss)
+                history.append(np.mean(batch_losses).item())
+            return history
+'''
+
+
+def test_ptt013_is_silent_on_what_every_definition_of_a_method_returns_as_a_float(tmp_path):
+    """``loss, meta = self.model.update(b)``, where every ``update`` of the project returns
+    ``loss.item()`` there (a subclass that passes the call on, a method that returns nothing:
+    no evidence either way): a Python float. One definition that returns the tensor is enough
+    to report it."""
+    project = {"setup.py": "", "pkg/__init__.py": "", "pkg/models.py": _BASE_MODEL}
+    assert "PTT013" not in _in_project(tmp_path / "a", project, _MODEL_TRAINER)
+    other = {**project, "pkg/other.py": "class Other:\n    def update(self, b, o):\n"
+                                        "        loss = self.f(b)\n        return loss, {}\n"}
+    assert "PTT013" in _in_project(tmp_path / "b", other, _MODEL_TRAINER)
+    tensor = {**project, "pkg/models.py": _BASE_MODEL.replace("return loss.item(), meta", "return loss, meta")}
+    assert "PTT013" in _in_project(tmp_path / "c", tensor, _MODEL_TRAINER)
+
+
+_CRITIC = '''
+    import torch
+    import torch.nn.functional as F
+
+    class Agent:
+        def update_critic(self, obs, action, reward, next_obs):
+            next_action = self.actor(next_obs).rsample()
+            q1_next, q2_next = self.critic_target(next_obs, next_action)
+            target_q = reward + self.discount * torch.min(q1_next, q2_next)
+            target_q = target_q.detach()
+            q1, q2 = self.critic(obs, action)
+            critic_loss = F.mse_loss(q1, target_q) + F.mse_loss(q2, target_q)
+            self.critic_opt.zero_grad()
+            critic_loss.backward()
+            self.critic_opt.step()
+
+        def distill(self, x):
+            teacher = self.teacher(x)
+            teacher = teacher.detach()
+            loss = ((self.student(x) - teacher) ** 2).mean()
+            loss.backward()
+'''
+
+
+def test_ptt025_is_silent_on_a_detached_target():
+    """A value detached and then read only as a target (a loss call's second operand, a
+    difference with a prediction): a deliberate stop-gradient (SAC's TD target, a teacher's
+    output). Fed into more layers after the detach, it is still reported."""
+    assert "PTT025" not in codes(_CRITIC)
+    layers = _CRITIC.replace("critic_loss = F.mse_loss(q1, target_q)",
+                             "critic_loss = F.mse_loss(self.head(target_q), q1)")
+    assert "PTT025" in codes(layers)
+    plain = '''
+        import torch
+        def step(layer_1, layer_2, data, y, crit):
+            hidden = layer_1(data)
+            hidden = hidden.detach()
+            loss = crit(layer_2(hidden), y)
+            loss.backward()
+        '''
+    assert "PTT025" in codes(plain)

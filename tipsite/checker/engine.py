@@ -2162,7 +2162,8 @@ def _ast_graph_free(node: ast.expr, free: set[str]) -> bool:
     return False
 
 
-def _returns_graph_free(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def _returns_graph_free(func: ast.FunctionDef | ast.AsyncFunctionDef,
+                        values: list[ast.expr] | None = None) -> bool:
     """PTT012: every ``return`` of the function gives a value that holds no graph
     (:func:`_ast_graph_free`), a name bound (assigned, or a list appended to) only to such
     values: ``grads = []; for p in self.parameters(): grads.append(p.grad.view(-1)); return
@@ -2211,7 +2212,64 @@ def _returns_graph_free(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         if kept == free:
             break
         free = kept
-    return all(_ast_graph_free(r, free) for r in returns)
+    return all(_ast_graph_free(r, free) for r in (returns if values is None else values))
+
+
+def _returned_items(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> frozenset[int | None] | None:
+    """PTT012/PTT013: what every ``return`` of the method gives that holds no graph
+    (:func:`_returns_graph_free`): ``None`` in the set for the whole value, ``i`` for the
+    ``i``-th item of the tuples it returns (``return loss.item(), meta``). ``None`` (no evidence
+    either way: the other definitions decide) where it returns nothing (an abstract method, a
+    ``pass``) or only passes on a call of the same name (``return self.model.update(x, opt)``);
+    empty where it yields or has a bare ``return``."""
+    returns: list[ast.expr] = []
+    for n in ast.walk(func):
+        if isinstance(n, ast.Return):
+            if n.value is None:
+                return frozenset()
+            returns.append(n.value)
+        elif isinstance(n, (ast.Yield, ast.YieldFrom)):
+            return frozenset()
+    returns = [r for r in returns if not (isinstance(r, ast.Call) and _last_name(r.func) == name)]
+    if not returns:
+        return None
+    if _returns_graph_free(func, returns):
+        return frozenset({None})
+    if not all(isinstance(r, ast.Tuple) for r in returns) or len({len(r.elts) for r in returns}) != 1:
+        return frozenset()
+    return frozenset(i for i in range(len(returns[0].elts))
+                     if _returns_graph_free(func, [r.elts[i] for r in returns]))
+
+
+@functools.lru_cache(maxsize=256)
+def _project_returns(root: str, name: str) -> frozenset[int | None]:
+    """What every definition of ``name`` in the project returns that holds no graph (see
+    :func:`_returned_items`); empty where one returns a graph, or none shows what it returns."""
+    pattern = re.compile(rf"\bdef[ \t]+{re.escape(name)}[ \t]*\(")
+    found: frozenset[int | None] | None = None
+    for _folder, _name, text in _project_texts(root):
+        if name not in text or not pattern.search(text):
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            return frozenset()
+        for f in ast.walk(tree):
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name:
+                items = _returned_items(f, name)
+                if items is not None:
+                    found = items if found is None else found & items
+                    if not found:
+                        return frozenset()
+    return found or frozenset()
+
+
+def project_returns(path: str, name: str) -> frozenset[int | None]:
+    """PTT012/PTT013: what every definition of the method ``name`` in ``path``'s project
+    returns that holds no graph (``return loss.item(), meta``: item 0); read only for a value a
+    rule would report."""
+    folder = _file_folder(path)
+    return frozenset() if folder is None else _project_returns(_project_root(folder), name)
 
 
 def _names_bound(target: ast.AST) -> list[str]:
@@ -3225,6 +3283,10 @@ class Checker:
         # PTT012: the project's functions that return only values holding no graph, read the
         # first time a running total would be reported
         scan.facts.read_graph_free = lambda: project_graph_free(path)
+        # PTT012/PTT013: what every definition of a method of the project returns that holds no
+        # graph (loss, meta = self.model.update(b) after return loss.item(), meta), read only for
+        # a value that would be reported
+        scan.facts.read_returns = lambda name: project_returns(path, name)
         # PTT037: a model of an inference app, whose released checkpoints hold the biases
         scan.facts.serves_checkpoints = "BatchNorm" in text and "Conv" in text and _serves_checkpoints(path)
         # ... or a class another file of the project defines too (a twin sharing checkpoints)

@@ -543,7 +543,7 @@ def _def_lines(file: Path, name: str, inner=None) -> list[str] | None:
                 return whole
             chain: list[ast.stmt] = []
 
-            def find(node: ast.AST, around: list[ast.stmt]) -> bool:
+            def find(node: ast.AST, around: list[ast.stmt], chain: list[ast.stmt] = chain) -> bool:
                 for child in ast.iter_child_nodes(node):
                     here = [*around, child] if isinstance(child, ast.stmt) else around
                     if inner(child):

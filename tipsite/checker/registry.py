@@ -506,7 +506,11 @@ for inputs, target in loader:
               "(torch.exp(loss.detach())), nor a call of a function of the project (in any file, any "
               "receiver: self.net.get_grads()) whose every definition returns only such values "
               "(torch.cat of the parameters' .grad), unless a name bound to a loss with its graph is "
-              "added beside it.",
+              "added beside it, nor a name bound to the tuple item that every definition of a method "
+              "of the project returns as a number (loss, meta = self.model.update(b) where each update "
+              "returns loss.item(), meta; one that passes the call on or returns nothing leaves it to "
+              "the others). What a name holds is kept across a function defined inside the loop (a "
+              "total of .item() values stays a number).",
     ),
     Rule(
         "PTT013", "tip_detach_logged_values", "logging tensors that carry a graph",
@@ -549,7 +553,13 @@ for inputs, target in loader:
               "number (whole, or the tuple item each of its returns detaches: loss, acc = "
               "self.eval_step(b) after return loss.detach(), acc), nor a loop target that is a dict's key "
               "(for loss in d.keys(), the first of for loss, v in d.items()) or a string of a literal "
-              "list (for loss in ['l1', 'mse']).",
+              "list (for loss in ['l1', 'mse']), nor a name bound to the tuple item that every "
+              "definition of a method of the project returns as a number (loss, meta = "
+              "self.model.update(b) where each update returns loss.item(), meta; one that passes the "
+              "call on or returns nothing leaves it to the others). Not a local list the function "
+              "never reads (only appends to) filled by a loop that is not over batches (a decoder's "
+              "states over time steps): it dies with the function and keeps nothing its own values "
+              "do not.",
     ),
     Rule(
         "PTT014", "tip_from_numpy", "torch.tensor(ndarray)",
@@ -995,7 +1005,10 @@ output.sum().backward()
         scope="Only an x = x.detach() before a backward() of the same function (or top-level "
               "code): not one after its last backward (outputs detached for metrics after the "
               "step, activations recomputed by a hand-written reversible backward), not in a "
-              "method named backward (an autograd.Function's), and not under a grad-free block.",
+              "method named backward (an autograd.Function's), and not under a grad-free block; "
+              "not one whose value is read after it only as a target: a loss call's second operand "
+              "(F.mse_loss(q, target_q)) or a side of a difference (pred - teacher): a deliberate "
+              "stop-gradient (a TD target from a target network, a teacher's output).",
     ),
     Rule(
         "PTT026", "tip_closure_scope", "loop tensors outlive the training loop",

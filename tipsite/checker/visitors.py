@@ -150,6 +150,9 @@ class Facts:
     read_loaded_only: Callable[[], frozenset[str]] | None = None
     loaded_only_classes: frozenset[str] = frozenset()
     graph_free_calls: frozenset[str] = frozenset()
+    # PTT012/PTT013: what every definition of a method of the project returns that holds no
+    # graph (the engine's project_returns: None for the whole value, i for a tuple's i-th item)
+    read_returns: Callable[[str], frozenset[int | None]] | None = None
     exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
     inference_only: bool = False  # grad-free or eval() code and no backward() or step(): no training
     evaluation_script: bool = False  # named for evaluation or inference (test.py), no backward() or step()
@@ -220,6 +223,10 @@ class Facts:
             read, self.read_loaded_only = self.read_loaded_only, None
             self.loaded_only_classes = read()
         return self.loaded_only_classes
+
+    def project_returns(self, name: str) -> frozenset[int | None]:
+        """What every definition of the project's method ``name`` returns that holds no graph."""
+        return self.read_returns(name) if self.read_returns is not None else frozenset()
 
     def project_graph_free(self) -> frozenset[str]:
         """The project's functions that return no graph (read on the first call)."""
@@ -3925,8 +3932,11 @@ class _LossTracking(RuleVisitor):
         self.loss_names = set(self.facts.backward_receivers)
         self.clean: set[str] = set()
         self.detached: set[str] = set()  # names bound (last) to a value that holds no graph
+        self.outer_detached: list[set[str]] = []  # those of the functions around a nested def
         self.flows: dict[int, _Flow] = {}
         self.candidates: dict[int, list[tuple[cst.CSTNode, str]]] = {}
+        # (id(function or 0), name) -> (the method whose call's value it holds, the tuple item or None)
+        self.from_call: dict[tuple[int, str], tuple[str, int | None]] = {}
 
     def _host_items(self, call: cst.BaseExpression) -> frozenset[int | None]:
         """What a call of a function defined in this file (at any depth; ``f(x)``, or a method
@@ -3954,7 +3964,22 @@ class _LossTracking(RuleVisitor):
     def carries_loss(self, node: cst.BaseExpression) -> bool:
         return _loss_like(node, self.loss_names, self.clean)
 
+    def _returned_free(self, term: cst.BaseExpression) -> bool:
+        """A name bound (last, in this function) to what a call of a method of the project
+        returns, where every definition of that method gives a value that holds no graph there
+        (``loss, meta = self.model.update(b)`` after ``return loss.item(), meta``; a definition
+        that passes on a call of the same name, or returns nothing, leaves it to the others)."""
+        if not isinstance(term, cst.Name):
+            return False
+        bound = self.from_call.get((self._key()[0], term.value))
+        if bound is None:
+            return False
+        items = self.facts.project_returns(bound[0])
+        return None in items or bound[1] in items
+
     def candidate(self, node: cst.CSTNode, name: str | None, term: cst.BaseExpression) -> None:
+        if self._returned_free(term):
+            return
         if name and not self.where.grad_free(self):  # no graph is recorded there
             loop = self.where.loop()
             per_step = isinstance(loop, cst.For) and _over_batches(loop.iter, self.facts)
@@ -3974,6 +3999,20 @@ class _LossTracking(RuleVisitor):
                 for i, e in enumerate(t.target.elements):
                     if i in host and isinstance(e.value, cst.Name):
                         self.detached.add(e.value.value)
+        key = self._key()[0]
+        method = (get_full_name_for_node(value.func) or "").rsplit(".", 1)[-1] if isinstance(value, cst.Call) else ""
+        for t in node.targets:
+            for name in target_names(t.target):
+                self.from_call.pop((key, name), None)
+            if not method:
+                continue
+            if isinstance(t.target, cst.Name):
+                self.from_call[(key, t.target.value)] = (method, None)
+            elif type(t.target) in (cst.Tuple, cst.List) and not any(
+                    isinstance(e, cst.StarredElement) for e in t.target.elements):
+                for i, e in enumerate(t.target.elements):
+                    if isinstance(e.value, cst.Name):
+                        self.from_call[(key, e.value.value)] = (method, i)
         lossy = self.carries_loss(value)
         untracked = isinstance(value, cst.Call) and (
             _method(value) in UNTRACKED
@@ -3994,15 +4033,22 @@ class _LossTracking(RuleVisitor):
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         for name in target_names(node.target) | _subscript_root(node.target):
             self.flow().edges.setdefault(name, set()).update(names_in(node.value))
+        for name in target_names(node.target):
+            self.from_call.pop((self._key()[0], name), None)
         if not (self.where.grad_free(self) or _detached(node.value, self.detached)):
             self.detached -= target_names(node.target)
 
     def visit_For(self, node: cst.For) -> None:
         self.detached -= target_names(node.target)
+        for name in target_names(node.target):
+            self.from_call.pop((self._key()[0], name), None)
         self.detached |= _key_targets(node)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.detached = set()  # what a name held is known within one function only
+        # what a name held is known within one function only: a nested def (a wrapper defined
+        # inside the loop) starts afresh, and the function around it gets its own names back
+        self.outer_detached.append(self.detached)
+        self.detached = set()
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
@@ -4039,7 +4085,7 @@ class _LossTracking(RuleVisitor):
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._finish(id(node), node)
-        self.detached = set()
+        self.detached = self.outer_detached.pop() if self.outer_detached else set()
 
     def leave_Module(self, node: cst.Module) -> None:
         self._finish(0, None)
@@ -4254,8 +4300,48 @@ class LoggedLossTensor(_LossTracking):
         # scores), feats = torch.cat(feats)), filled by a loop that is not over batches: it
         # assembles a tensor (a .detach() would cut its gradient), it does not keep a log
         joined = self.assembled.pop(key, set())
-        self.candidates[key] = [c for c in self.candidates.get(key, []) if not (c[1] in joined and not c[3])]
+        # nor a local list the function never reads (only appends to), filled by a loop that is
+        # not over batches (the steps of one forward): it dies with the function, and keeps
+        # nothing the function's own values do not (a .detach() on it changes no memory)
+        unread = _unread_lists(func) if func is not None and any(not c[3] for c in self.candidates.get(key, [])) \
+            else set()
+        self.candidates[key] = [c for c in self.candidates.get(key, [])
+                                if not ((c[1] in joined or c[1] in unread) and not c[3])]
         super()._finish(key, func)
+
+
+def _unread_lists(func: cst.FunctionDef) -> set[str]:
+    """The names the function binds itself (``xs = []``) and reads nowhere but as the receiver
+    of ``.append``/``.extend`` (nested functions included: a closure may read them); not a
+    parameter, nor a name declared global or nonlocal."""
+    bound: set[str] = set()
+    used: set[str] = set()
+    params = {p.name.value for p in (*func.params.params, *func.params.posonly_params, *func.params.kwonly_params)}
+    skip: set[int] = set()
+    for n in _walk_all(func.body):
+        kind = type(n)
+        if kind is cst.Assign:
+            for t in n.targets:
+                if isinstance(t.target, cst.Name):
+                    bound.add(t.target.value)
+                    skip.add(id(t.target))
+        elif kind is cst.Call and isinstance(n.func, cst.Attribute) and isinstance(n.func.value, cst.Name) \
+                and n.func.attr.value in ("append", "extend"):
+            skip.add(id(n.func.value))
+        elif kind in (cst.Global, cst.Nonlocal):
+            used.update(a.name.value for a in n.names)
+        elif kind is cst.Name and id(n) not in skip:
+            used.add(n.value)
+    return bound - used - params
+
+
+def _walk_all(node: cst.CSTNode):
+    """Every node under ``node``, nested functions and classes included, parents first."""
+    stack = list(children(node))
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(children(n))
 
 
 def _logged_loss(node: cst.BaseExpression, names: set[str], clean: set[str],
@@ -4309,6 +4395,11 @@ class DetachBeforeLayers(RuleVisitor):
         self.pending: dict[int, list[tuple[int, cst.Call]]] = {}  # id(function or 0) -> (order, detach)
         self.backward: dict[int, int] = {}  # id(function or 0) -> order of its last backward()
         self.order = 0
+        # (id(function or 0), name) -> whether each read of the name after its detach is a
+        # target's (a loss call's second operand, a difference): [order of the read, is a target]
+        self.reads: dict[tuple[int, str], list[tuple[int, bool]]] = {}
+        self.targets: set[int] = set()  # ids of the Name nodes in a target's place
+        self.own: set[int] = set()  # ids of the Name nodes of the x = x.detach() itself
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
@@ -4324,24 +4415,57 @@ class DetachBeforeLayers(RuleVisitor):
             if func is not None or self.at_module_level:
                 self.order += 1
                 self.pending.setdefault(id(func) if func else 0, []).append((self.order, value))
+                self.reads.setdefault((id(func) if func else 0, value.func.value.value), [])
+                self.own |= {id(node.targets[0].target), id(value.func.value)}
 
     def visit_Call(self, node: cst.Call) -> None:
         if _method(node) == "backward":
             func = self.where.function()
             self.order += 1
             self.backward[id(func) if func else 0] = self.order
+        callee = (get_full_name_for_node(node.func) or "").rsplit(".", 1)[-1].lower()
+        if _LOSS_CALL.search(callee):  # F.mse_loss(pred, target), criterion(out, target=y)
+            for i, a in enumerate(node.args):
+                if isinstance(a.value, cst.Name) and (
+                        (a.keyword is None and i > 0) or (a.keyword is not None and "target" in a.keyword.value)):
+                    self.targets.add(id(a.value))
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, cst.Subtract):  # pred - target, target - pred
+            self.targets |= {id(p) for p in (node.left, node.right) if isinstance(p, cst.Name)}
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if id(node) in self.own:
+            return
+        func = self.where.function()
+        reads = self.reads.get((id(func) if func else 0, node.value))
+        if reads is not None:
+            self.order += 1
+            reads.append((self.order, id(node) in self.targets))
+
+    def _only_target(self, key: int, order: int, call: cst.Call) -> bool:
+        """What the detach gives is read after it, and only as a target (``F.mse_loss(q,
+        target_q)``, ``pred - target``): a stop-gradient on the target (a TD target, a teacher's
+        output), which the method needs; removing it would train what makes the target."""
+        after = [is_target for o, is_target in self.reads.get((key, call.func.value.value), []) if o > order]
+        return bool(after) and all(after)
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         last = self.backward.get(id(node))
         for order, call in self.pending.pop(id(node), []):
-            if last is not None and order < last:
+            if last is not None and order < last and not self._only_target(id(node), order, call):
                 self.flag(call)
 
     def leave_Module(self, node: cst.Module) -> None:
         last = self.backward.get(0)
         for order, call in self.pending.pop(0, []):
-            if (last is not None and order < last) or (last is None and self.facts.module_backward):
+            if ((last is not None and order < last) or (last is None and self.facts.module_backward)) \
+                    and not self._only_target(0, order, call):
                 self.flag(call)
+
+
+# a loss's call: what its second operand holds is the target (F.mse_loss, criterion, nn.L1Loss()(...))
+_LOSS_CALL = re.compile(r"loss|criterion|crit$|mse|l1$|huber")
 
 
 # --- loops ------------------------------------------------------------------------------------------
