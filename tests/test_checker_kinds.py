@@ -5162,3 +5162,102 @@ def test_ptt025_is_silent_on_a_detached_target():
             loss.backward()
         '''
     assert "PTT025" in codes(plain)
+
+
+# --- held-out round 20's kinds: a requirements folder, a Cog file's pin, a README list item -------
+
+_ROOT = {"setup.py": "from setuptools import setup\nsetup(name='demo')\n"}
+
+
+def _fresh() -> None:
+    for cached in (engine._declared_up, engine._declared_in, engine._pinned_up):
+        cached.cache_clear()
+
+
+@pytest.mark.parametrize(("requirement", "fires"), [
+    ("torch>=1.10.0,<1.14.0\nnumpy\n", False),  # torch.amp.GradScaler needs 2.3
+    ("numpy>=1.20\ntorch>=2.4\n", True),  # a floor that has the advice
+    ("# torch>=1.10\nnumpy\n", True),  # a comment declares nothing
+])
+def test_a_requirements_folder_states_the_projects_floor(tmp_path, requirement, fires):
+    """sockeye-like: setup.py reads requirements/requirements.txt, where torch>=1.10,<1.14 is
+    the floor; PTT005's torch.amp.GradScaler('cuda') (2.3) breaks there, so it is silent; a floor
+    of 2.4 there keeps it, and a requirements folder with no torch line changes nothing."""
+    _fresh()
+    files = {**_ROOT, "requirements/requirements.txt": requirement,
+             "requirements/requirements.dev.txt": "pytest\n"}
+    assert ("PTT005" in _in_project(tmp_path, files, _AMP, torch=(2, 13))) is fires
+    assert "PTT005" in codes(_AMP)
+
+
+@pytest.mark.parametrize(("pin", "fires"), [
+    ('    - "torch==1.10.0"\n    - "timm==0.4.12"\n', False),  # no weights_only before 1.13
+    ('    - "torchvision==0.11.1"\n', False),  # built for torch 1.10
+    ('    - "torch==2.5.1"\n', True),  # has weights_only: the advice applies
+    ('    - "torch>=1.10"\n', True),  # an open range: no ceiling
+])
+def test_a_cog_files_python_packages_pin_the_projects_torch(tmp_path, pin, fires):
+    """ALBEF-like: a Cog predictor's cog.yaml lists python_packages with torch==1.10.0; the image
+    Cog builds runs that torch, where torch.load has no weights_only: PTT001 is silent; a pin to
+    2.5 keeps it (for a 2.5 reader), and so does an open range."""
+    _fresh()
+    files = {**_ROOT, "cog.yaml": 'build:\n  gpu: true\n  python_packages:\n' + pin + 'predict: "p.py:P"\n'}
+    assert ("PTT001" in _in_project(tmp_path, files, _LOAD)) is fires
+    assert "PTT001" in codes(_LOAD, torch=(2, 5))
+    # an explicit weights_only=False (the rule's example) is read the same on a 2.13 reader
+    assert "PTT001" in _in_project(tmp_path, files, RULES["PTT001"].example, torch=(2, 13))
+
+
+@pytest.mark.parametrize(("readme", "fires"), [
+    ("### Requirements:\n* pytorch 1.8.0\n* transformers 4.8.1\n", False),  # inference_mode: 1.9
+    ("## Requirements\n- PyTorch v1.8\n- timm\n", False),
+    ("### Requirements:\n* pytorch 1.9.0\n* timm 0.4.9\n", True),  # has inference_mode
+    ("### Requirements:\n* torchvision 0.9.0\n* transformers 1.8.0\n", True),  # not torch
+    ("### Requirements:\n* pytorch-lightning 1.8.0\n", True),  # not torch
+    ("## News\n* PyTorch 1.8 support added\n", True),  # more than a release: not a requirement
+])
+def test_a_readme_list_item_naming_a_torch_release_states_the_floor(tmp_path, readme, fires):
+    """ALBEF-like: a README's Requirements list names "pytorch 1.8.0" and nothing else on the
+    line, the torch the project needs: torch.inference_mode (1.9) is not there, so PTT019 is
+    silent; 1.9 keeps it, as does an item naming another package's version or a news line."""
+    _fresh()
+    files = {**_ROOT, "README.md": "# Demo\n\n" + readme}
+    assert ("PTT019" in _in_project(tmp_path, files, _EVALUATE, torch=(2, 13))) is fires
+    assert "PTT019" in codes(_EVALUATE)
+
+
+def test_the_excerpt_tool_carries_a_requirements_folder_a_cog_file_and_a_readme_item(tmp_path):
+    """project.json holds the torch lines of requirements/*.txt, cog.yaml and a README list item,
+    so the excerpts replay the floor and pin the engine reads."""
+    from tipsite.checker import labels
+
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "requirements.txt").write_text("numpy\ntorch>=1.10.0,<1.14.0\n")
+    (tmp_path / "cog.yaml").write_text('build:\n  python_packages:\n    - "torch==1.10.0"\n    - "timm"\n')
+    (tmp_path / "README.md").write_text("# Demo\n### Requirements\n* pytorch 1.8.0\n* timm 0.4.9\n")
+    (tmp_path / "setup.py").write_text("")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("import torch\n")
+    got = labels.project_of(tmp_path, ["src/train.py"])
+    assert got["requirements/requirements.txt"] == "torch>=1.10.0,<1.14.0\n"
+    assert got["cog.yaml"] == '    - "torch==1.10.0"\n'
+    assert got["README.md"] == "* pytorch 1.8.0\n"
+
+
+def test_the_excerpt_tools_proof_of_torch_keeps_the_files_torch_alias(tmp_path):
+    """sockeye-like: a project importing torch as pt proves 1.13 by pt.load(..., weights_only=True);
+    the statement carried into project.json keeps that import, so the excerpt proves it too
+    (a plain ``import torch`` above ``pt.load`` proved nothing, and the floor silenced the rules)."""
+    from tipsite.checker import labels
+
+    _fresh()
+    (tmp_path / "setup.py").write_text("")
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "requirements.txt").write_text("torch>=1.10\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "model.py").write_text(
+        "import os\nimport torch as pt\n\ndef load(f):\n    return pt.load(f, weights_only=True)\n")
+    (tmp_path / "pkg" / "train.py").write_text("import torch\n")
+    got = labels.project_of(tmp_path, ["pkg/train.py"])
+    assert got["pkg/model.py"] == "import torch as pt\nreturn pt.load(f, weights_only=True)\n"
+    assert engine.proves_torch(got["pkg/model.py"].replace("return ", "x = ")) == (1, 13)

@@ -108,7 +108,17 @@ _NEWER_TORCH = re.compile(r"(?:higher|newer|later|above)\s+(?:versions?\s+(?:of\
 # each of their releases is built against one torch release and requires it, so the pin pins
 # torch too (see _COMPANION_TORCH)
 _COMPANION_PIN = re.compile(r"(?<![\w.-])torch(vision|audio)\s*==?\s*(\d+)\.(\d+)", re.IGNORECASE)
-_PIN_FILE = re.compile(r"(?:^requirements.*\.txt|env.*\.ya?ml|^install.*\.sh)$", re.IGNORECASE)
+# (and a Cog file, cog.yaml: its python_packages build one image, as a Dockerfile does)
+_PIN_FILE = re.compile(r"(?:^requirements.*\.txt|env.*\.ya?ml|^install.*\.sh|^cog\.ya?ml)$", re.IGNORECASE)
+# A folder of requirement files (requirements/requirements.txt, requirements/base.txt, which a
+# setup.py reads): its *.txt files are requirement files of the folder that holds it
+_REQ_DIR = "requirements"
+_REQ_DIR_MAX = 20  # files read from it, in name order
+# A README's list item naming one torch release and nothing else ("* pytorch 1.8.0",
+# "- PyTorch v1.8"): a requirement list's entry, the release the project needs (a floor); an
+# item naming another package ("* torchvision 0.9.0") or saying more is not read
+_TORCH_BULLET = re.compile(r"^[ \t]*[*+-][ \t]+(?:py)?torch[ \t]*(?:v(?:ersion)?[ \t]*)?(\d+)\.(\d+)(?:\.\d+)?[ \t]*$",
+                           re.IGNORECASE | re.MULTILINE)
 _REQ_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "environment.yml")
 _READMES = ("README.md", "README.rst", "README.txt", "README")
 # An install document (INSTALL.md, installation.rst; in the folder or a docs folder of it, _DOC_DIRS): prose
@@ -3169,6 +3179,11 @@ def _declared_up(folder: str) -> tuple[tuple[int, int] | None, tuple[int, int] |
                 (int(m.group(1)), int(m.group(2))) for m in pattern.finditer(body))
         if name in _READMES and "<" in body:
             prose += _ceilings(body)
+        if name in _READMES and "torch" in body.lower():
+            prose += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_BULLET.finditer(body)]
+    for _, text in _req_dir_texts(folder, names):  # requirements/requirements.txt
+        body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+        found += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_REQ.finditer(body)]
     for docs in doc_folders(folder, names):  # docs/install.md, readme/INSTALL.md
         for _, text in _small_texts(docs, _listing(docs), _INSTALL_DOC.match):
             prose += _install_doc_torch(text)
@@ -3180,6 +3195,18 @@ def _declared_up(folder: str) -> tuple[tuple[int, int] | None, tuple[int, int] |
         return None, near
     req, above = _declared_up(parent)
     return req, near if near is not None else above
+
+
+def _req_dir_texts(folder: str, names: set[str]) -> list[tuple[str, str]]:
+    """(name, text) of the requirement files (*.txt, the first _REQ_DIR_MAX by name) of the
+    ``requirements`` folder of ``folder``, where it has one."""
+    if _REQ_DIR not in names:
+        return []
+    sub = os.path.join(folder, _REQ_DIR)
+    if not os.path.isdir(sub):
+        return []
+    txt = set(sorted(n for n in _listing(sub) if n.endswith(".txt"))[:_REQ_DIR_MAX])
+    return list(_small_texts(sub, txt, lambda n: True))
 
 
 def _install_doc_torch(text: str) -> list[tuple[int, int]]:

@@ -142,7 +142,7 @@ _MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")  # a project's root (as t
 
 def _project_names(name: str) -> bool:
     """A file the engine reads for the project's torch: requirement files, pyproject.toml,
-    setup.py/cfg, conda env*.yml, install*.sh, READMEs."""
+    setup.py/cfg, conda env*.yml, install*.sh, cog.yaml, READMEs."""
     from tipsite.checker import engine as E
 
     return (name in E._REQ_FILES or name in E._READMES or bool(E._PIN_FILE.search(name))
@@ -157,7 +157,7 @@ def torch_lines(text: str) -> str:
 
     keep: set[int] = set()
     for pattern in (E._TORCH_REQ, E._TORCH_MIN, E._TORCH_PROSE, E._TORCH_PIN, E._TORCH_OPEN,
-                    E._TORCH_NAMED, E._NEWER_TORCH, E._COMPANION_PIN, E._TORCH_IMAGE, E._TORCH_CEIL):
+                    E._TORCH_NAMED, E._NEWER_TORCH, E._COMPANION_PIN, E._TORCH_IMAGE, E._TORCH_CEIL, E._TORCH_BULLET):
         for m in pattern.finditer(text):
             first = text.count("\n", 0, m.start())
             keep |= set(range(first, first + text.count("\n", m.start(), m.end()) + 1))
@@ -185,6 +185,10 @@ def project_of(base: Path, paths: list[str]) -> dict[str, str]:
                 rel = file.relative_to(base).as_posix()
                 if rel not in out and file.stat().st_size <= 1_000_000:
                     out[rel] = torch_lines(file.read_text(encoding="utf-8", errors="replace"))
+            for name, text in E._req_dir_texts(str(folder), names):  # requirements/requirements.txt
+                rel = (folder / E._REQ_DIR / name).relative_to(base).as_posix()
+                if rel not in out:
+                    out[rel] = torch_lines(text)
             for docs in E.doc_folders(str(folder), names):  # readme/INSTALL.md, docs/install.rst
                 for file in sorted(Path(docs).iterdir()):
                     rel = file.relative_to(base).as_posix()
@@ -335,7 +339,8 @@ def _twin_models(base: Path, file: Path, text: str) -> list[tuple[str, list[str]
 def _proof_of_torch(base: Path, paths: list[str]) -> dict[str, str]:
     """Where the project's own code already needs a newer torch than its declared floor (an
     advised API it uses unguarded: the engine's proved_torch), the one statement that shows it,
-    first in the project's walk, dedented under ``import torch``: the rules read it as the real
+    first in the project's walk, dedented under the file's imports of torch (``import torch as
+    pt``; ``import torch`` where it has none at the top): the rules read it as the real
     run does (their advice is not silenced by that stale floor)."""
     from tipsite.checker import engine as E
 
@@ -355,10 +360,15 @@ def _proof_of_torch(base: Path, paths: list[str]) -> dict[str, str]:
                 text = other.read_text(encoding="utf-8", errors="replace")
                 if E.proves_torch(text) != proved:
                     continue
-                stmts = sorted((n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.stmt)),
+                tree = ast.parse(text)
+                # the file's own imports of torch (import torch as pt): its statements name torch so
+                imports = "".join(ast.get_source_segment(text, n) + "\n" for n in tree.body
+                                  if isinstance(n, ast.Import)
+                                  and any(a.name.split(".")[0] == "torch" for a in n.names)) or "import torch\n"
+                stmts = sorted((n for n in ast.walk(tree) if isinstance(n, ast.stmt)),
                                key=lambda n: (n.end_lineno - n.lineno, n.lineno))
                 for stmt in stmts:
-                    candidate = "import torch\n" + textwrap.dedent(ast.get_source_segment(text, stmt, padded=True)) + "\n"
+                    candidate = imports + textwrap.dedent(ast.get_source_segment(text, stmt, padded=True)) + "\n"
                     if E.proves_torch(candidate) == proved:
                         out[other.relative_to(base).as_posix()] = candidate
                         return out
