@@ -1157,10 +1157,21 @@ def _line_fact(line: str, text: str) -> bool:
     """A line carried alone: one that sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (PTT001), loads a
     state dict (PTT037) or computes in reduced precision (PTT032), or, for PTT035, one that
     evaluates a model or runs a training step (and a trainer's import line, beside its training
-    line)."""
+    line); for PTT037, an import line beside a ``load_state_dict(`` line (the import of the
+    class of a network the file loads weights into)."""
+    imports = line.lstrip().startswith(("import ", "from "))
     return (engine._FORCE_UNSAFE in line or "load_state_dict(" in line or engine._in_code(engine._INFERS, line)
             or engine._in_code(engine._REDUCED, line)
-            or engine._trains_in(line) or (line.lstrip().startswith(("import ", "from ")) and engine._trains_in(text)))
+            or engine._trains_in(line) or (imports and engine._trains_in(text))
+            or (imports and engine._in_code(engine._LOADS_STATE, text)))
+
+
+def _number_defs(body: list[ast.stmt]) -> set[str]:
+    """PTT012/PTT013: the names of the carried defs (at the top or in a class) whose every
+    return gives a value holding no graph (the engine's _returned_items: some, not none)."""
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    found = [d for n in body for d in (n.body if isinstance(n, ast.ClassDef) else [n]) if isinstance(d, defs)]
+    return {d.name for d in found if engine._returned_items(d, d.name)}
 
 
 def _python_fact(rel: str, text: str, tmp_path) -> str | None:
@@ -1174,11 +1185,12 @@ def _python_fact(rel: str, text: str, tmp_path) -> str | None:
     if text.startswith("import torch\n") and engine._loads_whole_module(text):
         assert len(body) == 2 and isinstance(body[1], defs), rel
         return "PTT004: the project's own loader of whole modules"
-    carried = engine._graph_free_defs(text) | engine._second_order_defs(text)
+    carried = engine._graph_free_defs(text) | engine._second_order_defs(text) | _number_defs(body)
     if carried and all(isinstance(n, imports) or (isinstance(n, defs) and n.name in carried) or (
             isinstance(n, ast.ClassDef) and all(isinstance(m, ast.Pass) or (isinstance(m, defs) and m.name in carried)
                                                 for m in n.body)) for n in body):
-        return "PTT012's gradient getter, PTT035's second-order adaptation (MAML's adapt)"
+        return ("PTT012's gradient getter, PTT035's second-order adaptation (MAML's adapt), "
+                "PTT012/PTT013's method returning numbers")
     if body and any(isinstance(n, ast.ClassDef) for n in body) and all(
             isinstance(n, imports) or (isinstance(n, ast.ClassDef) and len(n.body) == 1 and isinstance(n.body[0], ast.Pass))
             for n in body):
@@ -1220,7 +1232,8 @@ def test_the_carried_project_files_hold_torch_lines_only(tmp_path):
     the class headers (``class B(A): pass``) and the imports that bind their bases on the way
     from a class to the nn.Module it derives from in other files, a package's re-export of one
     (PTT030), a function or method that returns only values holding no graph (PTT012: a gradient
-    getter) or that differentiates with create_graph (PTT035: MAML's adapt), a line that
+    getter; PTT012/PTT013: a method's def, cut to its return, that returns numbers), the import
+    of a network's class beside the line loading weights into it (PTT037), or one that differentiates with create_graph (PTT035: MAML's adapt), a line that
     evaluates a model or one that trains (with the trainer's import of the part: PTT035's
     evidence), a collate_fn's NumPy functions and methods with their imports, naming no torch
     (PTT020/PTT021); a file may hold a Python fact and lines of the line kinds: no other code,

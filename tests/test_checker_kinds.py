@@ -5121,6 +5121,40 @@ def test_ptt013_is_silent_on_what_every_definition_of_a_method_returns_as_a_floa
     assert "PTT013" in _in_project(tmp_path / "c", tensor, _MODEL_TRAINER)
 
 
+
+def test_the_excerpt_tool_carries_a_loaded_network_and_the_methods_returning_numbers(tmp_path, monkeypatch):
+    """The facts PTT037 (an evaluator's network: a loose checkout, its root found by its
+    licence) and PTT013 (every ``update`` returns ``loss.item()``) read from other files travel
+    with the excerpts: the scorer's import and the line loading weights into it; the def of
+    ``update`` cut to its return, in its class. Amid them each file gives what the checkout
+    gives (silent), alone it does not."""
+    from tipsite.checker import labels
+
+    loose = {"LICENSE": "MIT\n", "metrics/score.py": _SCORES, "train/loop.py": _FIT,
+             "metrics/nets/scorer.py": _SCORER}
+    marked = {"setup.py": "", "pkg/__init__.py": "", "pkg/models.py": _BASE_MODEL, "pkg/trainer.py": _MODEL_TRAINER}
+    config = {"torch": "2.5", "device": "cuda"}
+    monkeypatch.setattr(labels, "EXCERPTS", tmp_path / "excerpts")
+    monkeypatch.setattr(labels, "_PLACED", {})
+    carried = {}
+    for repo, files, path, code in (("o/eval", loose, "metrics/nets/scorer.py", "PTT037"),
+                                    ("o/mbrl", marked, "pkg/trainer.py", "PTT013")):
+        checkout = tmp_path / repo.replace("/", "+")
+        for rel, text in files.items():
+            (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
+            (checkout / rel).write_text(textwrap.dedent(text), encoding="utf-8")
+        src = textwrap.dedent(files[path])
+        real = {c for _, c in labels.findings_of(src, config, str(checkout / path))}
+        assert code not in real and code in {c for _, c in labels.findings_of(src, config, path, repo=repo)}
+        carried[repo] = labels.project_of(checkout, [path])
+        labels.write_project(repo, carried[repo])
+        assert code not in {c for _, c in labels.findings_of(src, config, path, repo=repo)}, carried
+    assert carried["o/eval"] == {"metrics/score.py": "from metrics.nets.scorer import Scorer\n"
+                                                     "    net.load_state_dict(torch.load(path, map_location=\"cpu\"))\n"}
+    assert carried["o/mbrl"]["pkg/models.py"] == ("class Model(torch.nn.Module):\n    def update(self, batch, opt):\n"
+                                        "        return loss.item(), meta\n")
+
+
 _CRITIC = '''
     import torch
     import torch.nn.functional as F

@@ -209,8 +209,8 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
     TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (PTT001; the ``__init__.py`` files between are kept, empty,
     as the engine walks up while the folders are a package), a folder of Python files that
     loads state dicts and trains nowhere (PTT037: their ``load_state_dict(`` lines), and each
-    helper's lines below (PTT004, PTT012, PTT020/PTT021, PTT023, PTT030, PTT031, PTT032, PTT035,
-    PTT037). Two facts read from one file are merged (:func:`_merged`)."""
+    helper's lines below (PTT004, PTT012, PTT013, PTT020/PTT021, PTT023, PTT030, PTT031, PTT032,
+    PTT035, PTT037). Two facts read from one file are merged (:func:`_merged`)."""
     from tipsite.checker import engine as E
 
     out: dict[str, str] = {}
@@ -236,7 +236,8 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
                            *_module_reader(base, file, text), *_reduced_maker(base, file, text),
                            *_module_bases(base, file, text), *_twin_models(base, file, text),
                            *_graph_free_getters(base, file, text), *_part_evidence(base, file, text),
-                           *_second_order_adapters(base, file, text), *_numpy_collates(base, file, text)):
+                           *_second_order_adapters(base, file, text), *_numpy_collates(base, file, text),
+                           *_loaded_networks(base, file, text), *_number_returns(base, file, text)):
             add(rel, "".join(lines))
         folder = (base / path).parent
         if E._folder_serves_checkpoints(str(folder)):
@@ -743,6 +744,91 @@ def _numpy_collates(base: Path, file: Path, text: str) -> list[tuple[str, list[s
                     lines.append(ast.unparse(type(node)(**{**node.__dict__, "names": bound})) + "\n")
         lines += _lines_of(target, [*classes, *funcs], headers=tuple(classes))
         out.append((target.relative_to(base).as_posix(), lines))
+    return out
+
+
+def _loaded_networks(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT037: where the file's classes are networks the project never trains but loads weights
+    into (the engine's evaluator_classes), what shows the loading: in the first other file that
+    names one of the classes and calls ``load_state_dict``, its first line naming the class
+    (an import of it where there is one) and its first ``load_state_dict(`` line. (The placed
+    project has a root marker, so the engine's root fallback of an unmarked checkout needs no
+    line: the checkout's root is the placed root.)"""
+    from tipsite.checker import engine as E
+
+    if "class" not in text or not (mine := E.evaluator_classes(str(file), text)):
+        return []
+    folder = str(file.resolve().parent)
+    root, whole = E._project_root(folder), False
+    if not E._listing(root) & set(E._PROJECT_ROOT):  # as the engine: an unmarked checkout
+        root, whole = E._import_base(str(file), text) or E._licensed_base(folder), True
+    own = os.path.abspath(str(file))
+    for cls in sorted(mine):
+        word = re.compile(r"\b" + re.escape(cls) + r"\b")
+        for user, loads in E._class_users(root, cls, whole):
+            if user == own or not loads:
+                continue
+            source = Path(user).read_text(encoding="utf-8", errors="replace")
+            named = (_first_line(source, lambda s, word=word: s.lstrip().startswith(("import ", "from ")) and word.search(s))
+                     or _first_line(source, word.search))
+            load = _first_line(source, lambda s: E._in_code(E._LOADS_STATE, s))
+            if named and load:
+                return [(Path(user).relative_to(base).as_posix(), [named, load] if named != load else [load])]
+    return []
+
+
+def _number_returns(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT012/PTT013: the project's methods whose every definition returns a value holding no
+    graph (the engine's project_returns: ``return loss.item(), meta``) which the rules read for
+    a value of the file they would report: per method, the shortest definition that gives what
+    all of them give together (its header and the statement holding its ``return``, in its
+    class, where that gives as much; else the whole def); where none alone does, each one that
+    shows what it returns."""
+    from tipsite.checker import engine as E
+
+    if "return" not in text and "=" not in text:  # no value bound from a call to read
+        return []
+    asked: dict[str, frozenset] = {}
+    real = E.project_returns
+
+    def recorded(path: str, name: str) -> frozenset:
+        got = real(path, name)
+        if got:
+            asked[name] = got
+        return got
+
+    E.project_returns = recorded
+    try:
+        for release in ((2, 13), (2, 5)):
+            E.Checker(release, "cuda", codes=["PTT012", "PTT013"]).check_source(text, str(file))
+    finally:
+        E.project_returns = real
+
+    def items_of(lines: list[str] | None, name: str):
+        if not lines:
+            return None
+        try:
+            tree = ast.parse(textwrap.dedent("".join(lines)))
+        except SyntaxError:
+            return None
+        return next((E._returned_items(f, name) for f in ast.walk(tree)
+                     if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name), None)
+
+    out: list[tuple[str, list[str]]] = []
+    own = file.resolve()
+    for name, items in sorted(asked.items()):
+        shown = []
+        for other, _ in _project_defs(file, {name}, lambda t, name=name: {name} if f"def {name}" in t else set()):
+            if other.resolve() == own:
+                continue
+            whole = _def_lines(other, name)
+            if items_of(whole, name) is None:
+                continue
+            cut = _def_lines(other, name, lambda n: isinstance(n, ast.Return))
+            shown.append((other, cut if items_of(cut, name) == items_of(whole, name) else whole))
+        exact = sorted((len(lines), i) for i, (_, lines) in enumerate(shown) if items_of(lines, name) == items)
+        for _, i in exact[:1] or [(0, i) for i in range(len(shown))]:
+            out.append((shown[i][0].relative_to(base).as_posix(), shown[i][1]))
     return out
 
 
