@@ -5295,3 +5295,56 @@ def test_the_excerpt_tools_proof_of_torch_keeps_the_files_torch_alias(tmp_path):
     got = labels.project_of(tmp_path, ["pkg/train.py"])
     assert got["pkg/model.py"] == "import torch as pt\nreturn pt.load(f, weights_only=True)\n"
     assert engine.proves_torch(got["pkg/model.py"].replace("return ", "x = ")) == (1, 13)
+
+
+# --- held-out round 21: a torch floor said in words ("(at least 1.7)", "1.7 or higher") ----------
+
+@pytest.mark.parametrize(("code", "source", "reader"), [
+    ("PTT001", _LOAD, (2, 5)), ("PTT005", _AUTOCAST, (2, 13)), ("PTT019", _EVALUATE, (2, 13)),
+])
+@pytest.mark.parametrize(("files", "fires"), [
+    # the floor later in the sentence that names PyTorch
+    ({"README.md": "To begin, set up PyTorch for your machine (at least 1.6):\n"}, False),
+    ({"README.md": "Set up [PyTorch](https://pytorch.example) for your GPU, at least 1.6.\n"}, False),
+    ({"README.md": "It needs PyTorch, version 1.6 or higher.\n"}, False),
+    ({"README.md": "PyTorch (minimum version 1.6) and a GPU.\n"}, False),
+    ({"docs/INSTALL.md": "Set up PyTorch for your machine (at least 1.6).\n"}, False),
+    # near misses: another package's minimum, a later sentence, a newer floor
+    ({"README.md": "Set up PyTorch with CUDA at least 10.2.\n"}, True),
+    ({"README.md": "Set up PyTorch and torchvision (at least 0.8).\n"}, True),
+    ({"README.md": "Set up PyTorch. Then numpy, at least 1.6.\n"}, True),
+    ({"README.md": "Set up PyTorch for your machine.\nPython 3.8 or higher.\n"}, True),
+    ({"README.md": "Set up pytorch-lightning (at least 1.6).\n"}, True),
+    ({"README.md": "Set up PyTorch for your machine (at least 2.4).\n"}, True),
+])
+def test_a_floor_said_in_words_in_the_sentence_naming_pytorch_states_the_torch(
+        tmp_path, code, source, reader, files, fires):
+    """StudioGAN-like: "install PyTorch meeting your environment (at least 1.7)" is the project's
+    floor, so advice that needs a newer torch stays silent; a minimum of another package (CUDA,
+    torchvision, numpy in the next sentence) or a floor at or past the advice's release keeps it."""
+    for cached in (engine._declared_up, engine._declared_in, engine._pinned_up):
+        cached.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **files}
+    assert (code in _in_project(tmp_path, files, source, torch=reader)) is fires
+    assert code in codes(source, torch=reader)
+
+
+def test_a_floor_at_least_2_4_keeps_advice_that_needs_an_older_torch(tmp_path):
+    """"at least 2.4" is a floor newer than torch.amp.autocast (1.12): PTT005's advice holds."""
+    for cached in (engine._declared_up, engine._declared_in, engine._pinned_up):
+        cached.cache_clear()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n",
+             "README.md": "First set up PyTorch for your machine (at least 2.4).\n"}
+    assert "PTT005" in _in_project(tmp_path, files, _AUTOCAST, torch=(2, 13))
+
+
+def test_the_excerpt_tool_carries_a_floor_said_in_words(tmp_path):
+    """project.json keeps the README line that says the floor in words, so excerpts replay it."""
+    from tipsite.checker import labels
+
+    (tmp_path / "README.md").write_text("# Demo\nFirst set up PyTorch for your machine (at least 1.6):\n"
+                                        "Then numpy, at least 1.2.\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("import torch\n")
+    got = labels.project_of(tmp_path, ["src/train.py"])
+    assert got["README.md"] == "First set up PyTorch for your machine (at least 1.6):\n"

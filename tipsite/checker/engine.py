@@ -92,6 +92,20 @@ _LINKED = r"(?:\]\(+[^()\s]{0,200}\)+)?\s*\(?"
 _TORCH_MIN = re.compile(r"(?<![\w.-])(?:py)?torch" + _LINKED + r"\s*(?:>=|>)\s*(\d+)\.(\d+)", re.IGNORECASE)
 _TORCH_PROSE = re.compile(r"(?<![\w.-])(?:py)?torch" + _LINKED + r"\s*(\d+)\.(\d+)(?:\.\d+)?\s+or\s+"
                           r"(?:later|newer|higher|above)", re.IGNORECASE)
+# A floor said in words later in the same sentence, in a README or an install document: "install
+# PyTorch meeting your environment (at least 1.7)", "PyTorch, version 1.7 or higher", "PyTorch
+# (minimum 1.7)". The words between name no other package (CUDA, Python, torchvision...), no
+# number and end no sentence, and the release is a torch one (0.x to 2.x: "CUDA at least 10.2"
+# and "Python 3.8 or later" are not read). _FLOOR_WORDS guards the search.
+_GAP = (r"(?:\]\(+[^()\s]{0,200}\)+)?(?:(?!cuda|cudnn|python|gcc|g\+\+|nvcc|nvidia|driver|torchvision|torchaudio"
+        r"|numpy|tensorflow|jax|mmcv|apex|transformers|lightning|ubuntu|windows|linux)[^.!?;\n\d]){0,80}?")
+_TORCH_LEAST = re.compile(r"(?<![\w.-])(?:py)?torch(?![\w-])" + _GAP + r"\b(?:at\s+least|minimum)\s*:?\s*"
+                          r"(?:(?:required\s+)?version\s*:?\s*)?(?:of\s+)?v?(?<![\d.])([0-2])\.(\d{1,2})(?![\d])",
+                          re.IGNORECASE)
+_TORCH_OR_LATER = re.compile(r"(?<![\w.-])(?:py)?torch(?![\w-])" + _GAP + r"(?:\bv(?:ersion)?\s*)?(?<![\d.])"
+                             r"([0-2])\.(\d{1,2})(?:\.\d+)?\s+or\s+(?:later|newer|higher|above)\b",
+                             re.IGNORECASE)
+_FLOOR_WORDS = ("least", "minimum", " or ")
 # A ceiling in prose, "compatible with PyTorch <= 1.4", "PyTorch < 1.0 needs ...": the project
 # runs on that release or older ones, so its oldest supported torch is no newer (see _ceiling)
 _TORCH_CEIL = re.compile(r"(?<![\w.-])(?:py)?torch" + _LINKED + r"\s*(<=?)\s*(\d+)\.(\d+)", re.IGNORECASE)
@@ -3174,6 +3188,8 @@ def _declared_up(folder: str) -> tuple[tuple[int, int] | None, tuple[int, int] |
         lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#") or name in _READMES]
         body = "\n".join(lines)
         patterns = (_TORCH_MIN, _TORCH_PROSE) if name in _READMES else (_TORCH_REQ,)
+        if name in _READMES:
+            prose += _worded_floors(body)
         for pattern in patterns:
             (prose if name in _READMES else found).extend(
                 (int(m.group(1)), int(m.group(2))) for m in pattern.finditer(body))
@@ -3215,7 +3231,17 @@ def _install_doc_torch(text: str) -> list[tuple[int, int]]:
     if "torch" not in text.lower():
         return []
     return [(int(m.group(1)), int(m.group(2))) for pattern in (_TORCH_NAMED, _TORCH_MIN)
-            for m in pattern.finditer(text)] + (_ceilings(text) if "<" in text else [])
+            for m in pattern.finditer(text)] + (_ceilings(text) if "<" in text else []) + _worded_floors(text)
+
+
+def _worded_floors(text: str) -> list[tuple[int, int]]:
+    """The torch floors a sentence of prose says in words ("PyTorch meeting your environment
+    (at least 1.7)", "PyTorch version 1.7 or higher", "PyTorch (minimum 1.7)"); see _TORCH_LEAST."""
+    low = text.lower()
+    if "torch" not in low or not any(w in low for w in _FLOOR_WORDS):
+        return []
+    return [(int(m.group(1)), int(m.group(2))) for pattern in (_TORCH_LEAST, _TORCH_OR_LATER)
+            for m in pattern.finditer(text)]
 
 
 def _ceilings(text: str) -> list[tuple[int, int]]:

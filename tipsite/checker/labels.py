@@ -157,7 +157,8 @@ def torch_lines(text: str) -> str:
 
     keep: set[int] = set()
     for pattern in (E._TORCH_REQ, E._TORCH_MIN, E._TORCH_PROSE, E._TORCH_PIN, E._TORCH_OPEN,
-                    E._TORCH_NAMED, E._NEWER_TORCH, E._COMPANION_PIN, E._TORCH_IMAGE, E._TORCH_CEIL, E._TORCH_BULLET):
+                    E._TORCH_NAMED, E._NEWER_TORCH, E._COMPANION_PIN, E._TORCH_IMAGE, E._TORCH_CEIL, E._TORCH_BULLET,
+                    E._TORCH_LEAST, E._TORCH_OR_LATER):
         for m in pattern.finditer(text):
             first = text.count("\n", 0, m.start())
             keep |= set(range(first, first + text.count("\n", m.start(), m.end()) + 1))
