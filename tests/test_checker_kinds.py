@@ -5358,17 +5358,17 @@ _SSIM = """\
     ("window = window.cuda(img1.get_device())", False),
     ("window = window.cuda(img1.device)", False),
     ("window = window.cuda(device=img1.device)", False),
-    ("if img1.is_cuda and img2.is_cuda:\n                window = window.cuda()", False),
-    ("if img1.is_cuda:\n                window = window.to('cuda')", False),
-    # near misses: a hard-coded device, a guard on something else, the negated guard
+    # near misses: a hard-coded device; a bare .cuda() under the guard goes to the current
+    # device, not the input's (a second GPU), and copies a host tensor every call
+    ("if img1.is_cuda:\n                window = window.cuda()", True),
     ("window = window.cuda()", True),
     ("window = window.cuda(0)", True),
     ("if not img1.is_cuda:\n                window = window.cuda()", True),
     ("if torch.cuda.is_available():\n                window = window.cuda()", True),
 ])
 def test_ptt015_is_silent_on_a_move_to_the_inputs_own_device(move, flagged):
-    """``.cuda(x.get_device())`` / ``.cuda(x.device)``, or a move under ``if x.is_cuda:``, follow
-    the input's device: nothing is hard-coded, and a CPU input stays on the CPU."""
+    """``.cuda(x.get_device())`` / ``.cuda(x.device)`` (under ``if x.is_cuda:`` or not) follow the
+    input's device: nothing is hard-coded."""
     assert ("PTT015" in codes(_SSIM.format(move=move))) is flagged
 
 

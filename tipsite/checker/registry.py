@@ -634,8 +634,9 @@ class Net(torch.nn.Module):
               "to a call that is: x = denorm(x.cpu())) whose value the forward then turns into a PIL "
               "image or NumPy (ToPILImage()(x[i]), to_pil_image, Image.fromarray, np.asarray, "
               "x[i].numpy()): the host-side consumer needs the host copy. Not a .cuda() given "
-              "another tensor's device (.cuda(x.get_device()), .cuda(x.device)), nor a .cuda() or "
-              ".to('cuda') under if x.is_cuda: (alone or in an and): the input's own device.",
+              "another tensor's device (.cuda(x.get_device()), .cuda(x.device)): the input's own "
+              "device (a bare .cuda() under if x.is_cuda: is still flagged: it moves to the current "
+              "device, not x's).",
     ),
     Rule(
         "PTT016", "tip_module_conventions", "tensor created in forward without device=",

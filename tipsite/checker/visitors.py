@@ -2748,8 +2748,765 @@ class DeviceInForward(RuleVisitor):
         method = _method(node)
         if method not in ("cuda", "cpu", "to") or not self.where.method_of_model("forward"):
             return
-        if method in ("to", "cuda") and (_input_device_arg(node) or self._under_is_cuda()):
-            return  # the input's own device (.cuda(x.get_device()), or x is on CUDA already)
+        if method == "cuda" and _input_device_arg(node):
+            return  # the input's own device (.cuda(x.get_device()), .cuda(x.device))
+        if method == "to":
+            args = _positional(node)
+            if args and isinstance(args[0].value, cst.SimpleString) and "cuda" in args[0].value.value:
+                self.flag(node)
+        elif method == "cuda":
+            if not self._data_parallel():
+                self.flag(node)
+        elif id(node) not in self.leaving and not self.facts.uses_rpc and not self._cpu_meant(node):
+            self.flag(node)
+
+    def _fallback(self) -> bool:
+        """A deliberate old-torch path: in ``except (AttributeError, TypeError, ImportError)``
+        after the new API was tried, or under an ``if`` that checks the version or ``hasattr``."""
+        for n in self.where.stack:
+            if isinstance(n, cst.ExceptHandler) and n.type is not None:
+                types = [e.value for e in n.type.elements] if isinstance(n.type, cst.Tuple) else [n.type]
+                if any((get_full_name_for_node(t) or "").rsplit(".", 1)[-1] in _FALLBACK_ERRORS for t in types):
+                    return True
+            if isinstance(n, cst.If) and (_mentions(n.test, "version") or _mentions(n.test, "hasattr")
+                                          or _mentions(n.test, "TORCH_")):
+                return True
+        return False
+
+
+_FALLBACK_ERRORS = {"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError"}
+# The first release with the spelling PTT005 advises for each torch.cuda.amp name:
+# torch.amp.autocast (1.12), torch.amp.GradScaler("cuda") (2.3), torch.amp.custom_fwd/custom_bwd
+# (2.4, with the deprecation); any other name of torch.cuda.amp: 2.4.
+_AMP_SINCE = {"autocast": (1, 12), "GradScaler": (2, 3), "custom_fwd": (2, 4), "custom_bwd": (2, 4)}
+
+
+class ZeroGradKeepsZeros(RuleVisitor):
+    """Not where the file adds into ``.grad`` by hand (``p.grad += g``), which needs the zeros."""
+
+    CODE = "PTT006"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if _method(node) == "zero_grad" and not self.facts.manual_grad:
+            arg = self.get_specific_arg(node, "set_to_none", 0)
+            if arg is not None and _is_false(arg.value):
+                self.flag(node)
+
+
+class VariableWrapping(RuleVisitor):
+    """Not in an ``if __name__ == "__main__":`` block (a demo of the file, not code a user
+    runs), nor a ``Variable(x, requires_grad=True)`` made as a leaf to differentiate against
+    (a gradient penalty's input: the function calls ``autograd.grad`` or is named for a
+    penalty), where only a cosmetic ``x.detach().requires_grad_()`` rewrite remains."""
+
+    CODE = "PTT007"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.qname(node) in ("torch.autograd.Variable", "torch.autograd.variable.Variable") \
+                and not self._main_block() and not self._penalty_leaf(node):
+            self.flag(node)
+
+    def _main_block(self) -> bool:
+        return any(isinstance(n, cst.If) and _tests_main(n.test) for n in self.where.stack)
+
+    def _penalty_leaf(self, node: cst.Call) -> bool:
+        arg = self.get_specific_arg(node, "requires_grad", 1)
+        func = self.where.function()
+        if arg is None or not _is_true(arg.value) or func is None:
+            return False
+        return "penalty" in func.name.value.lower() or any(
+            isinstance(n, cst.Call) and self.qname(n) in ("torch.autograd.grad", "torch.autograd.functional.vjp")
+            for n in walk(func.body))
+
+
+def _tests_main(test: cst.BaseExpression) -> bool:
+    """``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    return any(isinstance(x, cst.Name) and x.value == "__name__" for x in sides) and any(
+        isinstance(x, cst.SimpleString) and x.evaluated_value == "__main__" for x in sides)
+
+
+# --- model design --------------------------------------------------------------------------------
+
+def _calls_in(node: cst.BaseExpression) -> list[cst.Call]:
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return [e.value for e in node.elements if isinstance(e.value, cst.Call)]
+    if isinstance(node, (cst.ListComp, cst.GeneratorExp)) and isinstance(node.elt, cst.Call):
+        return [node.elt]
+    return []
+
+
+def _self_target(node: cst.Assign) -> bool:
+    return (len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Attribute)
+            and isinstance(node.targets[0].target.value, cst.Name)
+            and node.targets[0].target.value.value == "self")
+
+
+class PlainListOfModules(RuleVisitor):
+    """A list in a module's ``__init__`` built from classes of torch.nn (layers, Parameters);
+    not one built by torch.nn's helper functions (``_pair(p)``: a tuple of ints)."""
+
+    CODE = "PTT008"
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not isinstance(node.value, (cst.List, cst.ListComp)) or not _self_target(node):
+            return
+        if not self.where.method_of_module("__init__"):
+            return
+        for call in _calls_in(node.value):
+            name = self.qname(call) or ""
+            last = name.rsplit(".", 1)[-1]
+            # a class of torch.nn (a layer, a Parameter), not a helper function of it (_pair,
+            # init.*, functional.*), whose result is a tuple or a tensor, not a module
+            if last[:1].isupper() and (name.startswith("torch.nn.") or last == "Parameter" or "nn." in name):
+                attr = node.targets[0].target.attr.value
+                if not self._registered_elsewhere(attr) and not self._wrapped_later(node, attr):
+                    self.flag(node)
+                return
+
+    def _wrapped_later(self, node: cst.Assign, attr: str) -> bool:
+        """A later statement of the same ``__init__`` rebinds ``self.<attr>`` to a call that
+        takes the list (``self.stem = OpSequential(self.stem)``): the list was a builder, and
+        what the module keeps is what the call makes of it (a container of the project's)."""
+        func = self.where.function()
+        body = func.body.body if func is not None and isinstance(func.body, cst.IndentedBlock) else ()
+        own = f"self.{attr}"
+        seen = False
+        for stmt in body:
+            if not seen:
+                seen = any(n is node for n in walk(stmt))
+                continue
+            for n in walk(stmt):
+                if (type(n) is cst.Assign and isinstance(n.value, cst.Call)
+                        and any(get_full_name_for_node(t.target) == own for t in n.targets)
+                        and any(get_full_name_for_node(a.value) == own for a in n.value.args)):
+                    return True
+        return False
+
+    def _registered_elsewhere(self, attr: str) -> bool:
+        """The class hands the list (``self.<attr>``) to a torch.nn container
+        (``nn.Sequential(*self.layers)``, ``nn.ModuleList(self.layers)``) or registers its items
+        one by one (``self.add_module(...)`` in a loop over it): its modules are registered
+        already, and a ModuleList too would register them twice (new state_dict keys)."""
+        cls = self.where.module_class("__init__")
+        if cls is None:
+            return False
+        own = f"self.{attr}"
+        for n in _walk_all(cls):
+            if type(n) is cst.Call:
+                name = self.qname(n) or ""
+                if name.startswith("torch.nn.") and name.rsplit(".", 1)[-1][:1].isupper() and any(
+                        get_full_name_for_node(a.value) == own for a in n.args):
+                    return True
+            elif type(n) is cst.For and get_full_name_for_node(_unwrap_iter(n.iter)) == own and any(
+                    type(c) is cst.Call and _method(c) in ("add_module", "register_module")
+                    for c in walk(n.body)):
+                return True
+        return False
+
+
+def _unwrap_iter(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``self.layers`` for ``enumerate(self.layers)``, ``zip(names, self.layers)`` keeps its own."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "enumerate" \
+            and node.args:
+        return node.args[0].value
+    return node
+
+
+def _parameter_calls(visitor: RuleVisitor, node: cst.BaseExpression) -> bool:
+    calls = _calls_in(node)
+    return bool(calls) and all((visitor.qname(c) or "").endswith("Parameter") for c in calls)
+
+
+class ModuleListOfParameters(RuleVisitor):
+    CODE = "PTT009"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.qname(node) != "torch.nn.ModuleList" or not node.args:
+            return
+        value = node.args[0].value
+        if _parameter_calls(self, value) or (isinstance(value, cst.Name)
+                                             and value.value in self.facts.param_list_names):
+            self.flag(node)
+
+
+class RegisterParameterWithoutValue(RuleVisitor):
+    CODE = "PTT029"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if _method(node) == "register_parameter" and len(node.args) == 1 and not node.args[0].star:
+            self.flag(node)
+
+
+def _block_after(stack: list[cst.CSTNode], node: cst.CSTNode) -> list[cst.BaseStatement]:
+    """The statements after the one holding ``node`` in the block that holds it (the body of
+    the innermost compound statement, or its ``else``)."""
+    if not stack:
+        return []
+    inner = stack[-1]
+    blocks = [inner.body]
+    orelse = getattr(inner, "orelse", None)
+    while orelse is not None:  # an if's elif / else (and a loop's else)
+        blocks.append(orelse.body)
+        orelse = getattr(orelse, "orelse", None)
+    for block in blocks:
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)):
+            continue
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, cst.SimpleStatementLine) and any(s is node for s in stmt.body):
+                return list(body[i + 1:])
+    return []
+
+
+_PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+
+
+_INT_ANNOTATIONS = {"int", "Optional[int]", "int | None", "None | int", "typing.Optional[int]"}
+
+
+def _int_index(sub: cst.Subscript, outer: tuple[cst.CSTNode, ...]) -> bool:
+    """``x[i]`` with one index that is evidently an int: a literal, a parameter of the enclosing
+    function annotated ``int`` (or ``int | None``), the variable of an enclosing ``for`` over
+    ``range(...)``."""
+    if len(sub.slice) != 1 or not isinstance(sub.slice[0].slice, cst.Index):
+        return False
+    index = sub.slice[0].slice.value
+    if isinstance(index, cst.Integer):
+        return True
+    if not isinstance(index, cst.Name):
+        return False
+    for o in reversed(outer):
+        if (isinstance(o, cst.For) and isinstance(o.target, cst.Name) and o.target.value == index.value
+                and isinstance(o.iter, cst.Call) and get_full_name_for_node(o.iter.func) == "range"):
+            return True
+        if isinstance(o, cst.FunctionDef):
+            params = [*o.params.posonly_params, *o.params.params, *o.params.kwonly_params]
+            p = next((p for p in params if p.name.value == index.value), None)
+            if p is None or p.annotation is None:
+                return False
+            code = cst.Module(body=[]).code_for_node(p.annotation.annotation)
+            return " ".join(code.split()) in _INT_ANNOTATIONS
+    return False
+
+
+class TensorAttributeNotBuffer(RuleVisitor):
+    """A factory's tensor set as a plain attribute in a module's ``__init__``; not one rebound as
+    an ``nn.Parameter`` further down the same block (registered then), nor one that a method
+    rebinds from itself to its input's device and dtype before use
+    (``self.mean = self.mean.type_as(x)``), nor one read only at an int index (a 0-dim CPU
+    tensor mixes with CUDA tensors)."""
+
+    CODE = "PTT030"
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if (_self_target(node) and isinstance(node.value, cst.Call)
+                and self.qname(node.value) in FACTORIES and not self.facts.exports):
+            name = node.targets[0].target.attr.value
+            cls = self._module_class()
+            if cls is None:
+                return  # no evidence that the class is an nn.Module (a LightningDataModule has no buffers)
+            if (not self._registered_below(node, name) and not self._follows_input(name)
+                    and not self._used_in_init_only(name) and not self._placeholder(node, name)
+                    and not self._int_indexed_only(name) and not _buffer_named(cls, name)
+                    and not self._overwritten(node, cls, name) and not _state_rebound(self, cls, name)
+                    and not _read_on_cpu_only(cls, name) and not self._device_pinned(node.value)
+                    and not _replaced_elsewhere(cls, name) and not _written_only(self.module, name, self.facts.source)):
+                self.flag(node)
+
+    def _device_pinned(self, call: cst.Call) -> bool:
+        """The factory's ``device=`` is a parameter of the ``__init__`` (``device=device``) or an
+        attribute ``__init__`` sets from one (``self.device = device``): the class takes its
+        device at construction and keeps it by design (its own code sends inputs there), so
+        ``.to()`` is not its way of moving, and a buffer would only add a state_dict key."""
+        arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == "device"), None)
+        init = next((n for n in reversed(self.where.stack) if isinstance(n, cst.FunctionDef)), None)
+        if arg is None or init is None or init.name.value != "__init__":
+            return False
+        p = init.params
+        params = {x.name.value for x in [*p.posonly_params, *p.params, *p.kwonly_params]}
+        value = arg.value
+        if isinstance(value, cst.Name):
+            return value.value in params
+        name = get_full_name_for_node(value) if isinstance(value, cst.Attribute) else None
+        if name is None or not name.startswith("self.") or name.count(".") != 1:
+            return False
+        return any(isinstance(n, cst.Assign) and _self_target(n)
+                   and get_full_name_for_node(n.targets[0].target) == name
+                   and isinstance(n.value, cst.Name) and n.value.value in params
+                   for n in walk(init.body))
+
+    def _module_class(self) -> cst.ClassDef | None:
+        """The class whose ``__init__`` holds the node, where the file shows it is an nn.Module
+        (a torch.nn base, a LightningModule, a class of the file or project deriving from one:
+        ``Facts.nn_modules``); a base merely named ``...Module`` is no evidence."""
+        stack = self.where.stack
+        for i in range(len(stack) - 1, 0, -1):
+            node, parent = stack[i], stack[i - 1]
+            if isinstance(node, cst.FunctionDef) and isinstance(parent, cst.ClassDef):
+                if node.name.value != "__init__":
+                    return None
+                mods = self.facts.nn_modules
+                known = is_module_class(parent) if mods is None else parent.name.value in mods
+                return parent if known else None
+        return None
+
+    def _overwritten(self, node: cst.Assign, cls: cst.ClassDef, name: str) -> bool:
+        """An empty tensor (``torch.empty(0)``, ``torch.tensor([])``) that another method of the
+        class replaces with a new value not made from it (a forward hook storing its output each
+        call): a placeholder of an activation cache, not state to move or save."""
+        call = node.value
+        if not (isinstance(call, cst.Call) and len(call.args) == 1 and call.args[0].keyword is None
+                and _empty_or_scalar(self.qname(call), call.args[0].value)
+                and not (self.qname(call) == "torch.tensor" and _is_number(call.args[0].value))):
+            return False
+        return any(
+            isinstance(n, cst.Assign) and _self_target(n) and n.targets[0].target.attr.value == name
+            and not any(isinstance(m, cst.Attribute) and m.attr.value == name for m in walk(n.value))
+            for f in cls.body.body if isinstance(f, cst.FunctionDef) and f.name.value != "__init__"
+            for n in walk(f))
+
+    def _int_indexed_only(self, name: str) -> bool:
+        """Outside the assignments of ``__init__``, the file reads ``self.<name>`` only as
+        ``self.<name>[i]`` with ``i`` an int (a literal, a parameter annotated ``int``, a loop
+        variable over ``range``): a 0-dim CPU tensor, which mixes with CUDA tensors as a
+        Python number does, so ``.to()`` leaving the table behind costs nothing (a schedule
+        or a table of settings looked up per step). Not where a string names it (getattr; a
+        docstring is no read)."""
+        module, cls = self.module, self._module_class()
+        if not isinstance(module, cst.Module) or cls is None:
+            return False
+        parents: dict[int, cst.CSTNode] = {}
+        reads = 0
+        todo: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(module, ())]
+        while todo:
+            n, outer = todo.pop()
+            if isinstance(n, cst.SimpleString) and name in n.value and not isinstance(parents.get(id(n)), cst.Expr):
+                return False  # (a docstring that documents it is no read)
+            if isinstance(n, cst.Attribute) and n.attr.value == name:
+                up = parents.get(id(n))
+                if isinstance(up, cst.AssignTarget) and any(
+                        isinstance(f, cst.FunctionDef) and f.name.value == "__init__" for f in outer):
+                    continue  # the binding itself (or another in __init__)
+                sub = up if isinstance(up, cst.Subscript) and up.value is n else None
+                if (sub is None or get_full_name_for_node(n) != f"self.{name}"
+                        or not any(o is cls for o in outer) or not _int_index(sub, outer)):
+                    return False
+                reads += 1
+            for c in children(n):
+                parents[id(c)] = n
+                todo.append((c, (*outer, n)))
+        return reads > 0
+
+    def _placeholder(self, node: cst.Assign, name: str) -> bool:
+        """An empty or 0-dim tensor (``torch.tensor([])``, ``torch.tensor(0)``,
+        ``torch.zeros(0)``) standing in for an attribute that ``__init__`` makes an
+        ``nn.Parameter`` on another branch: the parameter is what the module uses, the
+        placeholder only keeps the attribute defined (for TorchScript) where it is off."""
+        call = node.value
+        if not (isinstance(call, cst.Call) and call.args and len(call.args) == 1
+                and call.args[0].keyword is None and _empty_or_scalar(self.qname(call), call.args[0].value)):
+            return False
+        init = next((n for n in reversed(self.where.stack) if isinstance(n, cst.FunctionDef)), None)
+        if init is None or init.name.value != "__init__":
+            return False
+        return any(isinstance(n, cst.Assign) and n is not node and _self_target(n)
+                   and n.targets[0].target.attr.value == name and isinstance(n.value, cst.Call)
+                   and self.qname(n.value) in _PARAMETERS for n in walk(init))
+
+    def _used_in_init_only(self, name: str) -> bool:
+        """No code of the file but ``__init__`` names ``.<name>`` (nor a string does), and
+        ``__init__`` reads it and only consumes it (a method or attribute of it, an index, arithmetic, a
+        comparison, ``len``/``enumerate``, an argument of a method of ``self`` that does the
+        same with it): it is never read after construction, so ``.to()`` leaving it behind is
+        harmless. Not when it is aliased, stored or handed to anything else."""
+        stack = self.where.stack
+        cls = self._module_class()
+        module = self.module
+        if not isinstance(module, cst.Module) or cls is None:
+            return False
+        init = next((n for n in stack if isinstance(n, cst.FunctionDef)
+                     and n.name.value == "__init__" and any(n is s for s in cls.body.body)), None)
+        if init is None:
+            return False
+        parents: dict[int, cst.CSTNode] = {}
+        inside: set[int] = set()
+        todo = [(module, False)]
+        while todo:
+            n, in_init = todo.pop()
+            if in_init:
+                inside.add(id(n))
+            elif isinstance(n, cst.Attribute) and n.attr.value == name:
+                return False  # read (or set) outside __init__
+            elif isinstance(n, cst.SimpleString) and name in n.value:
+                return False  # getattr(self, "name"), a config key: cannot tell
+            for c in children(n):
+                parents[id(c)] = n
+                todo.append((c, c is init or (in_init and type(c) not in _STOPS_INNER)))
+        methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+        refs = [n for n in walk(init) if isinstance(n, cst.Attribute) and n.attr.value == name
+                and get_full_name_for_node(n) == f"self.{name}"]
+        if len(refs) != sum(1 for n in walk(init) if isinstance(n, cst.Attribute)
+                            and n.attr.value == name):
+            return False  # another object's .<name>, or one in a nested function
+        if all(isinstance(parents.get(id(r)), cst.AssignTarget) for r in refs):
+            return False  # never read here: another file (a subclass, a caller) may read it
+        return all(_consumed(r, parents, methods, name) for r in refs)
+
+    def _rebinds(self, stmt: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
+        """The values ``stmt`` (one simple statement line) assigns to ``self.<name>``."""
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            return []
+        return [s.value for s in stmt.body if isinstance(s, cst.Assign) and _self_target(s)
+                and s.targets[0].target.attr.value == name]
+
+    def _registered_below(self, node: cst.Assign, name: str) -> bool:
+        """``self.<name> = nn.Parameter(...)`` later in the same block: the attribute is a
+        parameter from then on (Module.__setattr__ drops the plain one)."""
+        return any(isinstance(v, cst.Call) and self.qname(v) in _PARAMETERS
+                   for stmt in _block_after(self.where.stack, node) for v in self._rebinds(stmt, name))
+
+    def _follows_input(self, name: str) -> bool:
+        """A method of the class rebinds ``self.<name> = self.<name>.type_as(...)`` (or
+        ``.to(...)``): it is moved to its input's device and dtype where it is used."""
+        cls = self._module_class()
+        if cls is None:
+            return False
+        for n in _class_nodes(cls):
+            if not (isinstance(n, cst.Assign) and _self_target(n) and n.targets[0].target.attr.value == name):
+                continue
+            v = n.value
+            if (isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and v.args
+                    and get_full_name_for_node(v.func.value) == f"self.{name}"
+                    and _input_like(v.func.attr.value, v.args[0].value)):
+                return True
+        return False
+
+
+_GROWS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack", "append"})
+
+
+def _state_rebound(visitor: RuleVisitor, cls: cst.ClassDef, name: str) -> bool:
+    """PTT030: a method of the class but ``__init__`` rebinds ``self.<name>`` to a value grown
+    from itself (``torch.cat([self.seen, y]).unique()``: its shape changes, which a buffer's
+    strict checkpoint load would reject) or to a new tensor from a torch factory (a reset
+    per task, which decides the device itself): state the class manages, not a fixed buffer."""
+    for f in cls.body.body:
+        if not isinstance(f, cst.FunctionDef) or f.name.value == "__init__":
+            continue
+        for n in walk(f):
+            if not (isinstance(n, cst.Assign) and _self_target(n) and n.targets[0].target.attr.value == name):
+                continue
+            calls = [c for c in [n.value, *walk(n.value)] if isinstance(c, cst.Call)]
+            if isinstance(n.value, cst.Call) and visitor.qname(n.value) in FACTORIES:
+                return True
+            for c in calls:
+                method = c.func.attr.value if isinstance(c.func, cst.Attribute) else None
+                if method in _GROWS and any(
+                        isinstance(m, cst.Attribute) and get_full_name_for_node(m) == f"self.{name}"
+                        for a in c.args for m in [a.value, *walk(a.value)]):
+                    return True
+    return False
+
+
+def _replaced_elsewhere(cls: cst.ClassDef, name: str) -> bool:
+    """PTT030: a method of the class but ``__init__`` rebinds ``self.<name>`` (or its ``.data``)
+    to a value computed from something else (``self.aux = loss * alpha``, ``self.m.data =
+    deepcopy(self.running_mean.data)``; not a literal): the ``__init__`` tensor is only a
+    starting value that per-step code replaces, not state to move or save."""
+    for f in cls.body.body:
+        if not isinstance(f, cst.FunctionDef) or f.name.value == "__init__":
+            continue
+        for n in walk(f):
+            if not (isinstance(n, cst.Assign) and len(n.targets) == 1):
+                continue
+            target = get_full_name_for_node(n.targets[0].target) if isinstance(
+                n.targets[0].target, cst.Attribute) else None
+            if target not in (f"self.{name}", f"self.{name}.data"):
+                continue
+            v = n.value
+            if isinstance(v, (cst.Integer, cst.Float, cst.Name, cst.SimpleString)) or (
+                    isinstance(v, cst.UnaryOperation) and _is_number(v.expression)):
+                continue
+            if not any(isinstance(m, cst.Attribute) and m.attr.value == name for m in [v, *walk(v)]):
+                return True
+    return False
+
+
+def _written_only(module: cst.CSTNode | None, name: str, source: str) -> bool:
+    """PTT030: the file never reads ``self.<name>`` but to update it: every ``.<name>`` is an
+    assignment's target (``self.count[i] = ...``, ``self.count += ...``, its binding) or inside
+    the value assigned to that same target (``self.count[i] = self.count[i] + n``), and no string
+    names it: a host-side counter or log nothing reads, which ``.to()`` may leave behind. The
+    piece checked (the class) must hold every ``.<name>`` of the file's text (``source``)."""
+    if not isinstance(module, cst.Module) or not source:
+        return False
+    parents: dict[int, cst.CSTNode] = {}
+    refs: list[cst.Attribute] = []
+    todo: list[cst.CSTNode] = [module]
+    while todo:  # every node, nested functions and classes too
+        n = todo.pop()
+        for c in children(n):
+            parents[id(c)] = n
+            todo.append(c)
+        if isinstance(n, cst.Attribute) and n.attr.value == name:
+            refs.append(n)
+        elif isinstance(n, cst.SimpleString) and name in n.value:
+            return False  # getattr(self, "name"), a config key: cannot tell
+    if len(re.findall(rf"\.{re.escape(name)}\b", source)) != len(refs):
+        return False  # named outside the piece (another function, a comment): cannot tell
+    own = f"self.{name}"
+
+    def base(e: cst.CSTNode) -> str | None:
+        while isinstance(e, cst.Subscript) or (isinstance(e, cst.Attribute) and e.attr.value == "data"):
+            e = e.value
+        return get_full_name_for_node(e) if isinstance(e, cst.Attribute) else None
+
+    updated = False
+    for n in refs:
+        if get_full_name_for_node(n) != own:
+            return False
+        top = n
+        up = parents.get(id(top))
+        while (isinstance(up, cst.Subscript) and up.value is top) or (
+                isinstance(up, cst.Attribute) and up.value is top and up.attr.value == "data"):
+            if isinstance(up, cst.Subscript) and not _host_index(up, parents):
+                return False  # a tensor index may live on the GPU: the CPU tensor then fails
+            top, up = up, parents.get(id(up))
+        fn = parents.get(id(n))
+        while fn is not None and not isinstance(fn, cst.FunctionDef):
+            fn = parents.get(id(fn))
+        updated = updated or (fn is not None and fn.name.value != "__init__")
+        if isinstance(up, cst.AssignTarget) or (isinstance(up, cst.AugAssign) and up.target is top):
+            continue  # written
+        stmt = up
+        while stmt is not None and not isinstance(stmt, (cst.Assign, cst.AugAssign, cst.BaseCompoundStatement)):
+            stmt = parents.get(id(stmt))
+        if isinstance(stmt, cst.Assign) and any(base(t.target) == own for t in stmt.targets):
+            continue  # read only to update itself
+        if isinstance(stmt, cst.AugAssign) and base(stmt.target) == own:
+            continue
+        return False
+    return updated
+
+
+_HOST_ITERS = (".tolist()", ".items()", "range(")
+
+
+def _host_index(sub: cst.Subscript, parents: dict[int, cst.CSTNode]) -> bool:
+    """PTT030: every index of ``sub`` is a Python int: a literal, or a name an enclosing ``for``
+    binds from host values (``.tolist()``, a dict's ``.items()``, ``range``)."""
+    for el in sub.slice:
+        idx = el.slice.value if isinstance(el.slice, cst.Index) else None
+        if isinstance(idx, cst.Integer):
+            continue
+        if not isinstance(idx, cst.Name):
+            return False
+        up = parents.get(id(sub))
+        while up is not None and not (isinstance(up, cst.For) and idx.value in target_names(up.target)):
+            up = parents.get(id(up))
+        if up is None or not any(h in cst.Module(body=[]).code_for_node(up.iter) for h in _HOST_ITERS):
+            return False
+    return True
+
+
+def _read_on_cpu_only(cls: cst.ClassDef, name: str) -> bool:
+    """PTT030: every read of ``self.<name>`` outside ``__init__`` is in a method that first
+    brings its input to the CPU (``x = self.prep(x.cpu())``, ``_cpu_input_rebind``), after that
+    statement: the tensor is kept on the CPU on purpose, beside CPU data."""
+    reads = 0
+    for f in cls.body.body:
+        if not isinstance(f, cst.FunctionDef) or f.name.value == "__init__":
+            continue
+        refs = [m for m in walk(f) if isinstance(m, cst.Attribute) and m.attr.value == name]
+        if not refs:
+            continue
+        start = _cpu_input_rebind(f)
+        if start is None:
+            return False
+        after = {id(m) for stmt in f.body.body[start + 1:] for m in walk(stmt)}
+        if any(id(m) not in after for m in refs):
+            return False
+        reads += len(refs)
+    return reads > 0
+
+
+def _is_number(arg: cst.BaseExpression) -> bool:
+    if isinstance(arg, cst.UnaryOperation):
+        arg = arg.expression
+    return isinstance(arg, (cst.Integer, cst.Float))
+
+
+def _buffer_named(cls: cst.ClassDef, name: str) -> bool:
+    """PTT030: the class registers a buffer ``name`` (``self.register_buffer("name", ...)``):
+    a tensor assigned to that name later is stored as the buffer (Module.__setattr__)."""
+    for n in _class_nodes(cls):
+        if (isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                and n.func.attr.value == "register_buffer" and n.args
+                and isinstance(n.args[0].value, cst.SimpleString)
+                and n.args[0].value.evaluated_value == name):
+            return True
+    return False
+
+
+def _empty_or_scalar(factory: str | None, arg: cst.BaseExpression) -> bool:
+    """``torch.tensor([])`` / ``torch.tensor(0)`` (a number), or ``torch.empty/zeros/ones(0)``:
+    a tensor that holds nothing to move."""
+    if isinstance(arg, cst.UnaryOperation):
+        arg = arg.expression
+    if factory == "torch.tensor":
+        return (isinstance(arg, (cst.List, cst.Tuple)) and not arg.elements) or isinstance(
+            arg, (cst.Integer, cst.Float))
+    if factory in ("torch.empty", "torch.zeros", "torch.ones"):
+        if isinstance(arg, (cst.List, cst.Tuple)) and len(arg.elements) == 1:
+            arg = arg.elements[0].value
+        return isinstance(arg, cst.Integer) and arg.evaluated_value == 0
+    return False
+
+
+_STOPS_INNER = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
+_CONSUMERS = frozenset({"len", "enumerate", "float", "int", "bool"})
+
+
+def _consumed(ref: cst.CSTNode, parents: dict[int, cst.CSTNode],
+              methods: dict[str, cst.FunctionDef], name: str, depth: int = 0) -> bool:
+    """``ref`` is used up where it stands: the receiver of a method or attribute, an index's
+    base, an operand of arithmetic or a comparison, an argument of ``len``/``enumerate``, or
+    (once) an argument of a method of ``self`` whose parameter is used up the same way; or the
+    target of its own assignment."""
+    parent = parents.get(id(ref))
+    if isinstance(parent, cst.AssignTarget):
+        return True
+    if isinstance(parent, cst.Attribute) and parent.value is ref:
+        return True
+    if isinstance(parent, cst.Subscript) and parent.value is ref:
+        return True
+    if isinstance(parent, (cst.BinaryOperation, cst.Comparison, cst.ComparisonTarget,
+                           cst.UnaryOperation)):
+        return True
+    if not isinstance(parent, cst.Arg) or parent.keyword is not None or parent.star:
+        return False
+    call = parents.get(id(parent))
+    if not isinstance(call, cst.Call):
+        return False
+    if isinstance(call.func, cst.Name) and call.func.value in _CONSUMERS:
+        return True
+    callee = get_full_name_for_node(call.func) or ""
+    method = methods.get(callee[5:]) if callee.startswith("self.") and depth == 0 else None
+    if method is None:
+        return False
+    params = [p for p in method.params.params if p.name.value != "self"]
+    index = [i for i, a in enumerate(call.args) if a is parent][0]
+    if index >= len(params) or isinstance(method.params.star_arg, cst.Param):
+        return False
+    param = params[index].name.value
+    inner: dict[int, cst.CSTNode] = {}
+    uses = []
+    todo = [method]
+    while todo:
+        n = todo.pop()
+        for c in children(n):
+            inner[id(c)] = n
+            if type(c) in _STOPS_INNER:
+                if any(isinstance(x, cst.Name) and x.value == param for x in walk(c)):
+                    return False  # a nested function or lambda closes over it
+                continue
+            if (isinstance(c, cst.Name) and c.value == param
+                    and not (isinstance(n, cst.Attribute) and n.attr is c)
+                    and not (isinstance(n, cst.Arg) and n.keyword is c)):
+                uses.append(c)  # the parameter, not ``self.<param>`` nor ``f(<param>=...)``
+            todo.append(c)
+    return all(isinstance(inner.get(id(u)), cst.Param) or _consumed(u, inner, methods, name, 1)
+               for u in uses)
+
+
+def _input_like(method: str, arg: cst.BaseExpression) -> bool:
+    """``.type_as(x)``, ``.to(x)``, ``.to(x.device)``: a device taken from another tensor (not
+    ``.to(torch.float16)``, a dtype alone)."""
+    if method == "type_as":
+        return True
+    if method != "to":
+        return False
+    return isinstance(arg, cst.Name) or (isinstance(arg, cst.Attribute) and arg.attr.value == "device")
+
+
+def _class_nodes(cls: cst.ClassDef):
+    """Every node in the methods of ``cls`` (its functions' bodies, not nested classes)."""
+    for stmt in cls.body.body:
+        if isinstance(stmt, cst.FunctionDef):
+            yield from walk(stmt)
+
+
+# torch's own APIs that take a CPU tensor argument (pack_padded_sequence's lengths)
+_CPU_ARGUMENTS = frozenset({"torch.nn.utils.rnn.pack_padded_sequence"})
+_CASTS = frozenset({"to", "long", "int", "short", "type", "contiguous"})
+
+
+def _cpu_chain(value: cst.BaseExpression) -> cst.Call | None:
+    """The ``.cpu()`` call of ``x.cpu()``, ``x.cpu().to(torch.long)``, ``x.cpu().int()``."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        method = value.func.attr.value
+        if method == "cpu":
+            return value
+        if method not in _CASTS:
+            return None
+        value = value.func.value
+    return None
+
+
+# PTT015: conversions whose input must be a host tensor (a PIL image of it)
+_HOST_SINKS = frozenset({"ToPILImage", "to_pil_image", "fromarray"})
+
+# devices that lack some of torch's operators: a branch taken only for one of them is a fallback
+_FALLBACK_DEVICES = frozenset({"mps", "xla", "npu", "xpu", "hpu", "mlu", "tpu", "directml", "dml"})
+
+
+def _names_fallback_device(test: cst.CSTNode) -> bool:
+    """``x_is_mps``, ``x.device.type == "mps"``, ``torch.backends.mps.is_available()``: the test
+    names a device that lacks operators (a word of a name or string, not a part of one)."""
+    for n in [test, *walk(test)]:
+        text = n.value if isinstance(n, (cst.Name, cst.SimpleString)) else None
+        if text and _FALLBACK_DEVICES & set(re.split(r"[^a-z0-9]+", text.lower())):
+            return True
+    return False
+
+
+def _offload_test(test: cst.CSTNode) -> bool:
+    """``if self.cpu_cache:``, ``if offload:``, ``if emb_cache is not None:``: a branch that parks
+    tensors on the host on purpose (a CPU offload or a cache kept off the GPU), which a word of a
+    name in the test says."""
+    return any(isinstance(n, cst.Name) and {"cpu", "offload", "cache"} & set(re.split(r"[^a-z0-9]+", n.value.lower()))
+               for n in [test, *walk(test)])
+
+
+def _training_test(test: cst.BaseExpression) -> bool | None:
+    """``self.training`` -> True, ``not self.training`` -> False; None for any other test."""
+    negated = False
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, negated = test.expression, not negated
+    if isinstance(test, cst.Attribute) and get_full_name_for_node(test) == "self.training":
+        return not negated
+    return None
+
+
+class DeviceInForward(RuleVisitor):
+    """``.cuda()`` (or ``.to("cuda")``) in a model's forward; ``.cpu()`` too, unless its result is
+    turned into numbers or NumPy at once, or the file uses RPC (which sends CPU tensors), or it
+    is taken only on a path where the CPU is meant: a fallback (an ``except`` handler, a branch
+    for a device that lacks the operator, such as MPS) or the evaluation-only branch of the
+    forward (``if not self.training:``), whose outputs go to a host-side evaluator."""
+
+    CODE = "PTT015"
+
+    def visit_Call(self, node: cst.Call) -> None:
+        method = _method(node)
+        if method not in ("cuda", "cpu", "to") or not self.where.method_of_model("forward"):
+            return
+        if method == "cuda" and _input_device_arg(node):
+            return  # the input's own device (.cuda(x.get_device()), .cuda(x.device))
         if method == "to":
             args = _positional(node)
             if args and isinstance(args[0].value, cst.SimpleString) and "cuda" in args[0].value.value:
@@ -2931,15 +3688,6 @@ class DeviceInForward(RuleVisitor):
                     value = value.func.value
                 else:
                     return
-
-
-def _tests_is_cuda(test: cst.BaseExpression) -> bool:
-    """``x.is_cuda``, or an ``and`` with it as one operand."""
-    if isinstance(test, cst.Attribute):
-        return test.attr.value == "is_cuda"
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        return _tests_is_cuda(test.left) or _tests_is_cuda(test.right)
-    return False
 
 
 def _input_device_arg(call: cst.Call) -> bool:
