@@ -5348,3 +5348,100 @@ def test_the_excerpt_tool_carries_a_floor_said_in_words(tmp_path):
     (tmp_path / "src" / "train.py").write_text("import torch\n")
     got = labels.project_of(tmp_path, ["src/train.py"])
     assert got["README.md"] == "First set up PyTorch for your machine (at least 1.6):\n"
+# --- held-out round 21's kinds: frozen BatchNorm (PTT037), the input's own device (PTT015), a
+# conditional no_grad (PTT023) ------------------------------------------------------------------
+
+_FIT_FROZEN = """\
+    from torch import nn
+    def build_optimizer(model, epoch):
+        for p in model.encoder.parameters():
+            p.requires_grad = False
+        for layer in model.encoder.modules():
+            if isinstance(layer, (nn.BatchNorm2d, nn.SyncBatchNorm)):
+                layer.eval()
+    def fit(loss, opt):
+        loss.backward()
+        opt.step()
+"""
+
+
+@pytest.mark.parametrize(("fit", "flagged"), [
+    (_FIT_FROZEN, False),  # BatchNorm kept in eval mode: running statistics, the bias is not cancelled
+    (_FIT_FROZEN.replace("layer.eval()", "layer.requires_grad_(False)"), False),
+    ("def freeze_bn(model):\n    pass\ndef fit(loss, opt):\n    loss.backward()\n", False),  # named for it
+    ("class Net:\n    def set_bn_eval(self):\n        pass\n", False),
+    # near misses: BatchNorm put back in training mode, or nothing freezes it
+    (_FIT_FROZEN.replace("layer.eval()", "layer.train()"), True),
+    ("def unfreeze_bn(model):\n    pass\ndef fit(loss, opt):\n    loss.backward()\n", True),
+    (_FIT_FROZEN.replace("layer.eval()", "other.eval()"), True),
+    ("def fit(loss, opt):\n    loss.backward()\n    opt.step()\n", True),
+])
+def test_ptt037_is_silent_where_the_project_keeps_batchnorm_frozen(tmp_path, fit, flagged):
+    """A project whose training code keeps its BatchNorm layers frozen (eval(), or without
+    gradients, picked by isinstance; or a freeze_bn helper): they normalise with running
+    statistics, so the conv's bias shifts the output and released weights hold it."""
+    _clear_project_caches()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", "tools/fit.py": fit}
+    assert ("PTT037" in _in_project(tmp_path, files, _CONV_BN)) is flagged
+    _clear_project_caches()
+
+
+def test_ptt037_reads_a_frozen_batchnorm_in_the_file_itself():
+    frozen = _CONV_BN + ("    def train(self, mode=True):\n        super().train(mode)\n"
+                         "        for m in self.modules():\n            if isinstance(m, nn.BatchNorm2d): m.eval()\n")
+    assert "PTT037" not in codes(frozen)
+    assert "PTT037" in codes(_CONV_BN)
+
+
+_SSIM = """\
+    import torch
+    from torch import nn
+    class SSIM(nn.Module):
+        def forward(self, img1, img2):
+            window = make_window(11)
+            {move}
+            return conv(img1, window) - conv(img2, window)
+"""
+
+
+@pytest.mark.parametrize(("move", "flagged"), [
+    ("if img1.is_cuda:\n                window = window.cuda(img1.get_device())", False),
+    ("window = window.cuda(img1.get_device())", False),
+    ("window = window.cuda(img1.device)", False),
+    ("window = window.cuda(device=img1.device)", False),
+    # near misses: a hard-coded device; a bare .cuda() under the guard goes to the current
+    # device, not the input's (a second GPU), and copies a host tensor every call
+    ("if img1.is_cuda:\n                window = window.cuda()", True),
+    ("window = window.cuda()", True),
+    ("window = window.cuda(0)", True),
+    ("if not img1.is_cuda:\n                window = window.cuda()", True),
+    ("if torch.cuda.is_available():\n                window = window.cuda()", True),
+])
+def test_ptt015_is_silent_on_a_move_to_the_inputs_own_device(move, flagged):
+    """``.cuda(x.get_device())`` / ``.cuda(x.device)`` (under ``if x.is_cuda:`` or not) follow the
+    input's device: nothing is hard-coded."""
+    assert ("PTT015" in codes(_SSIM.format(move=move))) is flagged
+
+
+_CONDITIONAL = """\
+    import torch
+    from contextlib import nullcontext
+    def evaluate(model, x, requires_grad=False):
+        model.eval()
+        with {ctx}:
+            out = model(x)
+        return out.mean()
+"""
+
+
+@pytest.mark.parametrize(("ctx", "flagged"), [
+    ("torch.no_grad() if not requires_grad else nullcontext()", False),
+    ("nullcontext() if requires_grad else torch.inference_mode()", False),
+    # near misses: neither branch grad-free, or no grad-free block at all
+    ("nullcontext() if requires_grad else nullcontext()", True),
+    ("nullcontext()", True),
+])
+def test_ptt023_reads_a_conditional_no_grad_as_grad_free(ctx, flagged):
+    """``with torch.no_grad() if not requires_grad else nullcontext():``: no graph unless the
+    caller asks for gradients through the model, which the rule leaves alone."""
+    assert ("PTT023" in codes(_CONDITIONAL.format(ctx=ctx))) is flagged

@@ -2322,6 +2322,7 @@ class _ProjectCode:
     readers: frozenset[str]  # PTT004: its files that load whole modules on purpose
     # PTT037: the classes defined in its files that name BatchNorm, each with those files
     norm_classes: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+    freezes_bn: bool = False  # PTT037: a file keeps BatchNorm layers frozen (_freezes_batchnorm)
 
 
 @functools.lru_cache(maxsize=64)
@@ -2331,8 +2332,10 @@ def _tree_scan(root: str) -> _ProjectCode:
     keeps what was read before the cap)."""
     complex_params, best, keys, readers = False, None, set(), set()
     classes: dict[str, set[str]] = {}
+    frozen = False
     for folder, name, text in _project_texts(root):
         complex_params = complex_params or _makes_complex_params(text)
+        frozen = frozen or _freezes_batchnorm(text)
         found = proves_torch(text)
         if found is not None and (best is None or found > best):
             best = found
@@ -2343,7 +2346,7 @@ def _tree_scan(root: str) -> _ProjectCode:
             for cls in _CLASS_DEF.findall(text):
                 classes.setdefault(cls, set()).add(os.path.join(folder, name))
     return _ProjectCode(complex_params, best, frozenset(keys), frozenset(readers),
-                        {k: frozenset(v) for k, v in classes.items()})
+                        {k: frozenset(v) for k, v in classes.items()}, frozen)
 
 
 def _project_texts(root: str):
@@ -2479,6 +2482,35 @@ def project_graph_free(path: str) -> frozenset[str]:
 # artefact as a whole pickled module
 _MLIAP = re.compile(r"mliap", re.IGNORECASE)
 _CLASS_DEF = re.compile(r"^class\s+(\w+)", re.MULTILINE)
+# PTT037: code that keeps BatchNorm layers frozen: a module found by isinstance(m, ...BatchNorm...)
+# set to eval() or requires_grad_(False) on that line or within the next three; or a function
+# named for it (def freeze_bn(...), fix_bn, set_bn_eval, frozen_batchnorm ...)
+_BN_SET_EVAL = re.compile(r"isinstance\(\s*([\w.]+)\s*,[^\n]*BatchNorm[^\n]*(?:\n[^\n]*){0,3}?"
+                          r"(?<![\w.])\1\.(?:eval\(\s*\)|requires_grad_\(\s*False\s*\))")
+_BN_FREEZER = re.compile(r"\bdef[ \t]+_?(?:(?:freeze|fix|frozen)_?(?:bn|batch_?norm)\w*|\w*(?:bn|batch_?norm)_eval\w*)"
+                         r"[ \t]*\(", re.IGNORECASE)
+
+
+def _freezes_batchnorm(text: str) -> bool:
+    """PTT037: the text keeps BatchNorm layers frozen (in eval mode, or without gradients): a
+    module picked by ``isinstance(m, nn.BatchNorm2d)`` then set to ``m.eval()`` or
+    ``m.requires_grad_(False)``, or a function named for it (``def freeze_bn``, ``def fix_bn``,
+    ``def set_bn_eval``). Such layers normalise with their running statistics, so a conv bias
+    before them is not subtracted out, and released weights hold it."""
+    if "BatchNorm" in text and "isinstance" in text and (".eval(" in text or "requires_grad_(" in text):
+        if _BN_SET_EVAL.search(text):
+            return True
+    low = text.lower()
+    return ("bn" in low or "batch" in low) and ("fix" in low or "froze" in low or "freeze" in low
+                                                or "_eval" in low) and _BN_FREEZER.search(text) is not None
+
+
+def freezes_batchnorm(path: str, text: str) -> bool:
+    """PTT037: the file or another Python file of its project keeps BatchNorm layers frozen."""
+    if _freezes_batchnorm(text):
+        return True
+    folder = _file_folder(path)
+    return folder is not None and _tree_scan(_project_root(folder)).freezes_bn
 
 
 def _twin_classes(path: str, text: str) -> frozenset[str]:
@@ -3347,6 +3379,8 @@ class Checker:
             scan.facts.twin_classes = _twin_classes(path, text)
             # ... or a class the project never trains and only loads released weights into
             scan.facts.read_loaded_only = lambda: evaluator_classes(path, text)
+            # ... or a project that keeps its BatchNorm layers frozen (eval(), no gradients)
+            scan.facts.read_frozen_bn = lambda: freezes_batchnorm(path, text)
         # PTT041: the keys whose entry the file or its project reads back from a loaded
         # checkpoint as a module (ckpt["model"].float().state_dict()): a format of pickled modules
         # PTT004: whether the file or its project reads a whole module back on purpose

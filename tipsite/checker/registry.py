@@ -633,7 +633,10 @@ class Net(torch.nn.Module):
               "returns): the CPU is the input's device there. Not a .cpu() bound to a name (or passed "
               "to a call that is: x = denorm(x.cpu())) whose value the forward then turns into a PIL "
               "image or NumPy (ToPILImage()(x[i]), to_pil_image, Image.fromarray, np.asarray, "
-              "x[i].numpy()): the host-side consumer needs the host copy.",
+              "x[i].numpy()): the host-side consumer needs the host copy. Not a .cuda() given "
+              "another tensor's device (.cuda(x.get_device()), .cuda(x.device)): the input's own "
+              "device (a bare .cuda() under if x.is_cuda: is still flagged: it moves to the current "
+              "device, not x's).",
     ),
     Rule(
         "PTT016", "tip_module_conventions", "tensor created in forward without device=",
@@ -943,7 +946,10 @@ def evaluate(model, x):
               "grad-free ones (decorated @torch.inference_mode() or @torch.no_grad(), or helpers "
               "called only from those, a few calls deep), nor in one whose calls in the file all lie "
               "inside a with torch.no_grad() or torch.inference_mode() block (or in such functions) "
-              "when no other file of the project (tests aside) calls a function of that name.",
+              "when no other file of the project (tests aside) calls a function of that name. A "
+              "conditional context (with torch.no_grad() if not requires_grad else nullcontext():) "
+              "counts as grad-free when either branch is: the graph is recorded only where the "
+              "caller asks for gradients through the model.",
     ),
     Rule(
         "PTT024", "tip_gradient_accumulation", "accumulation without scaling the loss",
@@ -1364,7 +1370,12 @@ block = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2
               "of the project (its top folder) trains, no training file names one of the file's "
               "classes or its module, and a file naming one of them calls load_state_dict (in a "
               "checkout with no .git or setup file, the project is read from the folder its own "
-              "absolute imports resolve from, or the highest one with a licence file). Loading a "
+              "absolute imports resolve from, or the highest one with a licence file); nor in a "
+              "project that keeps its BatchNorm layers frozen (a file sets a module picked by "
+              "isinstance(m, nn.BatchNorm2d) to m.eval() or m.requires_grad_(False), or defines a "
+              "freeze_bn / fix_bn / set_bn_eval function): frozen BatchNorm normalises with its "
+              "running statistics, so the bias is not subtracted out, and released weights hold it. "
+              "Loading a "
               "checkpoint that holds the bias needs strict=False after the change (fold the bias into "
               "running_mean first).",
         unlike_tip="The tip builds its block with bias=bias, a parameter that is True for the "

@@ -149,6 +149,8 @@ class Facts:
     # evaluator_classes), read the first time a finding would be reported
     read_loaded_only: Callable[[], frozenset[str]] | None = None
     loaded_only_classes: frozenset[str] = frozenset()
+    read_frozen_bn: Callable[[], bool] | None = None  # PTT037: the project keeps BatchNorm frozen
+    frozen_bn_read: bool = False
     graph_free_calls: frozenset[str] = frozenset()
     # PTT012/PTT013: what every definition of a method of the project returns that holds no
     # graph (the engine's project_returns: None for the whole value, i for a tuple's i-th item)
@@ -223,6 +225,13 @@ class Facts:
             read, self.read_loaded_only = self.read_loaded_only, None
             self.loaded_only_classes = read()
         return self.loaded_only_classes
+
+    def frozen_bn(self) -> bool:
+        """PTT037: the file or its project keeps BatchNorm layers frozen (read on the first call)."""
+        if self.read_frozen_bn is not None:
+            read, self.read_frozen_bn = self.read_frozen_bn, None
+            self.frozen_bn_read = read()
+        return self.frozen_bn_read
 
     def project_returns(self, name: str) -> frozenset[int | None]:
         """What every definition of the project's method ``name`` returns that holds no graph."""
@@ -2739,6 +2748,8 @@ class DeviceInForward(RuleVisitor):
         method = _method(node)
         if method not in ("cuda", "cpu", "to") or not self.where.method_of_model("forward"):
             return
+        if method == "cuda" and _input_device_arg(node):
+            return  # the input's own device (.cuda(x.get_device()), .cuda(x.device))
         if method == "to":
             args = _positional(node)
             if args and isinstance(args[0].value, cst.SimpleString) and "cuda" in args[0].value.value:
@@ -2910,6 +2921,22 @@ class DeviceInForward(RuleVisitor):
                     value = value.func.value
                 else:
                     return
+
+
+def _input_device_arg(call: cst.Call) -> bool:
+    """``.cuda(x.get_device())`` / ``.cuda(x.device)`` / ``.cuda(device=x.device)``: the move
+    targets another tensor's own device, not a hard-coded one."""
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value != "device":
+            continue
+        v = a.value
+        if isinstance(v, cst.Attribute) and v.attr.value == "device" and not (
+                isinstance(v.value, cst.Name) and v.value.value in ("torch", "self", "args", "cfg", "config", "opt")):
+            return True
+        if isinstance(v, cst.Call) and _method(v) == "get_device":
+            return True
+        return False
+    return False
 
 
 def _method_of(call: cst.Call, objects: set[str]) -> bool:
@@ -3743,10 +3770,23 @@ class EvalWithoutNoGrad(RuleVisitor):
             return
         callee = get_full_name_for_node(node.func)
         if callee in seen and (id(func), callee) not in self.done and not self.where.grad_free(self) \
-                and not _may_train_through(func) and not self._warm_up(node, func) \
+                and not self._conditionally_grad_free() and not _may_train_through(func) and not self._warm_up(node, func) \
                 and not (self.where.loop() is None and self._exports(func)):
             self.done.add((id(func), callee))
             self.flag(node)
+
+    def _conditionally_grad_free(self) -> bool:
+        """Inside ``with torch.no_grad() if not requires_grad else nullcontext():`` (an ``A if
+        cond else B`` one of whose branches is grad-free), in the same function: the graph is
+        recorded only where the caller asks for gradients through the model."""
+        for n in reversed(self.where.stack):
+            if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(n, cst.With) and any(
+                    isinstance(i.item, cst.IfExp) and (grad_free(i.item.body, self) or grad_free(i.item.orelse, self))
+                    for i in n.items):
+                return True
+        return False
 
     def _exports(self, func: cst.FunctionDef) -> bool:
         """The function traces or exports a model (torch.jit.trace, torch.onnx.export,
@@ -5791,6 +5831,8 @@ class ConvBiasBeforeBatchNorm(RuleVisitor):
             if arg is None or (isinstance(arg.value, cst.Name) and arg.value.value == "True"):
                 if self._loaded_only():
                     return  # an evaluator's model, built only to load released weights
+                if self.facts.frozen_bn():
+                    return  # frozen BatchNorm uses running statistics: the bias is not cancelled
                 self.flag(conv)
 
     def _loaded_only(self) -> bool:
