@@ -1220,6 +1220,15 @@ def _in_project(tmp_path, files: dict[str, str], source: str, torch=(2, 5)) -> l
     return [f.code for f in engine.Checker(torch, "cuda").check_source(src, str(path))]
 
 
+def _declared(tmp_path, files: dict[str, str], source: str, torch) -> list[str]:
+    """:func:`_in_project` in a pyproject project holding ``files``, the engine's caches of the
+    torch a project declares cleared first (each case writes its own declarations)."""
+    for cached in (engine._declared_up, engine._declared_in, engine._pinned_up):
+        cached.cache_clear()
+    return _in_project(tmp_path, {"pyproject.toml": "[project]\nname = 'demo'\n", **files}, source,
+                       torch=torch)
+
+
 _LOAD = """\
     import torch
     state = torch.load(path_to_weights)
@@ -3943,10 +3952,7 @@ def test_an_install_document_or_dockerfile_states_the_projects_torch(tmp_path, c
     """VideoMAE-like (INSTALL.md: "CUDA 11.1 + PyTorch 1.8.0"), deep-person-reid-like (Dockerfile:
     pip install torch==1.10): the advice needs a newer torch than the one the project is tested
     on or installs, so the rules stay silent; a 2.x there, or no torch named, keeps them."""
-    for cached in (engine._declared_up, engine._declared_in, engine._pinned_up):
-        cached.cache_clear()
-    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **files}
-    assert (code in _in_project(tmp_path, files, source, torch=reader)) is fires
+    assert (code in _declared(tmp_path, files, source, reader)) is fires
     assert code in codes(source, torch=reader)
 
 
@@ -4858,10 +4864,7 @@ def test_a_linked_floor_a_ceiling_or_a_readme_folders_install_document_states_th
     CenterTrack-like (readme/INSTALL.md: tested on 1.0, "compatible with PyTorch <=1.4"): the
     project supports a torch older than the advice needs, so the rules stay silent; a floor or
     ceiling at or past the release, or a document the engine does not read, keeps them."""
-    for cached in (engine._declared_up, engine._declared_in, engine._pinned_up):
-        cached.cache_clear()
-    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **files}
-    assert (code in _in_project(tmp_path, files, source, torch=reader)) is fires
+    assert (code in _declared(tmp_path, files, source, reader)) is fires
     assert code in codes(source, torch=reader)
 
 
@@ -5322,10 +5325,7 @@ def test_a_floor_said_in_words_in_the_sentence_naming_pytorch_states_the_torch(
     """StudioGAN-like: "install PyTorch meeting your environment (at least 1.7)" is the project's
     floor, so advice that needs a newer torch stays silent; a minimum of another package (CUDA,
     torchvision, numpy in the next sentence) or a floor at or past the advice's release keeps it."""
-    for cached in (engine._declared_up, engine._declared_in, engine._pinned_up):
-        cached.cache_clear()
-    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **files}
-    assert (code in _in_project(tmp_path, files, source, torch=reader)) is fires
+    assert (code in _declared(tmp_path, files, source, reader)) is fires
     assert code in codes(source, torch=reader)
 
 

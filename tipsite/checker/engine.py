@@ -3123,14 +3123,8 @@ def _project_module_file(folder: str, module: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _defines_grad_free(file: str, func: str) -> bool:
-    if not file:
-        return False
-    try:
-        if os.path.getsize(file) > 1_000_000:
-            return False
-        with open(file, encoding="utf-8", errors="replace") as f:
-            tree = ast.parse(f.read())
-    except (OSError, SyntaxError, ValueError):
+    tree = _parsed(file)
+    if tree is None:
         return False
 
     def grad_free_call(node: ast.AST | None) -> bool:

@@ -4375,15 +4375,6 @@ def _unread_lists(func: cst.FunctionDef) -> set[str]:
     return bound - used - params
 
 
-def _walk_all(node: cst.CSTNode):
-    """Every node under ``node``, nested functions and classes included, parents first."""
-    stack = list(children(node))
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(children(n))
-
-
 def _logged_loss(node: cst.BaseExpression, names: set[str], clean: set[str],
                  numbers: tuple[str, ...], bare: set[str]) -> bool:
     """PTT013's ``_loss_like``, with evidence for a call: its value carries a loss when it names a
