@@ -2309,8 +2309,20 @@ def _graph_free_defs(text: str) -> set[str]:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return set()
-    return {f.name for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and _returns_graph_free(f)}
+    return {f.name for f in _defs_in(tree) if _returns_graph_free(f)}
+
+
+def _defs_in(tree: ast.AST):
+    """Every function definition under ``tree``, nested ones included, found through statements
+    only (a def is a statement: no expression holds one), so a file's expressions are not walked."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield child
+            if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+                stack.append(child)
 
 
 @dataclass(frozen=True)
