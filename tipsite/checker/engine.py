@@ -1921,14 +1921,14 @@ def _test_file(name: str) -> bool:
     return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
 
 
-def _project_code(root: str):
+def _project_code(root: str, loose: bool = False):
     """(folder, names) of the project's Python files that are not tests, folder by folder as
-    :func:`_project_folders` walks them (hidden, build and test folders left out)."""
-    for folder, dirs, files in _project_folders(root):
+    :func:`_project_folders` walks them (hidden, build and test folders left out); ``loose``:
+    every folder under ``root``, whether or not it is marked a project's root."""
+    for folder, dirs, files in (os.walk(root) if loose else _project_folders(root)):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS
                          and d not in _TEST_DIRS)
         yield folder, {n for n in files if n.endswith(".py") and not _test_file(n)}
-
 
 
 # The advised APIs whose unguarded use in a project's own code shows the torch it runs on in
@@ -2361,11 +2361,11 @@ def _tree_scan(root: str) -> _ProjectCode:
                         {k: frozenset(v) for k, v in classes.items()}, frozen)
 
 
-def _project_texts(root: str):
+def _project_texts(root: str, loose: bool = False):
     """(folder, name, text) of the project's non-test Python files, as :func:`_project_code`
-    walks them, up to _MAX_SCANNED files."""
+    walks them (``loose``: under an unmarked ``root`` too), up to _MAX_SCANNED files."""
     scanned = 0
-    for folder, names in _project_code(root):
+    for folder, names in _project_code(root, loose):
         scanned += len(names)
         if scanned > _MAX_SCANNED:
             break
@@ -2441,8 +2441,7 @@ def _second_order_defs(text: str) -> set[str]:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return set()
-    return {f.name for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and any(_second_order_call(c) for c in ast.walk(f))}
+    return {f.name for f in _defs_in(tree) if any(_second_order_call(c) for c in ast.walk(f))}
 
 
 def _second_order_call(node: ast.AST) -> bool:
@@ -2564,13 +2563,10 @@ def evaluator_classes(path: str, text: str) -> frozenset[str]:
     mine = set(_CLASS_DEF.findall(text)) - set(_REGISTERED.findall(text))
     if not mine:
         return frozenset()
-    root = _project_root(folder)
-    whole = False
-    if not _listing(root) & set(_PROJECT_ROOT):  # a loose checkout (no .git, no setup file)
-        base = _import_base(path, text) or _licensed_base(folder)
-        if base is None:
-            return frozenset()
-        root, whole = base, True
+    found = _evaluator_root(folder, path, text)
+    if found is None:
+        return frozenset()
+    root, whole = found
     trainers = _loose_trainers(root) if whole else frozenset(_tree_flow(root).trainers)
     rel = os.path.relpath(folder, root)
     if rel in (".", "") or rel.startswith(".."):
@@ -2584,13 +2580,26 @@ def evaluator_classes(path: str, text: str) -> frozenset[str]:
     if _names_module(tuple(sorted(trainers)), stem):
         return frozenset()
     own, loaded = os.path.abspath(path), False
+    every = _class_users(root, tuple(sorted(mine)), whole)
     for cls in sorted(mine):
-        users = _class_users(root, cls, whole)
+        users = every[cls]
         if any(f in trainers for f, _ in users):
             return frozenset()
         loaded = loaded or any(loads for f, loads in users if f != own)
     # the file's blocks (a layer class its network builds) go with the network it serves
     return frozenset(mine) if loaded else frozenset()
+
+
+def _evaluator_root(folder: str, path: str, text: str) -> tuple[str, bool] | None:
+    """PTT037: the root :func:`evaluator_classes` reads the project from, and whether it is an
+    unmarked checkout's (every Python file under it read): the project's root, or where it has
+    no marker (no .git, no setup file) the file's import base or its highest licensed folder;
+    None where neither is found."""
+    root = _project_root(folder)
+    if _listing(root) & set(_PROJECT_ROOT):
+        return root, False
+    base = _import_base(path, text) or _licensed_base(folder)
+    return None if base is None else (base, True)
 
 
 _FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\w+(?:\.\w+)+)[ \t]+import\b", re.MULTILINE)
@@ -2634,39 +2643,28 @@ def _licensed_base(folder: str) -> str | None:
         folder = parent
 
 
-def _loose_code(root: str):
-    """(folder, name, text) of the Python files under ``root`` (tests, hidden and build
-    folders aside), up to _MAX_SCANNED files, whether or not ``root`` is marked a project."""
-    scanned = 0
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS
-                         and d not in _TEST_DIRS)
-        names = {n for n in files if n.endswith(".py") and not _test_file(n)}
-        scanned += len(names)
-        if scanned > _MAX_SCANNED:
-            break
-        for name, text in _small_texts(folder, names, lambda n: True):
-            yield folder, name, text
-
-
 @functools.lru_cache(maxsize=64)
 def _loose_trainers(root: str) -> frozenset[str]:
     """PTT037: the files under an unmarked checkout's import base that train (_trains_in)."""
-    return frozenset(os.path.join(folder, name) for folder, name, text in _loose_code(root)
+    return frozenset(os.path.join(folder, name) for folder, name, text in _project_texts(root, True)
                      if _trains_in(text))
 
 
 @functools.lru_cache(maxsize=256)
-def _class_users(root: str, cls: str, whole: bool = False) -> tuple[tuple[str, bool], ...]:
-    """PTT037: the project's files (tests aside) that name ``cls`` as a word, each with whether
-    it calls ``load_state_dict`` in code (``whole``: every Python file under ``root``)."""
-    word = re.compile(r"\b" + re.escape(cls) + r"\b")
-    out = []
-    for folder, name, text in (_loose_code(root) if whole else _project_texts(root)):
-        if cls in text and word.search(text):
-            out.append((os.path.abspath(os.path.join(folder, name)),
-                        "load_state_dict(" in text and _in_code(_LOADS_STATE, text)))
-    return tuple(out)
+def _class_users(root: str, classes: tuple[str, ...], whole: bool = False) -> dict[str, tuple[tuple[str, bool], ...]]:
+    """PTT037: for each of ``classes``, the project's files (tests aside) that name it as a
+    word, each with whether it calls ``load_state_dict`` in code (``whole``: every Python file
+    under ``root``), in one read of the files."""
+    words = {cls: re.compile(r"\b" + re.escape(cls) + r"\b") for cls in classes}
+    out: dict[str, list[tuple[str, bool]]] = {cls: [] for cls in classes}
+    for folder, name, text in _project_texts(root, whole):
+        named = [cls for cls, word in words.items() if cls in text and word.search(text)]
+        if named:
+            user = (os.path.abspath(os.path.join(folder, name)),
+                    "load_state_dict(" in text and _in_code(_LOADS_STATE, text))
+            for cls in named:
+                out[cls].append(user)
+    return {cls: tuple(users) for cls, users in out.items()}
 
 
 @functools.lru_cache(maxsize=256)

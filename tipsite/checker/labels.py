@@ -191,11 +191,10 @@ def project_of(base: Path, paths: list[str]) -> dict[str, str]:
                 if rel not in out:
                     out[rel] = torch_lines(text)
             for docs in E.doc_folders(str(folder), names):  # readme/INSTALL.md, docs/install.rst
-                for file in sorted(Path(docs).iterdir()):
-                    rel = file.relative_to(base).as_posix()
-                    if (file.is_file() and E._INSTALL_DOC.match(file.name) and rel not in out
-                            and file.stat().st_size <= 1_000_000):
-                        out[rel] = torch_lines(file.read_text(encoding="utf-8", errors="replace"))
+                for name, text in E._small_texts(docs, E._listing(docs), E._INSTALL_DOC.match):
+                    rel = (Path(docs) / name).relative_to(base).as_posix()
+                    if rel not in out:
+                        out[rel] = torch_lines(text)
             if folder == base or names & {*_MARKERS, ".git"}:
                 break
             folder = folder.parent
@@ -759,14 +758,12 @@ def _loaded_networks(base: Path, file: Path, text: str) -> list[tuple[str, list[
 
     if "class" not in text or not (mine := E.evaluator_classes(str(file), text)):
         return []
-    folder = str(file.resolve().parent)
-    root, whole = E._project_root(folder), False
-    if not E._listing(root) & set(E._PROJECT_ROOT):  # as the engine: an unmarked checkout
-        root, whole = E._import_base(str(file), text) or E._licensed_base(folder), True
+    root, whole = E._evaluator_root(E._file_folder(str(file)), str(file), text)  # as the engine
     own = os.path.abspath(str(file))
+    users = E._class_users(root, tuple(sorted(mine)), whole)
     for cls in sorted(mine):
         word = re.compile(r"\b" + re.escape(cls) + r"\b")
-        for user, loads in E._class_users(root, cls, whole):
+        for user, loads in users[cls]:
             if user == own or not loads:
                 continue
             source = Path(user).read_text(encoding="utf-8", errors="replace")

@@ -205,6 +205,16 @@ class Facts:
     # PTT035: the project's functions that call autograd.grad(..., create_graph=...) (MAML's adapt)
     second_order: frozenset[str] = frozenset()
 
+    def _read_once(self, reader: str, value: str):
+        """The fact ``value``, computed by the callable in ``reader`` on the first call (the
+        reader is then dropped): a project fact costs a read of other files only where a rule
+        asks for it."""
+        read = getattr(self, reader)
+        if read is not None:
+            setattr(self, reader, None)
+            setattr(self, value, read())
+        return getattr(self, value)
+
     def project_torch(self) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
         """(torch_floor, torch_pin), read from the project's files on the first call."""
         if self.read_project is not None:
@@ -214,24 +224,15 @@ class Facts:
 
     def proved_torch(self) -> tuple[int, ...] | None:
         """The release the project's own code needs already (read on the first call)."""
-        if self.read_proved is not None:
-            read, self.read_proved = self.read_proved, None
-            self.torch_proved = read()
-        return self.torch_proved
+        return self._read_once("read_proved", "torch_proved")
 
     def loaded_only(self) -> frozenset[str]:
         """PTT037: the file's classes never trained, only loaded (read on the first call)."""
-        if self.read_loaded_only is not None:
-            read, self.read_loaded_only = self.read_loaded_only, None
-            self.loaded_only_classes = read()
-        return self.loaded_only_classes
+        return self._read_once("read_loaded_only", "loaded_only_classes")
 
     def frozen_bn(self) -> bool:
         """PTT037: the file or its project keeps BatchNorm layers frozen (read on the first call)."""
-        if self.read_frozen_bn is not None:
-            read, self.read_frozen_bn = self.read_frozen_bn, None
-            self.frozen_bn_read = read()
-        return self.frozen_bn_read
+        return self._read_once("read_frozen_bn", "frozen_bn_read")
 
     def project_returns(self, name: str) -> frozenset[int | None]:
         """What every definition of the project's method ``name`` returns that holds no graph."""
@@ -239,10 +240,7 @@ class Facts:
 
     def project_graph_free(self) -> frozenset[str]:
         """The project's functions that return no graph (read on the first call)."""
-        if self.read_graph_free is not None:
-            read, self.read_graph_free = self.read_graph_free, None
-            self.graph_free_calls = read()
-        return self.graph_free_calls
+        return self._read_once("read_graph_free", "graph_free_calls")
 
 
 def is_module_class(node: cst.ClassDef) -> bool:
@@ -2551,7 +2549,7 @@ def _host_index(sub: cst.Subscript, parents: dict[int, cst.CSTNode]) -> bool:
         up = parents.get(id(sub))
         while up is not None and not (isinstance(up, cst.For) and idx.value in target_names(up.target)):
             up = parents.get(id(up))
-        if up is None or not any(h in cst.Module(body=[]).code_for_node(up.iter) for h in _HOST_ITERS):
+        if up is None or not any(h in _EMPTY.code_for_node(up.iter) for h in _HOST_ITERS):
             return False
     return True
 
@@ -2832,7 +2830,7 @@ class DeviceInForward(RuleVisitor):
         for n in walk(node.body):
             if type(n) is cst.Assign and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name):
                 value = n.value
-                cpus = [_cpu_chain(value)] if _cpu_chain(value) is not None else [
+                cpus = [own] if (own := _cpu_chain(value)) is not None else [
                     c for a in (value.args if isinstance(value, cst.Call) else ()) if (c := _cpu_chain(a.value))]
                 for cpu in cpus:
                     hosted.setdefault(n.targets[0].target.value, []).append(id(cpu))
