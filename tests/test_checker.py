@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -1025,6 +1026,33 @@ def test_excerpts_are_checked_amid_the_project_files_a_real_run_reads(tmp_path, 
     assert labels.findings_of(source, config, "tests/test_fit.py", repo="o/r") == set()  # a test module
 
 
+
+def test_an_excerpt_is_placed_with_the_root_markers_its_checkout_has(tmp_path, monkeypatch):
+    """The placed copy of a checkout keeps its root as the checkout has it: an unmarked checkout
+    (a ``git archive`` extract) gets no .git, so the engine roots a file at its own folder as it
+    does on the checkout (carried lines elsewhere do not count), and its licence files travel
+    (PTT037's fallback root); a checkout with .git gets one (its root: no licence needed)."""
+    monkeypatch.setattr(labels, "EXCERPTS", tmp_path / "excerpts")
+    monkeypatch.setattr(labels, "_PLACED", {})
+    for repo, git in (("o/bare", False), ("o/git", True)):
+        checkout = tmp_path / repo.replace("/", "+")
+        (checkout / "src" / "models").mkdir(parents=True)
+        (checkout / "LICENSE").write_text("MIT\n")
+        (checkout / "requirements.txt").write_text("torch==1.9.1\n")
+        (checkout / "src" / "models" / "net.py").write_text("import torch\n")
+        if git:
+            (checkout / ".git").mkdir()
+        files = labels.project_of(checkout, ["src/models/net.py"])
+        assert files == {"requirements.txt": "torch==1.9.1\n", **({labels.GIT: ""} if git else {"LICENSE": ""})}
+        labels.write_project(repo, files)
+        where = labels.placed(repo, "src/models/net.py")
+        real = str(checkout / "src" / "models" / "net.py")
+        assert os.path.isdir(Path(where).parents[2] / ".git") is git
+        for path in (real, where):  # the same root on the checkout and on its placed copy
+            folder = engine._file_folder(path)
+            got = os.path.relpath(engine._project_root(folder), folder)
+            assert got == ("../.." if git else "."), (path, got)
+
 _FLOW_PROJECT = {
     "setup.py": "",
     "lib/grads.py": '''\
@@ -1160,10 +1188,11 @@ def _line_fact(line: str, text: str) -> bool:
     line); for PTT037, an import line beside a ``load_state_dict(`` line (the import of the
     class of a network the file loads weights into)."""
     imports = line.lstrip().startswith(("import ", "from "))
+    loads = engine._in_code(engine._LOADS_STATE, text)
     return (engine._FORCE_UNSAFE in line or "load_state_dict(" in line or engine._in_code(engine._INFERS, line)
             or engine._in_code(engine._REDUCED, line)
             or engine._trains_in(line) or (imports and engine._trains_in(text))
-            or (imports and engine._in_code(engine._LOADS_STATE, text)))
+            or (imports and loads))
 
 
 def _number_defs(body: list[ast.stmt]) -> set[str]:
@@ -1244,6 +1273,8 @@ def test_the_carried_project_files_hold_torch_lines_only(tmp_path):
     kinds = set()
     for path in found:
         for rel, text in json.loads(path.read_text(encoding="utf-8")).items():
+            if rel == labels.GIT:
+                continue  # the checkout's .git folder (a marker)
             if labels.torch_lines(text) == text and (text or not rel.endswith("__init__.py")):
                 continue  # a requirement file, setup.py, a README...: its torch lines
             package += 1
@@ -1254,6 +1285,9 @@ def test_the_carried_project_files_hold_torch_lines_only(tmp_path):
             if kind is None:  # lines of the line kinds, and what is left a Python fact (or nothing)
                 rest = "".join(line + "\n" for line in text.splitlines() if not _line_fact(line, text))
                 kind = "lines" if not rest else _python_fact(rel, rest, tmp_path)
+                if kind is None and len([line for line in rest.splitlines() if not re.match(
+                        r"\s*class \w+\b[^:]*:\s*$", line)]) <= text.count("load_state_dict("):
+                    kind = "PTT037: beside each load, the loading file's line naming a network's class, or its header"
             assert kind is not None, (path, rel)
             kinds.add(kind)
     assert package, "the package facts (PTT001's, PTT037's) are carried for some codebase"

@@ -5152,7 +5152,8 @@ def test_the_excerpt_tool_carries_a_loaded_network_and_the_methods_returning_num
         carried[repo] = labels.project_of(checkout, [path])
         labels.write_project(repo, carried[repo])
         assert code not in {c for _, c in labels.findings_of(src, config, path, repo=repo)}, carried
-    assert carried["o/eval"] == {"metrics/score.py": "from metrics.nets.scorer import Scorer\n"
+    assert carried["o/eval"] == {"LICENSE": "",  # no marker: its root is its licensed folder
+                                 "metrics/score.py": "from metrics.nets.scorer import Scorer\n"
                                                      "    net.load_state_dict(torch.load(path, map_location=\"cpu\"))\n"}
     assert carried["o/mbrl"]["pkg/models.py"] == ("class Model(torch.nn.Module):\n    def update(self, batch, opt):\n"
                                         "        return loss.item(), meta\n")

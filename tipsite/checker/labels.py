@@ -137,6 +137,7 @@ def read_excerpt(repo: str, path: str) -> str:
 # --- the project files the rules read (torch requirements), carried beside the excerpts ---------------
 
 PROJECT = "project.json"  # in each codebase's excerpt folder: {relative path: the lines kept}
+GIT = ".git"  # a key of project.json: the checkout had a .git folder at its root (a project's root)
 _MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")  # a project's root (as the engine reads it)
 
 
@@ -171,7 +172,9 @@ def project_of(base: Path, paths: list[str]) -> dict[str, str]:
     from their folders up to the project's root (a folder with pyproject.toml, setup.py,
     setup.cfg or .git, or the checkout's own folder), the install documents of their docs
     folders (docs/, doc/, readme/) among them, reduced to its torch lines; a root's
-    marker file is kept even with none (it ends the engine's walk)."""
+    marker file is kept even with none (it ends the engine's walk); in a checkout with no
+    marker, its licence files (empty: PTT037 roots such a checkout at its highest licensed
+    folder); and ``GIT`` where the checkout has a .git folder."""
     from tipsite.checker import engine as E
 
     out: dict[str, str] = {}
@@ -195,12 +198,22 @@ def project_of(base: Path, paths: list[str]) -> dict[str, str]:
                     rel = (Path(docs) / name).relative_to(base).as_posix()
                     if rel not in out:
                         out[rel] = torch_lines(text)
-            if folder == base or names & {*_MARKERS, ".git"}:
+            if names & {*_MARKERS, ".git"}:
+                break
+            if folder == base:  # no marker: PTT037 roots at the highest licensed folder
+                for licensed in (base / path).parents:
+                    out.update({(licensed / name).relative_to(base).as_posix(): "" for name in E._LICENSES
+                                if (licensed / name).is_file()})
+                    if licensed == base:
+                        break
                 break
             folder = folder.parent
+    if (base / ".git").exists():
+        out[GIT] = ""
     for rel, text in (*_package_facts(base, paths).items(), *_proof_of_torch(base, paths).items()):
         out[rel] = _merged(out[rel], text) if out.get(rel) else text
-    return {k: v for k, v in sorted(out.items()) if v or k.rsplit("/", 1)[-1] in (*_MARKERS, "__init__.py")}
+    return {k: v for k, v in sorted(out.items())
+            if v or k == GIT or k.rsplit("/", 1)[-1] in (*_MARKERS, *E._LICENSES, "__init__.py")}
 
 
 def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
@@ -532,6 +545,21 @@ def _first_line(source: str, found) -> str | None:
     return next((line + "\n" for line in source.splitlines() if found(line)), None)
 
 
+def _name_line(source: str, name: str) -> str | None:
+    """The first line of ``source`` where ``name`` is a name of its code (not a word of a
+    comment or a docstring); None where it is none or the source does not tokenize."""
+    import io
+    import tokenize
+
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.NAME and tok.string == name:
+                return source.splitlines()[tok.start[0] - 1] + "\n"
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return None
+
+
 def _def_lines(file: Path, name: str, inner=None) -> list[str] | None:
     """The def ``name`` of ``file`` (at the top level, or a method of a top-level class: then
     with its class's header) as its lines; with ``inner`` (a test of a node), only the def's
@@ -751,9 +779,9 @@ def _loaded_networks(base: Path, file: Path, text: str) -> list[tuple[str, list[
     """PTT037: where the file's classes are networks the project never trains but loads weights
     into (the engine's evaluator_classes), what shows the loading: in the first other file that
     names one of the classes and calls ``load_state_dict``, its first line naming the class
-    (an import of it where there is one) and its first ``load_state_dict(`` line. (The placed
-    project has a root marker, so the engine's root fallback of an unmarked checkout needs no
-    line: the checkout's root is the placed root.)"""
+    (an import of it where there is one, else the first where it is a name of the code) and its
+    first ``load_state_dict(`` line. (An unmarked checkout's root fallback is carried by
+    :func:`project_of`: its licence files.)"""
     from tipsite.checker import engine as E
 
     if "class" not in text or not (mine := E.evaluator_classes(str(file), text)):
@@ -768,7 +796,7 @@ def _loaded_networks(base: Path, file: Path, text: str) -> list[tuple[str, list[
                 continue
             source = Path(user).read_text(encoding="utf-8", errors="replace")
             named = (_first_line(source, lambda s, word=word: s.lstrip().startswith(("import ", "from ")) and word.search(s))
-                     or _first_line(source, word.search))
+                     or _name_line(source, cls) or _first_line(source, word.search))
             load = _first_line(source, lambda s: E._in_code(E._LOADS_STATE, s))
             if named and load:
                 return [(Path(user).relative_to(base).as_posix(), [named, load] if named != load else [load])]
@@ -846,8 +874,10 @@ _PLACED: dict[str, Path] = {}
 def placed(repo: str, path: str) -> str | None:
     """A file system path at which the engine finds the codebase's carried project files around
     ``path`` as a real run finds them (None when the codebase carries none): a folder holding
-    them at their relative places, ``.git`` at its root (the walk stops there), and an empty
-    file at ``path`` (the source itself is given to the checker)."""
+    them at their relative places, ``.git`` at its root only where the checkout had one (a
+    marker-less checkout's walk goes on up, as the real run's did: no folder above a temporary
+    folder is a project), and an empty file at ``path`` (the source itself is given to the
+    checker)."""
     import atexit
     import shutil
     import tempfile
@@ -860,8 +890,11 @@ def placed(repo: str, path: str) -> str | None:
             _PLACED[""] = Path(tempfile.mkdtemp(prefix="checker-projects-"))
             atexit.register(shutil.rmtree, _PLACED[""], True)
         root = Path(tempfile.mkdtemp(dir=_PLACED[""])) / repo.replace("/", "+")
-        (root / ".git").mkdir(parents=True)  # a fresh folder: the engine caches by folder
+        root.mkdir()  # a fresh folder: the engine caches by folder
         for rel, text in json.loads(project.read_text(encoding="utf-8")).items():
+            if rel == GIT:  # the checkout had .git at its root
+                (root / ".git").mkdir()
+                continue
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text, encoding="utf-8")
         _PLACED[repo] = root
