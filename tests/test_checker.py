@@ -1265,7 +1265,7 @@ def test_the_carried_project_files_hold_torch_lines_only(tmp_path):
     of a network's class beside the line loading weights into it (PTT037), or one that differentiates with create_graph (PTT035: MAML's adapt), a line that
     evaluates a model or one that trains (with the trainer's import of the part: PTT035's
     evidence), a collate_fn's NumPy functions and methods with their imports, naming no torch
-    (PTT020/PTT021); a file may hold a Python fact and lines of the line kinds: no other code,
+    (PTT020/PTT021), the statement that keeps BatchNorm frozen (PTT037); a file may hold a Python fact and lines of the line kinds: no other code,
     no prose."""
     found = sorted(labels.EXCERPTS.glob("*/project*.json"))
     assert found
@@ -1278,6 +1278,14 @@ def test_the_carried_project_files_hold_torch_lines_only(tmp_path):
             if labels.torch_lines(text) == text and (text or not rel.endswith("__init__.py")):
                 continue  # a requirement file, setup.py, a README...: its torch lines
             package += 1
+            if engine._freezes_batchnorm(text):  # PTT037: the statement keeping BatchNorm frozen
+                m = engine._BN_SET_EVAL.search(text) or engine._BN_FREEZER.search(text)
+                first = text.count("\n", 0, m.start())
+                lines = text.splitlines(keepends=True)
+                text = "".join(lines[:first] + lines[first + m.group(0).count("\n") + 1:])
+                kinds.add("PTT037: the project's statement keeping BatchNorm frozen")
+                if not text:
+                    continue
             if len(text.splitlines()) == 1 and engine._in_code(engine._REDUCED, text):
                 continue  # PTT032: the project computes in reduced precision (a line of code or config)
             assert rel.endswith(".py"), (path, rel)

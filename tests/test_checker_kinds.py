@@ -5127,7 +5127,8 @@ def test_ptt013_is_silent_on_what_every_definition_of_a_method_returns_as_a_floa
 
 def test_the_excerpt_tool_carries_a_loaded_network_and_the_methods_returning_numbers(tmp_path, monkeypatch):
     """The facts PTT037 (an evaluator's network: a loose checkout, its root found by its
-    licence) and PTT013 (every ``update`` returns ``loss.item()``) read from other files travel
+    licence; BatchNorm kept frozen by a trainer) and PTT013 (every ``update`` returns
+    ``loss.item()``) read from other files travel
     with the excerpts: the scorer's import and the line loading weights into it; the def of
     ``update`` cut to its return, in its class. Amid them each file gives what the checkout
     gives (silent), alone it does not."""
@@ -5136,12 +5137,14 @@ def test_the_excerpt_tool_carries_a_loaded_network_and_the_methods_returning_num
     loose = {"LICENSE": "MIT\n", "metrics/score.py": _SCORES, "train/loop.py": _FIT,
              "metrics/nets/scorer.py": _SCORER}
     marked = {"setup.py": "", "pkg/__init__.py": "", "pkg/models.py": _BASE_MODEL, "pkg/trainer.py": _MODEL_TRAINER}
+    frozen = {"setup.py": "", "models/backbone.py": _BACKBONE, "tools/train.py": _FREEZES_BN}
     config = {"torch": "2.5", "device": "cuda"}
     monkeypatch.setattr(labels, "EXCERPTS", tmp_path / "excerpts")
     monkeypatch.setattr(labels, "_PLACED", {})
     carried = {}
     for repo, files, path, code in (("o/eval", loose, "metrics/nets/scorer.py", "PTT037"),
-                                    ("o/mbrl", marked, "pkg/trainer.py", "PTT013")):
+                                    ("o/mbrl", marked, "pkg/trainer.py", "PTT013"),
+                                    ("o/bn", frozen, "models/backbone.py", "PTT037")):
         checkout = tmp_path / repo.replace("/", "+")
         for rel, text in files.items():
             (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -5157,6 +5160,36 @@ def test_the_excerpt_tool_carries_a_loaded_network_and_the_methods_returning_num
                                                      "    net.load_state_dict(torch.load(path, map_location=\"cpu\"))\n"}
     assert carried["o/mbrl"]["pkg/models.py"] == ("class Model(torch.nn.Module):\n    def update(self, batch, opt):\n"
                                         "        return loss.item(), meta\n")
+    assert carried["o/bn"] == {"setup.py": "", "tools/train.py": "        if isinstance(m, nn.BatchNorm2d):\n"
+                                                                 "            m.eval()\n"}
+
+
+_BACKBONE = '''
+    import torch.nn as nn
+
+    class Backbone(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(nn.Conv2d(3, 64, 3), nn.BatchNorm2d(64), nn.ReLU())
+
+        def forward(self, x):
+            return self.features(x)
+    '''
+
+_FREEZES_BN = '''
+    import torch.nn as nn
+    from models.backbone import Backbone
+
+    def train(loader, opt):
+        net = Backbone().cuda()
+        for m in net.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.eval()
+        for x, y in loader:
+            loss = net(x.cuda()).mean()
+            loss.backward()
+            opt.step()
+    '''
 
 
 _CRITIC = '''

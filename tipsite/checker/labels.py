@@ -250,6 +250,7 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
                            *_module_bases(base, file, text), *_twin_models(base, file, text),
                            *_graph_free_getters(base, file, text), *_part_evidence(base, file, text),
                            *_second_order_adapters(base, file, text), *_numpy_collates(base, file, text),
+                           *_batchnorm_freezer(base, file, text),
                            *_loaded_networks(base, file, text), *_number_returns(base, file, text)):
             add(rel, "".join(lines))
         folder = (base / path).parent
@@ -800,6 +801,27 @@ def _loaded_networks(base: Path, file: Path, text: str) -> list[tuple[str, list[
             load = _first_line(source, lambda s: E._in_code(E._LOADS_STATE, s))
             if named and load:
                 return [(Path(user).relative_to(base).as_posix(), [named, load] if named != load else [load])]
+    return []
+
+
+def _batchnorm_freezer(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT037: where the file names BatchNorm and does not keep it frozen itself, the first
+    file of its project that does (the engine's freezes_batchnorm): the lines of the statement
+    that does (``isinstance(m, nn.BatchNorm2d)`` to ``m.eval()``, or the freezing def's line)."""
+    from tipsite.checker import engine as E
+
+    if "BatchNorm" not in text or E._freezes_batchnorm(text):
+        return []
+    folder = E._file_folder(str(file))
+    if folder is None:
+        return []
+    for where, name, other in E._project_texts(E._project_root(folder)):
+        if not E._freezes_batchnorm(other):
+            continue
+        m = E._BN_SET_EVAL.search(other) or E._BN_FREEZER.search(other)
+        first = other.count("\n", 0, m.start())
+        lines = other.splitlines()[first:first + m.group(0).count("\n") + 1]
+        return [(Path(where, name).relative_to(base).as_posix(), [line + "\n" for line in lines])]
     return []
 
 
