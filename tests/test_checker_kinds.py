@@ -1705,15 +1705,37 @@ def test_ptt037_is_silent_in_a_folder_that_serves_checkpoints(tmp_path, extra, f
 
 
 @pytest.mark.parametrize("readme", [
-    "Built on PyTorch 1.8; newer versions of PyTorch work too.\n",
-    "For the v2 models: `pip install torch==2.4.0`\n",
+    "Built for the pinned release; newer versions of PyTorch work too.\n",
+    "For the v2 models: `pip install torch==2.13.0`\n",
 ])
 def test_a_pin_the_readme_goes_beyond_is_no_ceiling(tmp_path, readme):
     """A README that names a newer torch than the pin, or says newer ones work: the pin is one
-    way to install, not the only torch the project runs on."""
+    way to install, not the only torch the project runs on. (A README naming an older torch
+    than the advice needs is read as a floor: test_a_readme_naming_an_old_torch_...)"""
     files = {"pyproject.toml": "[project]\nname = 'demo'\n", "conda_env.yml": "  - pytorch=1.8.1\n",
              "README.md": readme}
     assert "PTT001" in _in_project(tmp_path, files, _LOAD)
+
+
+@pytest.mark.parametrize(("readme", "fires"), [
+    ("## Install\n    pip install torch==1.8.0 torchvision==0.9.0\n", False),
+    ("conda install pytorch=1.6.0 torchvision=0.7.0 cudatoolkit=10.1 -c pytorch\n", False),
+    ("[![PyTorch](https://img.shields.io/badge/pytorch-1.8-%237732a8)](https://pytorch.org/)\n", False),
+    ("## Dependencies\n1. [torch 1.81](https://github.com/pytorch/pytorch)\n", False),  # 1.8.1
+    ("The code has been tested with PyTorch 1.7 and Cuda 10.2\n", False),
+    ("The code has been tested with PyTorch 2.13 and Cuda 12.8\n", True),  # has weights_only
+    ("    pip install torch==2.13.0\n", True),
+    ("We use nvcr.io/nvidia/pytorch:20.03-py3\n", True),  # a container tag, not a release
+    ("Install PyTorch, then run train.py.\n", True),
+])
+def test_a_readme_naming_an_old_torch_keeps_advice_that_needs_a_newer_one_silent(tmp_path, readme, fires):
+    """Where no requirement file names torch, every release the README names (an install
+    command, a badge, "tested with") is one the project documents running on: advice that
+    needs a newer torch (weights_only=, 1.13) would break there, so PTT001 is silent; a README
+    naming only releases that have it, or none, keeps it."""
+    _fresh()
+    files = {**_ROOT, "README.md": "# Demo\n\n" + readme}
+    assert ("PTT001" in _in_project(tmp_path, files, _LOAD, torch=(2, 5))) is fires
 
 
 def test_a_pin_to_a_torch_that_has_the_advice_keeps_it(tmp_path):
@@ -5285,12 +5307,14 @@ def test_a_cog_files_python_packages_pin_the_projects_torch(tmp_path, pin, fires
     ("### Requirements:\n* pytorch 1.9.0\n* timm 0.4.9\n", True),  # has inference_mode
     ("### Requirements:\n* torchvision 0.9.0\n* transformers 1.8.0\n", True),  # not torch
     ("### Requirements:\n* pytorch-lightning 1.8.0\n", True),  # not torch
-    ("## News\n* PyTorch 1.8 support added\n", True),  # more than a release: not a requirement
+    ("## News\n* PyTorch 1.8 support added\n", False),  # a release it names: it runs there
+    ("## News\n* PyTorch 2.13 support added\n", True),  # a newer one says nothing of the oldest
 ])
 def test_a_readme_list_item_naming_a_torch_release_states_the_floor(tmp_path, readme, fires):
     """ALBEF-like: a README's Requirements list names "pytorch 1.8.0" and nothing else on the
     line, the torch the project needs: torch.inference_mode (1.9) is not there, so PTT019 is
-    silent; 1.9 keeps it, as does an item naming another package's version or a news line."""
+    silent; 1.9 keeps it, as does an item naming another package's version; a news line naming
+    1.8 is a release the project runs on (see _named_releases)."""
     _fresh()
     files = {**_ROOT, "README.md": "# Demo\n\n" + readme}
     assert ("PTT019" in _in_project(tmp_path, files, _EVALUATE, torch=(2, 13))) is fires

@@ -81,9 +81,9 @@ _SETS_FORCE_UNSAFE = re.compile(r"""TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD["']\s*\]\s*
 # the file allow-lists classes for the weights-only loader, or asks whether torch can (PTT001)
 _ALLOW_LISTS = re.compile(r"\b(?:add_)?safe_globals\b")
 # A project's declared torch requirement: "torch>=2.6" (a requirement line, pyproject, setup.py)
-# and, in a README, only a lower bound ("torch>=2.6", "PyTorch 2.6 or later": a pinned
-# "pip install torch==..." there is one way to install, not the oldest supported);
-# "pytorch-lightning", "torchaudio" do not match.
+# and, in a README, a lower bound ("torch>=2.6", "PyTorch 2.6 or later") or any release it names
+# (_named_releases: "pip install torch==1.8.0", "tested with PyTorch 1.7": the oldest is the
+# floor where no requirement file names torch); "pytorch-lightning", "torchaudio" do not match.
 _TORCH_REQ = re.compile(r"(?<![\w.-])(?:py)?torch\s*(?:>=|==|~=|>)\s*(\d+)\.(\d+)", re.IGNORECASE)
 # In prose (a README, an install document) the name may be a Markdown link and the requirement
 # may sit in parentheses: "[PyTorch (>= 1.7)](https://pytorch.org)", "[PyTorch](url) >= 1.7",
@@ -3225,7 +3225,7 @@ def _declared_up(folder: str) -> tuple[tuple[int, int] | None, tuple[int, int] |
         body = "\n".join(lines)
         patterns = (_TORCH_MIN, _TORCH_PROSE) if name in _READMES else (_TORCH_REQ,)
         if name in _READMES:
-            prose += _worded_floors(body)
+            prose += _worded_floors(body) + _named_releases(body)
         for pattern in patterns:
             (prose if name in _READMES else found).extend(
                 (int(m.group(1)), int(m.group(2))) for m in pattern.finditer(body))
@@ -3266,8 +3266,29 @@ def _install_doc_torch(text: str) -> list[tuple[int, int]]:
     "torch>=1.8", "PyTorch 1.8 or later"."""
     if "torch" not in text.lower():
         return []
-    return [(int(m.group(1)), int(m.group(2))) for pattern in (_TORCH_NAMED, _TORCH_MIN)
-            for m in pattern.finditer(text)] + (_ceilings(text) if "<" in text else []) + _worded_floors(text)
+    return (_named_releases(text) + [(int(m.group(1)), int(m.group(2))) for m in _TORCH_MIN.finditer(text)]
+            + (_ceilings(text) if "<" in text else []) + _worded_floors(text))
+
+
+def _named_releases(text: str) -> list[tuple[int, int]]:
+    """Every torch release a README or an install document names ("tested with PyTorch 1.7",
+    "pip install torch==1.8.0", "conda install pytorch=1.6.0", a badge's "pytorch-1.8", "[torch
+    1.8.1](url)"): the project documents that it runs there, so advice that needs a newer torch
+    may break it (where no requirement file names torch, the oldest is its floor). Releases of
+    torch before 2.6 only (0.1 to 0.4, 1.0 to 1.13, 2.0 to 2.5): a release named is one the
+    project runs on, not one it requires, so a newer one says nothing of the weights-only
+    default (a floor of 2.6 reads as requiring it: see _ceilings); "torch 1.81", a release
+    missing its second dot, is 1.8."""
+    if "torch" not in text.lower():
+        return []
+    out = []
+    for m in _TORCH_NAMED.finditer(text):
+        major, minor = int(m.group(1)), int(m.group(2))
+        if major == 1 and minor > 13:
+            minor = int(m.group(2)[0])  # 1.81: 1.8.1
+        if (major, minor) < (2, 6) and not (major == 0 and minor > 4):
+            out.append((major, minor))
+    return out
 
 
 def _worded_floors(text: str) -> list[tuple[int, int]]:
