@@ -5503,3 +5503,114 @@ def test_ptt023_reads_a_conditional_no_grad_as_grad_free(ctx, flagged):
     """``with torch.no_grad() if not requires_grad else nullcontext():``: no graph unless the
     caller asks for gradients through the model, which the rule leaves alone."""
     assert ("PTT023" in codes(_CONDITIONAL.format(ctx=ctx))) is flagged
+
+
+
+# --- round 22's misreads of PTT013 and PTT012: values that are numbers as far as the function shows
+
+def _flagged_at(source: str, code: str, text: str) -> bool:
+    """A finding of ``code`` on the line of ``source`` that contains ``text``."""
+    source = textwrap.dedent(source)
+    lines = source.splitlines()
+    return any(f.code == code and text in lines[f.line - 1]
+               for f in engine.Checker((2, 13), "cuda").check_source(source))
+
+
+_MEAN_OF_FLOATS = """\
+    import numpy as np
+    import statistics
+    import torch
+    def train(model, loader, opt, epochs):
+        history = []
+        for epoch in range(epochs):
+            step_losses = []
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                step_losses.append({add})
+            {log}  # logged
+        print(history)
+"""
+
+
+@pytest.mark.parametrize(("add", "log", "flagged"), [
+    # a list filled only with .item() (or float(...)): its mean, sum / len, median is a number
+    ("loss.item()", "history.append(np.mean(step_losses))", False),
+    ("loss.item()", "history.append(sum(step_losses) / len(step_losses))", False),
+    ("float(loss)", "history.append(statistics.median(step_losses))", False),
+    ("loss.detach().cpu().item()", "mean_loss = np.mean(step_losses); history.append(mean_loss)", False),
+    ("loss.item()", "history.append(float(np.std(step_losses)) * 2)", False),
+    ("loss.item()", "history.append([np.mean(step_losses), max(step_losses)])", False),
+    # near misses: the list holds the loss tensors themselves, so what is logged keeps graphs
+    ("loss", "history.append(sum(step_losses) / len(step_losses))", True),
+    ("loss", "history.append(step_losses[-1])", True),
+    ("loss", "mean_loss = sum(step_losses) / len(step_losses); history.append(mean_loss)", True),
+])
+def test_ptt013_is_silent_on_a_mean_of_a_list_of_floats(add, log, flagged):
+    """``epoch_losses.append(loss.item())`` in the steps, then ``history.append(np.mean(
+    epoch_losses))``: every value that reaches the log is a Python float, no graph is kept."""
+    assert _flagged_at(_MEAN_OF_FLOATS.format(add=add, log=log), "PTT013", "# logged") is flagged
+
+
+@pytest.mark.parametrize("change", [
+    ("opt.zero_grad()\n", "opt.zero_grad()\n                step_losses.extend([loss])\n"),
+    ("opt.zero_grad()\n", "opt.zero_grad()\n                step_losses[0] = loss\n"),
+    ("opt.zero_grad()\n", "opt.zero_grad()\n                step_losses.insert(0, loss)\n"),
+    ("opt.zero_grad()\n", "opt.zero_grad()\n                step_losses += [loss]\n"),
+    # a closure of the function fills it
+    ("opt.zero_grad()\n", "opt.zero_grad()\n                keep = lambda t: step_losses.append(t)\n"),
+])
+def test_ptt013_reads_a_list_that_also_takes_a_tensor_as_unknown(change):
+    """A list that also takes a tensor (an ``extend``, an ``insert``, an item assignment, a
+    ``+=``), or that a function defined inside may fill, is not known to hold numbers only."""
+    source = _MEAN_OF_FLOATS.format(add="loss.item()", log="history.append(sum(step_losses) / len(step_losses))")
+    assert _flagged_at(source.replace(*change), "PTT013", "# logged")
+
+
+_CONVERTED_IF = """\
+    import torch
+    def run(model, old_model, loader, opt, first_task):
+        total_main = 0.0
+        total_extra = 0.0
+        for x, y in loader:
+            ce_loss = torch.nn.functional.cross_entropy(model(x), y)
+            extra_loss = 0.0
+            if old_model is not None:
+                extra_loss = torch.nn.functional.mse_loss(model(x), old_model(x).detach())
+            loss = ce_loss + extra_loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total_main += ce_loss.item()
+            total_extra += {add}
+        return total_main, total_extra
+"""
+
+
+@pytest.mark.parametrize(("add", "flagged"), [
+    # the tensor case converted, the other branch the number the function set (0.0)
+    ("extra_loss.item() if not first_task else extra_loss", False),
+    ("(extra_loss if first_task else extra_loss.item())", False),
+    ("float(extra_loss) if not first_task else extra_loss", False),
+    # near misses: the plain total of a name that may hold the loss tensor, or a conditional
+    # whose bare branch is another name
+    ("extra_loss", True),
+    ("extra_loss.item() if not first_task else ce_loss", True),
+])
+def test_ptt012_is_silent_on_a_converted_or_number_branch(add, flagged):
+    """``total += x.item() if cond else x`` where the function also binds ``x = 0.0``: the author
+    tells the tensor case from the number case; every value that reaches the total is a float."""
+    assert _flagged_at(_CONVERTED_IF.format(add=add), "PTT012", "total_extra +=") is flagged
+
+
+def test_ptt012_converted_branch_needs_a_number_binding_or_a_type_test():
+    """``x.item() if cond else x`` with ``x`` bound only to a loss stays a finding, unless the
+    condition asks whether ``x`` is a tensor."""
+    only_loss = _CONVERTED_IF.format(add="extra_loss.item() if not first_task else extra_loss").replace(
+        "            extra_loss = 0.0\n", "")
+    assert "extra_loss = 0.0" not in only_loss
+    assert _flagged_at(only_loss, "PTT012", "total_extra +=")
+    for test in ("torch.is_tensor(extra_loss)", "isinstance(extra_loss, torch.Tensor)"):
+        assert not _flagged_at(only_loss.replace("not first_task", test), "PTT012", "total_extra +=")

@@ -510,7 +510,13 @@ for inputs, target in loader:
               "of the project returns as a number (loss, meta = self.model.update(b) where each update "
               "returns loss.item(), meta; one that passes the call on or returns nothing leaves it to "
               "the others). What a name holds is kept across a function defined inside the loop (a "
-              "total of .item() values stays a number).",
+              "total of .item() values stays a number). Not a value that is a number as far as its "
+              "function shows: a conditional that converts a name in one branch and gives it bare in "
+              "the other (total += x.item() if cond else x) where the function also binds that name "
+              "to a number (x = 0.0) or the condition tests its type (torch.is_tensor(x), "
+              "isinstance(x, torch.Tensor)); nor Python's or NumPy's functions (sum, len, np.mean, "
+              "statistics.mean) or arithmetic of names the function binds only to numbers or to "
+              "lists filled only with them.",
     ),
     Rule(
         "PTT013", "tip_detach_logged_values", "logging tensors that carry a graph",
@@ -559,7 +565,14 @@ for inputs, target in loader:
               "call on or returns nothing leaves it to the others). Not a local list the function "
               "never reads (only appends to) filled by a loop that is not over batches (a decoder's "
               "states over time steps): it dies with the function and keeps nothing its own values "
-              "do not.",
+              "do not. Not a value computed from numbers as far as its function shows: Python's or "
+              "NumPy's functions (np.mean, np.std, statistics.mean, sum(...) / len(...)) or arithmetic "
+              "of a list the function fills only with numbers (losses = [] and only "
+              "losses.append(loss.item()) or float(loss); an extend, insert, item assignment or += of "
+              "a tensor, or a function defined inside that may fill it, makes it unknown), or of names the function binds only to such values "
+              "(m = np.mean(losses)); nor a conditional that converts a name in one branch and gives "
+              "it bare in the other (x.item() if cond else x) where the function also binds it to a "
+              "number or the condition tests its type.",
     ),
     Rule(
         "PTT014", "tip_from_numpy", "torch.tensor(ndarray)",

@@ -3975,6 +3975,8 @@ class _LossTracking(RuleVisitor):
         self.candidates: dict[int, list[tuple[cst.CSTNode, str]]] = {}
         # (id(function or 0), name) -> (the method whose call's value it holds, the tuple item or None)
         self.from_call: dict[tuple[int, str], tuple[str, int | None]] = {}
+        # id(function or 0) -> _number_names of it, read when a candidate needs it
+        self.number_names: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
 
     def _host_items(self, call: cst.BaseExpression) -> frozenset[int | None]:
         """What a call of a function defined in this file (at any depth; ``f(x)``, or a method
@@ -3995,6 +3997,18 @@ class _LossTracking(RuleVisitor):
     def _key(self) -> tuple[int, cst.FunctionDef | None]:
         func = self.where.function()
         return (id(func) if func else 0), func
+
+    def _numbers_only(self, value: cst.BaseExpression) -> bool:
+        """The value holds no graph as far as its function shows (``_number_value``): a mean of
+        a list filled only with ``loss.item()``, ``x.item() if cond else x`` where ``x`` is
+        also bound to ``0.0``."""
+        key, func = self._key()
+        known = self.number_names.get(key)
+        if known is None:
+            scope = func if func is not None else self.module
+            known = self.number_names[key] = _number_names(scope) if scope is not None else (
+                frozenset(), frozenset())
+        return _number_value(value, known[0] | self.detached, known[1])
 
     def flow(self) -> _Flow:
         return self.flows.setdefault(self._key()[0], _Flow())
@@ -4183,6 +4197,149 @@ def _graph_free(node: cst.BaseExpression, detached: set[str]) -> bool:
 _UNKNOWN = cst.Name("_unknown_")  # a value the function does not show
 
 
+# Python's and NumPy's functions that, given only numbers, give numbers: builtin reductions
+# (sum(losses) / len(losses)), NumPy's, the statistics and math modules' (np.mean(losses))
+_NUMBER_FUNCS = frozenset({"sum", "min", "max", "abs", "round", "sorted", "list", "tuple"})
+_NUMBER_MODULES = ("np.", "numpy.", "statistics.", "math.")
+# a test of a value's type: ``x.item() if torch.is_tensor(x) else x``
+_TYPE_TESTS = frozenset({"isinstance", "hasattr", "torch.is_tensor", "is_tensor"})
+
+
+def _root_name(node: cst.BaseExpression) -> str | None:
+    """``loss.detach().cpu().item()`` -> ``"loss"``; ``float(loss)`` -> ``"loss"``."""
+    while True:
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Name) and node.func.value in ("float", "int") and len(node.args) == 1:
+                node = node.args[0].value
+            else:
+                node = node.func
+        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        else:
+            return node.value if isinstance(node, cst.Name) else None
+
+
+def _tests_type(test: cst.BaseExpression, name: str) -> bool:
+    """The condition asks what ``name`` is (``isinstance(x, torch.Tensor)``, ``torch.is_tensor(x)``,
+    ``hasattr(x, "item")``, negated or not)."""
+    while isinstance(test, cst.UnaryOperation):
+        test = test.expression
+    return (isinstance(test, cst.Call) and (get_full_name_for_node(test.func) or "") in _TYPE_TESTS
+            and bool(test.args) and isinstance(test.args[0].value, cst.Name) and test.args[0].value.value == name)
+
+
+def _number_value(node: cst.BaseExpression, free: set[str], numbers: set[str] | frozenset[str]) -> bool:
+    """The value holds no graph, as far as the function shows: ``_graph_free`` (``loss.item()``,
+    ``float(x)``, a name in ``free``), a list or tuple of such values (or a comprehension of
+    them), Python's or NumPy's functions of them (``np.mean(losses)``, ``sum(losses) /
+    len(losses)`` for a list ``losses`` filled only with ``loss.item()``), arithmetic of them,
+    an item of them, and a conditional whose branches both are, or that converts a name in one
+    branch and gives it bare in the other (``x.item() if cond else x``) where the function binds
+    that name to a number (``numbers``) or the condition tests its type: the author tells the
+    tensor case from the number case."""
+    if _graph_free(node, free):
+        return True
+    kind = type(node)
+    if kind in (cst.List, cst.Tuple):
+        return all(isinstance(e, cst.Element) and _number_value(e.value, free, numbers) for e in node.elements)
+    if kind in (cst.ListComp, cst.GeneratorExp, cst.SetComp):
+        inner, own = node.for_in, set()
+        while inner is not None:
+            own |= target_names(inner.target)
+            inner = inner.inner_for_in
+        return _number_value(node.elt, free - own, numbers)
+    if kind is cst.Call:
+        full = get_full_name_for_node(node.func) or ""
+        return ((full in _NUMBER_FUNCS or full.startswith(_NUMBER_MODULES))
+                and all(_number_value(a.value, free, numbers) for a in node.args))
+    if kind is cst.Subscript:
+        return _number_value(node.value, free, numbers)
+    if kind is cst.UnaryOperation:
+        return _number_value(node.expression, free, numbers)
+    if kind is cst.BinaryOperation:
+        sides = (node.left, node.right)
+        # as _detached: a side may be a plain value whose name says no loss (x / args.steps)
+        return any(_number_value(p, free, numbers) for p in sides) and all(
+            _number_value(p, free, numbers) or (isinstance(p, (cst.Name, cst.Attribute))
+                                               and not any("loss" in n.lower() for n in names_in(p)))
+            for p in sides)
+    if kind is cst.IfExp:
+        if _number_value(node.body, free, numbers) and _number_value(node.orelse, free, numbers):
+            return True
+        for conv, bare in ((node.body, node.orelse), (node.orelse, node.body)):
+            if (isinstance(bare, cst.Name) and _root_name(conv) == bare.value and _graph_free(conv, set())
+                    and (bare.value in numbers or _tests_type(node.test, bare.value))):
+                return True
+    return False
+
+
+def _number_names(scope: cst.CSTNode) -> tuple[frozenset[str], frozenset[str]]:
+    """What the function (or a module's top level) shows of its plain names: those whose every
+    binding and every ``.append``/``.insert``/``.extend``/item assignment gives a value that
+    holds no graph (``losses = []`` then only ``losses.append(loss.item())``; ``m =
+    np.mean(losses)``), and those bound to a number at least once (``x = 0.0``). A parameter, a
+    loop or ``with`` target, a name declared global or nonlocal is not known."""
+    bound: dict[str, list[cst.BaseExpression]] = {}
+    added: dict[str, list[cst.BaseExpression]] = {}  # items put into the list (extend: a whole iterable)
+    unknown: set[str] = set()
+    if isinstance(scope, cst.FunctionDef):
+        p = scope.params
+        unknown |= {a.name.value for a in (*p.params, *p.posonly_params, *p.kwonly_params)}
+        for star in (p.star_arg, p.star_kwarg):
+            if isinstance(star, cst.Param):
+                unknown.add(star.name.value)
+    for n in walk(scope.body if isinstance(scope, cst.FunctionDef) else scope):
+        kind = type(n)
+        if kind is cst.Assign or kind is cst.AugAssign or (kind is cst.AnnAssign and n.value is not None):
+            for target in ([t.target for t in n.targets] if kind is cst.Assign else [n.target]):
+                if isinstance(target, cst.Name):
+                    bound.setdefault(target.value, []).append(n.value)
+                elif isinstance(target, cst.Subscript):  # xs[i] = v
+                    root = _root_name(target)
+                    if root is not None:
+                        added.setdefault(root, []).append(n.value)
+                elif type(target) in (cst.Tuple, cst.List):
+                    value = n.value
+                    items = (value.elements if type(value) in (cst.Tuple, cst.List) and len(value.elements)
+                             == len(target.elements) and kind is cst.Assign else None)
+                    for i, e in enumerate(target.elements):
+                        if isinstance(e, cst.Element) and isinstance(e.value, cst.Name) and items is not None \
+                                and isinstance(items[i], cst.Element):
+                            bound.setdefault(e.value.value, []).append(items[i].value)
+                        else:
+                            unknown |= {x for x in target_names(e.value) if "." not in x}
+        elif kind is cst.Call and _method(n) in ("append", "insert", "extend") and isinstance(n.func.value, cst.Name):
+            args = _positional(n)
+            if args and len(args) == len(n.args) and (len(args) == 1 or n.func.attr.value == "insert"):
+                # an item, or (extend) the iterable whose items are added: both hold no graph
+                added.setdefault(n.func.value.value, []).append(args[-1].value)
+            else:
+                unknown.add(n.func.value.value)
+        elif kind in (cst.For, cst.AsName, cst.NamedExpr, cst.CompFor):
+            target = n.name if kind is cst.AsName else n.target
+            unknown |= {x for x in target_names(target) if "." not in x}
+        elif kind in (cst.Global, cst.Nonlocal):
+            unknown |= {a.name.value for a in n.names}
+        elif kind in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
+            # a closure may fill the list or rebind the name (nonlocal): not known
+            for m in _walk_all(n):
+                if type(m) is cst.Nonlocal:
+                    unknown |= {a.name.value for a in m.names}
+                elif type(m) is cst.Call and isinstance(m.func, cst.Attribute) and isinstance(m.func.value, cst.Name):
+                    unknown.add(m.func.value.value)
+    numbers = frozenset(name for name, values in bound.items() if name not in unknown
+                        and any(_graph_free(v, set()) for v in values))
+    free = set(bound) - unknown
+    while True:  # the largest set consistent with itself (total = total + x.item())
+        keep = {name for name in free
+                if all(_number_value(v, free, numbers) for v in bound[name])
+                and all(_number_value(v, free, numbers) for v in added.get(name, ()))}
+        if keep == free:
+            break
+        free = keep
+    return frozenset(free), numbers
+
+
 def _host_returns(func: cst.FunctionDef) -> frozenset[int | None]:
     """What every ``return`` of the function gives that holds no graph (``loss.item()``, a
     ``.detach()``, a name bound only to such values in the function): ``None`` in the set when
@@ -4258,7 +4415,9 @@ class RunningLossTensor(_LossTracking):
                 # a value of the project's functions that return no graph (a gradient getter),
                 # with no name bound to a loss's graph beside it
                 and not (_detached(node.value, self.detached, self.facts.project_graph_free())
-                         and not names_in(node.value) & (self.loss_names - self.detached))):
+                         and not names_in(node.value) & (self.loss_names - self.detached))
+                # numbers only, as far as the function shows (x.item() if cond else x, x = 0.0)
+                and not self._numbers_only(node.value)):
             self.candidate(node, get_full_name_for_node(node.target), node.value)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -4317,7 +4476,9 @@ class LoggedLossTensor(_LossTracking):
                 and not _built(node.args[0].value)
                 and not self._instance(node.args[0].value)
                 and not _detached(node.args[0].value, self.detached)
-                and self.carries_loss(node.args[0].value)):
+                and self.carries_loss(node.args[0].value)
+                # numbers only, as far as the function shows (np.mean of a list of loss.item())
+                and not self._numbers_only(node.args[0].value)):
             self.candidate(node, get_full_name_for_node(node.func.value), node.args[0].value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
