@@ -5614,3 +5614,193 @@ def test_ptt012_converted_branch_needs_a_number_binding_or_a_type_test():
     assert _flagged_at(only_loss, "PTT012", "total_extra +=")
     for test in ("torch.is_tensor(extra_loss)", "isinstance(extra_loss, torch.Tensor)"):
         assert not _flagged_at(only_loss.replace("not first_task", test), "PTT012", "total_extra +=")
+# --- held-out round 22's kinds: PTT021, PTT016, PTT017 --------------------------------------------
+
+_GPU_INDEXED = textwrap.dedent('''
+    import numpy as np
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Windows(Dataset):
+        def __init__(self, starts, series, width, gpu=False):
+            self.starts, self.series, self.width, self.gpu = starts, series, width, gpu
+        def __len__(self):
+            return len(self.starts)
+        def __getitem__(self, i):
+            s = self.starts[i]
+            return self.series[s:s + self.width]
+
+    def make_loaders(series, width=12, batch_size=32, device_id=-1):
+        if device_id != -1:
+            series = torch.as_tensor(series, dtype=torch.float32).to(f"cuda:{device_id}")
+        else:
+            series = np.asarray(series, dtype=np.float32)
+        starts = np.arange(len(series) - width)
+        train_set = Windows(starts, series, width, gpu=device_id != -1)
+        return DataLoader(train_set, batch_size=batch_size, shuffle=True)
+
+    def fit(model, loader):
+        for x in loader:
+            model(x.to("cuda", non_blocking=True))
+''')
+
+
+def test_ptt021_leaves_a_loader_over_data_the_function_may_put_on_a_gpu_alone():
+    """A loader whose dataset is built from data the same function moves to a CUDA device (in
+    one of its modes: ``.to(f"cuda:{id}")``), or built with a flag that says GPU (``gpu=...``,
+    ``use_cuda=...``), or whose tensors the function moves after building it: its items may be
+    CUDA tensors, where pin_memory=True raises. A dataset with its GPU flag plainly off, or over
+    host data only, is still reported."""
+    assert "PTT021" not in codes(_GPU_INDEXED)
+    # the f-string device alone, and the GPU flag alone, each suffice
+    assert "PTT021" not in codes(_GPU_INDEXED.replace(", gpu=device_id != -1)", ")"))
+    no_move = _GPU_INDEXED.replace('.to(f"cuda:{device_id}")', "")
+    assert "PTT021" not in codes(no_move)
+    assert "PTT021" not in codes(no_move.replace("gpu=device_id != -1", "use_cuda=True")
+                                 .replace("gpu=False", "use_cuda=False"))
+    # the dataset's own tensors moved after it is built
+    moved_after = no_move.replace(", gpu=device_id != -1)", ")").replace(
+        "    return DataLoader(", "    train_set.series = torch.as_tensor(train_set.series).cuda()\n"
+        "    return DataLoader(")
+    assert "PTT021" not in codes(moved_after)
+    # near misses: no move and the flag plainly off (False, -1, "cpu"), or a count of GPUs
+    assert "PTT021" in codes(no_move.replace(", gpu=device_id != -1)", ")"))
+    assert "PTT021" in codes(no_move.replace("gpu=device_id != -1", "gpu=False"))
+    assert "PTT021" in codes(no_move.replace("gpu=device_id != -1", "gpu=-1"))
+    assert "PTT021" in codes(no_move.replace("gpu=device_id != -1", 'gpu="cpu"'))
+    assert "PTT021" in codes(no_move.replace("gpu=device_id != -1", "gpus=2"))
+    assert "PTT021" in codes(moved_after.replace(".cuda()", ".cpu()"))
+    assert "PTT021" in codes(_GPU_INDEXED.replace('.to(f"cuda:{device_id}")', '.to(f"cpu")')
+                             .replace(", gpu=device_id != -1)", ")"))
+
+
+_SPECTRAL = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class SpectralCoords(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.mix = nn.Conv2d(c + 1, c, 1)
+
+        def forward(self, x):
+            b, _, h, w = x.shape
+            rows = torch.linspace(-1, 1, h)[None, None, :, None].expand(b, 1, h, w).to(x)
+            return self.mix(torch.cat((rows, x), dim=1))
+''')
+
+
+@pytest.mark.parametrize(("tail", "flagged"), [
+    (".to(x)", False), (".type_as(x)", False), (".to(x.device)", False),
+    (".to(device=x.device, dtype=x.dtype)", False),
+    # near misses: left on the CPU (indexed and expanded, then used with a CUDA input)
+    ("", True),
+])
+def test_ptt016_follows_a_factory_through_indexing_to_its_move(tail, flagged):
+    """``torch.linspace(...)[None, :].expand(...).to(x)``: indexing and views keep the factory's
+    tensor, and the move at the end of the same expression puts it on the input's device."""
+    source = _SPECTRAL.replace(".expand(b, 1, h, w).to(x)", ".expand(b, 1, h, w)" + tail)
+    assert ("PTT016" in codes(source)) is flagged
+
+
+def test_ptt016_follows_a_factory_through_an_attribute_read_to_its_move():
+    source = _SPECTRAL.replace("[None, None, :, None].expand(b, 1, h, w).to(x)",
+                               "[:, None].expand(h, w).T.to(x)[None, None].expand(b, 1, w, h)")
+    assert "PTT016" not in codes(source)
+    assert "PTT016" in codes(source.replace(".T.to(x)", ".T"))
+
+
+_FIXED_FILTER = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    def box_kernel(k):
+        return torch.ones(1, 1, k, k) / (k * k)
+
+    class SoftMask(nn.Module):
+        def __init__(self, k=5):
+            super().__init__()
+            self.smooth = nn.Conv2d(1, 1, k, padding=k // 2, bias=False)
+            self.smooth.weight.data.copy_(box_kernel(k))
+
+        def forward(self, image, mask):
+            with torch.no_grad():
+                weight = self.smooth(mask) * mask
+            return weight
+''')
+
+
+def test_ptt017_leaves_a_hand_set_filter_under_no_grad_alone():
+    """A convolution whose kernel the class writes by hand (``.weight.data.copy_(kernel)``,
+    ``.fill_(1)``), or whose weight it stops from training (``requires_grad = False``): a fixed
+    filter, a blur or a dilation, with nothing to fine-tune; the no_grad is a stop-gradient."""
+    assert "PTT017" not in codes(_FIXED_FILTER)
+    assert "PTT017" not in codes(_FIXED_FILTER.replace("copy_(box_kernel(k))", "fill_(1.0)"))
+    assert "PTT017" not in codes(_FIXED_FILTER.replace("self.smooth.weight.data.copy_(box_kernel(k))",
+                                                       "self.smooth.weight.requires_grad = False"))
+    assert "PTT017" not in codes(_FIXED_FILTER.replace("self.smooth.weight.data.copy_(box_kernel(k))",
+                                                       "self.smooth.requires_grad_(False)"))
+    # near misses: a kernel left as initialised (a layer to train), a layer that is no filter
+    # (pretrained vectors copied into an embedding may be fine-tuned), a weight left trainable
+    assert "PTT017" in codes(_FIXED_FILTER.replace("        self.smooth.weight.data.copy_(box_kernel(k))\n", ""))
+    assert "PTT017" in codes(_FIXED_FILTER.replace("nn.Conv2d(1, 1, k, padding=k // 2, bias=False)",
+                                                   "nn.Embedding(16, 1)"))
+    assert "PTT017" in codes(_FIXED_FILTER.replace("self.smooth.weight.data.copy_(box_kernel(k))",
+                                                   "self.smooth.requires_grad_(True)"))
+    # a second, trainable submodule under the same no_grad is still reported
+    assert "PTT017" in codes(_FIXED_FILTER.replace(
+        "        self.smooth.weight.data.copy_(box_kernel(k))\n",
+        "        self.smooth.weight.data.copy_(box_kernel(k))\n        self.head = nn.Conv2d(1, 1, 3)\n")
+        .replace("weight = self.smooth(mask) * mask", "weight = self.head(self.smooth(mask)) * mask"))
+
+
+_FROZEN_FEATURES = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+    import torchvision
+
+    class FeatureWeight(nn.Module):
+        def __init__(self, depth=4):
+            super().__init__()
+            net = torchvision.models.vgg16(weights=None).features
+            for p in net.parameters():
+                p.requires_grad = False
+            layers = []
+            for m in net.children():
+                layers.append(m)
+                if len(layers) == depth:
+                    break
+            self.encoder = nn.Sequential(*layers)
+
+        def forward(self, image, mask):
+            with torch.no_grad():
+                feats = self.encoder(image)
+            return feats.mean(1, keepdim=True) * mask
+''')
+
+
+def test_ptt017_leaves_a_submodule_built_from_frozen_parameters_alone():
+    """The class freezes the parameters of what it builds the submodule from (``for p in
+    net.parameters(): p.requires_grad = False``, ``net.requires_grad_(False)``, or the
+    submodule's own): fine-tuning it was never possible, so the no_grad takes nothing away."""
+    assert "PTT017" not in codes(_FROZEN_FEATURES)
+    assert "PTT017" not in codes(_FROZEN_FEATURES.replace(
+        "        for p in net.parameters():\n            p.requires_grad = False\n",
+        "        net.requires_grad_(False)\n"))
+    assert "PTT017" not in codes(_FROZEN_FEATURES.replace(
+        "        for p in net.parameters():\n            p.requires_grad = False\n", "").replace(
+        "        self.encoder = nn.Sequential(*layers)\n",
+        "        self.encoder = nn.Sequential(*layers)\n"
+        "        for _, w in self.encoder.named_parameters():\n            w.requires_grad = False\n"))
+    # near misses: nothing frozen (the plain anti-pattern: a pretrained part frozen by no_grad),
+    # frozen only in part of a wider module, or a trainable head run under the same no_grad
+    assert "PTT017" in codes(_FROZEN_FEATURES.replace("            p.requires_grad = False\n",
+                                                      "            print(p.shape)\n"))
+    assert "PTT017" in codes(_FROZEN_FEATURES.replace(
+        "        for p in net.parameters():\n            p.requires_grad = False\n", "").replace(
+        "        self.encoder = nn.Sequential(*layers)\n",
+        "        self.encoder = nn.Sequential(*layers)\n        self.encoder.stem.requires_grad_(False)\n"))
+    assert "PTT017" in codes(_FROZEN_FEATURES.replace(
+        "        self.encoder = nn.Sequential(*layers)\n",
+        "        self.encoder = nn.Sequential(*layers)\n        self.head = nn.Conv2d(64, 1, 1)\n")
+        .replace("feats = self.encoder(image)", "feats = self.head(self.encoder(image))"))

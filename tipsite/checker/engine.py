@@ -2785,8 +2785,10 @@ def _cpu_value(v: ast.expr) -> bool:
 
 
 def _device_value(v: ast.expr) -> bool:
-    """What ``.to()`` is given that names a device: "cuda", torch.device(...), a name or
-    attribute named for one (``device``, ``self.device``, ``local_rank``); not a dtype."""
+    """What ``.to()`` is given that names a device: "cuda", f"cuda:{rank}", torch.device(...),
+    a name or attribute named for one (``device``, ``self.device``, ``local_rank``); not a dtype."""
+    if isinstance(v, ast.JoinedStr):  # f"cuda:{gpu}": read its leading text
+        v = v.values[0] if v.values else v
     if isinstance(v, ast.Constant):
         return isinstance(v.value, str) and v.value.lower().startswith(("cuda", "gpu"))
     if isinstance(v, ast.Call):
@@ -2807,9 +2809,33 @@ def _moves_to_device(expr: ast.AST) -> bool:
     return False
 
 
+# a keyword that asks a dataset (or what builds one) to keep its tensors on the GPU: gpu=,
+# use_gpu=, on_gpu=, cuda=, use_cuda= (not gpus=, a count of devices for a trainer)
+_GPU_FLAG = re.compile(r"^(use_|on_|to_|in_|is_)?(gpu|cuda)$", re.IGNORECASE)
+
+
+def _says_gpu(call: ast.AST) -> bool:
+    """``Dataset(x, gpu=not (device == -1))``, ``Data(use_cuda=args.cuda)``: a call given a GPU
+    flag that is not plainly off (False, None, a negative id, "cpu"; gpu=0 may name cuda:0)."""
+    if not isinstance(call, ast.Call):
+        return False
+    for k in call.keywords:
+        if k.arg is None or not _GPU_FLAG.match(k.arg):
+            continue
+        v = k.value
+        if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.USub) and isinstance(v.operand, ast.Constant):
+            continue  # gpu=-1: the CPU
+        if isinstance(v, ast.Constant) and (v.value in (None, False, "") and not (
+                type(v.value) is int) or "cpu" in str(v.value).lower()):
+            continue
+        return True
+    return False
+
+
 def _on_device_expr(expr: ast.AST, names: set[str], attrs: set[str]) -> bool:
     """``expr`` is shown to hold device tensors: it moves them there, or reads a name or
-    ``self.`` attribute that does, and nothing in it brings them back to the host."""
+    ``self.`` attribute that does, or it is a call given a GPU flag (``IndexDataset(x, gpu=True)``),
+    and nothing in it brings them back to the host."""
     hit = False
     for n in ast.walk(expr):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
@@ -2821,7 +2847,7 @@ def _on_device_expr(expr: ast.AST, names: set[str], attrs: set[str]) -> bool:
             elif (isinstance(n, ast.Attribute) and n.attr in attrs and isinstance(n.value, ast.Name)
                   and n.value.id == "self"):
                 hit = True
-    return hit or _moves_to_device(expr)
+    return hit or _moves_to_device(expr) or _says_gpu(expr)
 
 
 def _scope_nodes(body: list[ast.stmt]) -> list[ast.AST]:
@@ -2871,6 +2897,19 @@ def _placed_names(body: list[ast.stmt], attrs: set[str]) -> set[str]:
             break
         found |= grew
     return found
+
+
+def _tensors_placed(nodes: list[ast.AST], data: ast.expr, placed: set[str], attrs: set[str]) -> bool:
+    """The scope puts the loader's dataset's own tensors on a device (``train_set.data =
+    train_set.data.cuda()``, ``ds.tensors = tuple(t.to(device) for t in ds.tensors)``)."""
+    if not isinstance(data, ast.Name) or data.id in ("self", "cls"):
+        return False
+    for n in nodes:
+        if isinstance(n, ast.Assign) and any(
+                isinstance(t, (ast.Attribute, ast.Subscript)) and _root_name(t) == data.id for t in n.targets):
+            if _on_device_expr(n.value, placed, attrs):
+                return True
+    return False
 
 
 def _class_placed(cls: ast.ClassDef) -> set[str]:
@@ -2938,7 +2977,7 @@ def _loader_facts(tree: ast.Module, path: str, facts: V.Facts) -> None:
             quiet = facts.quiet_loaders.setdefault(call.lineno, set())
             if placed is None:
                 placed = _placed_names(body, attrs)
-            if _on_device_expr(data, placed, attrs):
+            if _on_device_expr(data, placed, attrs) or _tensors_placed(nodes, data, placed, attrs):
                 quiet |= {"PTT020", "PTT021"}  # workers would touch CUDA; pinning raises
             target = bound.get(id(call))
             roots = {_dotted(data)} - {None}

@@ -3216,8 +3216,9 @@ def _operands(node: cst.CSTNode) -> list[cst.BaseExpression]:
 
 
 def _moved_sources(value: cst.BaseExpression) -> list[cst.Call]:
-    """The calls whose result reaches ``value`` through method chains, operators and torch's
-    functions (``torch.empty(n).uniform_()``, ``torch.arange(n) % k == j``, ``torch.cat(...)``):
+    """The calls whose result reaches ``value`` through method chains, operators, torch's
+    functions, indexing and attributes (``torch.empty(n).uniform_()``, ``torch.arange(n) % k ==
+    j``, ``torch.cat(...)``, ``torch.linspace(0, 1, h)[None, :].expand(b, h)``, ``torch.eye(n).T``):
     moved together with ``value``, they never meet a device tensor on the CPU."""
     found: list[cst.Call] = []
     todo = [value]
@@ -3230,6 +3231,8 @@ def _moved_sources(value: cst.BaseExpression) -> list[cst.Call]:
             name = get_full_name_for_node(node.func) or ""
             if name.startswith("torch."):
                 todo += [a.value for a in node.args]
+        elif isinstance(node, (cst.Subscript, cst.Attribute)):
+            todo.append(node.value)  # the tensor indexed (not its index), or read (.T, .real)
         else:
             todo += _operands(node)
     return found
@@ -3495,6 +3498,19 @@ def _self_attr_calls(node: cst.CSTNode) -> list[tuple[cst.Call, str]]:
     return out
 
 
+_CONVS = frozenset(f"torch.nn.{k}" for k in ("Conv1d", "Conv2d", "Conv3d"))
+
+
+def _owner(node: cst.BaseExpression) -> str:
+    """``self.f`` of ``self.f.weight.data`` or ``self.f.weight``; a local's name likewise; the
+    name itself otherwise ("" where it is no name)."""
+    full = get_full_name_for_node(node) or ""
+    parts = full.split(".")
+    while len(parts) > 1 and parts[-1] in ("data", "weight", "bias"):
+        parts.pop()
+    return ".".join(parts)
+
+
 _EMA = re.compile(r"momentum|(^|_)ema(_|$)|teacher", re.IGNORECASE)
 # a submodule named for corrupting or augmenting the input (swap noise, masking augmentation):
 # data preparation with no parameters to freeze
@@ -3531,6 +3547,8 @@ class NoGradInForward(RuleVisitor):
                   and not _CORRUPTS.search(name)}
         if not frozen or self._moving_average(frozen, func):
             return False
+        if frozen <= self._fixed_by_class(cls):
+            return False  # the class fixes their weights itself: nothing to fine-tune
         seen = {id(c) for c, _ in inside}
         return not any(name in frozen and id(c) not in seen for c, name in _self_attr_calls(func.body))
 
@@ -3546,6 +3564,70 @@ class NoGradInForward(RuleVisitor):
             return True
         return any(isinstance(n, cst.Call) and _EMA.search(
             (get_full_name_for_node(n.func) or "").rsplit(".", 1)[-1]) for n in walk(func.body))
+
+    def _fixed_by_class(self, cls: cst.ClassDef) -> set[str]:
+        """Attributes of ``self`` whose weights the class itself fixes: it turns their gradients
+        off (``self.vgg.requires_grad_(False)``, ``for p in self.vgg.parameters(): p.requires_grad
+        = False``, ``self.f.weight.requires_grad = False``, or the same on a local it builds the
+        attribute from: ``vgg = vgg19(...)``, its parameters frozen, ``self.features =
+        nn.Sequential(*layers)`` over vgg's modules), or the attribute is a convolution whose
+        kernel the class writes by hand (``self.blur.weight.data.copy_(gauss)``, ``.fill_(1)``):
+        a fixed filter, as a Gaussian blur or a dilation, not a layer to train."""
+        convs: set[str] = set()
+        frozen: set[str] = set()  # self.x (dotted) or local names with parameters frozen
+        written: set[str] = set()  # self attributes whose kernel is written through .data
+        deps: dict[str, set[str]] = {}  # name -> names its value is built from
+        for n in _class_nodes(cls):
+            kind = type(n)
+            if kind is cst.Assign:
+                for t in n.targets:
+                    target = get_full_name_for_node(t.target)
+                    if target is None:
+                        continue
+                    deps.setdefault(target, set()).update(names_in(n.value))
+                    if isinstance(n.value, cst.Call) and target.startswith("self.") and (
+                            self.qname(n.value) or "") in _CONVS:
+                        convs.add(target)
+                    if (isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                            and _is_false(n.value)):
+                        frozen.add(_owner(t.target.value))
+                    if isinstance(t.target, cst.Attribute) and t.target.attr.value == "data":
+                        written.add(_owner(t.target.value))
+            elif kind is cst.For:
+                bound = {m.value for m in [n.target, *walk(n.target)] if type(m) is cst.Name}
+                for target in bound:
+                    deps.setdefault(target, set()).update(names_in(n.iter))
+                # for p in vgg.parameters(): p.requires_grad = False
+                if (isinstance(n.iter, cst.Call) and _method(n.iter) in ("parameters", "named_parameters")
+                        and any(type(m) is cst.Assign and _is_false(m.value) and any(
+                            isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                            and get_full_name_for_node(t.target.value) in bound for t in m.targets)
+                            for m in walk(n.body))):
+                    frozen.add(get_full_name_for_node(n.iter.func.value) or "")
+            elif kind is cst.Call and isinstance(n.func, cst.Attribute):
+                method = n.func.attr.value
+                owner = get_full_name_for_node(n.func.value)
+                if owner is None:
+                    continue
+                if method == "requires_grad_" and n.args and _is_false(n.args[0].value):
+                    frozen.add(_owner(n.func.value))
+                elif method in ("append", "extend", "insert"):
+                    deps.setdefault(owner, set()).update(x for a in n.args for x in names_in(a.value))
+                elif method in ("copy_", "fill_") and owner.endswith(".data"):
+                    written.add(_owner(n.func.value))
+        fixed = {name for name in frozen | (written & convs) if name.startswith("self.")}
+        for name in [d for d in deps if d.startswith("self.")]:
+            seen, todo = set(), [name]
+            while todo:  # what the attribute is built from, through the class's bindings
+                cur = todo.pop()
+                if cur in seen:
+                    continue
+                seen.add(cur)
+                if cur != name and cur in frozen:
+                    fixed.add(name)
+                    break
+                todo += deps.get(cur, ())
+        return {name.split(".")[1] for name in fixed if name.count(".") == 1}
 
     def _plain_objects(self, cls: cst.ClassDef) -> set[str]:
         """Attributes of ``self`` that every binding in the class makes an instance of a class
