@@ -5804,3 +5804,139 @@ def test_ptt017_leaves_a_submodule_built_from_frozen_parameters_alone():
         "        self.encoder = nn.Sequential(*layers)\n",
         "        self.encoder = nn.Sequential(*layers)\n        self.head = nn.Conv2d(64, 1, 1)\n")
         .replace("feats = self.encoder(image)", "feats = self.head(self.encoder(image))"))
+_BIAS_INIT = """\
+    import torch
+    from torch import nn
+    {before}
+    class Unit(nn.Module):
+        def __init__(self, c, d):
+            super().__init__()
+            self.proj = nn.Sequential(nn.Conv2d(c, d, 1), nn.BatchNorm2d(d))
+            {init}
+        def forward(self, x):
+            return self.proj(x)
+{after}
+"""
+
+
+@pytest.mark.parametrize(("before", "init", "after", "flagged"), [
+    # the class initialises every conv's bias itself: bias=False leaves None there and it raises
+    ("", "for m in self.modules():\n                if isinstance(m, nn.Conv2d):\n"
+         "                    nn.init.zeros_(m.bias)", "", False),
+    ("", "self.reset()", "        def reset(self):\n            for layer in self.modules():\n"
+     "                if isinstance(layer, (nn.Conv1d, nn.Conv2d)):\n                    self._fill(layer)\n"
+     "        def _fill(self, conv):\n            nn.init.kaiming_normal_(conv.weight)\n"
+     "            conv.bias.data.fill_(0.0)", False),
+    ("def init_weights(mod):\n        name = mod.__class__.__name__\n        if name.find('Conv') != -1:\n"
+     "            mod.bias.data.zero_()", "self.apply(init_weights)", "", False),
+    # near misses: the bias tested for None first; only the weight touched; only Linear biases;
+    # the same initialiser in a class that is not this one
+    ("", "for m in self.modules():\n                if isinstance(m, nn.Conv2d) and m.bias is not None:\n"
+         "                    nn.init.zeros_(m.bias)", "", True),
+    ("", "for m in self.modules():\n                if isinstance(m, nn.Conv2d):\n"
+         "                    nn.init.kaiming_normal_(m.weight)\n                    if m.bias is not None:\n"
+         "                        nn.init.zeros_(m.bias)", "", True),
+    ("", "for m in self.modules():\n                if isinstance(m, nn.Conv2d):\n"
+         "                    nn.init.kaiming_normal_(m.weight)", "", True),
+    ("", "for m in self.modules():\n                if isinstance(m, nn.Linear):\n"
+         "                    nn.init.zeros_(m.bias)", "", True),
+    ("class Other(nn.Module):\n        def __init__(self):\n            super().__init__()\n"
+     "            for m in self.modules():\n                if isinstance(m, nn.Conv2d):\n"
+     "                    nn.init.zeros_(m.bias)", "pass", "", True),
+])
+def test_ptt037_is_silent_where_the_class_initialises_every_conv_bias(before, init, after, flagged):
+    """A class that zeroes each conv's bias (``for m in self.modules(): if isinstance(m,
+    nn.Conv2d): nn.init.constant_(m.bias, 0)``, itself, through a helper, or by ``apply``):
+    with ``bias=False`` the bias is None and construction raises, so the rule stays silent."""
+    assert ("PTT037" in codes(_BIAS_INIT.format(before=before, init=init, after=after))) is flagged
+
+
+_NOMINAL = """\
+    import torch
+    def fit(model, loader, opt_cfg, batch_size, k_nominal=64):
+        accum = max(round(k_nominal / batch_size), 1)
+        {decay}
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, weight_decay=opt_cfg["weight_decay"])
+        for step, (a, b) in enumerate(loader):
+            err = summed_loss(model(a), b)
+            err.backward()
+            if step % accum == 0:
+                opt.step()
+                opt.zero_grad()
+"""
+
+
+@pytest.mark.parametrize(("decay", "flagged"), [
+    # the weight decay rescaled by the accumulation count: k summed batches are the design
+    ('opt_cfg["weight_decay"] *= batch_size * accum / k_nominal', False),
+    ("opt_cfg.wd = opt_cfg.wd * accum", False),
+    # near misses: nothing rescaled; the weight decay rescaled by something else; only the
+    # learning rate scaled by the count (a linear scaling rule for a mean loss)
+    ("pass", True),
+    ('opt_cfg["weight_decay"] *= batch_size / 256', True),
+    ('opt_cfg["lr"] *= accum', True),
+])
+def test_ptt024_is_silent_where_the_weight_decay_is_rescaled_by_the_accumulation(decay, flagged):
+    """``accumulate = round(nbs / batch_size)`` with the weight decay rescaled by ``accumulate``:
+    the sum over a nominal batch is the tuned gradient; dividing the loss changes training."""
+    assert ("PTT024" in codes(_NOMINAL.format(decay=decay))) is flagged
+
+
+_REFINE = """\
+    import torch
+    def refine_predict(encoder, decoder, image, steps=10):
+        with torch.no_grad():
+            code, extra = encoder(image)
+        {then}
+        for _ in range(steps):
+            out = decoder(code)
+        return out
+"""
+
+
+@pytest.mark.parametrize(("then", "flagged"), [
+    # what the no_grad block computed becomes a leaf to optimise: inference tensors would raise
+    ("code = code.detach().clone()\n        code.requires_grad = True", False),
+    ("code, extra = code.detach(), extra.detach()\n        code.requires_grad, extra.requires_grad = True, True", False),
+    ("code = code.detach().requires_grad_(False)\n        code.requires_grad_()", False),
+    ("opt = torch.optim.Adam([code], lr=0.01)", False),
+    # near misses: nothing made trainable; another tensor made trainable; an optimizer of the model
+    ("code = code.float()", True),
+    ("noise = torch.zeros(3)\n        noise.requires_grad = True", True),
+    ("opt = torch.optim.Adam(decoder.parameters(), lr=0.01)", True),
+])
+def test_ptt019_is_silent_where_the_no_grad_outputs_are_then_optimised(then, flagged):
+    """A no_grad block whose outputs are detached and given ``requires_grad=True`` (or handed to
+    an optimizer) in the same function: under inference_mode they would be inference tensors,
+    and making one require grad raises."""
+    assert ("PTT019" in codes(_REFINE.format(then=then))) is flagged
+
+
+_REFERENCE = """\
+    import torch
+    def refine(net, x, ref=None, steps=5):
+        if ref is not None:
+            ref = ref.detach()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for _ in range(steps):
+            pred = net(x)
+            {check}
+            loss = l1_loss(pred, ref)
+            loss.backward()
+            opt.step()
+"""
+
+
+@pytest.mark.parametrize(("check", "flagged"), [
+    # the detached value is tested for None and used only as the loss's target
+    ("if ref is None:\n                break", False),
+    ("if ref is not None and pred is not None:\n                pass", False),
+    ("pass", False),
+    # near misses: the detached value also fed through the network, or compared by value
+    ("pred = pred + net(ref)", True),
+    ("if ref.sum() == 0:\n                break", True),
+])
+def test_ptt025_reads_a_test_for_none_as_no_use_of_the_value(check, flagged):
+    """``if ref is None: break`` reads whether an argument was given, not the tensor: a reference
+    detached on purpose and only used as a loss's target stays a stop-gradient on the target."""
+    assert ("PTT025" in codes(_REFERENCE.format(check=check))) is flagged

@@ -808,7 +808,10 @@ def evaluate(model, x):
               "first batch (a sample for a log: nothing to gain), nor in a function handed a training "
               "framework's handle (a fabric or accelerator parameter, or under accelerator.autocast()): "
               "it runs the model being trained, wrapped for training (FSDP, DeepSpeed), where "
-              "inference tensors can leak into the next step; nor in a file that exports its model.",
+              "inference tensors can leak into the next step; nor in a file that exports its model; "
+              "nor around a block whose results the same function later makes a leaf to optimise "
+              "(x.requires_grad = True, x.requires_grad_(), or handed to a torch.optim optimizer, "
+              "directly or through what is computed from them): an inference tensor there raises.",
         unlike_tip="The tip times a generic run_no_grad(fn, x); the rule looks only in functions named "
                    "for evaluation.",
         default=False,
@@ -1015,7 +1018,9 @@ for i, (x, y) in enumerate(loader):
               "interval as the step (an update every k environment steps), nor in a loop that "
               "scales the gradients by hand before the step (a call named like scale_grads, "
               "p.grad.div_/mul_, torch._foreach_mul_/_foreach_div_: a loss summed over tokens, "
-              "divided by their total count).",
+              "divided by their total count), nor where the step's interval (the k of i % k) "
+              "also rescales a weight decay of the code (hyp['weight_decay'] *= bs * k / nbs): "
+              "accumulation to a nominal batch, tuned for the summed gradient of k batches.",
     ),
     Rule(
         "PTT025", "tip_unneeded_detach", "x = x.detach() before more layers",
@@ -1043,7 +1048,8 @@ output.sum().backward()
               "method named backward (an autograd.Function's), and not under a grad-free block; "
               "not one whose value is read after it only as a target: a loss call's second operand "
               "(F.mse_loss(q, target_q)) or a side of a difference (pred - teacher): a deliberate "
-              "stop-gradient (a TD target from a target network, a teacher's output).",
+              "stop-gradient (a TD target from a target network, a teacher's output); a test of "
+              "whether it is None (if ref is None: break) is no read of the value.",
     ),
     Rule(
         "PTT026", "tip_closure_scope", "loop tensors outlive the training loop",
@@ -1403,7 +1409,11 @@ block = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2
               "project that keeps its BatchNorm layers frozen (a file sets a module picked by "
               "isinstance(m, nn.BatchNorm2d) to m.eval() or m.requires_grad_(False), or defines a "
               "freeze_bn / fix_bn / set_bn_eval function): frozen BatchNorm normalises with its "
-              "running statistics, so the bias is not subtracted out, and released weights hold it. "
+              "running statistics, so the bias is not subtracted out, and released weights hold it; "
+              "nor in a class that initialises its convolutions' biases without testing them for "
+              "None (a method that, under isinstance(m, nn.Conv2d) or a class-name test for Conv, "
+              "reads or writes m.bias, itself, through a method or function of the file it hands m "
+              "to, or by self.apply(fn)): with bias=False the bias is None and construction raises. "
               "Loading a "
               "checkpoint that holds the bias needs strict=False after the change (fold the bias into "
               "running_mean first).",

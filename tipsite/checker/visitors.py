@@ -24,6 +24,7 @@ not a leak) and stays quiet where the static signal is weak. Each rule's ``scope
 
 from __future__ import annotations
 
+import ast
 import builtins
 import dataclasses
 import re
@@ -3754,8 +3755,41 @@ class NoGradForInference(RuleVisitor):
             return  # with accelerator.autocast(), torch.no_grad(): the model being trained
         for item in node.items:
             if (isinstance(item.item, cst.Call) and self.qname(item.item) == "torch.no_grad"
-                    and self._evaluation() and not self._left_alone(node.body)):
+                    and self._evaluation() and not self._left_alone(node.body)
+                    and not self._made_trainable(node)):
                 self.flag(item.item)
+
+    def _made_trainable(self, block: cst.With) -> bool:
+        """What the block computes is later made a leaf to optimise, in the same function
+        (``z = z.detach(); z.requires_grad = True``, ``z.requires_grad_()``, ``Adam([z])``):
+        under ``inference_mode`` it would be an inference tensor, and that raises."""
+        func = self.where.function()
+        if func is None or "requires_grad" not in self.facts.source and "optim" not in self.facts.source:
+            return False
+        made = {x for n in walk(block.body) if isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+                for t in (n.targets if isinstance(n, cst.Assign) else [n]) for x in target_names(t.target)}
+        if not made:
+            return False
+        after = [n for n in walk(func.body) if isinstance(n, (cst.Assign, cst.Call))]
+        for _ in range(2):  # what is computed from it (``z2 = z.detach().to(dev)``)
+            for n in after:
+                if isinstance(n, cst.Assign) and names_in(n.value) & made:
+                    made |= {x for t in n.targets for x in target_names(t.target)}
+        for n in after:
+            if isinstance(n, cst.Assign):
+                if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                       and isinstance(t.target.value, cst.Name) and t.target.value.value in made
+                       for t in n.targets) or any(
+                        isinstance(t.target, cst.Tuple) and any(
+                            isinstance(e.value, cst.Attribute) and e.value.attr.value == "requires_grad"
+                            and isinstance(e.value.value, cst.Name) and e.value.value.value in made
+                            for e in t.target.elements) for t in n.targets):
+                    return True
+            elif _method(n) == "requires_grad_" and isinstance(n.func.value, cst.Name) and n.func.value.value in made:
+                return True
+            elif (self.qname(n) or "").startswith("torch.optim.") and n.args and names_in(n.args[0].value) & made:
+                return True
+        return False
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if not EVALUATION.search(node.name.value) or _method_def(node, self.where.stack[:-1]):
@@ -4706,6 +4740,12 @@ class DetachBeforeLayers(RuleVisitor):
         if isinstance(node.operator, cst.Subtract):  # pred - target, target - pred
             self.targets |= {id(p) for p in (node.left, node.right) if isinstance(p, cst.Name)}
 
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        # ``if ref is None: break``: a test of whether the value was given reads no tensor
+        if all(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in node.comparisons):
+            self.own |= {id(p) for p in (node.left, *(c.comparator for c in node.comparisons))
+                         if isinstance(p, cst.Name)}
+
     def visit_Name(self, node: cst.Name) -> None:
         if id(node) in self.own:
             return
@@ -5245,6 +5285,17 @@ class AccumulationWithoutScaling(RuleVisitor):
                 self.assigned[item.asname.name.value] = _divided(first) or (
                     isinstance(first, cst.Name) and self.assigned.get(first.value, False))
 
+    def _divisors(self, loop: cst.CSTNode) -> set[str]:
+        """The names a modulo divides by in the ``if``s between ``loop`` and the node
+        (``if ni % accumulate == 0:`` -> ``accumulate``)."""
+        out: set[str] = set()
+        for n in self.where.stack[self.where.stack.index(loop):]:
+            if isinstance(n, cst.If):
+                for m in [n.test, *walk(n.test)]:
+                    if isinstance(m, cst.BinaryOperation) and isinstance(m.operator, cst.Modulo):
+                        out |= {x.value for x in [m.right, *walk(m.right)] if isinstance(x, cst.Name)}
+        return out
+
     def _gates(self, loop: cst.CSTNode) -> frozenset[int]:
         """The ``if``s with a modulo in their test between ``loop`` and the node."""
         return frozenset(id(n) for n in self.where.stack[self.where.stack.index(loop):]
@@ -5272,6 +5323,7 @@ class AccumulationWithoutScaling(RuleVisitor):
                 state["backward"].append((node, self._gates(loop)))
         elif method == "step":
             state["steps"].append(self._gates(loop))
+            state.setdefault("divisors", set()).update(self._divisors(loop))
 
     def leave_For(self, node: cst.For) -> None:
         state = self.loops.pop(id(node), None)
@@ -5279,10 +5331,42 @@ class AccumulationWithoutScaling(RuleVisitor):
             return
         if state.get("grads_scaled"):
             return  # the gradients are scaled by hand before the step (by a token count, say)
+        if state["backward"] and state.get("divisors") and state["divisors"] & _hyper_scalers(self.facts.source):
+            return  # the weight decay is rescaled by the accumulation count: designed sums
         for call, gates in state["backward"]:
             # a step under an interval this backward is not under: it runs on more iterations
             if any(step - gates for step in state["steps"]) and not _stepped_in_place(node, call):
                 self.flag(call)
+
+
+# an optimizer's weight decay (``hyp["weight_decay"]``, ``wd``); not a learning rate, which a
+# linear scaling rule multiplies by the effective batch for a mean loss (where k sums are wrong)
+_HYPER = re.compile(r"weight_?decay|(^|_)wd\b", re.IGNORECASE)
+
+
+def _hyper_scalers(source: str) -> set[str]:
+    """Names that a weight decay of the code is multiplied or divided by
+    (``hyp["weight_decay"] *= batch_size * accumulate / nbs``): an accumulation count there was
+    accounted for in the optimizer's settings, so the summed gradient of k batches is what the
+    code was tuned for (a nominal batch size's, of a loss summed over its samples)."""
+    if "decay" not in source and "wd" not in source:
+        return set()
+    tree = _source_tree(source)
+    out: set[str] = set()
+    for n in ast.walk(tree) if tree is not None else ():
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Mult, ast.Div)):
+            target, value = n.target, n.value
+        elif (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.value, ast.BinOp)
+              and isinstance(n.value.op, (ast.Mult, ast.Div))):
+            target, value = n.targets[0], n.value
+        else:
+            continue
+        said = [x.id if isinstance(x, ast.Name) else x.attr if isinstance(x, ast.Attribute) else x.value
+                for x in ast.walk(target) if isinstance(x, (ast.Name, ast.Attribute))
+                or (isinstance(x, ast.Constant) and isinstance(x.value, str))]
+        if any(_HYPER.search(w) for w in said):
+            out |= {x.id for x in ast.walk(value) if isinstance(x, ast.Name)}
+    return out
 
 
 def _scaled(node: cst.BaseExpression) -> bool:
@@ -6042,6 +6126,118 @@ _BATCH_NORMS = {f"torch.nn.BatchNorm{n}d" for n in (1, 2, 3)} | {"torch.nn.SyncB
 _SEQUENTIAL = {"torch.nn.Sequential"}
 
 
+def _bias_unguarded(stmts: list[ast.stmt], var: str | None) -> bool:
+    """The statements read or write ``var.bias`` (any name's ``.bias`` but ``self``'s, for
+    ``var`` None), with no test of a bias among them (``if m.bias is not None``,
+    ``hasattr(m, "bias")``): with ``bias=False`` the attribute is None and the access raises."""
+    found = False
+    for stmt in stmts:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Compare) and any(
+                    isinstance(x, ast.Attribute) and x.attr == "bias" for x in (n.left, *n.comparators)):
+                return False
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("hasattr", "getattr"):
+                return False
+            if (isinstance(n, ast.Attribute) and n.attr == "bias" and isinstance(n.value, ast.Name)
+                    and (n.value.id == var if var else n.value.id != "self")):
+                found = True
+    return found
+
+
+def _conv_test(test: ast.expr, conv: str) -> tuple[bool, str | None]:
+    """Whether ``test`` picks out convolutions of class ``conv`` (``isinstance(m, nn.Conv2d)``,
+    ``type(m) == nn.Conv2d``, ``classname.find("Conv") != -1``), and the name it tests (None for
+    a test of a class's name)."""
+    for n in ast.walk(test):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.args and isinstance(n.args[0], ast.Name):
+            if n.func.id == "isinstance" and len(n.args) == 2:
+                kinds = n.args[1].elts if isinstance(n.args[1], ast.Tuple) else [n.args[1]]
+            elif n.func.id == "type" and isinstance(getattr(test, "comparators", None), list):
+                kinds = test.comparators
+            else:
+                continue
+            names = {k.attr if isinstance(k, ast.Attribute) else getattr(k, "id", None) for k in kinds}
+            if conv in names or "_ConvNd" in names:
+                return True, n.args[0].id
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) >= 4 \
+                and n.value.lower() in conv.lower():
+            return True, None
+    return False, None
+
+
+_PARSED_SOURCES: dict[int, tuple[str, ast.Module | None]] = {}
+
+
+def _source_tree(source: str) -> ast.Module | None:
+    known = _PARSED_SOURCES.get(id(source))
+    if known is None or known[0] is not source:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            tree = None
+        _PARSED_SOURCES.clear()  # one file's at a time
+        known = _PARSED_SOURCES[id(source)] = (source, tree)
+    return known[1]
+
+
+def _touches_conv_bias(source: str, classes: set[str], conv: str) -> bool:
+    """PTT037: a class of ``classes`` initialises its convolutions' biases unguarded: a method
+    that, under a test for ``conv`` (``for m in self.modules(): if isinstance(m, nn.Conv2d):``),
+    reads or writes ``m.bias`` or hands ``m`` to a method or function of the file that does
+    (``self._conv_init(m)`` -> ``nn.init.constant_(conv.bias, 0)``); or that ``apply``-s such
+    a function of the file to its modules. With ``bias=False`` that code raises."""
+    if ".bias" not in source or not classes:
+        return False
+    tree = _source_tree(source)
+    if tree is None:
+        return False
+    functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+
+    def callee(func: ast.expr, methods: dict[str, ast.FunctionDef]) -> tuple[ast.FunctionDef | None, int]:
+        if isinstance(func, ast.Name):
+            return functions.get(func.id), 0
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            return methods.get(func.attr), 1
+        return None, 0
+
+    def picks(func: ast.FunctionDef, var: str | None, methods: dict[str, ast.FunctionDef], depth: int) -> bool:
+        """``func`` touches the bias of the convolutions it tests for (of ``var``, where given)."""
+        for n in ast.walk(func):
+            if not isinstance(n, ast.If):
+                continue
+            yes, tested = _conv_test(n.test, conv)
+            if not yes or (var and tested and tested != var) or any(
+                    isinstance(x, ast.Attribute) and x.attr == "bias" for x in ast.walk(n.test)):
+                continue  # (``if isinstance(m, nn.Conv2d) and m.bias is not None:``)
+            if _bias_unguarded(n.body, tested):
+                return True
+            for call in (c for s in n.body for c in ast.walk(s) if isinstance(c, ast.Call)):
+                target, skip = callee(call.func, methods)
+                if target is None or depth > 1:
+                    continue
+                params = [a.arg for a in (*target.args.posonlyargs, *target.args.args)][skip:]
+                for i, a in enumerate(call.args[:len(params)]):
+                    if isinstance(a, ast.Name) and (a.id == tested or tested is None) \
+                            and _bias_unguarded(target.body, params[i]):
+                        return True
+        return False
+
+    for cls in ast.walk(tree):
+        if not (isinstance(cls, ast.ClassDef) and cls.name in classes):
+            continue
+        methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+        for method in methods.values():
+            if picks(method, None, methods, 1):
+                return True
+            for call in ast.walk(method):  # self.apply(init_weights)
+                if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                        and call.func.attr == "apply" and len(call.args) == 1):
+                    target, _ = callee(call.args[0], methods)
+                    if target is not None and target is not method and picks(target, None, methods, 1):
+                        return True
+    return False
+
+
 class ConvBiasBeforeBatchNorm(RuleVisitor):
     """A convolution with its default bias (no ``bias=``, or ``bias=True``) whose next element in
     an ``nn.Sequential(...)`` (or a list literal of layers) is a batch norm; not in a folder of
@@ -6065,6 +6261,9 @@ class ConvBiasBeforeBatchNorm(RuleVisitor):
                     return  # an evaluator's model, built only to load released weights
                 if self.facts.frozen_bn():
                     return  # frozen BatchNorm uses running statistics: the bias is not cancelled
+                classes = {n.name.value for n in self.where.stack if isinstance(n, cst.ClassDef)}
+                if _touches_conv_bias(self.facts.source, classes, (self.qname(conv) or "").rsplit(".", 1)[-1]):
+                    return  # its class initialises every conv's bias: bias=False would raise there
                 self.flag(conv)
 
     def _loaded_only(self) -> bool:
