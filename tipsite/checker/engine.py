@@ -2825,8 +2825,8 @@ def _says_gpu(call: ast.AST) -> bool:
         v = k.value
         if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.USub) and isinstance(v.operand, ast.Constant):
             continue  # gpu=-1: the CPU
-        if isinstance(v, ast.Constant) and (v.value in (None, False, "") and not (
-                type(v.value) is int) or "cpu" in str(v.value).lower()):
+        if isinstance(v, ast.Constant) and (v.value is None or v.value is False or v.value == ""
+                                            or "cpu" in str(v.value).lower()):
             continue
         return True
     return False
