@@ -1738,6 +1738,26 @@ def test_a_readme_naming_an_old_torch_keeps_advice_that_needs_a_newer_one_silent
     assert ("PTT001" in _in_project(tmp_path, files, _LOAD, torch=(2, 5))) is fires
 
 
+@pytest.mark.parametrize(("files", "fires"), [
+    ({"scripts/requirements_conda.yaml": "dependencies:\n  - pytorch=1.9\n"}, False),
+    ({"scripts/install.bat": "pip install torch==1.9.0+cu111 torchvision==0.10.0+cu111\n"}, False),
+    ({"docker/Dockerfile": "RUN pip install torch==1.9.0\n"}, False),
+    ({"scripts/install.bat": "pip install torch==2.13.0\n"}, True),  # has the advice
+    ({"scripts/train.sh": "pip install torch==1.9.0\n"}, True),  # not an install file
+    ({"notes/install.bat": "pip install torch==1.9.0\n"}, True),  # not an install folder
+    ({"docker/Dockerfile": "RUN pip install torch==1.9.0\n",  # the README's open range: one way
+      "README.md": "Install `PyTorch >= 1.13`, then run train.py.\n"}, True),
+])
+def test_a_pin_in_an_install_folder_is_the_projects(tmp_path, files, fires):
+    """A project's install files often sit in a folder of their own (scripts/install.bat,
+    scripts/requirements_conda.yaml, docker/Dockerfile): their exact pin of a torch without
+    weights_only= keeps PTT001's advice silent, as the same file beside the code would; a
+    script that is no install file, a folder that is no install folder, a pin of a torch with
+    the advice, or a README's open range above the pin keep it."""
+    _fresh()
+    assert ("PTT001" in _in_project(tmp_path, {**_ROOT, **files}, _LOAD, torch=(2, 5))) is fires
+
+
 def test_a_pin_to_a_torch_that_has_the_advice_keeps_it(tmp_path):
     files = {"pyproject.toml": "[project]\nname = 'demo'\n", "install.sh": "pip install torch==2.1.0\n"}
     assert "PTT001" in _in_project(tmp_path, files, _LOAD)

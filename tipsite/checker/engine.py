@@ -123,7 +123,12 @@ _NEWER_TORCH = re.compile(r"(?:higher|newer|later|above)\s+(?:versions?\s+(?:of\
 # torch too (see _COMPANION_TORCH)
 _COMPANION_PIN = re.compile(r"(?<![\w.-])torch(vision|audio)\s*==?\s*(\d+)\.(\d+)", re.IGNORECASE)
 # (and a Cog file, cog.yaml: its python_packages build one image, as a Dockerfile does)
-_PIN_FILE = re.compile(r"(?:^requirements.*\.txt|env.*\.ya?ml|^install.*\.sh|^cog\.ya?ml)$", re.IGNORECASE)
+_PIN_FILE = re.compile(r"(?:^requirements.*\.(?:txt|ya?ml)|env.*\.ya?ml|conda.*\.ya?ml|^install.*\.(?:sh|bat|cmd|ps1)"
+                       r"|^cog\.ya?ml)$", re.IGNORECASE)
+# Folders where a project keeps its install files (scripts/install.bat, scripts/requirements_conda.yaml,
+# docker/Dockerfile): their pin files are read as the files of the folder that holds them
+_INSTALL_DIRS = ("scripts", "script", "tools", "docker", "install", "installation", "env", "envs", "conda",
+                 "environment", "environments", "setup")
 # A folder of requirement files (requirements/requirements.txt, requirements/base.txt, which a
 # setup.py reads): its *.txt files are requirement files of the folder that holds it
 _REQ_DIR = "requirements"
@@ -1589,11 +1594,12 @@ def pinned_torch(path: str) -> tuple[int, int] | None:
     """The newest torch release the project of ``path`` pins exactly (``torch==1.10.0`` in its
     requirements, ``pytorch=1.10.0`` in a conda environment file, ``pip install torch==1.9.0``
     in an install script; an exact torchvision or torchaudio pin pins the torch release it is
-    built for), from the file's folder up to the project's root, where the nearest folder
-    whose files pin torch decides (an example's own ``torch==2.1.0`` over the root's
-    ``torch>=1.13``); None when none pins it, when a file of that folder or a nearer one gives
-    torch an open range (``torch>=1.9``), or a README names a newer torch: then the project may
-    run on a newer torch."""
+    built for; such files in an install folder of a folder, ``scripts/install.bat``,
+    ``docker/Dockerfile``, count as that folder's), from the file's folder up to the project's
+    root, where the nearest folder whose files pin torch decides (an example's own
+    ``torch==2.1.0`` over the root's ``torch>=1.13``); None when none pins it, when a file of
+    that folder or a nearer one gives torch an open range (``torch>=1.9``), or a README gives
+    one ("PyTorch >= 1.12") or names a newer torch: then the project may run on a newer torch."""
     folder = _file_folder(path)
     return None if folder is None else _pinned_up(folder)
 
@@ -1628,13 +1634,17 @@ def _pinned_up(folder: str) -> tuple[int, int] | None:
     decided = False
     while True:
         names = _listing(folder)
-        for name, text in _small_texts(folder, names, lambda n: n in _REQ_FILES or _PIN_FILE.search(n)
-                                       or n in _READMES or _DOCKERFILE.match(n)):
+        texts = list(_small_texts(folder, names, lambda n: n in _REQ_FILES or _PIN_FILE.search(n)
+                                  or n in _READMES or _DOCKERFILE.match(n)))
+        for sub in install_folders(folder, names):  # scripts/install.bat, docker/Dockerfile
+            texts += _small_texts(sub, _listing(sub), lambda n: _PIN_FILE.search(n) or _DOCKERFILE.match(n))
+        for name, text in texts:
             if name in _READMES:
-                # "a higher version of PyTorch also works", "pip install torch==2.4.0": the
-                # README names a way onto a newer torch, and a pin is one way to install
-                if _NEWER_TORCH.search(text):
-                    return None
+                # "a higher version of PyTorch also works", "PyTorch >= 1.12", "pip install
+                # torch==2.4.0": the README names a way onto a newer torch, and a pin is one
+                # way to install
+                if _NEWER_TORCH.search(text) or _TORCH_MIN.search(text) or _TORCH_PROSE.search(text):
+                    return None  # "PyTorch >= 1.12", "PyTorch 1.12 or later": an open range
                 named += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_NAMED.finditer(text)]
                 continue
             if decided:
@@ -3354,6 +3364,13 @@ def _ceilings(text: str) -> list[tuple[int, int]]:
         if 0 <= major and (major, minor) < (2, 6):
             out.append((major, minor))
     return out
+
+
+def install_folders(folder: str, names: set[str]) -> list[str]:
+    """The folders of ``folder`` where a project keeps install files (scripts/, docker/,
+    install/, env/, conda/... in any case: _INSTALL_DIRS) among its entry ``names``."""
+    return [os.path.join(folder, n) for n in sorted(names) if n.lower() in _INSTALL_DIRS
+            and os.path.isdir(os.path.join(folder, n))]
 
 
 def doc_folders(folder: str, names: set[str]) -> list[str]:

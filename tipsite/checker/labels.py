@@ -171,7 +171,8 @@ def project_of(base: Path, paths: list[str]) -> dict[str, str]:
     """For the files ``paths`` of the checkout ``base``: each project file the engine would read
     from their folders up to the project's root (a folder with pyproject.toml, setup.py,
     setup.cfg or .git, or the checkout's own folder), the install documents of their docs
-    folders (docs/, doc/, readme/) among them, reduced to its torch lines; a root's
+    folders (docs/, doc/, readme/) and the pin files of their install folders (scripts/,
+    docker/, ...) among them, reduced to its torch lines; a root's
     marker file is kept even with none (it ends the engine's walk); in a checkout with no
     marker, its licence files (empty: PTT037 roots such a checkout at its highest licensed
     folder); and ``GIT`` where the checkout has a .git folder."""
@@ -193,6 +194,12 @@ def project_of(base: Path, paths: list[str]) -> dict[str, str]:
                 rel = (folder / E._REQ_DIR / name).relative_to(base).as_posix()
                 if rel not in out:
                     out[rel] = torch_lines(text)
+            for sub in E.install_folders(str(folder), names):  # scripts/install.bat, docker/Dockerfile
+                for name, text in E._small_texts(sub, E._listing(sub),
+                                                 lambda n: E._PIN_FILE.search(n) or E._DOCKERFILE.match(n)):
+                    rel = (Path(sub) / name).relative_to(base).as_posix()
+                    if rel not in out:
+                        out[rel] = torch_lines(text)
             for docs in E.doc_folders(str(folder), names):  # readme/INSTALL.md, docs/install.rst
                 for name, text in E._small_texts(docs, E._listing(docs), E._INSTALL_DOC.match):
                     rel = (Path(docs) / name).relative_to(base).as_posix()
