@@ -1535,7 +1535,10 @@ torch.save({"epoch": 3, "model": model.state_dict()}, "last.pt")
               "(tests aside) reads one of the dict's module keys back from a loaded checkpoint as a "
               "module (ckpt = torch.load(f) or a loader of its own, then ckpt[\"model\"] called or "
               "asked for .state_dict(), .eval(), .parameters(), .fuse(), after any .float()/.to()): its "
-              "checkpoints pickle modules on purpose, and a state_dict there breaks its own readers.",
+              "checkpoints pickle modules on purpose, and a state_dict there breaks its own readers. Not "
+              "a save in one branch of an if/elif on flags or parameters (a test that calls nothing: "
+              "elif not save_state_dict and save_optimizer) another branch of which saves a "
+              "state_dict(): the code offers both formats, and this branch pickles the module on purpose.",
         unlike_tip="The tip saves the module itself (PTT004's case), not inside a dict.",
     ),
     Rule(

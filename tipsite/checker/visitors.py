@@ -6540,8 +6540,42 @@ class SaveDictWithModule(RuleVisitor):
                     and not (isinstance(e.value, cst.Name) and e.value.value in plain)}
         else:
             keys = set(self.facts.module_keys.get(name, ())) if name in self.facts.module_dicts else set()
-        if keys and not (keys & self.facts.modules_read_back):
+        if keys and not (keys & self.facts.modules_read_back) and not self._format_chosen(node):
             self.flag(node)
+
+    def _format_chosen(self, save: cst.Call) -> bool:
+        """The save is one branch of an ``if``/``elif`` chain on flags or parameters (tests that
+        call nothing: ``elif not save_state_dict and save_optimizer``) another branch of which
+        saves a ``state_dict()``: the code offers both formats, and this branch is the one that
+        pickles the module on purpose."""
+        stack = self.where.stack
+        inner = next((i for i in range(len(stack) - 1, -1, -1) if isinstance(stack[i], (cst.If, *SCOPES))),
+                     None)
+        if inner is None or not isinstance(stack[inner], cst.If):
+            return False
+        while inner > 0 and isinstance(stack[inner - 1], cst.If) and stack[inner - 1].orelse is stack[inner]:
+            inner -= 1  # up an elif chain to its first if
+        branches, tests, link = [], [], stack[inner]
+        while isinstance(link, cst.If):
+            tests.append(link.test)
+            branches.append(link.body)
+            link = link.orelse
+        if link is not None:
+            branches.append(link.body)
+        if any(type(n) is cst.Call for t in tests for n in [t, *walk(t)]) or not any(
+                type(n) in (cst.Name, cst.Attribute) for t in tests for n in [t, *walk(t)]):
+            return False
+        return any(not any(n is save for n in walk(b)) and self._saves_state_dict(b) for b in branches)
+
+    def _saves_state_dict(self, branch: cst.CSTNode) -> bool:
+        """The branch calls ``torch.save`` on a value that holds a ``.state_dict()``."""
+        for n in walk(branch):
+            if type(n) is cst.Call and self.qname(n) == "torch.save":
+                args = _positional(n)
+                if args and any(type(m) is cst.Call and type(m.func) is cst.Attribute
+                                and m.func.attr.value == "state_dict" for m in [args[0].value, *walk(args[0].value)]):
+                    return True
+        return False
 
 
 class SaveNamespace(RuleVisitor):
