@@ -1216,7 +1216,12 @@ class Net(torch.nn.Module):
               "nor one that a method other than __init__ rebinds (or its .data) to a value computed "
               "from something else (self.aux = loss * alpha): a starting value replaced as it runs; "
               "nor one the file never reads but to update it (every other use is a write, or the "
-              "value of a write to itself: self.count[i] = self.count[i] + n) and no string names.",
+              "value of a write to itself: self.count[i] = self.count[i] + n) and no string names; "
+              "nor one every method reading it combines (itself, a local computed from it, or the "
+              "argument of a function of the file it is handed to) in a torch call or arithmetic with "
+              "a tensor the code makes on the CPU (a factory without device=, .cpu()), or reads only at "
+              "int literal indices: it is kept on the CPU on purpose, and as a buffer .to() would move "
+              "it away from those tensors.",
         needs_torch=(1, 6),  # register_buffer(..., persistent=False) is new in torch 1.6
     ),
     Rule(
@@ -1249,7 +1254,11 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
               "file or any Python file of its project (tests aside) creates complex parameters (nn.Parameter of a "
               "complex tensor, a weight of dtype torch.cfloat bound to self in an __init__: spectral "
               "FFT layers): fused=True raises a RuntimeError at step() on them (foreach, the CUDA "
-              "default, handles them).",
+              "default, handles them). For CUDA, where the reader's, pinned or declared torch is older "
+              "than 2.4, only where the code shows the parameters on the GPU when the optimizer is built "
+              "(the model, or the model a list of its parameters comes from, moved with .cuda()/.to() "
+              "or bound to a moved value earlier in the same function): before 2.4 fused=True raises at "
+              "construction on CPU parameters (a model a trainer moves to the GPU later).",
     ),
     Rule(
         "PTT032", "tip_tensor_core_multiples", "layer size not a multiple of 8",

@@ -1101,6 +1101,14 @@ def _unsubscript(node: cst.BaseExpression) -> cst.BaseExpression:
     return node
 
 
+def _receiver(node: cst.CSTNode) -> str | None:
+    """The dotted name of an object a method is called on, calls stripped (``model.half()`` ->
+    ``model.half``); None for anything else."""
+    while type(node) is cst.Call:
+        node = node.func
+    return get_full_name_for_node(node) if type(node) in (cst.Name, cst.Attribute) else None
+
+
 def _ordered(node: cst.CSTNode):
     """Like walk(), in source order."""
     stack = list(children(node))[::-1]
@@ -2256,8 +2264,88 @@ class TensorAttributeNotBuffer(RuleVisitor):
                     and not self._int_indexed_only(name) and not _buffer_named(cls, name)
                     and not self._overwritten(node, cls, name) and not _state_rebound(self, cls, name)
                     and not _read_on_cpu_only(cls, name) and not self._device_pinned(node.value)
-                    and not _replaced_elsewhere(cls, name) and not _written_only(self.module, name, self.facts.source)):
+                    and not _replaced_elsewhere(cls, name) and not _written_only(self.module, name, self.facts.source)
+                    and not self._combined_on_cpu(cls, name)):
                 self.flag(node)
+
+    def _combined_on_cpu(self, cls: cst.ClassDef, name: str) -> bool:
+        """Every method of the class but ``__init__`` that reads ``self.<name>`` either reads it
+        only at int literal indices (``self.m[0, 3]``: a 0-dim tensor) or combines it (itself, a
+        local computed from it, or the parameter of a function of the file it is handed to) in
+        a torch call or an arithmetic operation with a tensor the code makes on the CPU (a
+        factory without ``device=``, or ``.cpu()``), and one method does: it is kept on the CPU
+        on purpose, and a buffer would go to the GPU with ``.to()`` and break those operations."""
+        helpers = _Helpers(self.facts.source)
+        combines = 0
+        for f in cls.body.body:
+            if not isinstance(f, cst.FunctionDef) or f.name.value == "__init__":
+                continue
+            parents = {}
+            for n in [f, *walk(f)]:
+                for c in children(n):
+                    parents[id(c)] = n
+            refs = [m for m in walk(f) if type(m) is cst.Attribute and m.attr.value == name]
+            if not refs:
+                continue
+            if any(get_full_name_for_node(r) != f"self.{name}" for r in refs):
+                return False
+            if all(_literal_indexed(parents.get(id(r)), r) for r in refs):
+                continue
+            if not self._cpu_combination(f, set(), refs, helpers, 2):
+                return False
+            combines += 1
+        return combines > 0
+
+    def _cpu_combination(self, func: cst.FunctionDef, names: set[str], refs: list[cst.CSTNode],
+                         helpers: _Helpers, depth: int) -> bool:
+        """In ``func``, a value that holds the tracked tensor (``refs``, ``names``, or a local
+        bound to an expression of them) meets a CPU-made tensor in a torch call or an arithmetic
+        operation, or is handed to a function of the file (``helpers``) that does so."""
+        ids = {id(r) for r in refs}
+        names = set(names)
+        cpu: set[str] = set()
+
+        def holds(e: cst.CSTNode) -> bool:
+            return any(id(m) in ids or (type(m) is cst.Name and m.value in names) for m in [e, *walk(e)])
+
+        def on_cpu(e: cst.CSTNode) -> bool:
+            if type(e) is cst.Name:
+                return e.value in cpu
+            if type(e) is not cst.Call:
+                return False
+            if type(e.func) is cst.Attribute and e.func.attr.value == "cpu":
+                return True
+            return self.qualify(e.func) in FACTORIES and not any(
+                a.keyword is not None and a.keyword.value == "device" for a in e.args)
+
+        for n in _ordered(func):
+            if type(n) is cst.Assign and len(n.targets) == 1 and type(n.targets[0].target) is cst.Name:
+                target = n.targets[0].target.value
+                if holds(n.value):  # (a name rebound keeps both: the uses are not ordered here)
+                    names.add(target)
+                elif on_cpu(n.value):
+                    cpu.add(target)
+        for n in walk(func):
+            if type(n) is cst.BinaryOperation:
+                operands = [n.left, n.right]
+            elif type(n) is cst.Call:
+                operands = [a.value for a in n.args]
+                callee = helpers.get(n.func.value) if type(n.func) is cst.Name and depth > 0 else None
+                if callee is not None and callee.name.value != func.name.value:
+                    params = callee.params.params
+                    passed = {params[i].name.value for i, a in enumerate(n.args)
+                              if a.keyword is None and i < len(params) and holds(a.value)}
+                    passed |= {a.keyword.value for a in n.args if a.keyword is not None and holds(a.value)}
+                    if passed and self._cpu_combination(callee, passed, [], helpers, depth - 1):
+                        return True
+                    continue
+                if not (self.qualify(n.func) or "").startswith("torch."):
+                    continue
+            else:
+                continue
+            if any(holds(a) and on_cpu(b) for a in operands for b in operands if a is not b):
+                return True
+        return False
 
     def _device_pinned(self, call: cst.Call) -> bool:
         """The factory's ``device=`` is a parameter of the ``__init__`` (``device=device``) or an
@@ -2553,6 +2641,35 @@ def _host_index(sub: cst.Subscript, parents: dict[int, cst.CSTNode]) -> bool:
         if up is None or not any(h in _EMPTY.code_for_node(up.iter) for h in _HOST_ITERS):
             return False
     return True
+
+
+class _Helpers:
+    """PTT030: the file's top-level functions, each parsed by libcst on demand from the file's
+    text (a piece being checked may not hold them)."""
+
+    def __init__(self, source: str) -> None:
+        self.source, self.parsed = source, {}
+
+    def get(self, name: str) -> cst.FunctionDef | None:
+        if name not in self.parsed:
+            tree = _source_tree(self.source) if ("def " + name) in self.source else None
+            found = next((f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == name), None) \
+                if tree is not None else None
+            func = None
+            if found is not None and not found.decorator_list:
+                lines = self.source.splitlines(keepends=True)[found.lineno - 1:found.end_lineno]
+                try:
+                    func = cst.parse_module("".join(lines)).body[0]
+                except cst.ParserSyntaxError:
+                    func = None
+            self.parsed[name] = func if isinstance(func, cst.FunctionDef) else None
+        return self.parsed[name]
+
+
+def _literal_indexed(parent: cst.CSTNode | None, ref: cst.CSTNode) -> bool:
+    """PTT030: ``ref`` is read as ``self.x[0, 3]``: every index an int literal (a 0-dim tensor)."""
+    return (type(parent) is cst.Subscript and parent.value is ref and all(
+        type(e.slice) is cst.Index and type(e.slice.value) is cst.Integer for e in parent.slice))
 
 
 def _read_on_cpu_only(cls: cst.ClassDef, name: str) -> bool:
@@ -6016,7 +6133,56 @@ class OptimizerNotFused(RuleVisitor):
             return  # a file that never names an accelerator trains on the CPU
         if self.facts.complex_params:
             return  # fused=True raises at step() on a complex parameter (an FFT layer's weights)
+        if self.device == "cuda" and self.lacks_advice(FUSED_SINCE[name]["cpu"]) and not self._params_on_cuda(node):
+            return  # before torch 2.4 fused=True raises at construction on CPU parameters
         self.flag(node)
+
+    def _params_on_cuda(self, node: cst.Call) -> bool:
+        """The code shows the optimizer's parameters on a device when it is built: before the
+        call, in its function (or at module level), the model whose ``.parameters()`` it takes
+        (or the name it is given, or the model a list of parameters was taken from) is moved
+        with ``.cuda()``/``.to(...)``, or bound to a value that is (``model = Net().to(device)``)."""
+        arg = self.get_specific_arg(node, "params", 0)
+        if arg is None:
+            return False
+        roots: set[str] = set()
+
+        def taken_from(expr: cst.CSTNode) -> None:
+            if type(expr) is cst.Name:
+                roots.add(expr.value)
+            for n in [expr, *walk(expr)]:
+                if type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in (
+                        "parameters", "named_parameters"):
+                    text = _receiver(n.func.value)
+                    if text:
+                        roots.add(text)
+
+        def moved(expr: cst.CSTNode) -> bool:
+            return any(type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in ("cuda", "to")
+                       for n in [expr, *walk(expr)])
+
+        taken_from(arg.value)
+        scope = self.where.function() or self.module
+        if scope is None:
+            return False
+        before = []
+        for n in _ordered(scope):
+            if n is node:
+                break
+            before.append(n)
+        for n in reversed(before):  # parameter lists bound before: the models they were taken from
+            if type(n) is cst.Assign and any(_receiver(t.target) in roots for t in n.targets):
+                taken_from(n.value)
+        for n in before:
+            if type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in ("cuda", "to"):
+                text = _receiver(n.func.value)
+                if text and any(text == r or text.startswith(r + ".") for r in roots):
+                    return True
+            if type(n) in (cst.Assign, cst.AnnAssign) and n.value is not None and moved(n.value) and any(
+                    _receiver(t) in roots for t in (
+                        [t.target for t in n.targets] if type(n) is cst.Assign else [n.target])):
+                return True
+        return False
 
     def advice_needs(self, node: cst.CSTNode) -> tuple[int, ...] | None:
         """The first release with fused= for this optimizer on the device (FUSED_SINCE)."""
