@@ -6008,45 +6008,6 @@ def test_ptt041_still_fires_on_a_flag_branch_with_no_state_dict_beside_it():
     assert "PTT041" in codes(plain)
 
 
-_ADAM_BEFORE_MOVE = """\
-    import torch
-    def fit(data, device="cuda"):
-        net = build()
-        {before}
-        opt = torch.optim.Adam({params}, lr=1e-3)
-        runner = Runner(net, opt, device=device)
-"""
-
-
-@pytest.mark.parametrize(("floor", "before", "params", "flagged"), [
-    # the parameters are still on the CPU when Adam is built (a runner moves the model later):
-    # fused=True raises there before torch 2.4, which the project supports
-    ("torch>=2.0", "pass", "net.parameters()", False),
-    ("torch>=2.0", "size = 3", "[p for p in net.parameters() if p.requires_grad]", False),
-    ("torch>=2.0", "net.train()", "net.parameters()", False),
-    # near misses: the model shown on the GPU first (moved, or bound to a moved value, also
-    # through a list of its parameters); a project whose floor has fused= on the CPU; no floor
-    ("torch>=2.0", "net.cuda()", "net.parameters()", True),
-    ("torch>=2.0", "net = net.to(device)", "net.parameters()", True),
-    ("torch>=2.0", "net.to(device)\n        groups = list(net.parameters())", "groups", True),
-    ("torch>=2.4", "pass", "net.parameters()", True),
-    ("numpy", "pass", "net.parameters()", True),
-])
-def test_ptt031_is_silent_where_the_parameters_are_on_the_cpu_on_a_torch_before_2_4(
-        tmp_path, floor, before, params, flagged):
-    """Adam(fused=True) checks at construction, before torch 2.4, that its parameters are on
-    CUDA: an optimizer built on a model not yet moved (a trainer moves it later) raises with the
-    advice on a torch the project supports. Where the code moves the model first, or the
-    project needs 2.4 (fused on the CPU), or declares nothing (the reader's torch decides), the
-    finding stays."""
-    engine._declared_up.cache_clear()
-    engine._declared_in.cache_clear()
-    engine._pinned_up.cache_clear()
-    files = {"pyproject.toml": f"[project]\nname = 'demo'\ndependencies = ['{floor}']\n"}
-    src = _ADAM_BEFORE_MOVE.format(before=before, params=params)
-    assert ("PTT031" in _in_project(tmp_path, files, src, torch=(2, 13))) is flagged
-
-
 _CPU_STATE = """\
     import torch
     from torch import nn

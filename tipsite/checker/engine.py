@@ -645,8 +645,6 @@ class _Scan:
                 self._add(func)  # ... and the function's second-order adaptation of the module
         elif name in ("set_detect_anomaly", "detect_anomaly"):
             self._add(self._guard(stack) or self._stmt(stack))  # PTT034 reads the ifs around it
-        elif name in ("Adam", "AdamW"):  # PTT031 reads whether its function moved the model first
-            self._add(self._function(stack) or self._stmt(stack))
         elif name == "Variable":  # PTT007 reads its function (a penalty's leaf), or the if around it
             self._add(self._function(stack) or self._guard(stack) or self._stmt(stack))
         elif name in STMT_CALLS:

@@ -1254,11 +1254,7 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
               "file or any Python file of its project (tests aside) creates complex parameters (nn.Parameter of a "
               "complex tensor, a weight of dtype torch.cfloat bound to self in an __init__: spectral "
               "FFT layers): fused=True raises a RuntimeError at step() on them (foreach, the CUDA "
-              "default, handles them). For CUDA, where the reader's, pinned or declared torch is older "
-              "than 2.4, only where the code shows the parameters on the GPU when the optimizer is built "
-              "(the model, or the model a list of its parameters comes from, moved with .cuda()/.to() "
-              "or bound to a moved value earlier in the same function): before 2.4 fused=True raises at "
-              "construction on CPU parameters (a model a trainer moves to the GPU later).",
+              "default, handles them).",
     ),
     Rule(
         "PTT032", "tip_tensor_core_multiples", "layer size not a multiple of 8",

@@ -1101,14 +1101,6 @@ def _unsubscript(node: cst.BaseExpression) -> cst.BaseExpression:
     return node
 
 
-def _receiver(node: cst.CSTNode) -> str | None:
-    """The dotted name of an object a method is called on, calls stripped (``model.half()`` ->
-    ``model.half``); None for anything else."""
-    while type(node) is cst.Call:
-        node = node.func
-    return get_full_name_for_node(node) if type(node) in (cst.Name, cst.Attribute) else None
-
-
 def _ordered(node: cst.CSTNode):
     """Like walk(), in source order."""
     stack = list(children(node))[::-1]
@@ -6133,56 +6125,7 @@ class OptimizerNotFused(RuleVisitor):
             return  # a file that never names an accelerator trains on the CPU
         if self.facts.complex_params:
             return  # fused=True raises at step() on a complex parameter (an FFT layer's weights)
-        if self.device == "cuda" and self.lacks_advice(FUSED_SINCE[name]["cpu"]) and not self._params_on_cuda(node):
-            return  # before torch 2.4 fused=True raises at construction on CPU parameters
         self.flag(node)
-
-    def _params_on_cuda(self, node: cst.Call) -> bool:
-        """The code shows the optimizer's parameters on a device when it is built: before the
-        call, in its function (or at module level), the model whose ``.parameters()`` it takes
-        (or the name it is given, or the model a list of parameters was taken from) is moved
-        with ``.cuda()``/``.to(...)``, or bound to a value that is (``model = Net().to(device)``)."""
-        arg = self.get_specific_arg(node, "params", 0)
-        if arg is None:
-            return False
-        roots: set[str] = set()
-
-        def taken_from(expr: cst.CSTNode) -> None:
-            if type(expr) is cst.Name:
-                roots.add(expr.value)
-            for n in [expr, *walk(expr)]:
-                if type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in (
-                        "parameters", "named_parameters"):
-                    text = _receiver(n.func.value)
-                    if text:
-                        roots.add(text)
-
-        def moved(expr: cst.CSTNode) -> bool:
-            return any(type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in ("cuda", "to")
-                       for n in [expr, *walk(expr)])
-
-        taken_from(arg.value)
-        scope = self.where.function() or self.module
-        if scope is None:
-            return False
-        before = []
-        for n in _ordered(scope):
-            if n is node:
-                break
-            before.append(n)
-        for n in reversed(before):  # parameter lists bound before: the models they were taken from
-            if type(n) is cst.Assign and any(_receiver(t.target) in roots for t in n.targets):
-                taken_from(n.value)
-        for n in before:
-            if type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in ("cuda", "to"):
-                text = _receiver(n.func.value)
-                if text and any(text == r or text.startswith(r + ".") for r in roots):
-                    return True
-            if type(n) in (cst.Assign, cst.AnnAssign) and n.value is not None and moved(n.value) and any(
-                    _receiver(t) in roots for t in (
-                        [t.target for t in n.targets] if type(n) is cst.Assign else [n.target])):
-                return True
-        return False
 
     def advice_needs(self, node: cst.CSTNode) -> tuple[int, ...] | None:
         """The first release with fused= for this optimizer on the device (FUSED_SINCE)."""
