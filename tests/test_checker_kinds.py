@@ -5960,3 +5960,86 @@ def test_ptt025_reads_a_test_for_none_as_no_use_of_the_value(check, flagged):
     """``if ref is None: break`` reads whether an argument was given, not the tensor: a reference
     detached on purpose and only used as a loss's target stays a stop-gradient on the target."""
     assert ("PTT025" in codes(_REFERENCE.format(check=check))) is flagged
+
+
+# --- held-out round 23's misreads (written from their descriptions, not from the held-out code) ---
+
+_SAVE_MODES = """\
+    import torch
+    class Runner:
+        def __init__(self, net):
+            self.net = torch.nn.Linear(4, 2)
+        def store(self, path, keep_weights_only, with_opt):
+            if {first}:
+                torch.save({{"net": self.net.state_dict(), "opt": self.opt.state_dict()}}, path)
+            elif {second}:
+                torch.save({{"net": self.net, "opt": self.opt}}, path)
+"""
+
+
+@pytest.mark.parametrize(("first", "second", "flagged"), [
+    # a flag picks the format: the other branch saves the state_dict, this one the module object
+    ("keep_weights_only", "with_opt", False),
+    ("keep_weights_only and with_opt", "not keep_weights_only and with_opt", False),
+    ("self.cfg.weights_only", "self.cfg.save_opt", False),
+    ('mode == "weights"', 'mode == "objects"', False),
+    # near misses: a test that calls something (what the model is, not what the caller asked),
+    # and a chain none of whose other branches saves a state_dict
+    ("isinstance(self.net, Wrapper)", "with_opt", True),
+    ("keep_weights_only", "hasattr(self.net, 'module')", True),
+])
+def test_ptt041_is_silent_where_a_flag_chooses_between_a_state_dict_and_the_module(first, second, flagged):
+    """``save(state_dict=False)``: one branch of an if/elif on the caller's flags saves the
+    state_dict, another pickles the module with its optimizer on purpose (readers use
+    ``ckpt["net"]`` as a module). Changing that branch removes the option the code offers."""
+    assert ("PTT041" in codes(_SAVE_MODES.format(first=first, second=second))) is flagged
+
+
+def test_ptt041_still_fires_on_a_flag_branch_with_no_state_dict_beside_it():
+    src = _SAVE_MODES.replace('torch.save({{"net": self.net.state_dict(), "opt": self.opt.state_dict()}}, path)',
+                              "print(path)")
+    assert "PTT041" in codes(src.format(first="keep_weights_only", second="with_opt"))
+    plain = """\
+        import torch
+        net = torch.nn.Linear(4, 2)
+        if save_now:
+            torch.save({"model": net, "epoch": 3}, "c.pt")
+    """
+    assert "PTT041" in codes(plain)
+
+
+_CPU_STATE = """\
+    import torch
+    from torch import nn
+    def apply(m, p):
+        q = torch.tensor([p[0], p[1], 1.0])
+        return torch.mv(m, q)
+    class Grid(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mat = torch.eye(3)
+        def lift(self, p):
+            {lift}
+        def shift(self, d):
+            self.mat[0, 2] += d
+"""
+
+
+@pytest.mark.parametrize(("lift", "flagged"), [
+    # every read of the attribute meets a tensor made on the CPU: it lives there on purpose
+    ("inv = torch.inverse(self.mat)\n            return apply(inv, p)", False),
+    ("return apply(self.mat, p)", False),
+    ("return self.mat @ torch.ones(3)", False),
+    ("return torch.mm(self.mat, p.cpu())", False),
+    # near misses: combined with the input (whose device the caller decides), a CPU tensor
+    # combined with something else, a helper that uses its argument alone
+    ("return self.mat @ p", True),
+    ("q = torch.ones(3)\n            return self.mat @ p", True),
+    ("return torch.inverse(self.mat)", True),
+    ("return len(self.mat)", True),
+])
+def test_ptt030_is_silent_where_every_read_meets_a_cpu_tensor(lift, flagged):
+    """A plain tensor attribute each method combines with tensors the code makes on the CPU
+    (a factory without device=, .cpu()), itself or through a function of the file: as a
+    buffer it would follow .to() to the GPU and those operations would mix devices."""
+    assert ("PTT030" in codes(_CPU_STATE.format(lift=lift))) is flagged

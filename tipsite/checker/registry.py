@@ -1216,7 +1216,12 @@ class Net(torch.nn.Module):
               "nor one that a method other than __init__ rebinds (or its .data) to a value computed "
               "from something else (self.aux = loss * alpha): a starting value replaced as it runs; "
               "nor one the file never reads but to update it (every other use is a write, or the "
-              "value of a write to itself: self.count[i] = self.count[i] + n) and no string names.",
+              "value of a write to itself: self.count[i] = self.count[i] + n) and no string names; "
+              "nor one every method reading it combines (itself, a local computed from it, or the "
+              "argument of a function of the file it is handed to) in a torch call or arithmetic with "
+              "a tensor the code makes on the CPU (a factory without device=, .cpu()), or reads only at "
+              "int literal indices: it is kept on the CPU on purpose, and as a buffer .to() would move "
+              "it away from those tensors.",
         needs_torch=(1, 6),  # register_buffer(..., persistent=False) is new in torch 1.6
     ),
     Rule(
@@ -1535,7 +1540,10 @@ torch.save({"epoch": 3, "model": model.state_dict()}, "last.pt")
               "(tests aside) reads one of the dict's module keys back from a loaded checkpoint as a "
               "module (ckpt = torch.load(f) or a loader of its own, then ckpt[\"model\"] called or "
               "asked for .state_dict(), .eval(), .parameters(), .fuse(), after any .float()/.to()): its "
-              "checkpoints pickle modules on purpose, and a state_dict there breaks its own readers.",
+              "checkpoints pickle modules on purpose, and a state_dict there breaks its own readers. Not "
+              "a save in one branch of an if/elif on flags or parameters (a test that calls nothing: "
+              "elif not save_state_dict and save_optimizer) another branch of which saves a "
+              "state_dict(): the code offers both formats, and this branch pickles the module on purpose.",
         unlike_tip="The tip saves the module itself (PTT004's case), not inside a dict.",
     ),
     Rule(

@@ -2256,8 +2256,88 @@ class TensorAttributeNotBuffer(RuleVisitor):
                     and not self._int_indexed_only(name) and not _buffer_named(cls, name)
                     and not self._overwritten(node, cls, name) and not _state_rebound(self, cls, name)
                     and not _read_on_cpu_only(cls, name) and not self._device_pinned(node.value)
-                    and not _replaced_elsewhere(cls, name) and not _written_only(self.module, name, self.facts.source)):
+                    and not _replaced_elsewhere(cls, name) and not _written_only(self.module, name, self.facts.source)
+                    and not self._combined_on_cpu(cls, name)):
                 self.flag(node)
+
+    def _combined_on_cpu(self, cls: cst.ClassDef, name: str) -> bool:
+        """Every method of the class but ``__init__`` that reads ``self.<name>`` either reads it
+        only at int literal indices (``self.m[0, 3]``: a 0-dim tensor) or combines it (itself, a
+        local computed from it, or the parameter of a function of the file it is handed to) in
+        a torch call or an arithmetic operation with a tensor the code makes on the CPU (a
+        factory without ``device=``, or ``.cpu()``), and one method does: it is kept on the CPU
+        on purpose, and a buffer would go to the GPU with ``.to()`` and break those operations."""
+        helpers = _Helpers(self.facts.source)
+        combines = 0
+        for f in cls.body.body:
+            if not isinstance(f, cst.FunctionDef) or f.name.value == "__init__":
+                continue
+            parents = {}
+            for n in [f, *walk(f)]:
+                for c in children(n):
+                    parents[id(c)] = n
+            refs = [m for m in walk(f) if type(m) is cst.Attribute and m.attr.value == name]
+            if not refs:
+                continue
+            if any(get_full_name_for_node(r) != f"self.{name}" for r in refs):
+                return False
+            if all(_literal_indexed(parents.get(id(r)), r) for r in refs):
+                continue
+            if not self._cpu_combination(f, set(), refs, helpers, 2):
+                return False
+            combines += 1
+        return combines > 0
+
+    def _cpu_combination(self, func: cst.FunctionDef, names: set[str], refs: list[cst.CSTNode],
+                         helpers: _Helpers, depth: int) -> bool:
+        """In ``func``, a value that holds the tracked tensor (``refs``, ``names``, or a local
+        bound to an expression of them) meets a CPU-made tensor in a torch call or an arithmetic
+        operation, or is handed to a function of the file (``helpers``) that does so."""
+        ids = {id(r) for r in refs}
+        names = set(names)
+        cpu: set[str] = set()
+
+        def holds(e: cst.CSTNode) -> bool:
+            return any(id(m) in ids or (type(m) is cst.Name and m.value in names) for m in [e, *walk(e)])
+
+        def on_cpu(e: cst.CSTNode) -> bool:
+            if type(e) is cst.Name:
+                return e.value in cpu
+            if type(e) is not cst.Call:
+                return False
+            if type(e.func) is cst.Attribute and e.func.attr.value == "cpu":
+                return True
+            return self.qualify(e.func) in FACTORIES and not any(
+                a.keyword is not None and a.keyword.value == "device" for a in e.args)
+
+        for n in _ordered(func):
+            if type(n) is cst.Assign and len(n.targets) == 1 and type(n.targets[0].target) is cst.Name:
+                target = n.targets[0].target.value
+                if holds(n.value):  # (a name rebound keeps both: the uses are not ordered here)
+                    names.add(target)
+                elif on_cpu(n.value):
+                    cpu.add(target)
+        for n in walk(func):
+            if type(n) is cst.BinaryOperation:
+                operands = [n.left, n.right]
+            elif type(n) is cst.Call:
+                operands = [a.value for a in n.args]
+                callee = helpers.get(n.func.value) if type(n.func) is cst.Name and depth > 0 else None
+                if callee is not None and callee.name.value != func.name.value:
+                    params = callee.params.params
+                    passed = {params[i].name.value for i, a in enumerate(n.args)
+                              if a.keyword is None and i < len(params) and holds(a.value)}
+                    passed |= {a.keyword.value for a in n.args if a.keyword is not None and holds(a.value)}
+                    if passed and self._cpu_combination(callee, passed, [], helpers, depth - 1):
+                        return True
+                    continue
+                if not (self.qualify(n.func) or "").startswith("torch."):
+                    continue
+            else:
+                continue
+            if any(holds(a) and on_cpu(b) for a in operands for b in operands if a is not b):
+                return True
+        return False
 
     def _device_pinned(self, call: cst.Call) -> bool:
         """The factory's ``device=`` is a parameter of the ``__init__`` (``device=device``) or an
@@ -2553,6 +2633,35 @@ def _host_index(sub: cst.Subscript, parents: dict[int, cst.CSTNode]) -> bool:
         if up is None or not any(h in _EMPTY.code_for_node(up.iter) for h in _HOST_ITERS):
             return False
     return True
+
+
+class _Helpers:
+    """PTT030: the file's top-level functions, each parsed by libcst on demand from the file's
+    text (a piece being checked may not hold them)."""
+
+    def __init__(self, source: str) -> None:
+        self.source, self.parsed = source, {}
+
+    def get(self, name: str) -> cst.FunctionDef | None:
+        if name not in self.parsed:
+            tree = _source_tree(self.source) if ("def " + name) in self.source else None
+            found = next((f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == name), None) \
+                if tree is not None else None
+            func = None
+            if found is not None and not found.decorator_list:
+                lines = self.source.splitlines(keepends=True)[found.lineno - 1:found.end_lineno]
+                try:
+                    func = cst.parse_module("".join(lines)).body[0]
+                except cst.ParserSyntaxError:
+                    func = None
+            self.parsed[name] = func if isinstance(func, cst.FunctionDef) else None
+        return self.parsed[name]
+
+
+def _literal_indexed(parent: cst.CSTNode | None, ref: cst.CSTNode) -> bool:
+    """PTT030: ``ref`` is read as ``self.x[0, 3]``: every index an int literal (a 0-dim tensor)."""
+    return (type(parent) is cst.Subscript and parent.value is ref and all(
+        type(e.slice) is cst.Index and type(e.slice.value) is cst.Integer for e in parent.slice))
 
 
 def _read_on_cpu_only(cls: cst.ClassDef, name: str) -> bool:
@@ -6540,8 +6649,42 @@ class SaveDictWithModule(RuleVisitor):
                     and not (isinstance(e.value, cst.Name) and e.value.value in plain)}
         else:
             keys = set(self.facts.module_keys.get(name, ())) if name in self.facts.module_dicts else set()
-        if keys and not (keys & self.facts.modules_read_back):
+        if keys and not (keys & self.facts.modules_read_back) and not self._format_chosen(node):
             self.flag(node)
+
+    def _format_chosen(self, save: cst.Call) -> bool:
+        """The save is one branch of an ``if``/``elif`` chain on flags or parameters (tests that
+        call nothing: ``elif not save_state_dict and save_optimizer``) another branch of which
+        saves a ``state_dict()``: the code offers both formats, and this branch is the one that
+        pickles the module on purpose."""
+        stack = self.where.stack
+        inner = next((i for i in range(len(stack) - 1, -1, -1) if isinstance(stack[i], (cst.If, *SCOPES))),
+                     None)
+        if inner is None or not isinstance(stack[inner], cst.If):
+            return False
+        while inner > 0 and isinstance(stack[inner - 1], cst.If) and stack[inner - 1].orelse is stack[inner]:
+            inner -= 1  # up an elif chain to its first if
+        branches, tests, link = [], [], stack[inner]
+        while isinstance(link, cst.If):
+            tests.append(link.test)
+            branches.append(link.body)
+            link = link.orelse
+        if link is not None:
+            branches.append(link.body)
+        if any(type(n) is cst.Call for t in tests for n in [t, *walk(t)]) or not any(
+                type(n) in (cst.Name, cst.Attribute) for t in tests for n in [t, *walk(t)]):
+            return False
+        return any(not any(n is save for n in walk(b)) and self._saves_state_dict(b) for b in branches)
+
+    def _saves_state_dict(self, branch: cst.CSTNode) -> bool:
+        """The branch calls ``torch.save`` on a value that holds a ``.state_dict()``."""
+        for n in walk(branch):
+            if type(n) is cst.Call and self.qname(n) == "torch.save":
+                args = _positional(n)
+                if args and any(type(m) is cst.Call and type(m.func) is cst.Attribute
+                                and m.func.attr.value == "state_dict" for m in [args[0].value, *walk(args[0].value)]):
+                    return True
+        return False
 
 
 class SaveNamespace(RuleVisitor):
