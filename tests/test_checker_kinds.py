@@ -6043,3 +6043,95 @@ def test_ptt030_is_silent_where_every_read_meets_a_cpu_tensor(lift, flagged):
     (a factory without device=, .cpu()), itself or through a function of the file: as a
     buffer it would follow .to() to the GPU and those operations would mix devices."""
     assert ("PTT030" in codes(_CPU_STATE.format(lift=lift))) is flagged
+# Round 23's wrong findings of PTT040, PTT033 and PTT023, written anew (not the held-out lines).
+_TIMED_STEP = """\
+    import time
+    import torch
+    for step, (x, y) in enumerate(loader):
+        t0 = time.time()
+        loss = crit(model(x), y)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        t1 = time.time()
+        {every}
+        if step % 50 == 0:
+            writer.add_scalar("time", t1 - t0, step)
+"""
+
+
+@pytest.mark.parametrize(("every", "flagged"), [
+    # the timing is printed, kept or formatted on every step, not only every N
+    ('print("step took", t1 - t0)', False),
+    ("durations.append(t1 - t0)", False),
+    ("elapsed = t1 - t0\n        meter.update(elapsed)", False),
+    ('log = f"{t1 - t0:.3f}s"', False),
+    # near misses: used only under the interval (or just copied on); a sync with no clock after it
+    ("pass", True),
+    ("t0 = t1", True),
+    ("elapsed = t1 - t0", True),
+])
+def test_ptt040_is_silent_where_the_timing_is_used_every_step(every, flagged):
+    """The synchronize serves a clock read whose value is handed to a call or formatted on every
+    step: waiting every step is what that per-step timing needs."""
+    assert ("PTT040" in codes(_TIMED_STEP.format(every=every))) is flagged
+
+
+def test_ptt040_still_flags_a_sync_serving_no_clock():
+    src = _TIMED_STEP.format(every="print(loss)").replace("        t1 = time.time()\n", "")
+    assert "PTT040" in codes(src.replace("t1 - t0", "time.time() - t0"))
+
+
+_DECODE = """\
+    import torch
+    class Decoder(torch.nn.Module):
+        def decode(self, seq, feats):
+            out = torch.zeros(seq.size(0), seq.size(1), 10)
+            {before}
+            for t in range(seq.size(1)):
+                {body}
+                out[:, t] = logits
+            return out
+"""
+
+
+@pytest.mark.parametrize(("before", "body", "flagged"), [
+    # each step feeds on the state of the step before (a recurrent decode)
+    ("state = self.init_state(feats)", "logits, state = self.step(seq[:, t], feats, state)", False),
+    ("h = c = None", "h, c = self.lstm_cell(seq[:, t], (h, c))\n                logits = self.head(h)", False),
+    ("prev = seq[:, 0]", "logits = self.step(prev, feats)\n                prev = logits.argmax(-1)", False),
+    # near misses: each step independent of the others (names bound before they are read)
+    ("pass", "x = seq[:, t]\n                logits = self.head(x)", True),
+    ("total = 0", "logits = self.head(seq[:, t])\n                total += 1", True),
+])
+def test_ptt033_is_silent_on_a_recurrent_loop(before, body, flagged):
+    """A loop whose body reads a name it binds later in the body (the state of the previous step)
+    or calls a recurrent cell cannot become one vectorised call."""
+    assert ("PTT033" in codes(_DECODE.format(before=before, body=body))) is flagged
+
+
+_GENERATOR = """\
+    import torch
+    class Generator(torch.nn.Module):
+        def inference(self, data):
+            self.eval()
+            self.net.eval()
+            out = self.net(data)
+            return out
+"""
+
+
+@pytest.mark.parametrize(("caller", "flagged"), [
+    ("with torch.no_grad():\n            return net.inference(batch)\n", False),
+    ("@torch.no_grad()\n    def run(self, net, batch):\n        return net.inference(batch)\n", False),
+    # near misses: one call outside the grad-free block; no call anywhere in the project
+    ("with torch.no_grad():\n            a = net.inference(batch)\n        return net.inference(batch)\n", True),
+    ("return net(batch)\n", True),
+])
+def test_ptt023_follows_callers_in_other_files_of_the_project(tmp_path, caller, flagged):
+    """A model's method called, in every file of the project, only inside a grad-free block (a
+    trainer's test loop under torch.no_grad()) records no graph."""
+    body = caller if caller.startswith("@") else "def run(self, net, batch):\n        " + caller
+    trainer = "import torch\nclass Trainer:\n    " + body
+    files = {"setup.py": "", "pkg/__init__.py": "", "pkg/trainer.py": trainer}
+    assert ("PTT023" in _in_project(tmp_path, files, _GENERATOR)) is flagged

@@ -887,6 +887,22 @@ class _Scan:
             callees = grown
         f.grad_free_callees = callees
 
+    def _project_shielded(self) -> None:
+        """PTT023: the functions of this file (with an .eval() in the file) every call of whose
+        name in the project (tests aside) lies inside a grad-free with block or a function under
+        a grad-free decorator (a model's inference() method called from a trainer's test loop
+        under torch.no_grad()); not forward(), dunder methods nor a framework's *_step hooks,
+        which are run without a call by name."""
+        if ".eval()" not in self.text or not self.path:
+            return
+        names = {func.name for func in self.functions if func.name != "forward" and not func.name.startswith("__")
+                 and not func.name.endswith("_step")} - self.facts.grad_free_callees
+        if not names:
+            return
+        counts, guarded = project_guarded_calls(self.path)
+        self.facts.grad_free_callees |= {n for n in names if counts.get(n, 0) > 0
+                                         and guarded.get(n, 0) >= counts[n]}
+
     def _hooks(self) -> None:
         """PTT011: the per-step hook methods with a host read (names no other function here has)."""
         self.facts.hook_methods = self.hook_defs - self.other_defs
@@ -977,6 +993,7 @@ class _Scan:
                     f.param_list_names.add(name)
         text_has = self.text
         self._grad_free()
+        self._project_shielded()
         tensors: dict[str, bool] = {}
         for name, value in self.binds:
             torchy = isinstance(value, ast.Call) and (
@@ -2398,6 +2415,9 @@ class _ProjectFlow:
     trainers: dict[str, frozenset[str]]
     second_order: frozenset[str]
     inferers: frozenset[str]  # PTT035: its files that evaluate (no_grad, inference_mode, .eval())
+    # PTT023: name -> its calls (as counted in ``calls``) that lie in a grad-free with block or
+    # in a function decorated grad-free, read by indentation
+    guarded: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=64)
@@ -2407,6 +2427,7 @@ def _tree_flow(root: str) -> _ProjectFlow:
     second_order: set[str] = set()
     inferers: set[str] = set()
     free_defs: dict[str, int] = {}  # name -> its definitions that return no graph
+    guarded: dict[str, int] = {}  # name -> its calls under a grad-free block or decorator
     all_defs: dict[str, int] = {}  # name -> its definitions
     for folder, name, text in _project_texts(root):
         for d in _graph_free_defs(text):
@@ -2422,11 +2443,59 @@ def _tree_flow(root: str) -> _ProjectFlow:
             inferers.add(os.path.join(folder, name))
         if "create_graph" in text:
             second_order |= _second_order_defs(text)
+        if "no_grad" in text or "inference_mode" in text:
+            for c in _guarded_calls(text):
+                guarded[c] = guarded.get(c, 0) + 1
     for d, k in all_defs.items():
         if d in calls:
             calls[d] -= k
     graph_free = frozenset(d for d, k in free_defs.items() if all_defs.get(d) == k)
-    return _ProjectFlow(graph_free, calls, trainers, frozenset(second_order), frozenset(inferers))
+    return _ProjectFlow(graph_free, calls, trainers, frozenset(second_order), frozenset(inferers), guarded)
+
+
+# PTT023: a line that opens a grad-free block: ``with torch.no_grad():`` or a grad-free decorator
+_GRAD_FREE_OPENER = re.compile(r"^([ \t]*)(?:(?:async[ \t]+)?with[ \t][^\n#]*|@[^\n#]*)(?:no_grad|inference_mode)\(")
+
+
+def _guarded_calls(text: str) -> list[str]:
+    """PTT023: the names called (``name(`` / ``.name(``) on the lines inside a grad-free
+    ``with`` block or in the body of a function under a grad-free decorator, read by indentation
+    (the lines after the opener indented deeper than it; for a decorator, than its ``def``)."""
+    found: list[str] = []
+    lines = text.split("\n")
+    i, n = 0, len(lines)
+    while i < n:
+        m = _GRAD_FREE_OPENER.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent = len(m.group(1).expandtabs())
+        i += 1
+        if lines[i - 1].lstrip().startswith("@"):  # the decorator's def (other decorators between)
+            while i < n and lines[i].lstrip().startswith("@"):
+                i += 1
+            if i >= n or not re.match(r"[ \t]*(?:async[ \t]+)?def[ \t]", lines[i]):
+                continue
+            i += 1
+        while i < n:
+            line = lines[i]
+            body = line.strip()
+            if body and len(line) - len(line.lstrip()) <= indent and not body.startswith("#"):
+                break
+            if body and not body.startswith("#"):  # (a def's own name is no call)
+                found.extend(_CALLED.findall(line)[1 if _DEF.match(line) else 0:])
+            i += 1
+    return found
+
+
+def project_guarded_calls(path: str) -> tuple[dict[str, int], dict[str, int]]:
+    """PTT023: each name's calls in ``path``'s project's files (tests aside), and those of them
+    inside a grad-free block (:func:`_guarded_calls`); empty where the path is not a file."""
+    folder = _file_folder(path) if path else None
+    if folder is None:
+        return {}, {}
+    flow = _tree_flow(_project_root(folder))
+    return flow.calls, flow.guarded
 
 
 _IMPORT_ROOT = re.compile(r"^[ \t]*(?:from|import)[ \t]+(\w+)", re.MULTILINE)

@@ -978,7 +978,12 @@ def evaluate(model, x):
               "grad-free ones (decorated @torch.inference_mode() or @torch.no_grad(), or helpers "
               "called only from those, a few calls deep), nor in one whose calls in the file all lie "
               "inside a with torch.no_grad() or torch.inference_mode() block (or in such functions) "
-              "when no other file of the project (tests aside) calls a function of that name. A "
+              "when no other file of the project (tests aside) calls a function of that name; nor in a "
+              "function of a file with an .eval() every call of whose name in the project's files (tests "
+              "aside) lies inside a with torch.no_grad()/torch.inference_mode() block or a function "
+              "under such a decorator (a model's inference() called from a trainer's test loop), read "
+              "by indentation; forward(), dunder methods and *_step hooks, run without a call by name, "
+              "are not followed so. A "
               "conditional context (with torch.no_grad() if not requires_grad else nullcontext():) "
               "counts as grad-free when either branch is: the graph is recorded only where the "
               "caller asks for gradients through the model.",
@@ -1301,7 +1306,10 @@ max_x = torch.max(x, dim=1).values
               "writes also index another dimension with an index tensor (out[order[:, j], j] = v, "
               "out[perm, j] = v): each iteration scatters a whole row or column in one vectorised "
               "assignment, no single element. A plain slice (out[i, :] = ...) is still read: a "
-              "row copied per iteration over thousands of rows.",
+              "row copied per iteration over thousands of rows. Not a recurrent loop: one whose body "
+              "reads a name before the body binds it (output, state = step(it, state): the state of "
+              "the step before), or that calls a recurrent cell (an LSTM, GRU or RNN cell): each "
+              "iteration feeds on the one before, so no single call replaces it.",
     ),
     Rule(
         "PTT034", "tip_anomaly_detection_off", "anomaly detection left on",
@@ -1511,7 +1519,10 @@ for step, (x, y) in enumerate(loader):
               "interval, or a loop over metric_logger.log_every()), not under an if itself, not in a "
               "function named for benchmarking or profiling, where waiting is the point, and not in a "
               "loop that already reads a value every step to decide something (if not "
-              "math.isfinite(loss.item())).",
+              "math.isfinite(loss.item())), nor a synchronize followed (on its line or the next two) "
+              "by a clock read (end = time.time()) whose value, or one computed from it, is handed to "
+              "a call (print, a logger, append, a meter's update) or formatted into text outside the "
+              "logging interval: that timing is used on every step, and the wait serves it.",
         unlike_tip="The tip measures .item() reads; synchronize() waits for the same queue.",
     ),
     Rule(

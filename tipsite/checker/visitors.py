@@ -5585,7 +5585,8 @@ class RowLoop(RuleVisitor):
         if not sized or not isinstance(node.target, cst.Name) or not self._rows(bound):
             return
         var = node.target.value
-        if _writes_element(node.body, var, self.facts.tensor_names) and not self._typed_otherwise(node):
+        if _writes_element(node.body, var, self.facts.tensor_names) and not self._typed_otherwise(node) \
+                and not _recurrent(node.body):
             self.flag(node)
 
     def _typed_otherwise(self, loop: cst.For) -> bool:
@@ -5624,6 +5625,44 @@ class RowLoop(RuleVisitor):
         elements = bound.slice if isinstance(bound, cst.Subscript) else ()
         return len(elements) == 1 and isinstance(elements[0].slice, cst.Index) and _fixed_dim(
             elements[0].slice.value)
+
+
+_RECURRENT_CELL = re.compile(r"lstm|gru|rnn|cell$", re.IGNORECASE)
+
+
+def _recurrent(body: cst.CSTNode) -> bool:
+    """Each iteration feeds on the one before: a name the body binds (``state = ...``) is read in
+    the body before that binding (``output, state = step(it, state)``), or the body calls a
+    recurrent cell (``self.lstm_cell(x, (h, c))``, an ``nn.GRUCell``): a recurrent decode, no
+    single vectorised call. (``total += x`` alone is no such binding.)"""
+    bound = {x for n in walk(body) if isinstance(n, cst.Assign) for t in n.targets
+             for x in target_names(t.target) if "." not in x}
+    if any(isinstance(n, cst.Call) and _RECURRENT_CELL.search((get_full_name_for_node(n.func) or "").rsplit(".", 1)[-1])
+           for n in walk(body)):
+        return True
+    return bool(bound) and _read_before_bound(body, bound, set())
+
+
+def _read_before_bound(node: cst.CSTNode, bound: set[str], done: set[str]) -> bool:
+    """In source order (an assignment's value before its targets), a name of ``bound`` read
+    before any binding of it."""
+    if type(node) in _STOPS:
+        return False
+    if isinstance(node, cst.Assign):
+        if _read_before_bound(node.value, bound, done):
+            return True
+        for t in node.targets:
+            done |= target_names(t.target)
+        return False
+    if isinstance(node, cst.Name):
+        return node.value in bound and node.value not in done
+    if isinstance(node, cst.Attribute):
+        return _read_before_bound(node.value, bound, done)
+    if isinstance(node, cst.Arg):
+        return _read_before_bound(node.value, bound, done)
+    if isinstance(node, (cst.CompFor, cst.For)):
+        done |= target_names(node.target)
+    return any(_read_before_bound(c, bound, done) for c in children(node))
 
 
 def _fixed_dim(value: cst.BaseExpression) -> bool:
@@ -6585,7 +6624,64 @@ class SynchronizeEveryStep(RuleVisitor):
         logs_every = isinstance(loop, cst.For) and "log_every" in (get_full_name_for_node(
             loop.iter.func) or "" if isinstance(loop.iter, cst.Call) else "")
         if logs_every or any(isinstance(n, cst.If) and _has_mod(n.test) for n in walk(loop.body, into_loops=False)):
+            clocks = _clock_names_after(loop, node)
+            if clocks and _used_every_step(loop, clocks):
+                return  # the timing it serves is printed or kept on every step, not every N
             self.flag(node)
+
+
+_CLOCKS = frozenset({"time", "perf_counter", "monotonic", "time_ns", "perf_counter_ns", "monotonic_ns",
+                     "default_timer"})
+
+
+def _clock_names_after(loop: cst.CSTNode, call: cst.Call) -> set[str]:
+    """The names bound to a clock read (``end = time.time()``) on the line of the synchronize or
+    on the two lines after it, in the same block: the timing the synchronize serves."""
+    for block in [loop, *walk(loop, into_loops=False)]:
+        body = getattr(block, "body", None)
+        stmts = getattr(body, "body", None) if isinstance(body, cst.BaseSuite) else None
+        if not isinstance(stmts, (list, tuple)):
+            continue
+        for i, stmt in enumerate(stmts):
+            if not (isinstance(stmt, cst.SimpleStatementLine) and any(n is call for n in walk(stmt))):
+                continue
+            names: set[str] = set()
+            for line in stmts[i:i + 3]:
+                if not isinstance(line, cst.SimpleStatementLine):
+                    break
+                for small in line.body:
+                    if isinstance(small, cst.Assign) and any(
+                            isinstance(c, cst.Call) and (get_full_name_for_node(c.func) or "").rsplit(".", 1)[-1]
+                            in _CLOCKS for c in [small.value, *walk(small.value)]):
+                        names |= {x for t in small.targets for x in target_names(t.target)}
+            return names
+    return set()
+
+
+def _ungated(node: cst.CSTNode):
+    """The nodes under ``node`` outside any ``if`` with ``%`` in its test (a logging interval)
+    and outside nested functions."""
+    for c in children(node):
+        if type(c) in _STOPS or (isinstance(c, cst.If) and _has_mod(c.test)):
+            continue
+        yield c
+        yield from _ungated(c)
+
+
+def _used_every_step(loop: cst.CSTNode, names: set[str]) -> bool:
+    """A value of ``names`` (or one computed from them, ``elapsed = end - start``) is handed to
+    a call (print, a logger, append, a meter's update) or formatted into text outside the logging
+    interval: the timing is used on every step."""
+    nodes = list(_ungated(loop.body))
+    for _ in range(3):
+        grown = names | {x for n in nodes if isinstance(n, cst.Assign) and names_in(n.value) & names
+                         for t in n.targets for x in target_names(t.target)}
+        if grown == names:
+            break
+        names = grown
+    return any((isinstance(n, cst.Arg) and names_in(n.value) & names)
+               or (isinstance(n, cst.FormattedStringExpression) and names_in(n.expression) & names)
+               for n in nodes)
 
 
 def _whole_module_cst(value: cst.BaseExpression, facts: Facts) -> bool:
