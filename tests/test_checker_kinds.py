@@ -1758,6 +1758,21 @@ def test_a_pin_in_an_install_folder_is_the_projects(tmp_path, files, fires):
     assert ("PTT001" in _in_project(tmp_path, {**_ROOT, **files}, _LOAD, torch=(2, 5))) is fires
 
 
+@pytest.mark.parametrize(("files", "fires"), [
+    ({"docs/get_started.md": "I ran experiments with PyTorch 1.8.0 and CUDA 11.1.\n"}, False),
+    ({"docs/getting_started.rst": "conda install pytorch==1.8.0 torchvision -c pytorch\n"}, False),
+    ({"QUICKSTART.md": "Tested with PyTorch 1.8.\n"}, False),
+    ({"docs/get_started.md": "I ran experiments with PyTorch 2.13.0.\n"}, True),  # has the advice
+    ({"docs/model_zoo.md": "Trained with PyTorch 1.8.0.\n"}, True),  # no install document
+])
+def test_an_install_document_may_be_a_getting_started_page(tmp_path, files, fires):
+    """OpenMMLab-style projects keep their install steps in docs/get_started.md: the torch it
+    names is read as an install document's (the oldest, a floor), so advice that needs a newer
+    one (weights_only=, 1.13) stays silent; another docs page is not read."""
+    _fresh()
+    assert ("PTT001" in _in_project(tmp_path, {**_ROOT, **files}, _LOAD, torch=(2, 5))) is fires
+
+
 def test_a_pin_to_a_torch_that_has_the_advice_keeps_it(tmp_path):
     files = {"pyproject.toml": "[project]\nname = 'demo'\n", "install.sh": "pip install torch==2.1.0\n"}
     assert "PTT001" in _in_project(tmp_path, files, _LOAD)

@@ -140,11 +140,13 @@ _TORCH_BULLET = re.compile(r"^[ \t]*[*+-][ \t]+(?:py)?torch[ \t]*(?:v(?:ersion)?
                            re.IGNORECASE | re.MULTILINE)
 _REQ_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "environment.yml")
 _READMES = ("README.md", "README.rst", "README.txt", "README")
-# An install document (INSTALL.md, installation.rst; in the folder or a docs folder of it, _DOC_DIRS): prose
+# An install document (INSTALL.md, installation.rst, get_started.md, getting_started.rst, quickstart.md,
+# setup.md; in the folder or a docs folder of it, _DOC_DIRS): prose
 # like a README, read only where no requirement file names torch; every torch release it names
 # ("CUDA 11.1 + PyTorch 1.8.0", "PyTorch >= 1.8") is one it was tested with or requires, so the
 # lowest is a floor (not a pin: an install document lists setups that work, not the only one)
-_INSTALL_DOC = re.compile(r"^install[\w.-]*\.(?:md|rst|txt)$", re.IGNORECASE)
+_INSTALL_DOC = re.compile(r"^(?:install|get_?started|getting_?started|quick_?start|setup)[\w.-]*\.(?:md|rst|txt)$",
+                          re.IGNORECASE)
 # the folders of a project's documents, its install document among them (docs/INSTALL.md,
 # doc/installation.rst, readme/INSTALL.md): only these names, one level down, are looked into
 _DOC_DIRS = ("docs", "doc", "readme")
