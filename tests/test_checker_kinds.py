@@ -6150,3 +6150,116 @@ def test_ptt023_follows_callers_in_other_files_of_the_project(tmp_path, caller, 
     trainer = "import torch\nclass Trainer:\n    " + body
     files = {"setup.py": "", "pkg/__init__.py": "", "pkg/trainer.py": trainer}
     assert ("PTT023" in _in_project(tmp_path, files, _GENERATOR)) is flagged
+
+
+# --- round 24's kinds: PTT027 (a guard the rule did not read), PTT036, PTT033 ---------------------
+
+_PEAK = """\
+    import torch
+    def report(model, x, device):
+        model(x.to(device))
+        {before}
+        {read}
+        return peak
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+"""
+
+
+@pytest.mark.parametrize(("before", "read", "flagged"), [
+    # the read on the CUDA side of a conditional expression
+    ("pass", 'peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0.0', False),
+    ("pass", "peak = (torch.cuda.max_memory_allocated(device) / 2**20\n"
+             '                if device.type == "cuda" and torch.cuda.is_available() else float("nan"))', False),
+    ("pass", "peak = torch.cuda.memory_allocated() if torch.cuda.is_available() else None", False),
+    ("pass", 'peak = 0 if device != "cuda" else torch.cuda.memory_allocated()', False),
+    # a CUDA call that refuses a CPU device ran before the read, or holds it
+    ("torch.cuda.synchronize(device)", "peak = torch.cuda.max_memory_allocated(device)", False),
+    ("torch.cuda.reset_peak_memory_stats(device)", "peak = torch.cuda.max_memory_allocated(device)", False),
+    ("pass", "with torch.cuda.device(device):\n            peak = torch.cuda.max_memory_allocated(device)", False),
+    # near misses: the read on the other side; no device handed over; the call only under an if
+    ("pass", 'peak = 0.0 if device.type == "cuda" else torch.cuda.max_memory_allocated(device)', True),
+    ("pass", 'peak = torch.cuda.max_memory_allocated(device) if device.type == "cpu" else 0.0', True),
+    ("torch.cuda.synchronize()", "peak = torch.cuda.max_memory_allocated(device)", True),
+    ("torch.cuda.reset_peak_memory_stats(None)", "peak = torch.cuda.max_memory_allocated(device)", True),
+    ("if x.is_cuda:\n            torch.cuda.synchronize(device)", "peak = torch.cuda.max_memory_allocated(device)",
+     True),
+    ("pass", "peak = torch.cuda.max_memory_allocated(device)", True),
+])
+def test_ptt027_reads_a_conditional_expression_and_a_cuda_only_path(before, read, flagged):
+    """A memory read on the CUDA side of ``x if device.type == "cuda" else y``, or after a
+    torch.cuda call handed the device that raises for a CPU one (synchronize(device),
+    reset_peak_memory_stats(device), ``with torch.cuda.device(device):``), never reads the CPU."""
+    assert ("PTT027" in codes(_PEAK.format(before=before, read=read))) is flagged
+
+
+def test_ptt027_reads_a_guarded_print_expression():
+    src = """\
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        print(f"peak {torch.cuda.max_memory_allocated() / 2**20} MB") if device == "cuda" else None
+    """
+    assert "PTT027" not in codes(src)
+    assert "PTT027" in codes(src.replace(' if device == "cuda" else None', ""))
+
+
+_CONFIG_LOOP = """\
+    import gc
+    import torch
+    def bench(builders, x, y, time_it):
+        for name, build in builders:
+            model = build().cuda()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            def step():
+                opt.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                opt.step()
+            {run}
+            del model, opt
+            gc.collect()
+            torch.cuda.empty_cache()
+"""
+
+
+@pytest.mark.parametrize(("run", "flagged"), [
+    # the steps run by a timer the loop hands its step function to: one iteration, one configuration
+    ("ms = time_it(step)", False),
+    ("step()\n            ms = time_it(step, iters=30)", False),
+    # near misses: the closure run once per iteration, by the optimizer or by a direct call
+    ("opt.step(step)", True),
+    ("step()", True),
+    ("ms = time_it(step)\n            model(x).sum().backward()", True),
+])
+def test_ptt036_is_silent_on_a_loop_over_configurations(run, flagged):
+    """empty_cache() in a loop over benchmark configurations, whose training step is a function
+    handed to a timer that runs it many times, runs once per configuration, not per step."""
+    assert ("PTT036" in codes(_CONFIG_LOOP.format(run=run))) is flagged
+
+
+_MASKS = """\
+    import torch
+    from torchvision.utils import save_image
+    import matplotlib.pyplot as plt
+    from PIL import Image
+    def export(image):
+        for i in range(image.shape[2]):
+            masked = torch.zeros_like(image)
+            masked[i] = image[i]
+            {out}
+"""
+
+
+@pytest.mark.parametrize(("out", "flagged"), [
+    # each iteration writes a file or draws a plot: I/O per item
+    ('save_image(masked, f"mask_{i}.png")', False),
+    ('Image.fromarray(masked.numpy()).save(f"{i}.png")', False),
+    ("plt.imshow(masked[i].numpy())", False),
+    ('plt.savefig(f"fig_{i}.png")', False),
+    # near misses: nothing written in the loop
+    ("count = i + 1", True),
+    ("print(i)", True),
+])
+def test_ptt033_is_silent_on_a_loop_that_writes_files_or_plots(out, flagged):
+    """A loop that builds one image per index and saves or plots it is image export: no single
+    vectorised call replaces the per-item writes."""
+    assert ("PTT033" in codes(_MASKS.format(out=out))) is flagged

@@ -1112,7 +1112,11 @@ if device == "cuda":
               "for CUDA device properties (CUDA-only) or is named for the GPU (print_cuda_usage, "
               "log_gpu_memory), or one that has already put a tensor on a CUDA device by name "
               "(device=\"cuda\", .cuda(), .to(\"cuda\")) in a plain statement before the call: it "
-              "fails without a GPU; not where the statement labels the figure as the GPU's in a "
+              "fails without a GPU; not on the CUDA side of a conditional expression (x if device.type "
+              "== \"cuda\" else 0.0, print(...) if device == \"cuda\" else None), nor after a plain "
+              "statement, or inside a with, that hands the device to a torch.cuda call which raises for "
+              "a CPU device (torch.cuda.synchronize(device), reset_peak_memory_stats(device), with "
+              "torch.cuda.device(device):): the code cannot reach the read on the CPU; not where the statement labels the figure as the GPU's in a "
               "string (\"GPU memory: ...\", a logged name \"GPU Memory (MB)\"): 0 is then the "
               "true figure.",
     ),
@@ -1309,7 +1313,10 @@ max_x = torch.max(x, dim=1).values
               "row copied per iteration over thousands of rows. Not a recurrent loop: one whose body "
               "reads a name before the body binds it (output, state = step(it, state): the state of "
               "the step before), or that calls a recurrent cell (an LSTM, GRU or RNN cell): each "
-              "iteration feeds on the one before, so no single call replaces it.",
+              "iteration feeds on the one before, so no single call replaces it. Not a loop whose body "
+              "saves a file or an image or draws a plot (img.save(...), save_image, plt.imshow, "
+              "plt.savefig, imageio, cv2.imwrite, f.write): I/O per item, which no vectorised call "
+              "replaces.",
     ),
     Rule(
         "PTT034", "tip_anomaly_detection_off", "anomaly detection left on",
@@ -1386,7 +1393,10 @@ for x, y in loader:
         short="torch.cuda.empty_cache() on every training step",
         fix="drop it from the loop",
         scope="Only in a loop whose own body calls backward() (one iteration is one step), not under an "
-              "if inside it: a call between phases, after deleting a model or every N steps is left alone.",
+              "if inside it: a call between phases, after deleting a model or every N steps is left alone. "
+              "Not a loop whose steps are a function it defines and hands to another to run (ms = "
+              "time_it(step), a timer or benchmark helper; not optimizer.step(closure)): that function "
+              "runs the steps, and one iteration is one configuration.",
         unlike_tip="The tip calls empty_cache() in a step function that its timing loop calls; the rule "
                    "flags it only inside a loop that itself calls backward().",
     ),

@@ -5586,7 +5586,7 @@ class RowLoop(RuleVisitor):
             return
         var = node.target.value
         if _writes_element(node.body, var, self.facts.tensor_names) and not self._typed_otherwise(node) \
-                and not _recurrent(node.body):
+                and not _recurrent(node.body) and not _writes_out(node.body):
             self.flag(node)
 
     def _typed_otherwise(self, loop: cst.For) -> bool:
@@ -5625,6 +5625,25 @@ class RowLoop(RuleVisitor):
         elements = bound.slice if isinstance(bound, cst.Subscript) else ()
         return len(elements) == 1 and isinstance(elements[0].slice, cst.Index) and _fixed_dim(
             elements[0].slice.value)
+
+
+# calls that write a file or draw a plot: img.save(path), plt.savefig, imageio.imwrite,
+# torchvision.utils.save_image, cv2.imwrite, f.write
+_WRITE_OUT = frozenset({"save", "savefig", "imsave", "imwrite", "mimsave", "mimwrite", "save_image",
+                        "write", "imshow", "show"})
+_PLOT_MODULES = frozenset({"plt", "pyplot", "matplotlib", "imageio", "cv2"})
+
+
+def _writes_out(body: cst.CSTNode) -> bool:
+    """PTT033: the loop's body saves an image or a file, or draws a plot, for each item: I/O per
+    iteration, which no single vectorised call replaces."""
+    for n in walk(body):
+        if isinstance(n, cst.Call):
+            name = get_full_name_for_node(n.func) or ""
+            if ((_method(n) or name.rsplit(".", 1)[-1]) in _WRITE_OUT
+                    or name.split(".", 1)[0] in _PLOT_MODULES):
+                return True
+    return False
 
 
 _RECURRENT_CELL = re.compile(r"lstm|gru|rnn|cell$", re.IGNORECASE)
@@ -6013,13 +6032,70 @@ class MemoryAllocated(RuleVisitor):
 
     CODE = "PTT027"
 
+    def reset(self) -> None:
+        self.cuda_branches: list[cst.CSTNode | None] = []  # the CUDA side of each conditional expression entered
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        # x if device == "cuda" else None: the body is the CUDA side; x if not cuda else y: the else
+        negated = _negated_test(node.test)
+        self.cuda_branches.append((node.orelse if negated else node.body) if _mentions(node.test, "cuda")
+                                  else None)
+
+    def leave_IfExp(self, node: cst.IfExp) -> None:
+        self.cuda_branches.pop()
+
+    def _in_cuda_branch(self, node: cst.CSTNode) -> bool:
+        return any(b is not None and any(n is node for n in [b, *walk(b)]) for b in self.cuda_branches)
+
     def visit_Call(self, node: cst.Call) -> None:
         if (self.qname(node) in ("torch.cuda.memory_allocated", "torch.cuda.max_memory_allocated")
                 and self.facts.cpu_path and not self.where.under_cuda_check()
+                and not self._in_cuda_branch(node)
                 and not _after_device_exit(self.where, node) and not _past_cpu_test(self.where, node)
                 and not _cuda_only_function(self.where, self) and not _reported_as_gpu(self.where, node)
-                and not _placed_on_cuda_before(self.where, node)):
+                and not _placed_on_cuda_before(self.where, node)
+                and not _cuda_device_required_before(self.where, node, self)):
             self.flag(node)
+
+
+def _negated_test(test: cst.CSTNode) -> bool:
+    """``not x``, ``a != b``, ``a is not b``, ``a not in b`` at the top of a test."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return True
+    return isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
+        test.comparisons[0].operator, (cst.NotEqual, cst.IsNot, cst.NotIn))
+
+
+# torch.cuda calls that raise for a CPU device given as their device (ValueError: Expected a cuda
+# device) and without a GPU: after one of them with a device argument, that device is CUDA's
+_NEEDS_CUDA_DEVICE = {f"torch.cuda.{n}" for n in (
+    "synchronize", "reset_peak_memory_stats", "reset_max_memory_allocated", "device", "set_device",
+)}
+
+
+def _needs_cuda_device(call: cst.CSTNode, visitor: RuleVisitor) -> bool:
+    """``torch.cuda.synchronize(device)``, ``torch.cuda.device(dev)``: a call that names a device
+    (not None, not a string naming the CPU) to one of torch.cuda's functions that refuse a CPU one."""
+    if not (isinstance(call, cst.Call) and visitor.qname(call) in _NEEDS_CUDA_DEVICE and call.args):
+        return False
+    v = call.args[0].value
+    return not ((isinstance(v, cst.Name) and v.value == "None")
+                or (isinstance(v, cst.SimpleString) and "cpu" in v.value.lower()))
+
+
+def _cuda_device_required_before(where: Tracker, node: cst.CSTNode, visitor: RuleVisitor) -> bool:
+    """PTT027: before the call on its path, in its function, a plain statement (one of an enclosing
+    block, not one nested in an ``if``) or an enclosing ``with`` hands a device to a torch.cuda
+    function that raises for a CPU device (``torch.cuda.synchronize(device)``,
+    ``torch.cuda.reset_peak_memory_stats(device)``, ``with torch.cuda.device(device):``): the
+    code cannot reach the call on the CPU."""
+    for outer in reversed(where.stack):
+        if isinstance(outer, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            break
+        if isinstance(outer, cst.With) and any(_needs_cuda_device(i.item, visitor) for i in outer.items):
+            return True
+    return any(isinstance(stmt, cst.SimpleStatementLine) and any(
+        _needs_cuda_device(n, visitor) for n in walk(stmt)) for stmt in _statements_before(where, node))
 
 
 def _places_on_cuda(node: cst.CSTNode) -> bool:
@@ -6265,9 +6341,27 @@ class EmptyCacheEveryStep(RuleVisitor):
             return
         loop = self.where.loop()
         if (loop is None or self.where.gated_in(loop) or any(id(loop) in h for h in self.handlers)
-                or not _training_step(loop)):
+                or not _training_step(loop) or _steps_handed_off(loop)):
             return
         self.flag(node)
+
+
+def _steps_handed_off(loop: cst.CSTNode) -> bool:
+    """PTT036: the loop's body calls ``backward()`` only in functions it defines, and hands each
+    of them by name to another function to run (``ms = time_ms(step)``, ``timeit(step,
+    number=30)``), not to an optimizer's ``step(closure)``: that function runs the training
+    steps, and one iteration of this loop is one configuration or run, not one step."""
+    body = walk(loop.body, into_loops=False)
+    nodes = list(body)
+    if any(isinstance(n, cst.Call) and (_method(n) == "backward" or _scaler_step(n)) for n in nodes):
+        return False
+    steps = [n.name.value for n in nodes if isinstance(n, cst.FunctionDef) and _calls_backward(n.body)]
+    if not steps or any(isinstance(n, cst.Lambda) and _calls_backward(n) for n in nodes):
+        return False
+    handed = {a.value.value for n in nodes if isinstance(n, cst.Call)
+              and not (get_full_name_for_node(n.func) or "").lower().endswith("step")
+              for a in n.args if isinstance(a.value, cst.Name)}
+    return all(name in handed for name in steps)
 
 
 _BATCH_NORMS = {f"torch.nn.BatchNorm{n}d" for n in (1, 2, 3)} | {"torch.nn.SyncBatchNorm"}
