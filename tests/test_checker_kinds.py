@@ -6155,7 +6155,7 @@ def test_ptt023_follows_callers_in_other_files_of_the_project(tmp_path, caller, 
 # --- held-out round 24's kinds: metrics of NumPy data (PTT013), a no_grad around code that
 # re-enables gradients or warms up compiled code (PTT019), released weights (PTT037) ----------
 
-_SCORES = """\
+_COLUMN_SCORES = """\
     import numpy as np
     import torch
     def report(net, preds, targets, metrics):
@@ -6191,7 +6191,7 @@ def test_ptt013_is_silent_on_a_metric_of_tensors_made_from_numpy(weights, pred, 
     """A metric computed, column by column, on tensors made from NumPy arrays of finished
     predictions (torch.from_numpy, torch.tensor of data, torch.ones): none carries a graph, so
     the list of its values keeps none alive."""
-    source = _SCORES.format(weights=weights, pred=pred)
+    source = _COLUMN_SCORES.format(weights=weights, pred=pred)
     assert _flagged_at(source, "PTT013", "# logged") is flagged
 
 
