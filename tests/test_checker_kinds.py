@@ -6263,3 +6263,146 @@ def test_ptt033_is_silent_on_a_loop_that_writes_files_or_plots(out, flagged):
     """A loop that builds one image per index and saves or plots it is image export: no single
     vectorised call replaces the per-item writes."""
     assert ("PTT033" in codes(_MASKS.format(out=out))) is flagged
+# --- held-out round 24's kinds: metrics of NumPy data (PTT013), a no_grad around code that
+# re-enables gradients or warms up compiled code (PTT019), released weights (PTT037) ----------
+
+_COLUMN_SCORES = """\
+    import numpy as np
+    import torch
+    def report(net, preds, targets, metrics):
+        mask = torch.from_numpy(np.isfinite(targets))
+        weights = {weights}
+        extra = torch.from_numpy(targets) if targets.ndim > 1 else None
+        scores = {{}}
+        for metric in metrics:
+            scores[metric.name] = []
+            for i in range(targets.shape[1]):
+                pred_i = {pred}
+                target_i = torch.from_numpy(targets[:, i])
+                col_loss = metric(pred_i, target_i, mask[:, i], weights, extra[:, i] if extra is not None else None)
+                scores[metric.name].append(col_loss)  # logged
+        for name, values in scores.items():
+            print(name, sum(values) / len(values))
+"""
+
+
+@pytest.mark.parametrize(("weights", "pred", "flagged"), [
+    # every tensor made from NumPy arrays or a factory: the metric's value holds no graph
+    ("torch.ones(len(targets))", "torch.from_numpy(preds[:, i])", False),
+    ("torch.tensor(np.ones(len(targets)))", "torch.tensor(preds[:, i])", False),
+    ("torch.ones(len(targets))", "preds[:, i].detach()", False),
+    # near misses: the predictions come as they are (a model's output may carry its graph), a
+    # network's output on tensors made from NumPy, or torch.as_tensor (which returns a tensor it
+    # is given as it is)
+    ("torch.ones(len(targets))", "preds[:, i]", True),
+    ("torch.ones(len(targets))", "net(torch.from_numpy(preds[:, i]))", True),
+    ("torch.ones(len(targets))", "torch.as_tensor(preds[:, i])", True),
+])
+def test_ptt013_is_silent_on_a_metric_of_tensors_made_from_numpy(weights, pred, flagged):
+    """A metric computed, column by column, on tensors made from NumPy arrays of finished
+    predictions (torch.from_numpy, torch.tensor of data, torch.ones): none carries a graph, so
+    the list of its values keeps none alive."""
+    source = _COLUMN_SCORES.format(weights=weights, pred=pred)
+    assert _flagged_at(source, "PTT013", "# logged") is flagged
+
+
+_CLICKS = """\
+    import torch
+    def evaluate_sample(image, predictor, clicks):
+        with torch.no_grad():
+            predictor.set_input_image(image)
+            for click in clicks:
+                probs = predictor.get_prediction(click)
+        return probs
+"""
+_REFINER = """\
+    import torch
+    class Refiner:
+        def __call__(self, x):
+            with torch.{mode}:
+                x = x.clone().requires_grad_(True)
+                loss = (self.net(x) - 1).pow(2).sum()
+                loss.backward()
+            return x.grad
+"""
+
+
+@pytest.mark.parametrize(("where", "mode", "flagged"), [
+    # a predictor of the package turns gradients back on and backpropagates inside its call
+    ("pkg/predictors/refine.py", "enable_grad()", False),
+    ("pkg/refine.py", "set_grad_enabled(True)", False),
+    # near misses: the file lies in another package, or the code turns nothing back on
+    ("other/refine.py", "enable_grad()", True),
+    ("pkg/predictors/refine.py", "autocast('cuda')", True),
+])
+def test_ptt019_is_silent_where_the_package_re_enables_gradients(tmp_path, where, mode, flagged):
+    """A no_grad block around a predictor whose package (the file's folder or one below it)
+    re-enables gradients and calls backward() (test-time refinement): under inference_mode the
+    tensors it makes stay inference tensors, and backward() raises."""
+    _clear_project_caches()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", where: _REFINER.format(mode=mode)}
+    assert ("PTT019" in _in_project(tmp_path, files, _CLICKS)) is flagged
+    _clear_project_caches()
+
+
+def test_ptt019_reads_a_refinement_in_the_file_itself():
+    source = textwrap.dedent(_CLICKS) + textwrap.dedent(_REFINER.format(mode="enable_grad()"))
+    assert "PTT019" not in codes(source)
+    assert "PTT019" in codes(_CLICKS)
+
+
+_WARM = """\
+    import torch
+    {compiled}
+    def {name}(x):
+        {comment}
+        with torch.no_grad():
+            {call}
+"""
+
+
+@pytest.mark.parametrize(("compiled", "name", "comment", "call", "flagged"), [
+    ("", "_warmup_inference_kernel", "", "kernel(x)", False),  # named for a warm-up
+    ("", "run_inference", "# warm up the kernel once", "kernel(x)", False),  # said so
+    ("", "run_inference", "", "torch.compile(kernel)(x)", False),  # compiles
+    ("fast = torch.compile(kernel)", "run_inference", "", "fast(x)", False),  # a compiled function
+    # near misses: an inference function that runs a plain function, with an unrelated comment
+    ("", "run_inference", "# score the batch", "kernel(x)", True),
+    ("fast = torch.compile(kernel)", "run_inference", "", "kernel(x)", True),
+])
+def test_ptt019_is_silent_on_a_warm_up_of_compiled_code(compiled, name, comment, call, flagged):
+    """A no_grad block that warms up compiled code (a function named or commented warm-up, a
+    call of torch.compile or of what it made): it primes kernels for the grad mode they run
+    under, which inference_mode would change."""
+    source = _WARM.format(compiled=compiled, name=name, comment=comment, call=call)
+    assert ("PTT019" in codes(source)) is flagged
+
+
+_RELEASES = """\
+    import torch
+    _URLS = {{"small": "https://example.org/releases/small-1234.{ext}"}}
+    def pretrained(model, key):
+        model.load_state_dict(torch.hub.{load}(_URLS[key], map_location="cpu"))
+        return model
+"""
+
+
+@pytest.mark.parametrize(("where", "ext", "load", "flagged"), [
+    # the package of the model (its folder or one above it) downloads its released weights
+    ("pkg/hub.py", "pt", "load_state_dict_from_url", False),
+    ("pkg/zoo.py", "pth", "load_state_dict_from_url", False),
+    # near misses: the download lies in a sibling package, it names no checkpoint, or it loads a
+    # local file
+    ("other/hub.py", "pt", "load_state_dict_from_url", True),
+    ("pkg/hub.py", "html", "load_state_dict_from_url", True),
+    ("pkg/hub.py", "pt", "load", True),
+])
+def test_ptt037_is_silent_in_a_package_that_downloads_its_released_weights(tmp_path, where, ext, load, flagged):
+    """A conv bias before BatchNorm in a package whose files download its models' released
+    checkpoints (torch.hub.load_state_dict_from_url of a URL to a .pt/.pth file): the weights
+    hold the bias, and a strict load of them fails without it."""
+    _clear_project_caches()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", "pkg/fit.py": "def fit(loss):\n    loss.backward()\n",
+             where: _RELEASES.format(ext=ext, load=load)}
+    assert ("PTT037" in _in_project(tmp_path, files, _CONV_BN)) is flagged
+    _clear_project_caches()

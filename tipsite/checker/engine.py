@@ -2364,6 +2364,10 @@ class _ProjectCode:
     # PTT037: the classes defined in its files that name BatchNorm, each with those files
     norm_classes: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
     freezes_bn: bool = False  # PTT037: a file keeps BatchNorm layers frozen (_freezes_batchnorm)
+    # PTT019: its files that turn gradients back on and differentiate (_reenables_grad)
+    reenables: frozenset[str] = frozenset()
+    # PTT037: the folders of its files that download released weights (_downloads_weights)
+    weight_folders: frozenset[str] = frozenset()
 
 
 @functools.lru_cache(maxsize=64)
@@ -2374,9 +2378,15 @@ def _tree_scan(root: str) -> _ProjectCode:
     complex_params, best, keys, readers = False, None, set(), set()
     classes: dict[str, set[str]] = {}
     frozen = False
+    reenables: set[str] = set()
+    weights: set[str] = set()
     for folder, name, text in _project_texts(root):
         complex_params = complex_params or _makes_complex_params(text)
         frozen = frozen or _freezes_batchnorm(text)
+        if _reenables_grad(text):
+            reenables.add(os.path.join(folder, name))
+        if _downloads_weights(text):
+            weights.add(folder)
         found = proves_torch(text)
         if found is not None and (best is None or found > best):
             best = found
@@ -2387,7 +2397,57 @@ def _tree_scan(root: str) -> _ProjectCode:
             for cls in _CLASS_DEF.findall(text):
                 classes.setdefault(cls, set()).add(os.path.join(folder, name))
     return _ProjectCode(complex_params, best, frozenset(keys), frozenset(readers),
-                        {k: frozenset(v) for k, v in classes.items()}, frozen)
+                        {k: frozenset(v) for k, v in classes.items()}, frozen, frozenset(reenables),
+                        frozenset(weights))
+
+
+# PTT019: code that turns gradients back on (torch.enable_grad(), set_grad_enabled(True)) and
+# differentiates (.backward(), autograd.grad(...)): an optimisation run inside an inference call
+# (a predictor refining its output by gradient steps, an attack), which inference_mode breaks
+_REENABLES = re.compile(r"enable_grad\(|set_grad_enabled\(\s*True")
+_DIFFERENTIATES = re.compile(r"\.backward\(|autograd\.grad\(")
+
+
+def _reenables_grad(text: str) -> bool:
+    return (("enable_grad(" in text or "set_grad_enabled(" in text) and ("backward(" in text or "grad(" in text)
+            and _in_code(_REENABLES, text) and _in_code(_DIFFERENTIATES, text))
+
+
+def grad_reenabled_below(path: str, text: str) -> bool:
+    """PTT019: the file, or a Python file of the project in its folder or a folder below it
+    (its package: the predictors its functions are handed), turns gradients back on and
+    differentiates (:func:`_reenables_grad`): a grad-free block around such a call cannot
+    become inference_mode, where the tensors made stay inference tensors and backward raises."""
+    if _reenables_grad(text):
+        return True
+    folder = _file_folder(path)
+    if folder is None:
+        return False
+    below = folder + os.sep
+    return any(f.startswith(below) for f in _tree_scan(_project_root(folder)).reenables)
+
+
+# PTT037: a file that downloads released checkpoints for the project's models: it calls
+# load_state_dict_from_url (torch.hub's) or model_zoo's load_url, and holds a checkpoint's URL
+_LOAD_URL = re.compile(r"\b(?:load_state_dict_from_url|load_url)\(")
+_WEIGHT_URL = re.compile(r"[\"']https?://[^\s\"']+\.(?:pth?|ckpt|pth\.tar|bin|safetensors)[\"']")
+
+
+def _downloads_weights(text: str) -> bool:
+    return (("load_state_dict_from_url(" in text or "load_url(" in text) and "http" in text
+            and _in_code(_LOAD_URL, text) and _WEIGHT_URL.search(text) is not None)
+
+
+def releases_weights(path: str) -> bool:
+    """PTT037: a file of the project in the file's folder or a folder above it, up to the
+    project's root (the package of models it serves), downloads released checkpoints
+    (:func:`_downloads_weights`): its models' weights are published, and a conv's bias is a key
+    in them, so dropping it breaks their strict load."""
+    folder = _file_folder(path)
+    if folder is None:
+        return False
+    found = _tree_scan(_project_root(folder)).weight_folders
+    return any(folder == f or folder.startswith(f + os.sep) for f in found)
 
 
 def _project_texts(root: str, loose: bool = False):
@@ -3533,6 +3593,11 @@ class Checker:
             scan.facts.read_loaded_only = lambda: evaluator_classes(path, text)
             # ... or a project that keeps its BatchNorm layers frozen (eval(), no gradients)
             scan.facts.read_frozen_bn = lambda: freezes_batchnorm(path, text)
+            # ... or a package whose files download its models' released weights
+            scan.facts.read_released = lambda: _downloads_weights(text) or releases_weights(path)
+        # PTT019: the file or its package turns gradients back on and differentiates
+        if "no_grad" in text:
+            scan.facts.read_reenables = lambda: grad_reenabled_below(path, text)
         # PTT041: the keys whose entry the file or its project reads back from a loaded
         # checkpoint as a module (ckpt["model"].float().state_dict()): a format of pickled modules
         # PTT004: whether the file or its project reads a whole module back on purpose

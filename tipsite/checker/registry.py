@@ -572,7 +572,12 @@ for inputs, target in loader:
               "a tensor, or a function defined inside that may fill it, makes it unknown), or of names the function binds only to such values "
               "(m = np.mean(losses)); nor a conditional that converts a name in one branch and gives "
               "it bare in the other (x.item() if cond else x) where the function also binds it to a "
-              "number or the condition tests its type.",
+              "number or the condition tests its type. Not a value computed only from tensors made "
+              "new from data (torch.from_numpy(preds), torch.tensor(array), torch.ones(n), "
+              "torch.zeros_like(x), without requires_grad=; not torch.as_tensor, which gives back a "
+              "tensor as it is), detached or made under no_grad: a loss of such predictions, or a call "
+              "named for a metric or score (metric(preds, targets, mask, weights)) whose every "
+              "argument is one of them or None (m if m is not None else None counts as one).",
     ),
     Rule(
         "PTT014", "tip_from_numpy", "torch.tensor(ndarray)",
@@ -811,7 +816,14 @@ def evaluate(model, x):
               "inference tensors can leak into the next step; nor in a file that exports its model; "
               "nor around a block whose results the same function later makes a leaf to optimise "
               "(x.requires_grad = True, x.requires_grad_(), or handed to a torch.optim optimizer, "
-              "directly or through what is computed from them): an inference tensor there raises.",
+              "directly or through what is computed from them): an inference tensor there raises; "
+              "nor where the file, or a Python file in its folder or a folder below it (its package: "
+              "the predictors its functions are handed), turns gradients back on and differentiates "
+              "(torch.enable_grad() or set_grad_enabled(True), with backward() or autograd.grad): "
+              "a refinement run inside the inference call, which inference_mode breaks; nor a warm-up "
+              "(its function named for one, warmup_..., or a comment on the block saying warm up, or a "
+              "block that calls torch.compile or a name the file binds to torch.compile(...)): it primes "
+              "compiled code for the grad mode it runs under.",
         unlike_tip="The tip times a generic run_no_grad(fn, x); the rule looks only in functions named "
                    "for evaluation.",
         default=False,
@@ -1436,7 +1448,12 @@ block = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2
               "nor in a class that initialises its convolutions' biases without testing them for "
               "None (a method that, under isinstance(m, nn.Conv2d) or a class-name test for Conv, "
               "reads or writes m.bias, itself, through a method or function of the file it hands m "
-              "to, or by self.apply(fn)): with bias=False the bias is None and construction raises. "
+              "to, or by self.apply(fn)): with bias=False the bias is None and construction raises; "
+              "nor in a package that downloads its models' released weights (a Python file in the "
+              "file's folder or a folder above it, up to the project's root, calls "
+              "load_state_dict_from_url or model_zoo's load_url and holds a URL to a .pt/.pth/.ckpt/"
+              ".bin/.safetensors checkpoint): the published weights hold the bias, and their strict "
+              "load fails without it. "
               "Loading a "
               "checkpoint that holds the bias needs strict=False after the change (fold the bias into "
               "running_mean first).",

@@ -152,6 +152,12 @@ class Facts:
     loaded_only_classes: frozenset[str] = frozenset()
     read_frozen_bn: Callable[[], bool] | None = None  # PTT037: the project keeps BatchNorm frozen
     frozen_bn_read: bool = False
+    # PTT037: a file of the file's folder or one above it downloads released weights
+    read_released: Callable[[], bool] | None = None
+    released_read: bool = False
+    # PTT019: the file or its folder's files turn gradients back on and differentiate
+    read_reenables: Callable[[], bool] | None = None
+    reenables_read: bool = False
     graph_free_calls: frozenset[str] = frozenset()
     # PTT012/PTT013: what every definition of a method of the project returns that holds no
     # graph (the engine's project_returns: None for the whole value, i for a tuple's i-th item)
@@ -234,6 +240,15 @@ class Facts:
     def frozen_bn(self) -> bool:
         """PTT037: the file or its project keeps BatchNorm layers frozen (read on the first call)."""
         return self._read_once("read_frozen_bn", "frozen_bn_read")
+
+    def released(self) -> bool:
+        """PTT037: the file's package downloads released weights (read on the first call)."""
+        return self._read_once("read_released", "released_read")
+
+    def reenables_grad(self) -> bool:
+        """PTT019: the file or its package re-enables gradients and differentiates (read on the
+        first call)."""
+        return self._read_once("read_reenables", "reenables_read")
 
     def project_returns(self, name: str) -> frozenset[int | None]:
         """What every definition of the project's method ``name`` returns that holds no graph."""
@@ -3865,8 +3880,29 @@ class NoGradForInference(RuleVisitor):
         for item in node.items:
             if (isinstance(item.item, cst.Call) and self.qname(item.item) == "torch.no_grad"
                     and self._evaluation() and not self._left_alone(node.body)
-                    and not self._made_trainable(node)):
+                    and not self._made_trainable(node) and not self._warms_up(node)
+                    and not self.facts.reenables_grad()):
                 self.flag(item.item)
+
+    def _warms_up(self, block: cst.With) -> bool:
+        """A warm-up: the function's name or a comment on the block says so (``def
+        _warmup_kernel``, ``# warm up``), or the block calls ``torch.compile`` or what the file
+        binds to it (``self.fn = torch.compile(f)``): it primes compiled code for the grad mode
+        it will run under, which inference_mode would change."""
+        func = self.where.function()
+        if func is not None and _WARM_UP.search(func.name.value):
+            return True
+        comments = [line.comment.value for line in block.leading_lines if line.comment is not None]
+        if isinstance(block.body, cst.IndentedBlock):
+            comments += [line.comment.value for st in block.body.body for line in st.leading_lines
+                         if line.comment is not None]
+        if any(_WARM_UP.search(c) for c in comments):
+            return True
+        if "compile" not in self.facts.source:
+            return False
+        compiled = set(_COMPILED.findall(self.facts.source))
+        return any(isinstance(n, cst.Call) and (self.qname(n) == "torch.compile" or (
+            get_full_name_for_node(n.func) or "").rsplit(".", 1)[-1] in compiled) for n in walk(block.body))
 
     def _made_trainable(self, block: cst.With) -> bool:
         """What the block computes is later made a leaf to optimise, in the same function
@@ -3908,8 +3944,14 @@ class NoGradForInference(RuleVisitor):
         for d in node.decorators:
             dec = d.decorator
             name = self.qname(dec) if isinstance(dec, cst.Call) else self.qualify(dec)
-            if name == "torch.no_grad" and not self._left_alone(node.body):
+            if (name == "torch.no_grad" and not self._left_alone(node.body)
+                    and not _WARM_UP.search(node.name.value) and not self.facts.reenables_grad()):
                 self.flag(dec)
+
+
+_WARM_UP = re.compile(r"warm_?up|warm[ -]up", re.IGNORECASE)
+# a name (or attribute) the file binds to torch.compile(...): ``fast = torch.compile(f)``
+_COMPILED = re.compile(r"(\w+)[ \t]*=[ \t]*torch\.compile\(")
 
 
 # the handle of a training framework (Lightning's Fabric, Accelerate's Accelerator), which wraps the
@@ -4091,11 +4133,17 @@ def _detached(node: cst.BaseExpression, detached: set[str], calls: frozenset[str
         full = get_full_name_for_node(node.func) or ""
         if calls and full.rsplit(".", 1)[-1] in calls:
             return True  # the project's function that returns only values holding no graph
+        if full in _NEW_TENSORS and not any(a.keyword is not None and a.keyword.value == "requires_grad"
+                                            for a in node.args):
+            return True  # a new tensor made from data (torch.from_numpy(preds), torch.ones(n))
         callee = full.lower()
         args = _positional(node)
         if ("loss" in callee or "criterion" in callee) and args and _detached(args[0].value, detached, calls) \
                 and all(_no_graph_in(a.value, detached, calls) for a in node.args):
             return True  # a loss of predictions that hold no graph (computed under no_grad)
+        if ("metric" in callee or "score" in callee) and args and all(
+                _detached(a.value, detached, calls) or _none(a.value) for a in node.args):
+            return True  # a metric of values that all hold no graph (a NumPy array's tensors)
         if (full.startswith("torch.") and not full.startswith("torch.nn.") and args
                 and any(_detached(a.value, detached, calls) for a in args)
                 and all(_no_graph_in(a.value, detached, calls) for a in node.args)):
@@ -4111,7 +4159,22 @@ def _detached(node: cst.BaseExpression, detached: set[str], calls: frozenset[str
             else _detached(p, detached, calls) for p in sides)
     if isinstance(node, cst.UnaryOperation):
         return _detached(node.expression, detached, calls)
+    if isinstance(node, cst.IfExp):  # torch.from_numpy(m) if m is not None else None
+        return all(_detached(b, detached, calls) or _none(b) for b in (node.body, node.orelse)) and not (
+            _none(node.body) and _none(node.orelse))
     return False
+
+
+def _none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+# torch's functions that make a new tensor from data or a shape, with no graph unless given
+# requires_grad= (torch.tensor copies even a tensor, without its graph; not torch.as_tensor,
+# which returns a tensor it is given as it is)
+_NEW_TENSORS = frozenset({*FACTORIES, "torch.from_numpy", "torch.zeros_like", "torch.ones_like",
+                          "torch.empty_like", "torch.full_like", "torch.rand_like", "torch.randn_like",
+                          "torch.randint_like"})
 
 
 def _no_graph_in(node: cst.BaseExpression, detached: set[str], calls: frozenset[str] = frozenset()) -> bool:
@@ -6501,6 +6564,8 @@ class ConvBiasBeforeBatchNorm(RuleVisitor):
             if arg is None or (isinstance(arg.value, cst.Name) and arg.value.value == "True"):
                 if self._loaded_only():
                     return  # an evaluator's model, built only to load released weights
+                if self.facts.released():
+                    return  # its package downloads its released weights, which hold the bias
                 if self.facts.frozen_bn():
                     return  # frozen BatchNorm uses running statistics: the bias is not cancelled
                 classes = {n.name.value for n in self.where.stack if isinstance(n, cst.ClassDef)}
