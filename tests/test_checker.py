@@ -1186,13 +1186,19 @@ def _line_fact(line: str, text: str) -> bool:
     state dict (PTT037) or computes in reduced precision (PTT032), or, for PTT035, one that
     evaluates a model or runs a training step (and a trainer's import line, beside its training
     line); for PTT037, an import line beside a ``load_state_dict(`` line (the import of the
-    class of a network the file loads weights into)."""
+    class of a network the file loads weights into), and a file's download call and checkpoint
+    URL (released weights); for PTT019, a file's line turning gradients back on and its line
+    that differentiates."""
     imports = line.lstrip().startswith(("import ", "from "))
     loads = engine._in_code(engine._LOADS_STATE, text)
     return (engine._FORCE_UNSAFE in line or "load_state_dict(" in line or engine._in_code(engine._INFERS, line)
             or engine._in_code(engine._REDUCED, line)
             or engine._trains_in(line) or (imports and engine._trains_in(text))
-            or (imports and loads))
+            or (imports and loads)
+            or (engine._downloads_weights(text) and (engine._in_code(engine._LOAD_URL, line)
+                                                     or engine._WEIGHT_URL.search(line) is not None))
+            or (engine._reenables_grad(text) and (engine._in_code(engine._REENABLES, line)
+                                                  or engine._in_code(engine._DIFFERENTIATES, line))))
 
 
 def _number_defs(body: list[ast.stmt]) -> set[str]:

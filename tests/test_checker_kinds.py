@@ -5184,7 +5184,8 @@ def test_ptt013_is_silent_on_what_every_definition_of_a_method_returns_as_a_floa
 
 def test_the_excerpt_tool_carries_a_loaded_network_and_the_methods_returning_numbers(tmp_path, monkeypatch):
     """The facts PTT037 (an evaluator's network: a loose checkout, its root found by its
-    licence; BatchNorm kept frozen by a trainer) and PTT013 (every ``update`` returns
+    licence; BatchNorm kept frozen by a trainer; released weights downloaded by the package),
+    PTT019 (a predictor of the package turns gradients back on and differentiates) and PTT013 (every ``update`` returns
     ``loss.item()``) read from other files travel
     with the excerpts: the scorer's import and the line loading weights into it; the def of
     ``update`` cut to its return, in its class. Amid them each file gives what the checkout
@@ -5195,13 +5196,17 @@ def test_the_excerpt_tool_carries_a_loaded_network_and_the_methods_returning_num
              "metrics/nets/scorer.py": _SCORER}
     marked = {"setup.py": "", "pkg/__init__.py": "", "pkg/models.py": _BASE_MODEL, "pkg/trainer.py": _MODEL_TRAINER}
     frozen = {"setup.py": "", "models/backbone.py": _BACKBONE, "tools/train.py": _FREEZES_BN}
+    released = {"setup.py": "", "pkg/models/backbone.py": _BACKBONE, "pkg/hub.py": _DOWNLOADS}
+    refines = {"setup.py": "", "app/run.py": _PREDICTS, "app/predictors/refine.py": _REFINES}
     config = {"torch": "2.5", "device": "cuda"}
     monkeypatch.setattr(labels, "EXCERPTS", tmp_path / "excerpts")
     monkeypatch.setattr(labels, "_PLACED", {})
     carried = {}
     for repo, files, path, code in (("o/eval", loose, "metrics/nets/scorer.py", "PTT037"),
                                     ("o/mbrl", marked, "pkg/trainer.py", "PTT013"),
-                                    ("o/bn", frozen, "models/backbone.py", "PTT037")):
+                                    ("o/bn", frozen, "models/backbone.py", "PTT037"),
+                                    ("o/hub", released, "pkg/models/backbone.py", "PTT037"),
+                                    ("o/gui", refines, "app/run.py", "PTT019")):
         checkout = tmp_path / repo.replace("/", "+")
         for rel, text in files.items():
             (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -5219,7 +5224,40 @@ def test_the_excerpt_tool_carries_a_loaded_network_and_the_methods_returning_num
                                         "        return loss.item(), meta\n")
     assert carried["o/bn"] == {"setup.py": "", "tools/train.py": "        if isinstance(m, nn.BatchNorm2d):\n"
                                                                  "            m.eval()\n"}
+    assert carried["o/hub"]["pkg/hub.py"] == ("    model.load_state_dict(load_state_dict_from_url(URLS[name]))\n"
+                                            "URLS = {\"small\": \"https://example.org/releases/backbone_small.pt\"}\n")
+    assert carried["o/gui"]["app/predictors/refine.py"] == ("        with torch.enable_grad():\n"
+                                                          "            self.loss(x).backward()\n")
 
+
+_DOWNLOADS = '''
+    from torch.hub import load_state_dict_from_url
+
+    URLS = {"small": "https://example.org/releases/backbone_small.pt"}
+
+    def pretrained(model, name):
+        model.load_state_dict(load_state_dict_from_url(URLS[name]))
+        return model
+    '''
+
+_PREDICTS = '''
+    import torch
+
+    def evaluate_sample(predictor, image):
+        with torch.no_grad():
+            return predictor.get_prediction(image)
+    '''
+
+_REFINES = '''
+    import torch
+
+    class RefinePredictor:
+        def get_prediction(self, image):
+            with torch.enable_grad():
+                x = image.clone().requires_grad_()
+                self.loss(x).backward()
+            return x.grad
+    '''
 
 _BACKBONE = '''
     import torch.nn as nn

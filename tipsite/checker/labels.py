@@ -230,7 +230,8 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
     as the engine walks up while the folders are a package), a folder of Python files that
     loads state dicts and trains nowhere (PTT037: their ``load_state_dict(`` lines), and each
     helper's lines below (PTT004, PTT012, PTT013, PTT020/PTT021, PTT023, PTT030, PTT031, PTT032,
-    PTT035, PTT037). Two facts read from one file are merged (:func:`_merged`)."""
+    PTT035, PTT037; PTT019's file that turns gradients back on, PTT037's that downloads released
+    weights). Two facts read from one file are merged (:func:`_merged`)."""
     from tipsite.checker import engine as E
 
     out: dict[str, str] = {}
@@ -257,7 +258,8 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
                            *_module_bases(base, file, text), *_twin_models(base, file, text),
                            *_graph_free_getters(base, file, text), *_part_evidence(base, file, text),
                            *_second_order_adapters(base, file, text), *_numpy_collates(base, file, text),
-                           *_batchnorm_freezer(base, file, text),
+                           *_batchnorm_freezer(base, file, text), *_weight_downloader(base, file, text),
+                           *_grad_reenabler(base, file, text),
                            *_loaded_networks(base, file, text), *_number_returns(base, file, text)):
             add(rel, "".join(lines))
         folder = (base / path).parent
@@ -808,6 +810,44 @@ def _loaded_networks(base: Path, file: Path, text: str) -> list[tuple[str, list[
             load = _first_line(source, lambda s: E._in_code(E._LOADS_STATE, s))
             if named and load:
                 return [(Path(user).relative_to(base).as_posix(), [named, load] if named != load else [load])]
+    return []
+
+
+def _weight_downloader(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT037: where the file names BatchNorm, the first file of its project in its folder or a
+    folder above it that downloads released checkpoints (the engine's releases_weights): its
+    first download call's line and its first checkpoint URL's line."""
+    from tipsite.checker import engine as E
+
+    if "BatchNorm" not in text:
+        return []
+    folder = E._file_folder(str(file))
+    if folder is None:
+        return []
+    for where, name, other in E._project_texts(E._project_root(folder)):
+        if (folder == where or folder.startswith(where + os.sep)) and E._downloads_weights(other):
+            lines = [_first_line(other, lambda s: E._in_code(E._LOAD_URL, s)),
+                     _first_line(other, lambda s: E._WEIGHT_URL.search(s) is not None)]
+            return [(Path(where, name).relative_to(base).as_posix(), list(dict.fromkeys(lines)))]
+    return []
+
+
+def _grad_reenabler(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT019: where the file has a grad-free block and does not turn gradients back on itself,
+    the first file of its project in its folder or below that does and differentiates (the
+    engine's grad_reenabled_below): its first such line of each kind."""
+    from tipsite.checker import engine as E
+
+    if "no_grad" not in text or E._reenables_grad(text):
+        return []
+    folder = E._file_folder(str(file))
+    if folder is None:
+        return []
+    for where, name, other in E._project_texts(E._project_root(folder)):
+        if (where + os.sep).startswith(folder + os.sep) and E._reenables_grad(other):
+            lines = [_first_line(other, lambda s: E._in_code(E._REENABLES, s)),
+                     _first_line(other, lambda s: E._in_code(E._DIFFERENTIATES, s))]
+            return [(Path(where, name).relative_to(base).as_posix(), list(dict.fromkeys(lines)))]
     return []
 
 
