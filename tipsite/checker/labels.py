@@ -813,6 +813,18 @@ def _loaded_networks(base: Path, file: Path, text: str) -> list[tuple[str, list[
     return []
 
 
+def _project_files(file: Path):
+    """(the file's folder, then each Python file of its project as the engine walks them: its
+    folder, name and text); nothing for a path that is not a file."""
+    from tipsite.checker import engine as E
+
+    folder = E._file_folder(str(file))
+    if folder is None:
+        return
+    for where, name, other in E._project_texts(E._project_root(folder)):
+        yield folder, where, name, other
+
+
 def _weight_downloader(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
     """PTT037: where the file names BatchNorm, the first file of its project in its folder or a
     folder above it that downloads released checkpoints (the engine's releases_weights): its
@@ -821,10 +833,7 @@ def _weight_downloader(base: Path, file: Path, text: str) -> list[tuple[str, lis
 
     if "BatchNorm" not in text:
         return []
-    folder = E._file_folder(str(file))
-    if folder is None:
-        return []
-    for where, name, other in E._project_texts(E._project_root(folder)):
+    for folder, where, name, other in _project_files(file):
         if (folder == where or folder.startswith(where + os.sep)) and E._downloads_weights(other):
             lines = [_first_line(other, lambda s: E._in_code(E._LOAD_URL, s)),
                      _first_line(other, lambda s: E._WEIGHT_URL.search(s) is not None)]
@@ -840,10 +849,7 @@ def _grad_reenabler(base: Path, file: Path, text: str) -> list[tuple[str, list[s
 
     if "no_grad" not in text or E._reenables_grad(text):
         return []
-    folder = E._file_folder(str(file))
-    if folder is None:
-        return []
-    for where, name, other in E._project_texts(E._project_root(folder)):
+    for folder, where, name, other in _project_files(file):
         if (where + os.sep).startswith(folder + os.sep) and E._reenables_grad(other):
             lines = [_first_line(other, lambda s: E._in_code(E._REENABLES, s)),
                      _first_line(other, lambda s: E._in_code(E._DIFFERENTIATES, s))]
@@ -859,10 +865,7 @@ def _batchnorm_freezer(base: Path, file: Path, text: str) -> list[tuple[str, lis
 
     if "BatchNorm" not in text or E._freezes_batchnorm(text):
         return []
-    folder = E._file_folder(str(file))
-    if folder is None:
-        return []
-    for where, name, other in E._project_texts(E._project_root(folder)):
+    for _folder, where, name, other in _project_files(file):
         if not E._freezes_batchnorm(other):
             continue
         m = E._BN_SET_EVAL.search(other) or E._BN_FREEZER.search(other)

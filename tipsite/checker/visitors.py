@@ -5564,28 +5564,34 @@ def _scales_grads(call: cst.Call) -> bool:
     return False
 
 
-def _stepped_in_place(loop: cst.CSTNode, call: cst.Call) -> bool:
-    """Whether the statement list holding ``call`` (in ``loop``) steps right after it or zeroes
-    the gradients right before it: ``opt.zero_grad(); loss.backward(); opt.step()``, one backward
-    per step whatever the other optimizers of the loop do; or a list around the block holding
-    it (a ``with``, an ``if``) both zeroes before that block and steps after it."""
+def _holding(loop: cst.CSTNode, call: cst.Call):
+    """(statements, index) of each statement list of ``loop`` (its body and the blocks in it,
+    not nested loops) whose statement at the index holds ``call``."""
     for block in [loop, *walk(loop, into_loops=False)]:
         body = getattr(block, "body", None)
         stmts = getattr(body, "body", None) if isinstance(body, cst.BaseSuite) else None
         if not isinstance(stmts, (list, tuple)):
             continue
         for i, stmt in enumerate(stmts):
-            if not any(n is call for n in walk(stmt)):
-                continue
-            before = {_method(n) for s in stmts[:i] if isinstance(s, cst.SimpleStatementLine)
-                      for n in walk(s) if isinstance(n, cst.Call)}
-            after = {_method(n) for s in stmts[i + 1:] if isinstance(s, cst.SimpleStatementLine)
-                     for n in walk(s) if isinstance(n, cst.Call)}
-            if isinstance(stmt, cst.SimpleStatementLine):
-                if "zero_grad" in before or "step" in after:
-                    return True
-            elif "zero_grad" in before and "step" in after:
-                return True  # around the block that holds it (not a scheduler's step alone)
+            if any(n is call for n in walk(stmt)):
+                yield stmts, i
+
+
+def _stepped_in_place(loop: cst.CSTNode, call: cst.Call) -> bool:
+    """Whether the statement list holding ``call`` (in ``loop``) steps right after it or zeroes
+    the gradients right before it: ``opt.zero_grad(); loss.backward(); opt.step()``, one backward
+    per step whatever the other optimizers of the loop do; or a list around the block holding
+    it (a ``with``, an ``if``) both zeroes before that block and steps after it."""
+    for stmts, i in _holding(loop, call):
+        before = {_method(n) for s in stmts[:i] if isinstance(s, cst.SimpleStatementLine)
+                  for n in walk(s) if isinstance(n, cst.Call)}
+        after = {_method(n) for s in stmts[i + 1:] if isinstance(s, cst.SimpleStatementLine)
+                 for n in walk(s) if isinstance(n, cst.Call)}
+        if isinstance(stmts[i], cst.SimpleStatementLine):
+            if "zero_grad" in before or "step" in after:
+                return True
+        elif "zero_grad" in before and "step" in after:
+            return True  # around the block that holds it (not a scheduler's step alone)
     return False
 
 
@@ -6796,24 +6802,19 @@ _CLOCKS = frozenset({"time", "perf_counter", "monotonic", "time_ns", "perf_count
 def _clock_names_after(loop: cst.CSTNode, call: cst.Call) -> set[str]:
     """The names bound to a clock read (``end = time.time()``) on the line of the synchronize or
     on the two lines after it, in the same block: the timing the synchronize serves."""
-    for block in [loop, *walk(loop, into_loops=False)]:
-        body = getattr(block, "body", None)
-        stmts = getattr(body, "body", None) if isinstance(body, cst.BaseSuite) else None
-        if not isinstance(stmts, (list, tuple)):
+    for stmts, i in _holding(loop, call):
+        if not isinstance(stmts[i], cst.SimpleStatementLine):
             continue
-        for i, stmt in enumerate(stmts):
-            if not (isinstance(stmt, cst.SimpleStatementLine) and any(n is call for n in walk(stmt))):
-                continue
-            names: set[str] = set()
-            for line in stmts[i:i + 3]:
-                if not isinstance(line, cst.SimpleStatementLine):
-                    break
-                for small in line.body:
-                    if isinstance(small, cst.Assign) and any(
-                            isinstance(c, cst.Call) and (get_full_name_for_node(c.func) or "").rsplit(".", 1)[-1]
-                            in _CLOCKS for c in [small.value, *walk(small.value)]):
-                        names |= {x for t in small.targets for x in target_names(t.target)}
-            return names
+        names: set[str] = set()
+        for line in stmts[i:i + 3]:
+            if not isinstance(line, cst.SimpleStatementLine):
+                break
+            for small in line.body:
+                if isinstance(small, cst.Assign) and any(
+                        isinstance(c, cst.Call) and (get_full_name_for_node(c.func) or "").rsplit(".", 1)[-1]
+                        in _CLOCKS for c in [small.value, *walk(small.value)]):
+                    names |= {x for t in small.targets for x in target_names(t.target)}
+        return names
     return set()
 
 
