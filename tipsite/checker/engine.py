@@ -1655,8 +1655,7 @@ def _pinned_up(folder: str) -> tuple[int, int] | None:
         names = _listing(folder)
         texts = list(_small_texts(folder, names, lambda n: n in _REQ_FILES or _PIN_FILE.search(n)
                                   or n in _READMES or _DOCKERFILE.match(n)))
-        for sub in install_folders(folder, names):  # scripts/install.bat, docker/Dockerfile
-            texts += _small_texts(sub, _listing(sub), lambda n: _PIN_FILE.search(n) or _DOCKERFILE.match(n))
+        texts += ((name, text) for _, name, text in install_texts(folder, names))  # scripts/install.bat
         for name, text in texts:
             if name in _READMES:
                 # "a higher version of PyTorch also works", "PyTorch >= 1.12", "pip install
@@ -2423,8 +2422,12 @@ def grad_reenabled_below(path: str, text: str) -> bool:
     folder = _file_folder(path)
     if folder is None:
         return False
-    below = folder + os.sep
-    return any(f.startswith(below) for f in _tree_scan(_project_root(folder)).reenables)
+    return any(_within(os.path.dirname(f), folder) for f in _tree_scan(_project_root(folder)).reenables)
+
+
+def _within(folder: str, top: str) -> bool:
+    """``folder`` is ``top`` or a folder below it."""
+    return folder == top or folder.startswith(top + os.sep)
 
 
 # PTT037: a file that downloads released checkpoints for the project's models: it calls
@@ -2447,7 +2450,7 @@ def releases_weights(path: str) -> bool:
     if folder is None:
         return False
     found = _tree_scan(_project_root(folder)).weight_folders
-    return any(folder == f or folder.startswith(f + os.sep) for f in found)
+    return any(_within(folder, f) for f in found)
 
 
 def _project_texts(root: str, loose: bool = False):
@@ -3497,18 +3500,30 @@ def _ceilings(text: str) -> list[tuple[int, int]]:
     return out
 
 
+def _subfolders(folder: str, names: set[str], kinds: tuple[str, ...]) -> list[str]:
+    """The folders among the entry ``names`` of ``folder`` named one of ``kinds`` in any case."""
+    return [os.path.join(folder, n) for n in sorted(names) if n.lower() in kinds
+            and os.path.isdir(os.path.join(folder, n))]
+
+
 def install_folders(folder: str, names: set[str]) -> list[str]:
     """The folders of ``folder`` where a project keeps install files (scripts/, docker/,
     install/, env/, conda/... in any case: _INSTALL_DIRS) among its entry ``names``."""
-    return [os.path.join(folder, n) for n in sorted(names) if n.lower() in _INSTALL_DIRS
-            and os.path.isdir(os.path.join(folder, n))]
+    return _subfolders(folder, names, _INSTALL_DIRS)
+
+
+def install_texts(folder: str, names: set[str]) -> Iterable[tuple[str, str, str]]:
+    """(install folder, name, text) of the pin files and Dockerfiles in the install folders of
+    ``folder`` (scripts/install.bat, docker/Dockerfile): read as ``folder``'s own."""
+    for sub in install_folders(folder, names):
+        for name, text in _small_texts(sub, _listing(sub), lambda n: _PIN_FILE.search(n) or _DOCKERFILE.match(n)):
+            yield sub, name, text
 
 
 def doc_folders(folder: str, names: set[str]) -> list[str]:
     """The documents folders of ``folder`` (docs/, doc/, readme/ in any case) among its entry
     ``names``: where a project keeps its install document."""
-    return [os.path.join(folder, n) for n in sorted(names) if n.lower() in _DOC_DIRS
-            and os.path.isdir(os.path.join(folder, n))]
+    return _subfolders(folder, names, _DOC_DIRS)
 
 
 class Checker:
@@ -3610,6 +3625,7 @@ class Checker:
             scan.facts.forces_unsafe_load = _sets_force_unsafe(text) or _package_forces_unsafe(path)
             scan.facts.allow_lists = "safe_globals" in text and _in_code(_ALLOW_LISTS, text)
         scan.text = scan.facts.source = text
+        scan.facts.tree = tree
         scan.formats = scan.facts.mentions_cuda and "backward" in text
         scan.numpy = "numpy" in text
         scan.grad_text = "no_grad" in text or "inference_mode" in text

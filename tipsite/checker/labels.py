@@ -194,12 +194,10 @@ def project_of(base: Path, paths: list[str]) -> dict[str, str]:
                 rel = (folder / E._REQ_DIR / name).relative_to(base).as_posix()
                 if rel not in out:
                     out[rel] = torch_lines(text)
-            for sub in E.install_folders(str(folder), names):  # scripts/install.bat, docker/Dockerfile
-                for name, text in E._small_texts(sub, E._listing(sub),
-                                                 lambda n: E._PIN_FILE.search(n) or E._DOCKERFILE.match(n)):
-                    rel = (Path(sub) / name).relative_to(base).as_posix()
-                    if rel not in out:
-                        out[rel] = torch_lines(text)
+            for sub, name, text in E.install_texts(str(folder), names):  # scripts/install.bat
+                rel = (Path(sub) / name).relative_to(base).as_posix()
+                if rel not in out:
+                    out[rel] = torch_lines(text)
             for docs in E.doc_folders(str(folder), names):  # readme/INSTALL.md, docs/install.rst
                 for name, text in E._small_texts(docs, E._listing(docs), E._INSTALL_DOC.match):
                     rel = (Path(docs) / name).relative_to(base).as_posix()
@@ -555,6 +553,12 @@ def _first_line(source: str, found) -> str | None:
     return next((line + "\n" for line in source.splitlines() if found(line)), None)
 
 
+def _first_lines(source: str, *tests) -> list[str]:
+    """The first line of ``source`` that each of ``tests`` holds of (:func:`_first_line`), each
+    line once, in the order of the tests."""
+    return list(dict.fromkeys(_first_line(source, found) for found in tests))
+
+
 def _name_line(source: str, name: str) -> str | None:
     """The first line of ``source`` where ``name`` is a name of its code (not a word of a
     comment or a docstring); None where it is none or the source does not tokenize."""
@@ -834,10 +838,9 @@ def _weight_downloader(base: Path, file: Path, text: str) -> list[tuple[str, lis
     if "BatchNorm" not in text:
         return []
     for folder, where, name, other in _project_files(file):
-        if (folder == where or folder.startswith(where + os.sep)) and E._downloads_weights(other):
-            lines = [_first_line(other, lambda s: E._in_code(E._LOAD_URL, s)),
-                     _first_line(other, lambda s: E._WEIGHT_URL.search(s) is not None)]
-            return [(Path(where, name).relative_to(base).as_posix(), list(dict.fromkeys(lines)))]
+        if E._within(folder, where) and E._downloads_weights(other):
+            return [(Path(where, name).relative_to(base).as_posix(), _first_lines(
+                other, lambda s: E._in_code(E._LOAD_URL, s), lambda s: E._WEIGHT_URL.search(s) is not None))]
     return []
 
 
@@ -850,10 +853,9 @@ def _grad_reenabler(base: Path, file: Path, text: str) -> list[tuple[str, list[s
     if "no_grad" not in text or E._reenables_grad(text):
         return []
     for folder, where, name, other in _project_files(file):
-        if (where + os.sep).startswith(folder + os.sep) and E._reenables_grad(other):
-            lines = [_first_line(other, lambda s: E._in_code(E._REENABLES, s)),
-                     _first_line(other, lambda s: E._in_code(E._DIFFERENTIATES, s))]
-            return [(Path(where, name).relative_to(base).as_posix(), list(dict.fromkeys(lines)))]
+        if E._within(where, folder) and E._reenables_grad(other):
+            return [(Path(where, name).relative_to(base).as_posix(), _first_lines(
+                other, lambda s: E._in_code(E._REENABLES, s), lambda s: E._in_code(E._DIFFERENTIATES, s)))]
     return []
 
 

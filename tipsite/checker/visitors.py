@@ -199,6 +199,7 @@ class Facts:
     # a whole pickled module: the artefact it saves is that module, for another program
     builds_mliap: bool = False
     source: str = ""  # the file's text (PTT030 counts the uses of a name beyond its piece)
+    tree: ast.Module | None = None  # the file's ast, the engine's parse of ``source`` (whole-file reads)
     twin_classes: frozenset[str] = frozenset()  # PTT037: its classes another project file defines too
     # PTT032: the file or its project computes in fp16/bf16 or TF32 somewhere (Tensor Core math)
     reduced_precision: bool = True
@@ -2282,7 +2283,7 @@ class TensorAttributeNotBuffer(RuleVisitor):
         a torch call or an arithmetic operation with a tensor the code makes on the CPU (a
         factory without ``device=``, or ``.cpu()``), and one method does: it is kept on the CPU
         on purpose, and a buffer would go to the GPU with ``.to()`` and break those operations."""
-        helpers = _Helpers(self.facts.source)
+        helpers = _Helpers(self.facts.source, self.facts.tree)
         combines = 0
         for f in cls.body.body:
             if not isinstance(f, cst.FunctionDef) or f.name.value == "__init__":
@@ -2654,12 +2655,12 @@ class _Helpers:
     """PTT030: the file's top-level functions, each parsed by libcst on demand from the file's
     text (a piece being checked may not hold them)."""
 
-    def __init__(self, source: str) -> None:
-        self.source, self.parsed = source, {}
+    def __init__(self, source: str, tree: ast.Module | None) -> None:
+        self.source, self.tree, self.parsed = source, tree, {}
 
     def get(self, name: str) -> cst.FunctionDef | None:
         if name not in self.parsed:
-            tree = _source_tree(self.source) if ("def " + name) in self.source else None
+            tree = self.tree if ("def " + name) in self.source else None
             found = next((f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == name), None) \
                 if tree is not None else None
             func = None
@@ -5503,7 +5504,7 @@ class AccumulationWithoutScaling(RuleVisitor):
             return
         if state.get("grads_scaled"):
             return  # the gradients are scaled by hand before the step (by a token count, say)
-        if state["backward"] and state.get("divisors") and state["divisors"] & _hyper_scalers(self.facts.source):
+        if state["backward"] and state.get("divisors") and state["divisors"] & _hyper_scalers(self.facts.source, self.facts.tree):
             return  # the weight decay is rescaled by the accumulation count: designed sums
         for call, gates in state["backward"]:
             # a step under an interval this backward is not under: it runs on more iterations
@@ -5516,14 +5517,13 @@ class AccumulationWithoutScaling(RuleVisitor):
 _HYPER = re.compile(r"weight_?decay|(^|_)wd\b", re.IGNORECASE)
 
 
-def _hyper_scalers(source: str) -> set[str]:
+def _hyper_scalers(source: str, tree: ast.Module | None) -> set[str]:
     """Names that a weight decay of the code is multiplied or divided by
     (``hyp["weight_decay"] *= batch_size * accumulate / nbs``): an accumulation count there was
     accounted for in the optimizer's settings, so the summed gradient of k batches is what the
     code was tuned for (a nominal batch size's, of a loss summed over its samples)."""
     if "decay" not in source and "wd" not in source:
         return set()
-    tree = _source_tree(source)
     out: set[str] = set()
     for n in ast.walk(tree) if tree is not None else ():
         if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Mult, ast.Div)):
@@ -6476,31 +6476,13 @@ def _conv_test(test: ast.expr, conv: str) -> tuple[bool, str | None]:
     return False, None
 
 
-_PARSED_SOURCES: dict[int, tuple[str, ast.Module | None]] = {}
-
-
-def _source_tree(source: str) -> ast.Module | None:
-    known = _PARSED_SOURCES.get(id(source))
-    if known is None or known[0] is not source:
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError):
-            tree = None
-        _PARSED_SOURCES.clear()  # one file's at a time
-        known = _PARSED_SOURCES[id(source)] = (source, tree)
-    return known[1]
-
-
-def _touches_conv_bias(source: str, classes: set[str], conv: str) -> bool:
+def _touches_conv_bias(source: str, tree: ast.Module | None, classes: set[str], conv: str) -> bool:
     """PTT037: a class of ``classes`` initialises its convolutions' biases unguarded: a method
     that, under a test for ``conv`` (``for m in self.modules(): if isinstance(m, nn.Conv2d):``),
     reads or writes ``m.bias`` or hands ``m`` to a method or function of the file that does
     (``self._conv_init(m)`` -> ``nn.init.constant_(conv.bias, 0)``); or that ``apply``-s such
     a function of the file to its modules. With ``bias=False`` that code raises."""
-    if ".bias" not in source or not classes:
-        return False
-    tree = _source_tree(source)
-    if tree is None:
+    if ".bias" not in source or not classes or tree is None:
         return False
     functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
 
@@ -6575,7 +6557,7 @@ class ConvBiasBeforeBatchNorm(RuleVisitor):
                 if self.facts.frozen_bn():
                     return  # frozen BatchNorm uses running statistics: the bias is not cancelled
                 classes = {n.name.value for n in self.where.stack if isinstance(n, cst.ClassDef)}
-                if _touches_conv_bias(self.facts.source, classes, (self.qname(conv) or "").rsplit(".", 1)[-1]):
+                if _touches_conv_bias(self.facts.source, self.facts.tree, classes, (self.qname(conv) or "").rsplit(".", 1)[-1]):
                     return  # its class initialises every conv's bias: bias=False would raise there
                 self.flag(conv)
 
