@@ -1557,6 +1557,41 @@ def test_the_nearest_folder_that_names_torch_decides_its_pin(tmp_path, nearer, s
     assert ("PTT005" not in _in_project(tmp_path, files, _AMP, torch=(2, 13))) is silent
 
 
+_EXTENSION_SETUP = """\
+    from setuptools import setup
+    from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+    setup(name="warp_cuda", ext_modules=[CUDAExtension("warp_cuda", ["warp.cu"])],
+          cmdclass={"build_ext": BuildExtension})
+"""
+
+
+@pytest.mark.parametrize(("setup_py", "package", "silent"), [
+    (_EXTENSION_SETUP, True, True),  # a vendored op's build: the repository's pin holds for it
+    (_EXTENSION_SETUP, False, False),  # not inside a package: a repository's own build, its root
+    # a package of its own, with its own requirements: its root ends the walk, as before
+    (_EXTENSION_SETUP.replace("cmdclass=", 'install_requires=["numpy"], cmdclass='), True, False),
+    ("from setuptools import setup\nsetup(name='warp')\n", True, False),  # no extension: a root
+])
+def test_a_vendored_extensions_setup_py_is_no_project_root(tmp_path, setup_py, package, silent):
+    """A repository pinning torch 1.9 (scripts/install.sh) with a CUDA op in its package,
+    lib/ops/warp/, that has its own setup.py building the extension: the op's Python runs on
+    the repository's torch, which has no torch.amp.GradScaler, so PTT005 is silent there; a
+    setup.py that is a package's own (it requires packages, builds no torch extension, or
+    sits in no package) still ends the walk."""
+    for cached in (engine._declared_up, engine._declared_in, engine._pinned_up, engine._extension_build):
+        cached.cache_clear()
+    files = {".git/HEAD": "ref: refs/heads/main\n", "scripts/install.sh": "pip install torch==1.9.0\n",
+             "lib/ops/warp/setup.py": setup_py, "lib/ops/warp/warp.py": _AMP}
+    if package:
+        files["lib/ops/__init__.py"] = ""
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    path = tmp_path / "lib/ops/warp/warp.py"
+    codes = [f.code for f in engine.Checker((2, 13), "cuda").check_source(textwrap.dedent(_AMP), str(path))]
+    assert ("PTT005" not in codes) is silent
+
+
 @pytest.mark.parametrize(("package", "release", "torch"), [
     ("vision", (0, 9), (1, 8)), ("vision", (0, 14), (1, 13)), ("vision", (0, 15), (2, 0)),
     ("vision", (0, 19), (2, 4)), ("vision", (0, 4), (1, 3)), ("vision", (0, 2), None),

@@ -109,7 +109,8 @@ _FLOOR_WORDS = ("least", "minimum", " or ")
 # A ceiling in prose, "compatible with PyTorch <= 1.4", "PyTorch < 1.0 needs ...": the project
 # runs on that release or older ones, so its oldest supported torch is no newer (see _ceiling)
 _TORCH_CEIL = re.compile(r"(?<![\w.-])(?:py)?torch" + _LINKED + r"\s*(<=?)\s*(\d+)\.(\d+)", re.IGNORECASE)
-_PROJECT_ROOT = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+# A project root's markers, with a setup.py other than a torch extension's build (see _is_root)
+_ROOT_MARKERS = frozenset(("pyproject.toml", "setup.cfg", ".git"))
 # A pin of one torch release, "torch==1.10.0" (pip) or "pytorch=1.10.0=py3.8_cuda11.3" (conda),
 # in a requirement file, a conda environment file (*env*.yml) or an install script (install*.sh)
 _TORCH_PIN = re.compile(r"(?<![\w.-])(?:py)?torch\s*==?\s*(\d+)\.(\d+)", re.IGNORECASE)
@@ -1623,6 +1624,34 @@ def pinned_torch(path: str) -> tuple[int, int] | None:
     return None if folder is None else _pinned_up(folder)
 
 
+def _is_root(folder: str, names: set[str]) -> bool:
+    """``folder`` (whose entries are ``names``) is a project's root: it holds pyproject.toml,
+    setup.cfg, .git or a setup.py. A setup.py that only builds a torch extension
+    (``torch.utils.cpp_extension``, no ``install_requires``) inside a Python package (its
+    folder's parent has an ``__init__.py``), as a repository's vendored CUDA op keeps beside
+    its sources, is no root: the op runs on the torch of the code around it, so the walk for
+    that code's requirements goes on up. (A repository whose own setup.py builds its
+    extensions is not inside a package: its setup.py is its root.)"""
+    if names & _ROOT_MARKERS:
+        return True
+    return "setup.py" in names and not (
+        _extension_build(os.path.join(folder, "setup.py"))
+        and os.path.isfile(os.path.join(os.path.dirname(folder), "__init__.py")))
+
+
+
+@functools.lru_cache(maxsize=256)
+def _extension_build(setup_py: str) -> bool:
+    try:
+        if os.path.getsize(setup_py) > 1_000_000:
+            return False
+        with open(setup_py, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return False
+    return "cpp_extension" in text and "install_requires" not in text
+
+
 def _listing(folder: str) -> set[str]:
     try:
         return set(os.listdir(folder))
@@ -1679,7 +1708,7 @@ def _pinned_up(folder: str) -> tuple[int, int] | None:
         # its torch, whatever range the repository's root gives (its READMEs are still read)
         decided = bool(pins)
         parent = os.path.dirname(folder)
-        if parent == folder or names & set(_PROJECT_ROOT):
+        if parent == folder or _is_root(folder, names):
             break
         folder = parent
     if not pins or (named and max(named) > max(pins)):
@@ -1856,7 +1885,7 @@ def nn_module_classes(tree: ast.Module, path: str | None) -> frozenset[str]:
 def _project_root(folder: str) -> str:
     start = folder
     while True:
-        if _listing(folder) & set(_PROJECT_ROOT):
+        if _is_root(folder, _listing(folder)):
             return folder
         parent = os.path.dirname(folder)
         if parent == folder:
@@ -1869,7 +1898,7 @@ def _project_folders(root: str):
     pyproject.toml, setup.py, setup.cfg or .git up to the file system's root: a loose script
     in /tmp or a home folder), that folder alone, not every folder below it."""
     walk = os.walk(root)
-    if not _listing(root) & set(_PROJECT_ROOT):
+    if not _is_root(root, _listing(root)):
         walk = ((folder, [], files) for folder, _, files in [next(walk, (root, [], []))])
     return walk
 
@@ -2740,7 +2769,7 @@ def _evaluator_root(folder: str, path: str, text: str) -> tuple[str, bool] | Non
     no marker (no .git, no setup file) the file's import base or its highest licensed folder;
     None where neither is found."""
     root = _project_root(folder)
-    if _listing(root) & set(_PROJECT_ROOT):
+    if _is_root(root, _listing(root)):
         return root, False
     base = _import_base(path, text) or _licensed_base(folder)
     return None if base is None else (base, True)
@@ -3426,7 +3455,7 @@ def _declared_up(folder: str) -> tuple[tuple[int, int] | None, tuple[int, int] |
     if found:
         return min(found), near
     parent = os.path.dirname(folder)
-    if parent == folder or names & set(_PROJECT_ROOT):
+    if parent == folder or _is_root(folder, names):
         return None, near
     req, above = _declared_up(parent)
     return req, near if near is not None else above

@@ -151,15 +151,20 @@ def _project_names(name: str) -> bool:
             or (name.startswith("requirements") and name.endswith(".txt")))
 
 
+_EXTENSION_BUILD = re.compile(r"cpp_extension|install_requires")  # (see engine._is_root)
+
+
 def torch_lines(text: str) -> str:
     """The lines of a project file that name torch the ways the engine reads (a requirement,
-    a pin, a companion's pin, a README's release or "newer versions"), at no other line."""
+    a pin, a companion's pin, a README's release or "newer versions"; a setup.py's build of a
+    torch extension and its install_requires, which make it a root or not), at no other line."""
     from tipsite.checker import engine as E
 
     keep: set[int] = set()
+    extension = (_EXTENSION_BUILD,) if "cpp_extension" in text else ()
     for pattern in (E._TORCH_REQ, E._TORCH_MIN, E._TORCH_PROSE, E._TORCH_PIN, E._TORCH_OPEN,
                     E._TORCH_NAMED, E._NEWER_TORCH, E._COMPANION_PIN, E._TORCH_IMAGE, E._TORCH_CEIL, E._TORCH_BULLET,
-                    E._TORCH_LEAST, E._TORCH_OR_LATER):
+                    E._TORCH_LEAST, E._TORCH_OR_LATER, *extension):
         for m in pattern.finditer(text):
             first = text.count("\n", 0, m.start())
             keep |= set(range(first, first + text.count("\n", m.start(), m.end()) + 1))
@@ -170,7 +175,8 @@ def torch_lines(text: str) -> str:
 def project_of(base: Path, paths: list[str]) -> dict[str, str]:
     """For the files ``paths`` of the checkout ``base``: each project file the engine would read
     from their folders up to the project's root (a folder with pyproject.toml, setup.py,
-    setup.cfg or .git, or the checkout's own folder), the install documents of their docs
+    setup.cfg or .git, but not a setup.py that only builds a torch extension inside a package,
+    whose package's __init__.py is kept; or the checkout's own folder), the install documents of their docs
     folders (docs/, doc/, readme/) and the pin files of their install folders (scripts/,
     docker/, ...) among them, reduced to its torch lines; a root's
     marker file is kept even with none (it ends the engine's walk); in a checkout with no
@@ -190,6 +196,9 @@ def project_of(base: Path, paths: list[str]) -> dict[str, str]:
                 rel = file.relative_to(base).as_posix()
                 if rel not in out and file.stat().st_size <= 1_000_000:
                     out[rel] = torch_lines(file.read_text(encoding="utf-8", errors="replace"))
+                    if name == "setup.py" and E._extension_build(str(file)) and (folder.parent / "__init__.py").is_file():
+                        # a vendored extension's build in a package is no root (engine._is_root)
+                        out.setdefault((folder.parent / "__init__.py").relative_to(base).as_posix(), "")
             for name, text in E._req_dir_texts(str(folder), names):  # requirements/requirements.txt
                 rel = (folder / E._REQ_DIR / name).relative_to(base).as_posix()
                 if rel not in out:
@@ -203,7 +212,7 @@ def project_of(base: Path, paths: list[str]) -> dict[str, str]:
                     rel = (Path(docs) / name).relative_to(base).as_posix()
                     if rel not in out:
                         out[rel] = torch_lines(text)
-            if names & {*_MARKERS, ".git"}:
+            if E._is_root(str(folder), names):  # (not a vendored extension's setup.py)
                 break
             if folder == base:  # no marker: PTT037 roots at the highest licensed folder
                 for licensed in (base / path).parents:
