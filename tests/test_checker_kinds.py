@@ -6479,3 +6479,200 @@ def test_ptt037_is_silent_in_a_package_that_downloads_its_released_weights(tmp_p
              where: _RELEASES.format(ext=ext, load=load)}
     assert ("PTT037" in _in_project(tmp_path, files, _CONV_BN)) is flagged
     _clear_project_caches()
+
+
+# --- round 25's misreads of PTT011, PTT013 and PTT015: evidence that a value is a tensor -------
+
+_EPISODE = """\
+    import numpy as np
+    import torch
+    def finish_episode(policy, optimizer, rewards):
+        {read}
+        loss = policy.loss(rewards, eps)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    def run(policy, optimizer, env):
+        for episode in range(100):
+            finish_episode(policy, optimizer, env.rewards)
+"""
+
+
+@pytest.mark.parametrize(("read", "flagged"), [
+    ("eps = np.finfo(np.float32).eps.item()", False),  # a NumPy scalar, on the host already
+    ("eps = numpy.float32(1e-8).item()", False),
+    # near miss: the .item() of a tensor of the step
+    ("eps = policy.eps.item()", True),
+])
+def test_ptt011_is_silent_on_the_item_of_a_numpy_value(read, flagged):
+    assert ("PTT011" in codes(_EPISODE.format(read=read))) is flagged
+
+
+_FIT_UNTIL = """\
+    import torch
+    def fit(img1, img2, score):
+        optimizer = torch.optim.Adam([img2], lr=0.01)
+        value = score(img1, img2).item()
+        step = 0
+        {loop}
+            step += 1
+            optimizer.zero_grad()
+            out = -score(img1, img2)
+            value = -out.item()
+            out.backward()
+            optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(("loop", "flagged"), [
+    ("while value < 0.99:", False),  # the read is the loop's own stop condition
+    ("while not value > 0.99 and step < 500:", False),
+    # near misses: a loop whose test reads no value of the step
+    ("while step < 500:", True),
+    ("for _ in range(500):", True),
+])
+def test_ptt011_is_silent_where_the_read_stops_its_while_loop(loop, flagged):
+    assert ("PTT011" in codes(_FIT_UNTIL.format(loop=loop))) is flagged
+
+
+_SPIKES = """\
+    import numpy as np
+    import torch
+    from torch import nn
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+        def forward(self, x):
+            {first}
+            for i in range(mask.shape[0]):
+                mask[i, 0] = 0
+            x = x * {back}
+            return self.fc(x)
+"""
+
+
+@pytest.mark.parametrize(("first", "back", "flagged"), [
+    # the .cpu() value goes to NumPy through torch's function of it, for a NumPy loop
+    ("mask = torch.ones_like(x.cpu()).detach().numpy()", "torch.from_numpy(mask).to(x.device)", False),
+    ("mask = torch.zeros_like(x.cpu()).numpy() + 1", "torch.from_numpy(mask).to(x.device)", False),
+    # near miss: the CPU copy stays a tensor and is moved back (the round trip)
+    ("mask = torch.ones_like(x.cpu())", "mask.to(x.device)", True),
+])
+def test_ptt015_is_silent_where_the_cpu_value_goes_to_numpy_through_torch(first, back, flagged):
+    assert ("PTT015" in codes(_SPIKES.format(first=first, back=back))) is flagged
+
+
+_EPOCHS = """\
+    import numpy as np
+    import torch
+    def train(model, loader, optimizer, criterion):
+        losses = []
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        mean_loss = np.mean(losses)
+        return {returned}
+    def main(model, loader, optimizer, criterion, epochs):
+        mean_losses = []
+        for epoch in range(epochs):
+            {bind}
+            mean_losses.append(mean_loss)
+        print(mean_losses)
+"""
+
+
+@pytest.mark.parametrize(("returned", "bind", "flagged"), [
+    # the file's function returns NumPy's mean of a list of loss.item()
+    ("mean_loss", "mean_loss = train(model, loader, optimizer, criterion)", False),
+    # a NumPy call in the function itself
+    ("losses", "mean_loss = np.mean(train(model, loader, optimizer, criterion))", False),
+    # near misses: the loss tensor itself, kept with its graph
+    ("loss", "mean_loss = train(model, loader, optimizer, criterion)", True),
+    ("mean_loss", "mean_loss = criterion(model(epoch), epoch)", True),
+])
+def test_ptt013_is_silent_on_numpy_values(returned, bind, flagged):
+    assert ("PTT013" in codes(_EPOCHS.format(returned=returned, bind=bind))) is flagged
+
+
+_CLIENTS = """\
+    import torch
+    from .meters import Meter
+    def local_process(trainer, payload, clients):
+        model_parameters = payload[0]
+        {meter} = {made}
+        for cid in clients:
+            loader = trainer.loader(cid)
+            pack = trainer.train(model_parameters, loader, {meter})
+            trainer.cache.append(pack)
+        trainer.log({meter})
+"""
+
+
+@pytest.mark.parametrize(("meter", "made", "flagged"), [
+    # a meter object that only says loss, handed to a call: no evidence that it returns a loss
+    ("loss_", "Meter()", False),
+    ("meter", "Meter()", False),
+    # near miss: a value bound under a loss's name by a call, handed to the call
+    ("loss_", "trainer.criterion(model_parameters, payload[1])", True),
+])
+def test_ptt013_is_silent_on_a_call_handed_a_meter_object(meter, made, flagged):
+    assert ("PTT013" in codes(_CLIENTS.format(meter=meter, made=made))) is flagged
+
+
+_EVALUATE_HELPER = """\
+    import torch
+    class Meter:
+        def __init__(self):
+            self.sum, self.count = 0.0, 0
+        def update(self, value, n):
+            self.sum += value * n
+            self.count += n
+        @property
+        def avg(self):
+            return self.sum / max(self.count, 1)
+    def evaluate(model, criterion, loader):
+        meter = Meter()
+        {block}
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                meter.update({value}, len(y))
+        return meter.avg, 0
+    def other(model):
+        return model.loss
+"""
+
+_CLUSTERS = """\
+    import numpy as np
+    import torch
+    from .utils.functional import evaluate
+    def pick(model, criterion, loader, candidates, load):
+        scores = []
+        for params in candidates:
+            load(model, params)
+            loss, _ = evaluate(model, criterion, loader)
+            scores.append(loss)
+        print(np.argmin(scores))
+"""
+
+
+@pytest.mark.parametrize(("block", "value", "flagged"), [
+    # the imported function returns a meter's average of loss.item() (computed under no_grad)
+    ("with torch.no_grad():", "loss.item()", False),
+    ("if True:", "loss.item()", False),
+    # near miss: the meter is fed the loss tensor itself
+    ("if True:", "loss", True),
+])
+def test_ptt013_reads_what_an_imported_project_function_returns(tmp_path, block, value, flagged):
+    """``loss, _ = evaluate(...)`` where the file imports ``evaluate`` from a module of its project
+    that returns a meter's average of ``loss.item()``: a float, whatever other functions of the
+    project named ``evaluate`` return."""
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n",
+             "pkg/utils/__init__.py": "", "pkg/__init__.py": "",
+             "pkg/utils/functional.py": _EVALUATE_HELPER.format(block=block, value=value),
+             # another function of the project with the same name, which returns a tensor
+             "pkg/server.py": "class Server:\n    def evaluate(self):\n        return self.model.loss\n"}
+    assert ("PTT013" in _in_project(tmp_path, files, _CLUSTERS)) is flagged

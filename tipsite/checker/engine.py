@@ -2231,12 +2231,19 @@ def _ast_graph_free(node: ast.expr, free: set[str]) -> bool:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in _GRAPH_FREE_METHODS:
             return True
+        name = _dotted(func) or ""
+        if name.startswith(("np.", "numpy.")):
+            return True  # NumPy's value: it cannot take a tensor that requires grad
+        if isinstance(func, ast.Name) and func.id in ("float", "int", "len"):
+            return True  # a Python number, of whatever it is given
         args = [*node.args, *(k.value for k in node.keywords)]
         if not all(_ast_graph_free(a, free) for a in args):
             return False
+        last = name.rsplit(".", 1)[-1]
+        if last[:1].isupper() and any(c.islower() for c in last):
+            return True  # an object built of such values (AverageMeter(), a record)
         if isinstance(func, ast.Name):
-            return func.id in ("float", "int", "len")
-        name = _dotted(func) or ""
+            return False
         if name.startswith("torch.") and not name.startswith("torch.nn."):
             return bool(node.args)
         return isinstance(func, ast.Attribute) and _ast_graph_free(func.value, free)
@@ -2261,7 +2268,9 @@ def _returns_graph_free(func: ast.FunctionDef | ast.AsyncFunctionDef,
                 bound.setdefault(name, []).append(n.value)
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name):
             if n.func.attr in ("append", "extend", "insert", "add", "update"):
-                bound.setdefault(n.func.value.id, []).extend(n.args[-1:] or [None])
+                # every value handed in (meter.update(loss.item(), n): both; an index too)
+                handed = [*n.args, *(k.value for k in n.keywords)]
+                bound.setdefault(n.func.value.id, []).extend(handed or [None])
         elif isinstance(n, (ast.For, ast.comprehension, ast.withitem, ast.NamedExpr)):
             target = n.optional_vars if isinstance(n, ast.withitem) else n.target
             for name in _names_bound(target) if target is not None else ():
@@ -2343,6 +2352,44 @@ def _project_returns(root: str, name: str) -> frozenset[int | None]:
                     if not found:
                         return frozenset()
     return found or frozenset()
+
+
+def imported_returns(path: str, tree: ast.Module | None, name: str) -> frozenset[int | None] | None:
+    """PTT012/PTT013: what the function ``name``, which the file imports from a module of its
+    project (``from ..utils.functional import evaluate``), returns that holds no graph: its one
+    definition at that module's top level (:func:`_returned_items`). None where the file does
+    not import the name so, or that module does not define it (the project's other definitions
+    of the name then decide)."""
+    folder = _file_folder(path)
+    if folder is None or tree is None:
+        return None
+    for node in _statement_nodes(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                if (a.asname or a.name) == name:
+                    file = _module_file(folder, node.level, node.module)
+                    return None if file is None else _defined_returns(file, a.name)
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _defined_returns(file: str, name: str) -> frozenset[int | None] | None:
+    try:
+        with open(file, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    if name not in text or not re.search(rf"^(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", text, re.MULTILINE):
+        return None
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    for f in tree.body:
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name:
+            items = _returned_items(f, name)
+            return frozenset() if items is None else items
+    return None
 
 
 def project_returns(path: str, name: str) -> frozenset[int | None]:
@@ -3627,7 +3674,11 @@ class Checker:
         # PTT012/PTT013: what every definition of a method of the project returns that holds no
         # graph (loss, meta = self.model.update(b) after return loss.item(), meta), read only for
         # a value that would be reported
-        scan.facts.read_returns = lambda name: project_returns(path, name)
+        # (for a plain call of a function the file imports from a module of the project, that
+        # module's definition alone: evaluate(...) after from .utils import evaluate)
+        scan.facts.read_returns = lambda name, bare=False: (
+            imported if bare and (imported := imported_returns(path, tree, name)) is not None
+            else project_returns(path, name))
         # PTT037: a model of an inference app, whose released checkpoints hold the biases
         scan.facts.serves_checkpoints = "BatchNorm" in text and "Conv" in text and _serves_checkpoints(path)
         # ... or a class another file of the project defines too (a twin sharing checkpoints)

@@ -161,7 +161,8 @@ class Facts:
     graph_free_calls: frozenset[str] = frozenset()
     # PTT012/PTT013: what every definition of a method of the project returns that holds no
     # graph (the engine's project_returns: None for the whole value, i for a tuple's i-th item)
-    read_returns: Callable[[str], frozenset[int | None]] | None = None
+    # (bare: a plain call of the name, which the file may import from a module of the project)
+    read_returns: Callable[..., frozenset[int | None]] | None = None
     exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
     inference_only: bool = False  # grad-free or eval() code and no backward() or step(): no training
     evaluation_script: bool = False  # named for evaluation or inference (test.py), no backward() or step()
@@ -251,9 +252,13 @@ class Facts:
         first call)."""
         return self._read_once("read_reenables", "reenables_read")
 
-    def project_returns(self, name: str) -> frozenset[int | None]:
-        """What every definition of the project's method ``name`` returns that holds no graph."""
-        return self.read_returns(name) if self.read_returns is not None else frozenset()
+    def project_returns(self, name: str, bare: bool = False) -> frozenset[int | None]:
+        """What every definition of the project's method ``name`` returns that holds no graph
+        (``bare``: a plain call ``name(...)``, read from the module the file imports it from
+        where it does)."""
+        if self.read_returns is None:
+            return frozenset()
+        return self.read_returns(name, bare) if bare else self.read_returns(name)
 
     def project_graph_free(self) -> frozenset[str]:
         """The project's functions that return no graph (read on the first call)."""
@@ -3033,6 +3038,7 @@ class DeviceInForward(RuleVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         # x.cpu().numpy(), x.cpu().tolist(), x.cpu().item(): the result leaves the model, also
         # through methods and items on the way (x.cpu().detach().numpy(), x.cpu()[0].tolist())
+        # and through torch's functions of it (torch.zeros_like(x.cpu()).numpy(): NumPy work)
         if node.attr.value in ("numpy", "tolist", "item"):
             value = node.value
             while isinstance(value, (cst.Call, cst.Subscript)):
@@ -3041,10 +3047,21 @@ class DeviceInForward(RuleVisitor):
                 elif _method(value) == "cpu":
                     self.leaving.add(id(value))
                     return
+                elif (_plain_dotted(value.func) and (self.qname(value) or "").startswith("torch.")
+                      and not (self.qname(value) or "").startswith("torch.nn.")):
+                    self.leaving.update(id(c) for a in value.args if (c := _cpu_chain(a.value)) is not None)
+                    return
                 elif isinstance(value.func, cst.Attribute):
                     value = value.func.value
                 else:
                     return
+
+
+def _plain_dotted(node: cst.BaseExpression) -> bool:
+    """``torch.zeros_like``: names and attributes only (not a method of a call's result)."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name)
 
 
 def _input_device_arg(call: cst.Call) -> bool:
@@ -4262,8 +4279,9 @@ class _LossTracking(RuleVisitor):
         self.outer_detached: list[set[str]] = []  # those of the functions around a nested def
         self.flows: dict[int, _Flow] = {}
         self.candidates: dict[int, list[tuple[cst.CSTNode, str]]] = {}
-        # (id(function or 0), name) -> (the method whose call's value it holds, the tuple item or None)
-        self.from_call: dict[tuple[int, str], tuple[str, int | None]] = {}
+        # (id(function or 0), name) -> (the method whose call's value it holds, the tuple item or
+        # None, whether the call is a plain one: name(...), not x.name(...))
+        self.from_call: dict[tuple[int, str], tuple[str, int | None, bool]] = {}
         # id(function or 0) -> _number_names of it, read when a candidate needs it
         self.number_names: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
 
@@ -4315,7 +4333,7 @@ class _LossTracking(RuleVisitor):
         bound = self.from_call.get((self._key()[0], term.value))
         if bound is None:
             return False
-        items = self.facts.project_returns(bound[0])
+        items = self.facts.project_returns(bound[0], bound[2]) if bound[2] else self.facts.project_returns(bound[0])
         return None in items or bound[1] in items
 
     def candidate(self, node: cst.CSTNode, name: str | None, term: cst.BaseExpression) -> None:
@@ -4330,7 +4348,8 @@ class _LossTracking(RuleVisitor):
         value = node.value
         # computed under no_grad, or from values that hold no graph (loss.detach().float()):
         # the names it binds hold none either, until bound again to something that may
-        detached = self.where.grad_free(self) or _detached(value, self.detached)
+        detached = self.where.grad_free(self) or _detached(value, self.detached) or (
+            isinstance(value, cst.Call) and _numpy_chain(value.func))  # np.mean(losses): NumPy's
         host = self._host_items(value)  # loss, acc = self.eval_step(b), which returns (loss.detach(), acc)
         for t in node.targets:
             for name in target_names(t.target):
@@ -4342,18 +4361,19 @@ class _LossTracking(RuleVisitor):
                         self.detached.add(e.value.value)
         key = self._key()[0]
         method = (get_full_name_for_node(value.func) or "").rsplit(".", 1)[-1] if isinstance(value, cst.Call) else ""
+        bare = isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
         for t in node.targets:
             for name in target_names(t.target):
                 self.from_call.pop((key, name), None)
             if not method:
                 continue
             if isinstance(t.target, cst.Name):
-                self.from_call[(key, t.target.value)] = (method, None)
+                self.from_call[(key, t.target.value)] = (method, None, bare)
             elif type(t.target) in (cst.Tuple, cst.List) and not any(
                     isinstance(e, cst.StarredElement) for e in t.target.elements):
                 for i, e in enumerate(t.target.elements):
                     if isinstance(e.value, cst.Name):
-                        self.from_call[(key, e.value.value)] = (method, i)
+                        self.from_call[(key, e.value.value)] = (method, i, bare)
         lossy = self.carries_loss(value)
         untracked = isinstance(value, cst.Call) and (
             _method(value) in UNTRACKED
@@ -4538,6 +4558,8 @@ def _number_value(node: cst.BaseExpression, free: set[str], numbers: set[str] | 
             inner = inner.inner_for_in
         return _number_value(node.elt, free - own, numbers)
     if kind is cst.Call:
+        if _numpy_chain(node.func):
+            return True  # NumPy's value: NumPy cannot take a tensor that requires grad
         full = get_full_name_for_node(node.func) or ""
         return ((full in _NUMBER_FUNCS or full.startswith(_NUMBER_MODULES))
                 and all(_number_value(a.value, free, numbers) for a in node.args))
@@ -4665,8 +4687,18 @@ def _host_returns(func: cst.FunctionDef) -> frozenset[int | None]:
         detached = {name for name, values in bound.items()
                     if all(_graph_free(v, detached) for v in values)}
 
+    numbers: tuple[frozenset[str], frozenset[str]] | None = None
+
     def free(r: cst.BaseExpression) -> bool:
-        return _graph_free(r, detached) and not (isinstance(r, cst.Name) and r.value not in bound)
+        nonlocal numbers
+        if isinstance(r, cst.Name) and r.value not in bound:
+            return False
+        if _graph_free(r, detached):
+            return True
+        # numbers only, as far as the function shows (losses filled with loss.item(), np.mean(losses))
+        if numbers is None:
+            numbers = _number_names(func)
+        return _number_value(r, numbers[0] | detached, numbers[1])
 
     if all(free(r) for r in returns):
         return frozenset({None})
@@ -4753,8 +4785,11 @@ class LoggedLossTensor(_LossTracking):
     def carries_loss(self, node: cst.BaseExpression) -> bool:
         # a bare name handed to a call: one bound to a loss, or one the function assigns itself
         # whose name says loss (not a parameter or a loop target such as a loss_info)
+        # (a name that only says loss, bound to a constructor's object, loss_ = AverageMeter(),
+        # handed to a call is no evidence that the call returns a loss tensor: train(p, b, loss_))
         own = {n for n in self.flow().edges if "loss" in n.lower() and n not in self.clean}
-        return _logged_loss(node, self.loss_names, self.clean, self.NUMBERS, self.loss_names | own)
+        return _logged_loss(node, self.loss_names, self.clean, self.NUMBERS,
+                            self.loss_names | (own - self.instances))
 
     def visit_Call(self, node: cst.Call) -> None:
         super().visit_Call(node)
@@ -5027,6 +5062,12 @@ def _decides(loop: cst.CSTNode, visitor: RuleVisitor | None = None) -> bool:
     loss.item())``, ``value = loss.item(); assert ...``; with ``visitor``, a tensor used as a
     bool too: ``if torch.isnan(loss): continue``): it waits for the GPU each step anyway."""
     tested: set[str] = set()
+    if isinstance(loop, cst.While):  # the loop's own test: ``while value < 0.99:`` stops on the read
+        tested |= names_in(loop.test)
+        if any(isinstance(c, cst.Call) and _method(c) in HOST_READS for c in [loop.test, *walk(loop.test)]):
+            return True
+        if visitor is not None and tensor_truth(visitor, loop.test):
+            return True
     for n in walk(loop.body, into_loops=False):
         if isinstance(n, (cst.If, cst.While)):
             tested |= names_in(n.test)
@@ -5115,6 +5156,8 @@ class HostReadInLoop(RuleVisitor):
             return
         if _method(node) not in HOST_READS or node.args:
             return
+        if _numpy_chain(node.func.value):
+            return  # np.finfo(np.float32).eps.item(): a NumPy value, read on the host already
         loop = self.where.loop() or self.where.function()
         if loop is None or self.where.gated_in(loop) or self.where.grad_free(self):
             return  # (an evaluation inside the loop, under no_grad: its results are for the host)
@@ -5169,6 +5212,18 @@ class HostReadInLoop(RuleVisitor):
             known = self.hooks[id(func)] = not _decides(func)
         if known:
             self.flag(node)
+
+
+def _numpy_chain(node: cst.BaseExpression) -> bool:
+    """``np.finfo(np.float32).eps``, ``numpy.array(x).mean()``: calls, attributes and items
+    down to the ``np``/``numpy`` module itself, a NumPy value (never a tensor)."""
+    while True:
+        if isinstance(node, cst.Call):
+            node = node.func
+        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        else:
+            return isinstance(node, cst.Name) and node.value in ("np", "numpy")
 
 
 def _cpu_device(node: cst.BaseExpression, devices: set[str]) -> bool:
