@@ -6676,3 +6676,87 @@ def test_ptt013_reads_what_an_imported_project_function_returns(tmp_path, block,
              # another function of the project with the same name, which returns a tensor
              "pkg/server.py": "class Server:\n    def evaluate(self):\n        return self.model.loss\n"}
     assert ("PTT013" in _in_project(tmp_path, files, _CLUSTERS)) is flagged
+# --- round 25's kinds: PTT023 (a commented-out call), PTT004 (a dict of tensors) ----------------
+
+_EVAL_SCRIPT = """\
+    import torch
+    def evaluate(net, loader):
+        net.eval()
+        errs = []
+        for x, y in loader:
+            out = net(x)
+            errs.append((out - y).abs().mean().item())
+        return sum(errs) / len(errs)
+    def main(net, val_a, val_b):
+        for epoch in range(10):
+            train(net)
+            with torch.no_grad():
+                err_a = evaluate(net, val_a)
+                err_b = evaluate(net, val_b)  # evaluate(net, val_c) is slower
+            {extra}
+"""
+
+
+@pytest.mark.parametrize(("extra", "flagged"), [
+    # every call lies under torch.no_grad(); a commented-out call outside the block is no call
+    ("pass", False),
+    ("# err_c = evaluate(net, val_c)", False),
+    # near misses: one call outside the grad-free block, in this function or another (a ``#``
+    # inside a string starts no comment)
+    ("err_c = evaluate(net, val_c)", True),
+    ("print('#', evaluate(net, val_c))", True),
+    ("pass\n    def report(net, val):\n        return evaluate(net, val)", True),
+])
+def test_ptt023_counts_no_commented_out_call(tmp_path, extra, flagged):
+    """A function whose every call in the project lies inside ``with torch.no_grad():`` in the
+    same file records no graph, a call left in a comment (beside a script of the project with a
+    commented-out call of a function of the same name) being no call. A call outside the block,
+    even after a ``#`` inside a string, is still one."""
+    _clear_project_caches()
+    other = _EVAL_SCRIPT.format(extra="pass\n    # with torch.no_grad():\n    #     evaluate(net, val_b)")
+    files = {"setup.py": "", "pkg/__init__.py": "", "scripts/validate.py": other}
+    assert ("PTT023" in _in_project(tmp_path, files, _EVAL_SCRIPT.format(extra=extra))) is flagged
+    _clear_project_caches()
+
+
+_HAND_STATE = """\
+    import torch
+    {imports}
+    def export(layers, path):
+        {bind}
+        for i, (w, b) in enumerate(layers):
+            net[f"body.{{i}}.weight"] = torch.from_numpy(w)
+            net[f"body.{{i}}.bias"] = torch.from_numpy(b)
+        torch.save(net, path)
+"""
+
+
+@pytest.mark.parametrize(("imports", "bind", "flagged"), [
+    # a state dict built by hand in a dict container
+    ("from collections import OrderedDict", "net = OrderedDict()", False),
+    ("import collections", "net = collections.OrderedDict()", False),
+    ("from collections import defaultdict", "net = defaultdict(dict)", False),
+    ("", "net: dict = {}", False),
+    ("", "net = dict()", False),
+    # near miss: the name is bound to a module built here
+    ("from torch import nn", "net = nn.ModuleDict()", True),
+])
+def test_ptt004_is_silent_on_a_dict_of_tensors_named_like_a_model(imports, bind, flagged):
+    """torch.save of a name like a model (net) that the function binds to a dict container
+    (OrderedDict(), defaultdict(...), a {} literal, dict()) filled with tensors saves a state
+    dict, not a module. Bound to a module, it is still reported."""
+    assert ("PTT004" in codes(_HAND_STATE.format(imports=imports, bind=bind))) is flagged
+
+
+@pytest.mark.parametrize(("bind", "flagged"), [
+    ("mat_net = OrderedDict()", False),
+    ("mat_net = {k: torch.zeros(2) for k in 'ab'}", False),
+    # near miss: bound to a model built at the top level
+    ("mat_net = torch.nn.Linear(2, 2)", True),
+])
+def test_ptt004_reads_a_scripts_top_level_dict(bind, flagged):
+    """At a script's top level (a ``__main__`` block), a name the module binds to a dict
+    container is no module; a model built there is still reported."""
+    src = ("import torch\nfrom collections import OrderedDict\nif __name__ == '__main__':\n"
+           f"    {bind}\n    mat_net['0'] = torch.ones(1)\n    torch.save(mat_net, 'weights.pth')\n")
+    assert ("PTT004" in codes(src)) is flagged

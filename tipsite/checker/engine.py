@@ -767,6 +767,10 @@ class _Scan:
                 self.unpacked += [(e.id, v) for e, v in zip(t.elts, value.elts) if isinstance(e, ast.Name)]
             if isinstance(t, ast.Name):
                 self.binds.append((t.id, value))
+                if (isinstance(value, (ast.Dict, ast.DictComp)) or (
+                        isinstance(value, ast.Call) and self.qualify(value.func) in V.DICT_TYPES)) \
+                        and not any(isinstance(n, self.STOP) for n in stack):
+                    self.facts.top_dicts.add(t.id)  # PTT004: a dict of tensors, no module
                 if isinstance(value, ast.Call) and _last_name(value.func) == "TensorDataset":
                     self.facts.tensor_datasets.add(t.id)  # PTT021: its tensors may be on the GPU
             elif isinstance(t, ast.Subscript):
@@ -1580,8 +1584,9 @@ def _maybe_not_module(name: str, func: ast.AST) -> bool:
     if any(p.arg == name for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]):
         return True
     for n in ast.walk(func):
-        if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Call, ast.Dict, ast.DictComp)) and any(
-                isinstance(t, ast.Name) and t.id == name for t in n.targets):
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, (ast.Call, ast.Dict, ast.DictComp)) \
+                and any(isinstance(t, ast.Name) and t.id == name
+                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])):
             return True
         if isinstance(n, ast.Call) and _last_name(n.func) == "save_file" and any(
                 isinstance(x, ast.Name) and x.id == name for x in n.args):
@@ -2576,7 +2581,8 @@ def _tree_flow(root: str) -> _ProjectFlow:
         if "def" in text:
             for d in _DEF.findall(text):
                 all_defs[d] = all_defs.get(d, 0) + 1
-        for c in _CALLED.findall(text):
+        code = _without_comments(text)  # (a commented-out call is no call: PTT023)
+        for c in _CALLED.findall(code):
             calls[c] = calls.get(c, 0) + 1
         if _trains_in(text):
             trainers[os.path.join(folder, name)] = frozenset(_IMPORT_ROOT.findall(text))
@@ -2585,13 +2591,26 @@ def _tree_flow(root: str) -> _ProjectFlow:
         if "create_graph" in text:
             second_order |= _second_order_defs(text)
         if "no_grad" in text or "inference_mode" in text:
-            for c in _guarded_calls(text):
+            for c in _guarded_calls(code):
                 guarded[c] = guarded.get(c, 0) + 1
     for d, k in all_defs.items():
         if d in calls:
             calls[d] -= k
     graph_free = frozenset(d for d, k in free_defs.items() if all_defs.get(d) == k)
     return _ProjectFlow(graph_free, calls, trainers, frozenset(second_order), frozenset(inferers), guarded)
+
+
+# a comment (``#`` to the line's end), or a one-line string literal, kept as it is (a ``#`` in it
+# starts no comment)
+_COMMENT_OR_STRING = re.compile(r"""("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')|#[^\n]*""")
+
+
+def _without_comments(text: str) -> str:
+    """The text with its comments blanked (lines kept), read without a parse: a ``#`` inside a
+    one-line string literal starts none (a triple-quoted string is read as its quote pairs)."""
+    if "#" not in text:
+        return text
+    return _COMMENT_OR_STRING.sub(lambda m: m.group(1) or "", text)
 
 
 # PTT023: a line that opens a grad-free block: ``with torch.no_grad():`` or a grad-free decorator

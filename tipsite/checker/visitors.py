@@ -96,6 +96,8 @@ class Facts:
     load_names: set[str] = field(default_factory=set)  # bound to torch.load(...) without mmap=True
     param_list_names: set[str] = field(default_factory=set)
     module_names: set[str] = field(default_factory=set)  # bound to an nn.Module built in this file
+    # PTT004: bound at the module's top level (outside functions and classes) to a dict container
+    top_dicts: set[str] = field(default_factory=set)
     module_classes: set[str] = field(default_factory=set)  # classes of this file deriving from ...Module
     plain_classes: set[str] = field(default_factory=set)  # classes of this file with no base but object
     backward_receivers: set[str] = field(default_factory=set)
@@ -1911,6 +1913,11 @@ def _is_param(func: cst.FunctionDef | None, name: str) -> bool:
     return any(x.name.value == name for x in params)
 
 
+# PTT004: the calls that build an empty or filled dict container (a state dict built by hand)
+DICT_TYPES = frozenset({"dict", "collections.OrderedDict", "collections.defaultdict", "typing.OrderedDict",
+                         "OrderedDict", "defaultdict"})
+
+
 class SaveWholeModule(RuleVisitor):
     CODE = "PTT004"
 
@@ -1968,28 +1975,33 @@ class SaveWholeModule(RuleVisitor):
     def _not_module(self, value: cst.BaseExpression) -> bool:
         """A name that says "model" without evidence it holds a module: a parameter (it holds
         whatever callers pass, a state dict as often as a module) not annotated as a Module, or
-        a name the function binds (anywhere in it) to ``torch.load(...)``, a dict or a
+        a name the function (or, at a script's top level, the module, outside its functions and
+        classes: dict containers only) binds anywhere to ``torch.load(...)``, a dict container (``{}``, a dict comprehension, ``dict()``,
+        ``OrderedDict()``, ``defaultdict(...)``, filled with tensors by item) or a
         ``.state_dict()``, or hands to safetensors' ``save_file`` (tensors only)."""
         if not isinstance(value, cst.Name):
             return False
         func = self.where.function()
-        if func is None:
-            return False
         name = value.value
+        if func is None:  # a script's top level: read by the engine
+            return name in self.facts.top_dicts and not any(
+                isinstance(o, (cst.ClassDef, cst.Lambda)) for o in self.where.stack)
         p = func.params
         for param in [*p.posonly_params, *p.params, *p.kwonly_params]:
             if param.name.value == name:
                 note = param.annotation
                 return note is None or "Module" not in (get_full_name_for_node(note.annotation) or "")
         for n in walk(func.body):
-            if type(n) is cst.Assign and any(isinstance(t.target, cst.Name) and t.target.value == name
-                                             for t in n.targets):
+            if (type(n) is cst.Assign and any(isinstance(t.target, cst.Name) and t.target.value == name
+                                              for t in n.targets)) or (
+                    type(n) is cst.AnnAssign and n.value is not None and isinstance(n.target, cst.Name)
+                    and n.target.value == name):
                 v = n.value
                 if isinstance(v, (cst.Dict, cst.DictComp)) or _plain_load(self, v) is not None:
                     return True
                 if isinstance(v, cst.Call) and (
                         _method(v) in ("state_dict", "dict")
-                        or (get_full_name_for_node(v.func) or "") == "dict"):
+                        or (self.qname(v) or get_full_name_for_node(v.func) or "") in DICT_TYPES):
                     return True
             elif type(n) is cst.Call and (self.qname(n) or "").endswith("save_file") and any(
                     isinstance(a.value, cst.Name) and a.value.value == name for a in n.args):
