@@ -892,13 +892,15 @@ def _number_returns(base: Path, file: Path, text: str) -> list[tuple[str, list[s
     a value of the file they would report: per method, the shortest definition that gives what
     all of them give together (its header and the statement holding its ``return``, in its
     class, where that gives as much; else the whole def); where none alone does, each one that
-    shows what it returns."""
+    shows what it returns; and for a plain call of a function the file imports from a module of
+    its project (the engine's imported_returns), that module's def of it, cut the same way."""
     from tipsite.checker import engine as E
 
     if "return" not in text and "=" not in text:  # no value bound from a call to read
         return []
     asked: dict[str, frozenset] = {}
-    real = E.project_returns
+    imported: dict[tuple[str, str], frozenset] = {}  # (module file, name): a plain call's import
+    real, real_defined = E.project_returns, E._defined_returns
 
     def recorded(path: str, name: str) -> frozenset:
         got = real(path, name)
@@ -906,12 +908,18 @@ def _number_returns(base: Path, file: Path, text: str) -> list[tuple[str, list[s
             asked[name] = got
         return got
 
-    E.project_returns = recorded
+    def recorded_defined(module: str, name: str) -> frozenset | None:
+        got = real_defined(module, name)
+        if got is not None:
+            imported[(module, name)] = got
+        return got
+
+    E.project_returns, E._defined_returns = recorded, recorded_defined
     try:
         for release in ((2, 13), (2, 5)):
             E.Checker(release, "cuda", codes=["PTT012", "PTT013"]).check_source(text, str(file))
     finally:
-        E.project_returns = real
+        E.project_returns, E._defined_returns = real, real_defined
 
     def items_of(lines: list[str] | None, name: str):
         if not lines:
@@ -938,6 +946,15 @@ def _number_returns(base: Path, file: Path, text: str) -> list[tuple[str, list[s
         exact = sorted((len(lines), i) for i, (_, lines) in enumerate(shown) if items_of(lines, name) == items)
         for _, i in exact[:1] or [(0, i) for i in range(len(shown))]:
             out.append((shown[i][0].relative_to(base).as_posix(), shown[i][1]))
+    for (module, name), items in sorted(imported.items()):  # from .utils import evaluate: its def
+        other = Path(module)
+        if other.resolve() == own:
+            continue
+        whole = _def_lines(other, name)
+        if whole is None:
+            continue
+        cut = _def_lines(other, name, lambda n: isinstance(n, ast.Return))
+        out.append((other.relative_to(base).as_posix(), cut if items_of(cut, name) == items else whole))
     return out
 
 
