@@ -6760,3 +6760,149 @@ def test_ptt004_reads_a_scripts_top_level_dict(bind, flagged):
     src = ("import torch\nfrom collections import OrderedDict\nif __name__ == '__main__':\n"
            f"    {bind}\n    mat_net['0'] = torch.ones(1)\n    torch.save(mat_net, 'weights.pth')\n")
     assert ("PTT004" in codes(src)) is flagged
+
+
+# --- held-out round 26's kinds: PTT037 in a project publishing checkpoints, PTT019 all-reduced ---
+
+_ZOO_README = ("# Demo\n\nWe release our trained models: download the checkpoints from the "
+               "[model zoo](https://example.org/zoo).\n")
+_STRICT_TEST = """\
+    import torch
+    def main(model, path):
+        model.load_state_dict(torch.load(path))
+"""
+_LOOSE_TEST = """\
+    import torch
+    def main(model, opt, path):
+        model.load_state_dict(torch.load(path), strict=False)
+        opt.load_state_dict(torch.load(path + ".opt"))
+"""
+_CONV_NET = """\
+    import torch
+    from torch import nn
+    class Conv8Net(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c))
+        def forward(self, x):
+            return self.body(x)
+"""
+
+
+def _clear_release_caches() -> None:
+    _clear_project_caches()
+    engine._readme_releases.cache_clear()
+    engine._readme_texts.cache_clear()
+    engine._strict_loader.cache_clear()
+
+
+@pytest.mark.parametrize(("extra", "flagged"), [
+    # the root's README publishes checkpoints, a README of the project names the file's class
+    # (a method's results table with download links), and the project loads strictly
+    ({"README.md": _ZOO_README, "tools/test.py": _STRICT_TEST,
+      "reproduce/method/README.md": "| Conv8Net | 61.2 [get](https://example.org/a) |\n"}, False),
+    ({"README.md": _ZOO_README + "Backbone: Conv8Net.\n", "tools/test.py": _STRICT_TEST}, False),
+    # a package's own README (below the root) publishes its network's weights
+    ({"pkg/README.md": "Download the pre-trained network [here](https://example.org/n.pth).\n",
+      "tools/test.py": _STRICT_TEST}, False),
+    # near misses: the root's README publishes checkpoints of models the docs name, not this one
+    ({"README.md": _ZOO_README + "| ResNet8 -> MobileNet-V2 | 70.1 |\n", "tools/test.py": _STRICT_TEST}, True),
+    # ... every load of the project is non-strict (an optimizer's is no model's)
+    ({"README.md": _ZOO_README + "Backbone: Conv8Net.\n", "tools/test.py": _LOOSE_TEST}, True),
+    # ... a README that names no release (a dataset link), or a release with no link
+    ({"pkg/README.md": "Download the data [here](https://example.org/d.zip).\n",
+      "tools/test.py": _STRICT_TEST}, True),
+    ({"pkg/README.md": "Download the pretrained network from the project page.\n",
+      "tools/test.py": _STRICT_TEST}, True),
+    ({"tools/test.py": _STRICT_TEST}, True),  # no README at all: a model trained from scratch
+])
+def test_ptt037_is_silent_where_the_project_publishes_checkpoints_it_loads_strictly(tmp_path, extra, flagged):
+    """A conv's bias before a batch norm in a project whose READMEs publish trained checkpoints
+    (a model zoo, downloadable weights: the root's README where a README names the file's model,
+    or a package's own README above the file) and whose code loads state dicts strictly: every
+    released checkpoint holds the bias, and dropping it makes their loads fail. Without such a
+    README, or where every model load is non-strict, it is still reported."""
+    _clear_release_caches()
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", **extra}
+    assert ("PTT037" in _in_project(tmp_path, files, _CONV_NET)) is flagged
+    _clear_release_caches()
+
+
+def test_ptt037_reads_a_checkout_without_marker_from_its_licensed_root(tmp_path):
+    """A checkout with no .git or setup file: the project is read from its highest licensed
+    folder, whose README and loaders decide as a marked root's do."""
+    _clear_release_caches()
+    files = {"LICENSE": "MIT\n", "README.md": _ZOO_README + "Backbone: Conv8Net.\n",
+             "tools/test.py": _STRICT_TEST}
+    assert "PTT037" not in _in_project(tmp_path / "a", files, _CONV_NET)
+    _clear_release_caches()
+    assert "PTT037" in _in_project(tmp_path / "b", {"LICENSE": "MIT\n", "tools/test.py": _STRICT_TEST},
+                                   _CONV_NET)
+    _clear_release_caches()
+
+
+def test_loads_strictly_reads_each_call_to_its_closing_parenthesis():
+    assert engine._loads_strictly("net.load_state_dict(torch.load(p))\n")
+    assert not engine._loads_strictly("net.load_state_dict(torch.load(p), strict=False)\n")
+    assert not engine._loads_strictly("optimizer.load_state_dict(torch.load(p))\n")
+    assert not engine._loads_strictly("self.lr_scheduler.load_state_dict(ckpt['sched'])\n")
+    assert not engine._loads_strictly("# net.load_state_dict(torch.load(p))\n")
+    assert not engine._loads_strictly("def load_state_dict(self, sd):\n    pass\n")
+
+
+_DDP_VALIDATE = """\
+    import torch
+    import torch.distributed as dist
+    {helper}
+    def validate(model, loader, criterion):
+        model.eval()
+        total = 0.0
+        for x, y in loader:
+            with torch.no_grad():
+                loss = criterion(model(x), y)
+            {use}
+        return total
+"""
+_REDUCE_HELPER = """def sum_over_ranks(t):
+        if dist.is_initialized():
+            t = t.unsqueeze(0)
+            dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        return t
+"""
+
+
+@pytest.mark.parametrize(("helper", "use", "flagged"), [
+    ("", "dist.all_reduce(loss)\n            total += loss.item()", False),
+    ("", "torch.distributed.broadcast(loss.view(1), 0)", False),
+    ("", "dist.reduce(loss[None], dst=0)", False),
+    (_REDUCE_HELPER, "total += sum_over_ranks(loss).item()", False),  # through the file's helper
+    # near misses: a plain eval loop; a copy all-reduced (a new tensor, not an inference one);
+    # functools' reduce; a helper that all-reduces no parameter of its own
+    ("", "total += loss.item()", True),
+    ("", "buf = loss.clone()\n            dist.all_reduce(buf)", True),
+    ("from functools import reduce", "total += reduce(lambda a, b: a + b, [loss.item()])", True),
+    ("def synced(t):\n        s = torch.zeros(1)\n        dist.all_reduce(s)\n        return t",
+     "total += synced(loss).item()", True),
+])
+def test_ptt019_is_silent_where_a_result_is_all_reduced_in_place(helper, use, flagged):
+    """A grad-free block whose result (or a view of it) is handed, after the block, to an
+    in-place collective (dist.all_reduce, reduce, broadcast), directly or through a function of
+    the file that all-reduces its parameter: under inference_mode the result is an inference
+    tensor, and that in-place update outside the mode raises. A plain eval loop is reported."""
+    src = _DDP_VALIDATE.format(helper=helper, use=use)
+    assert ("PTT019" in codes(src)) is flagged
+
+
+def test_ptt019_follows_a_helper_of_the_project_that_all_reduces_its_parameter(tmp_path):
+    """The collective may be in another module of the project (a DDP helpers file)."""
+    _clear_project_caches()
+    engine._tree_collectives.cache_clear()
+    helpers = "import torch.distributed as dist\ndef ddp_sum(data):\n    dist.all_reduce(data)\n    return data\n"
+    src = _DDP_VALIDATE.format(helper="from pkg.ddp import ddp_sum", use="total += ddp_sum(loss).item()")
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", "pkg/ddp.py": helpers}
+    assert "PTT019" not in _in_project(tmp_path, files, src, torch=(2, 13))
+    engine._tree_collectives.cache_clear()
+    plain = {"pyproject.toml": "[project]\nname = 'demo'\n",
+             "pkg/ddp.py": "def ddp_sum(data):\n    return data\n"}
+    assert "PTT019" in _in_project(tmp_path / "b", plain, src, torch=(2, 13))
+    engine._tree_collectives.cache_clear()

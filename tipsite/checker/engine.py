@@ -2506,6 +2506,55 @@ def grad_reenabled_below(path: str, text: str) -> bool:
     return any(_within(os.path.dirname(f), folder) for f in _tree_scan(_project_root(folder)).reenables)
 
 
+# PTT019: a call of a collective that updates its tensor in place (V.COLLECTIVES)
+_COLLECTIVE_CALL = re.compile(r"\ball_reduce\(|\.reduce\(|\bbroadcast\(")
+
+
+def _collective_callee(func: ast.expr) -> bool:
+    """``dist.all_reduce``, ``torch.distributed.broadcast``, a bare ``all_reduce`` (not a bare
+    ``reduce``: functools'); ``dist.reduce`` on a receiver."""
+    if isinstance(func, ast.Attribute):
+        return func.attr in V.COLLECTIVES
+    return isinstance(func, ast.Name) and func.id in ("all_reduce", "broadcast")
+
+
+def collective_defs(tree: ast.Module | None) -> frozenset[str]:
+    """PTT019: the names of the functions and methods of ``tree`` that hand one of their
+    parameters to an in-place collective (``def ddp_reduce(data): ... dist.all_reduce(data)``)."""
+    if tree is None:
+        return frozenset()
+    found = set()
+    for f in ast.walk(tree):
+        if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        params = {a.arg for a in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)}
+        if any(isinstance(n, ast.Call) and _collective_callee(n.func) and n.args
+               and isinstance(n.args[0], ast.Name) and n.args[0].id in params for n in ast.walk(f)):
+            found.add(f.name)
+    return frozenset(found)
+
+
+@functools.lru_cache(maxsize=64)
+def _tree_collectives(root: str) -> frozenset[str]:
+    found: set[str] = set()
+    for _, _, text in _project_texts(root):
+        if ("all_reduce(" in text or "broadcast(" in text or ".reduce(" in text) and _in_code(_COLLECTIVE_CALL, text):
+            try:
+                found |= collective_defs(ast.parse(text))
+            except (SyntaxError, ValueError):
+                continue
+    return frozenset(found)
+
+
+def collective_functions(path: str, tree: ast.Module | None) -> frozenset[str]:
+    """PTT019: the functions of the file, and of its project's Python files (tests aside), that
+    hand a parameter to an in-place collective (:func:`collective_defs`): a helper that
+    all-reduces the loss a grad-free block computed."""
+    own = collective_defs(tree)
+    folder = _file_folder(path)
+    return own if folder is None else own | _tree_collectives(_project_root(folder))
+
+
 def _within(folder: str, top: str) -> bool:
     """``folder`` is ``top`` or a folder below it."""
     return folder == top or folder.startswith(top + os.sep)
@@ -2532,6 +2581,115 @@ def releases_weights(path: str) -> bool:
         return False
     found = _tree_scan(_project_root(folder)).weight_folders
     return any(_within(folder, f) for f in found)
+
+
+# PTT037: a README that documents released checkpoints of the project's models: a model zoo,
+# a download or release of (pretrained) models, weights, networks or checkpoints, a link to a
+# checkpoint file; with a link somewhere in it (where they are downloaded from)
+_RELEASE_DOC = re.compile(
+    r"model[ _-]?zoo"
+    r"|\b(?:download\w*|release[sd]?)\b[^\n.]{0,60}?\b(?:models?|weights|networks?|checkpoints?|ckpts?)\b"
+    r"|\b(?:pre-?trained|released)[ \t]+(?:[\w-]+[ \t]+){0,2}?(?:models?|weights|networks?|checkpoints?)\b"
+    r"|https?://\S+\.(?:pth|pt|ckpt)(?:\.tar)?\b", re.IGNORECASE)
+# a class name of the file that names one model in prose: CamelCase or with a digit (Conv64F,
+# RelationNet), not a plain word (Model, Encoder) that any README uses
+_MODEL_NAME = re.compile(r"^(?=\w{4,}$)(?:[A-Z]\w*[A-Z0-9]\w*)$")
+_MAX_DOCS = 2000  # files listed in a walk for README files; beyond that the walk stops
+
+
+@functools.lru_cache(maxsize=256)
+def _readme_releases(folder: str) -> bool:
+    """PTT037: a README of ``folder`` documents released checkpoints (_RELEASE_DOC) and links
+    somewhere (``http``)."""
+    names = {n for n in _listing(folder) if n.upper() in _README_NAMES}
+    return any("http" in text and _RELEASE_DOC.search(text) is not None
+               for _, text in _small_texts(folder, names, lambda n: True))
+
+
+_README_NAMES = frozenset(n.upper() for n in _READMES)
+
+
+@functools.lru_cache(maxsize=64)
+def _readme_texts(root: str) -> tuple[str, ...]:
+    """PTT037: the texts of the README files under ``root`` (hidden and build folders left
+    out; a repository's per-method READMEs, reproduce/<Method>/README.md, with the rest)."""
+    texts, listed = [], 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
+        listed += len(files)
+        if listed > _MAX_DOCS:
+            break
+        names = {n for n in files if n.upper() in _README_NAMES}
+        texts += [text for _, text in _small_texts(folder, names, lambda n: True)]
+    return tuple(texts)
+
+
+# a model's load_state_dict(...) call (not an optimizer's, scheduler's or scaler's)
+_MODEL_LOAD = re.compile(r"(?<!def )\b(?:\w+\.)*(\w*)\.load_state_dict\(")
+_NOT_MODEL = re.compile(r"^opt$|optim|sched|scaler", re.IGNORECASE)
+
+
+def _loads_strictly(text: str) -> bool:
+    """PTT037: the text loads a state dict into a model strictly: a ``x.load_state_dict(...)``
+    in code, on a receiver not named for an optimizer, scheduler or scaler, whose arguments do
+    not say ``strict=False``."""
+    if "load_state_dict(" not in text:
+        return False
+    for m in _MODEL_LOAD.finditer(text):
+        start = m.start()
+        if "#" in text[text.rfind("\n", 0, start) + 1:start]:
+            continue
+        if _NOT_MODEL.search(m.group(1)):
+            continue
+        depth, i = 1, m.end()
+        while depth and i < len(text) and i < m.end() + 2000:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        if not re.search(r"\bstrict\s*=\s*False\b", text[m.end():i]):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=64)
+def _strict_loader(root: str, loose: bool) -> bool:
+    """PTT037: a Python file of the project (tests aside) loads a state dict strictly."""
+    return any(_loads_strictly(text) for _, _, text in _project_texts(root, loose))
+
+
+def documents_released(path: str, text: str) -> bool:
+    """PTT037: the project publishes trained checkpoints of the file's models, and its code
+    loads checkpoints strictly: a README of a folder above the file, below the project's root
+    (a package's own README: a vendored tracker's), documents released checkpoints with a
+    link; or the root's README does and a README of the project names one of the file's
+    classes (its CamelCase name: Conv64F in a method's results table with download links).
+    In a checkout with no project marker, the root is its highest licensed folder or the
+    folder its absolute imports resolve from. Dropping a conv's bias there makes every
+    published checkpoint fail its strict load (unexpected keys)."""
+    folder = _file_folder(path)
+    if folder is None:
+        return False
+    root = _project_root(folder)
+    loose = not _is_root(root, _listing(root))
+    if loose:
+        root = _licensed_base(folder) or _import_base(path, text)
+        if root is None:
+            return False
+    if not _within(folder, root):
+        return False
+    documented, at = False, folder
+    while at != root:
+        if _readme_releases(at):
+            documented = True
+            break
+        at = os.path.dirname(at)
+    if not documented:
+        if not _readme_releases(root):
+            return False
+        names = [c for c in _CLASS_DEF.findall(text) if _MODEL_NAME.match(c)]
+        words = [re.compile(r"\b" + re.escape(c) + r"\b") for c in names]
+        if not any(c in doc and w.search(doc) for doc in _readme_texts(root) for c, w in zip(names, words)):
+            return False
+    return _strict_loader(root, loose)
 
 
 def _project_texts(root: str, loose: bool = False):
@@ -3708,10 +3866,14 @@ class Checker:
             # ... or a project that keeps its BatchNorm layers frozen (eval(), no gradients)
             scan.facts.read_frozen_bn = lambda: freezes_batchnorm(path, text)
             # ... or a package whose files download its models' released weights
-            scan.facts.read_released = lambda: _downloads_weights(text) or releases_weights(path)
+            # ... or a project whose READMEs publish its models' checkpoints, loaded strictly
+            scan.facts.read_released = lambda: (_downloads_weights(text) or releases_weights(path)
+                                                or documents_released(path, text))
         # PTT019: the file or its package turns gradients back on and differentiates
         if "no_grad" in text:
             scan.facts.read_reenables = lambda: grad_reenabled_below(path, text)
+            # ... and the functions of the file or its project that all-reduce a parameter in place
+            scan.facts.read_collectives = lambda: collective_functions(path, tree)
         # PTT041: the keys whose entry the file or its project reads back from a loaded
         # checkpoint as a module (ckpt["model"].float().state_dict()): a format of pickled modules
         # PTT004: whether the file or its project reads a whole module back on purpose

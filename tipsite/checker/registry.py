@@ -836,7 +836,11 @@ def evaluate(model, x):
               "a refinement run inside the inference call, which inference_mode breaks; nor a warm-up "
               "(its function named for one, warmup_..., or a comment on the block saying warm up, or a "
               "block that calls torch.compile or a name the file binds to torch.compile(...)): it primes "
-              "compiled code for the grad mode it runs under.",
+              "compiled code for the grad mode it runs under; nor where a value the block computes (or a view of "
+              "it) is handed, outside the block, to a collective that updates it in place "
+              "(dist.all_reduce, dist.reduce, dist.broadcast), directly or through a function of the file "
+              "or its project that hands a parameter to one (a ddp_reduce helper): an inference tensor "
+              "rejects that in-place update outside inference_mode, so distributed validation breaks.",
         unlike_tip="The tip times a generic run_no_grad(fn, x); the rule looks only in functions named "
                    "for evaluation.",
         default=False,
@@ -1467,7 +1471,16 @@ block = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2
               "file's folder or a folder above it, up to the project's root, calls "
               "load_state_dict_from_url or model_zoo's load_url and holds a URL to a .pt/.pth/.ckpt/"
               ".bin/.safetensors checkpoint): the published weights hold the bias, and their strict "
-              "load fails without it. "
+              "load fails without it; nor in a project whose READMEs publish trained checkpoints and "
+              "whose code loads state dicts strictly (a load_state_dict(...) without strict=False): a "
+              "README of the file's folder or a folder above it, below the project's root (a vendored "
+              "package's own README), or the root's README where a README of the project names one of "
+              "the file's classes (a CamelCase name, Conv64F in a method's results table), speaks of a "
+              "model zoo, of downloading or releasing (pretrained) models, weights, networks or "
+              "checkpoints, or links a .pth/.pt/.ckpt file, and links somewhere (in a checkout with no "
+              ".git or setup file, the root is its highest licensed folder or the folder its absolute "
+              "imports resolve from): every published checkpoint holds the bias and fails its strict "
+              "load without it. "
               "Loading a "
               "checkpoint that holds the bias needs strict=False after the change (fold the bias into "
               "running_mean first).",

@@ -160,6 +160,10 @@ class Facts:
     # PTT019: the file or its folder's files turn gradients back on and differentiate
     read_reenables: Callable[[], bool] | None = None
     reenables_read: bool = False
+    # PTT019: the functions of the file or its project that hand a parameter to an in-place
+    # collective (dist.all_reduce): the engine's collective_functions, read on the first call
+    read_collectives: Callable[[], frozenset[str]] | None = None
+    collectives_read: frozenset[str] = frozenset()
     graph_free_calls: frozenset[str] = frozenset()
     # PTT012/PTT013: what every definition of a method of the project returns that holds no
     # graph (the engine's project_returns: None for the whole value, i for a tuple's i-th item)
@@ -253,6 +257,11 @@ class Facts:
         """PTT019: the file or its package re-enables gradients and differentiates (read on the
         first call)."""
         return self._read_once("read_reenables", "reenables_read")
+
+    def collectives(self) -> frozenset[str]:
+        """PTT019: the project's functions that all-reduce a parameter in place (read on the
+        first call)."""
+        return self._read_once("read_collectives", "collectives_read")
 
     def project_returns(self, name: str, bare: bool = False) -> frozenset[int | None]:
         """What every definition of the project's method ``name`` returns that holds no graph
@@ -3879,6 +3888,27 @@ def _method_def(func: cst.FunctionDef, stack: list[cst.CSTNode]) -> bool:
     return bool(params) and params[0].name.value in ("self", "cls")
 
 
+# PTT019: the collectives that update their tensor argument in place (torch.distributed's
+# all_reduce, reduce, broadcast): an inference tensor handed to one outside inference_mode raises
+COLLECTIVES = frozenset({"all_reduce", "reduce", "broadcast"})
+# the methods that return a view of their tensor (an inference tensor's view is one too)
+_VIEWS = frozenset({"view", "view_as", "reshape", "unsqueeze", "squeeze", "flatten", "t", "transpose",
+                    "permute", "expand", "expand_as", "detach", "narrow", "select", "contiguous"})
+
+
+def _view_of(node: cst.BaseExpression, names: set[str]) -> bool:
+    """``node`` is one of ``names``, or a view of it (``x[0]``, ``x.unsqueeze(0)``)."""
+    while True:
+        if isinstance(node, cst.Name):
+            return node.value in names
+        if isinstance(node, cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Call) and _method(node) in _VIEWS:
+            node = node.func.value
+        else:
+            return False
+
+
 class NoGradForInference(RuleVisitor):
     """Only in evaluation functions (named eval/valid/test/infer/predict), not in a class's
     methods (a method named predict_... may run during training too, its outputs feeding the
@@ -3911,8 +3941,45 @@ class NoGradForInference(RuleVisitor):
             if (isinstance(item.item, cst.Call) and self.qname(item.item) == "torch.no_grad"
                     and self._evaluation() and not self._left_alone(node.body)
                     and not self._made_trainable(node) and not self._warms_up(node)
-                    and not self.facts.reenables_grad()):
+                    and not self.facts.reenables_grad() and not self._reduced_later(node)):
                 self.flag(item.item)
+
+    def _reduced_later(self, block: cst.With) -> bool:
+        """A value the block computes (or a view of it: ``x.unsqueeze(0)``, ``x[0]``) is handed,
+        outside the block, to an in-place collective (``dist.all_reduce(loss)``, ``reduce``,
+        ``broadcast``) or to a function of the file or its project that hands a parameter to
+        one (``loss = ddp_reduce(loss)``): an inference tensor rejects that in-place update
+        outside inference_mode, so the swap breaks distributed validation."""
+        func = self.where.function()
+        source = self.facts.source
+        if func is None or not ("reduce" in source or "broadcast" in source or self.facts.read_collectives):
+            return False
+        made = {x for n in walk(block.body) if isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+                for t in (n.targets if isinstance(n, cst.Assign) else [n]) for x in target_names(t.target)}
+        if not made:
+            return False
+        inside = {id(n) for n in walk(block.body)}
+        outside = [n for n in walk(func.body) if id(n) not in inside]
+        for _ in range(2):  # a view of it (``t = loss.unsqueeze(0)``, ``t = out[0]``)
+            for n in outside:
+                if isinstance(n, cst.Assign) and _view_of(n.value, made):
+                    made |= {x for t in n.targets for x in target_names(t.target)}
+        helpers: frozenset[str] | None = None
+        for n in outside:
+            if not isinstance(n, cst.Call):
+                continue
+            args = _positional(n)
+            name = (get_full_name_for_node(n.func) or "").rsplit(".", 1)[-1]
+            if (name in COLLECTIVES and (type(n.func) is cst.Attribute or name != "reduce")
+                    and args and _view_of(args[0].value, made)):
+                return True
+            if not any(_view_of(a.value, made) for a in args):
+                continue
+            if helpers is None:
+                helpers = self.facts.collectives()
+            if name in helpers:
+                return True
+        return False
 
     def _warms_up(self, block: cst.With) -> bool:
         """A warm-up: the function's name or a comment on the block says so (``def
