@@ -1249,6 +1249,11 @@ def _python_fact(rel: str, text: str, tmp_path) -> str | None:
             and all(isinstance(n, (*imports, *defs)) or (isinstance(n, ast.ClassDef) and all(isinstance(m, defs) for m in n.body))
                     for n in body)):
         return "PTT020/PTT021: a collate_fn of NumPy (its functions, methods and their imports; no torch)"
+    reducing = engine.collective_defs(ast.parse(text))
+    if reducing and all(isinstance(n, imports) or (isinstance(n, defs) and n.name in reducing) or (
+            isinstance(n, ast.ClassDef) and all(isinstance(m, defs) and m.name in reducing for m in n.body))
+            for n in body):
+        return "PTT019: a helper handing its parameter to an in-place collective (all_reduce)"
     helper = tmp_path / rel.replace("/", "_")
     helper.write_text(text, encoding="utf-8")
     names = [n.name for n in body if isinstance(n, ast.FunctionDef)]
@@ -1294,6 +1299,11 @@ def test_the_carried_project_files_hold_torch_lines_only(tmp_path):
                     continue
             if len(text.splitlines()) == 1 and engine._in_code(engine._REDUCED, text):
                 continue  # PTT032: the project computes in reduced precision (a line of code or config)
+            if rel.rsplit("/", 1)[-1].upper() in engine._README_NAMES and all(
+                    labels.torch_lines(line) or engine._RELEASE_DOC.search(line) or "http" in line
+                    or re.search(r"\b[A-Z]\w*[A-Z0-9]\w*\b", line) for line in text.splitlines()):
+                kinds.add("PTT037: a README's release and link lines, a line naming a model class")
+                continue
             assert rel.endswith(".py"), (path, rel)
             kind = _python_fact(rel, text, tmp_path)
             if kind is None:  # lines of the line kinds, and what is left a Python fact (or nothing)

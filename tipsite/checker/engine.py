@@ -2598,20 +2598,20 @@ _MAX_DOCS = 2000  # files listed in a walk for README files; beyond that the wal
 
 
 @functools.lru_cache(maxsize=256)
-def _readme_releases(folder: str) -> bool:
-    """PTT037: a README of ``folder`` documents released checkpoints (_RELEASE_DOC) and links
-    somewhere (``http``)."""
+def _readme_releases(folder: str) -> str | None:
+    """PTT037: the README of ``folder`` that documents released checkpoints (_RELEASE_DOC) and
+    links somewhere (``http``): its path; None where none does."""
     names = {n for n in _listing(folder) if n.upper() in _README_NAMES}
-    return any("http" in text and _RELEASE_DOC.search(text) is not None
-               for _, text in _small_texts(folder, names, lambda n: True))
+    return next((os.path.join(folder, name) for name, text in _small_texts(folder, names, lambda n: True)
+                 if "http" in text and _RELEASE_DOC.search(text) is not None), None)
 
 
 _README_NAMES = frozenset(n.upper() for n in _READMES)
 
 
 @functools.lru_cache(maxsize=64)
-def _readme_texts(root: str) -> tuple[str, ...]:
-    """PTT037: the texts of the README files under ``root`` (hidden and build folders left
+def _readme_texts(root: str) -> tuple[tuple[str, str], ...]:
+    """PTT037: (path, text) of the README files under ``root`` (hidden and build folders left
     out; a repository's per-method READMEs, reproduce/<Method>/README.md, with the rest)."""
     texts, listed = [], 0
     for folder, dirs, files in os.walk(root):
@@ -2620,7 +2620,7 @@ def _readme_texts(root: str) -> tuple[str, ...]:
         if listed > _MAX_DOCS:
             break
         names = {n for n in files if n.upper() in _README_NAMES}
-        texts += [text for _, text in _small_texts(folder, names, lambda n: True)]
+        texts += [(os.path.join(folder, name), text) for name, text in _small_texts(folder, names, lambda n: True)]
     return tuple(texts)
 
 
@@ -2651,45 +2651,59 @@ def _loads_strictly(text: str) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def _strict_loader(root: str, loose: bool) -> bool:
-    """PTT037: a Python file of the project (tests aside) loads a state dict strictly."""
-    return any(_loads_strictly(text) for _, _, text in _project_texts(root, loose))
+def _strict_loader(root: str, loose: bool) -> str | None:
+    """PTT037: the first Python file of the project (tests aside) that loads a state dict
+    strictly; None where none does."""
+    return next((os.path.join(folder, name) for folder, name, text in _project_texts(root, loose)
+                 if _loads_strictly(text)), None)
 
 
 def documents_released(path: str, text: str) -> bool:
     """PTT037: the project publishes trained checkpoints of the file's models, and its code
-    loads checkpoints strictly: a README of a folder above the file, below the project's root
-    (a package's own README: a vendored tracker's), documents released checkpoints with a
-    link; or the root's README does and a README of the project names one of the file's
-    classes (its CamelCase name: Conv64F in a method's results table with download links).
-    In a checkout with no project marker, the root is its highest licensed folder or the
-    folder its absolute imports resolve from. Dropping a conv's bias there makes every
-    published checkpoint fail its strict load (unexpected keys)."""
+    loads checkpoints strictly (:func:`released_evidence`). Dropping a conv's bias there makes
+    every published checkpoint fail its strict load (unexpected keys)."""
+    return released_evidence(path, text) is not None
+
+
+def released_evidence(path: str, text: str) -> tuple[str, str | None, str] | None:
+    """PTT037: (the README documenting released checkpoints, the README naming one of the
+    file's classes where that one is the root's, the first file loading a state dict
+    strictly), where a README of a folder above the file, below the project's root (a
+    package's own README: a vendored tracker's), documents released checkpoints with a link,
+    or the root's README does and a README of the project names one of the file's classes (its
+    CamelCase name: Conv64F in a method's results table with download links), and a Python
+    file of the project loads a state dict strictly. In a checkout with no project marker, the
+    root is its highest licensed folder or the folder its absolute imports resolve from. None
+    where any is missing."""
     folder = _file_folder(path)
     if folder is None:
-        return False
+        return None
     root = _project_root(folder)
     loose = not _is_root(root, _listing(root))
     if loose:
         root = _licensed_base(folder) or _import_base(path, text)
         if root is None:
-            return False
+            return None
     if not _within(folder, root):
-        return False
-    documented, at = False, folder
+        return None
+    documented, named, at = None, None, folder
     while at != root:
-        if _readme_releases(at):
-            documented = True
+        documented = _readme_releases(at)
+        if documented is not None:
             break
         at = os.path.dirname(at)
-    if not documented:
-        if not _readme_releases(root):
-            return False
+    if documented is None:
+        documented = _readme_releases(root)
+        if documented is None:
+            return None
         names = [c for c in _CLASS_DEF.findall(text) if _MODEL_NAME.match(c)]
         words = [re.compile(r"\b" + re.escape(c) + r"\b") for c in names]
-        if not any(c in doc and w.search(doc) for doc in _readme_texts(root) for c, w in zip(names, words)):
-            return False
-    return _strict_loader(root, loose)
+        named = next((doc for doc, body in _readme_texts(root) for c, w in zip(names, words)
+                      if c in body and w.search(body)), None)
+        if named is None:
+            return None
+    loader = _strict_loader(root, loose)
+    return None if loader is None else (documented, named, loader)
 
 
 def _project_texts(root: str, loose: bool = False):

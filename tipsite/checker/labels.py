@@ -266,7 +266,8 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
                            *_graph_free_getters(base, file, text), *_part_evidence(base, file, text),
                            *_second_order_adapters(base, file, text), *_numpy_collates(base, file, text),
                            *_batchnorm_freezer(base, file, text), *_weight_downloader(base, file, text),
-                           *_grad_reenabler(base, file, text),
+                           *_grad_reenabler(base, file, text), *_release_docs(base, file, text),
+                           *_collective_helpers(base, file, text),
                            *_loaded_networks(base, file, text), *_number_returns(base, file, text)):
             add(rel, "".join(lines))
         folder = (base / path).parent
@@ -866,6 +867,63 @@ def _grad_reenabler(base: Path, file: Path, text: str) -> list[tuple[str, list[s
             return [(Path(where, name).relative_to(base).as_posix(), _first_lines(
                 other, lambda s: E._in_code(E._REENABLES, s), lambda s: E._in_code(E._DIFFERENTIATES, s)))]
     return []
+
+
+def _release_docs(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT037: where the project publishes checkpoints of the file's models and loads them
+    strictly (the engine's released_evidence): the documenting README's first release line and
+    first link line, the line of the README naming one of the file's classes, and the first
+    strict load_state_dict line of the loading file."""
+    from tipsite.checker import engine as E
+
+    if "BatchNorm" not in text or "Conv" not in text:
+        return []
+    found = E.released_evidence(str(file), text)
+    if found is None:
+        return []
+    documented, loader = Path(found[0]), Path(found[2])
+    named = None if found[1] is None else Path(found[1])
+    out = []
+    doc = documented.read_text(encoding="utf-8", errors="replace")
+    out.append((documented.relative_to(base).as_posix(), _first_lines(
+        doc, lambda s: E._RELEASE_DOC.search(s) is not None, lambda s: "http" in s)))
+    if named is not None:
+        names = [c for c in E._CLASS_DEF.findall(text) if E._MODEL_NAME.match(c)]
+        body = named.read_text(encoding="utf-8", errors="replace")
+        out.append((named.relative_to(base).as_posix(), _first_lines(
+            body, lambda s: any(re.search(r"\b" + re.escape(c) + r"\b", s) for c in names))))
+    code = loader.read_text(encoding="utf-8", errors="replace")
+    out.append((loader.relative_to(base).as_posix(), _first_lines(code, lambda s: E._loads_strictly(s))))
+    return out
+
+
+def _collective_helpers(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT019: where the file has a grad-free block, each function of another file of its
+    project that hands a parameter to an in-place collective (the engine's
+    collective_functions) and that the file calls: its def cut to that call's statement."""
+    from tipsite.checker import engine as E
+
+    if "no_grad" not in text:
+        return []
+    folder = E._file_folder(str(file))
+    if folder is None:
+        return []
+    helpers = {n for n in E._tree_collectives(E._project_root(folder)) if f"{n}(" in text}
+    try:
+        helpers -= E.collective_defs(ast.parse(text))
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    own = file.resolve()
+    for name in sorted(helpers):
+        for other, _ in _project_defs(file, {name}, lambda t, name=name: {name} if f"def {name}" in t else set()):
+            if other.resolve() == own:
+                continue
+            cut = _def_lines(other, name, lambda n: isinstance(n, ast.Call) and E._collective_callee(n.func))
+            if cut:
+                out.append((other.relative_to(base).as_posix(), cut))
+                break
+    return out
 
 
 def _batchnorm_freezer(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
