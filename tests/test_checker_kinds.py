@@ -6906,3 +6906,156 @@ def test_ptt019_follows_a_helper_of_the_project_that_all_reduces_its_parameter(t
              "pkg/ddp.py": "def ddp_sum(data):\n    return data\n"}
     assert "PTT019" in _in_project(tmp_path / "b", plain, src, torch=(2, 13))
     engine._tree_collectives.cache_clear()
+# --- round 26's kinds: PTT011 (the loader's CPU batch), PTT012 (a method's .item()), PTT004 ------
+
+_HOST_BATCH = """\
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    loader = {loader}
+    def train(model, opt, crit, device):
+        for step, (points, labels) in enumerate(loader):
+            opt.zero_grad()
+            {before}
+            points = jitter(points.data.numpy())
+            counts = labels.tolist()
+            points = torch.as_tensor(points).to(device)
+            labels = labels.to(device)
+            loss = crit(model(points), labels)
+            loss.backward()
+            opt.step()
+            {after}
+"""
+
+
+@pytest.mark.parametrize(("loader", "before", "after", "flagged"), [
+    # the batch of torch's DataLoader, read before it is moved: a host tensor, no wait
+    ("DataLoader(dataset, batch_size=32, shuffle=True)", "pass", "pass", False),
+    ("DataLoader(dataset, batch_size=32, pin_memory=True)", "pass", "pass", False),
+    # near misses: the loss read each step; the batch moved to the GPU before the read
+    ("DataLoader(dataset, batch_size=32)", "pass", "print(loss.item())", True),
+    ("DataLoader(dataset, batch_size=32)", "points, labels = points.cuda(), labels.cuda()", "pass", True),
+    ("DataLoader(dataset, batch_size=32)", "points = points.to(device)", "pass", True),
+    ("DataLoader(dataset, batch_size=32)", "labels = model(points)", "pass", True),
+    # ... a loader of tensors that may live on the GPU, or one that is no torch DataLoader
+    ("DataLoader(TensorDataset(x_gpu, y_gpu), batch_size=32)", "pass", "pass", True),
+    ("DeviceDataLoader(DataLoader(dataset), device)", "pass", "pass", True),
+    ("DataLoader(dataset, collate_fn=lambda b: [t.cuda() for t in b])", "pass", "pass", True),
+])
+def test_ptt011_is_silent_on_the_loaders_host_batch(loader, before, after, flagged):
+    """``points.data.numpy()`` / ``labels.tolist()`` on the batch a ``for`` over torch's
+    DataLoader gives, before anything in the loop moves or rebinds it, reads a host tensor: no
+    GPU work to wait for. The loss read each step is still reported, and so is a read of the
+    batch once it is moved (or rebound) earlier in the loop, or of a loader whose tensors may be
+    on the GPU."""
+    src = _HOST_BATCH.format(loader=loader, before=before, after=after)
+    assert ("PTT011" in codes(src)) is flagged, src
+
+
+_STEP_METHOD = """\
+    import torch
+    class Trainer:
+        def _train_step(self, batch):
+            loss = self.model(batch)
+            loss.backward()
+            {ret}
+        def train(self, loader):
+            epoch_loss = 0
+            for epoch in range(3):
+                total = 0
+                for i, batch in enumerate(loader):
+                    batch_loss, n = self._train_step(batch)
+                    total += batch_loss
+                    if (i + 1) % 4 == 0:
+                        self.optimizer.step()
+                        epoch_loss += total
+                        total = 0
+            print(epoch_loss)
+"""
+
+
+@pytest.mark.parametrize(("ret", "count"), [
+    # the name returned is bound last to .item() of the loss (rebound after the backward)
+    ("loss = reduce(loss).item()\n            return loss, 1", 0),
+    ("loss = float(loss)\n            n = 1\n            return loss, n", 0),
+    # near misses: the loss tensor itself is returned, or the .item() binding may be skipped
+    ("return loss, 1", 1),
+    ("if self.log:\n                loss = loss.item()\n            return loss, 1", 1),
+])
+def test_ptt012_reads_the_last_binding_a_method_returns(tmp_path, ret, count):
+    """``batch_loss, n = self._train_step(batch)`` where the method rebinds the loss to
+    ``reduce(loss).item()`` after its backward and returns that name: a Python float, and so is
+    a total of it (``total += batch_loss``; ``epoch_loss += total``). Returned as the tensor, or
+    rebound only under an ``if``, the total is still reported (once: the first total of it)."""
+    _clear_project_caches()
+    src = _STEP_METHOD.format(ret=ret)
+    got = _in_project(tmp_path, {"pyproject.toml": "[project]\nname = 'demo'\n", "pkg/__init__.py": ""}, src)
+    assert got.count("PTT012") == count, (src, got)
+
+
+def test_ptt012_still_reports_a_total_of_the_criterions_loss():
+    src = """\
+        import torch
+        def train(model, loader, criterion, opt):
+            total = 0
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                opt.step()
+                total += loss
+            print(total)
+    """
+    assert "PTT012" in codes(src)
+
+
+_PACKAGE = """\
+    import torch
+    {imports}
+    class Solver:
+        def _serialize(self):
+            package = {{}}
+            package["model"] = {value}
+            package["optimizer"] = self.optimizer.state_dict()
+            torch.save(package, self.checkpoint_file)
+            model = package["model"]
+            model["state"] = self.best_state
+            torch.save(model, self.best_file)
+"""
+_SERIALIZE = """\
+def serialize_model(model):
+    args, kwargs = model._init_args_kwargs
+    return {"class": model.__class__, "args": args, "kwargs": kwargs, "state": model.state_dict()}
+"""
+
+
+@pytest.mark.parametrize(("imports", "value", "flagged"), [
+    # the item is a dict: built by a function of the project that returns a dict literal
+    ("from .utils import serialize_model", "serialize_model(self.model)", False),
+    ("", "{'class': type(self.model), 'state': self.model.state_dict()}", False),
+    ("", "self.model.state_dict()", False),
+    # near misses: the item is the model itself, or what an unknown function returns
+    ("", "self.model", True),
+    ("from .utils import build", "build(self.model)", True),
+])
+def test_ptt004_is_silent_on_a_dict_item_of_a_package(tmp_path, imports, value, flagged):
+    """``model = package["model"]`` where the function builds ``package`` as a dict and puts a
+    dict under that key (a literal, a state_dict, a project function's dict literal): the save
+    writes a dict, not a module. The model itself under the key is still reported."""
+    files = {"pyproject.toml": "[project]\nname = 'demo'\n", "pkg/__init__.py": "",
+             "pkg/utils.py": _SERIALIZE + "def build(model):\n    return model\n"}
+    src = _PACKAGE.format(imports=imports, value=value)
+    assert ("PTT004" in _in_project(tmp_path, files, src, torch=(2, 13))) is flagged, src
+
+
+@pytest.mark.parametrize(("doc", "flagged"), [
+    ('"""Save the trained model to ``path`` with :func:`torch.save`, as a pickle (``*.pkl``)."""', False),
+    ('"""Save the full model via torch.save; load it back with torch.load."""', False),
+    # near misses: a docstring that does not document the pickled module as the format
+    ('"""Save the trained model."""', True),
+    ('"""Save the model with torch.save."""', True),
+])
+def test_ptt004_is_silent_where_the_docstring_documents_a_pickled_model(doc, flagged):
+    """A saving method whose docstring says it writes the whole model with ``torch.save`` as a
+    pickle (or one ``torch.load`` reads back as the model): the project's documented format,
+    which a state_dict would break for its users."""
+    src = f"import torch\nclass Result:\n    def save_model(self, path):\n        {doc}\n        torch.save(self.model, path)\n"
+    assert ("PTT004" in codes(src)) is flagged, src

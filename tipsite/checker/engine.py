@@ -691,6 +691,8 @@ class _Scan:
             func = self._function(stack)
             if isinstance(first, ast.Name) and func is not None and _maybe_not_module(first.id, func):
                 self._add(func)  # PTT004 judges the name with the function that binds it
+            elif func is not None and "torch.save" in (ast.get_docstring(func, clean=False) or ""):
+                self._add(func)  # ... or the save with the docstring that documents its format
             # ... and the save with the if-else around it (the other branch may save the weights)
             self._add(self._branch(stack))
         elif name == "isinstance" and len(node.args) == 2 and any(
@@ -834,6 +836,16 @@ class _Scan:
                     f.cuda_collates.add(name)
                 elif all(_returns_its_argument(func) for func in funcs):
                     f.identity_collates.add(name)
+        # PTT011: loaders whose every binding in the file is torch's own DataLoader, over no
+        # TensorDataset (its tensors may be on the GPU), with no collate_fn of the file that puts
+        # tensors on CUDA and none written inline, never handed to a prepare() call: the batches
+        # they give are on the host
+        loader_binds: dict[str, list[ast.expr]] = {}
+        for name, value in self.binds:
+            if name in f.loader_names:
+                loader_binds.setdefault(name, []).append(value)
+        f.host_loaders = {n for n, values in loader_binds.items()
+                          if n not in self.prepared and all(self._host_loader(v) for v in values)}
         f.accelerate_copies = not self.accelerate_non_blocking and any(
             v == "accelerate" or v.startswith("accelerate.") for v in f.aliases.values())
         if f.accelerate_copies:
@@ -842,6 +854,19 @@ class _Scan:
         # text: each other mention, a comment included, keeps the loader flagged)
         f.peeked_loaders = {n for n, k in self.peeks.items() if n in f.loader_names
                             and len(re.findall(rf"\b{re.escape(n)}\b", self.text)) == k + 1}
+
+    def _host_loader(self, value: ast.expr) -> bool:
+        """PTT011: ``DataLoader(dataset, ...)`` of torch itself, whose dataset is no TensorDataset
+        and whose collate_fn, if any, is a plain name of no function of the file that puts
+        tensors on CUDA."""
+        if not (isinstance(value, ast.Call) and self.qualify(value.func) in _TORCH_LOADERS):
+            return False
+        collate = next((k.value for k in value.keywords if k.arg == "collate_fn"),
+                       value.args[6] if len(value.args) > 6 else None)
+        data = next((k.value for k in value.keywords if k.arg == "dataset"), value.args[0] if value.args else None)
+        return (collate is None or (isinstance(collate, ast.Name) and collate.id not in self.facts.cuda_collates)) \
+            and not (isinstance(data, ast.Name) and data.id in self.facts.tensor_datasets) \
+            and not (isinstance(data, ast.Call) and _last_name(data.func) == "TensorDataset")
 
     def _module_value(self, attr: str, value: ast.expr, f: V.Facts) -> bool:
         """PTT041: a value bound to ``self.<attr>`` that is evidently a module: a construction
@@ -1189,6 +1214,7 @@ def _raw(expr: ast.AST, raw: set[str]) -> bool:
 
 
 # PTT021: the calls a loop that only counts or times its batches makes (no model, no step)
+_TORCH_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 _COUNTING_CALLS = frozenset({"print", "len", "int", "float", "str", "round", "time.time", "time.perf_counter",
                              "time.monotonic", "perf_counter", "time"})
 
@@ -1578,13 +1604,15 @@ class _Walk:
 
 
 def _maybe_not_module(name: str, func: ast.AST) -> bool:
-    """``name`` is a parameter of ``func``, or ``func`` binds it to a call or a dict, or passes
-    it to a ``save_file``: whether it holds a module is for PTT004 to judge with the function."""
+    """``name`` is a parameter of ``func``, or ``func`` binds it to a call, a dict or an item of
+    one, or passes it to a ``save_file``: whether it holds a module is for PTT004 to judge with
+    the function."""
     a = func.args
     if any(p.arg == name for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]):
         return True
     for n in ast.walk(func):
-        if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, (ast.Call, ast.Dict, ast.DictComp)) \
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) \
+                and isinstance(n.value, (ast.Call, ast.Dict, ast.DictComp, ast.Subscript)) \
                 and any(isinstance(t, ast.Name) and t.id == name
                         for t in (n.targets if isinstance(n, ast.Assign) else [n.target])):
             return True
@@ -2307,7 +2335,48 @@ def _returns_graph_free(func: ast.FunctionDef | ast.AsyncFunctionDef,
         if kept == free:
             break
         free = kept
-    return all(_ast_graph_free(r, free) for r in (returns if values is None else values))
+    checked = returns if values is None else values
+    if all(_ast_graph_free(r, free) for r in checked):
+        return True
+    # a name bound again before the return, in the return's own block (``loss = criterion(...)``,
+    # backpropagated, then ``loss = reduce(loss).item()``; ``return loss``): only the last value
+    # reaches the return
+    blocks: dict[int, tuple[list[ast.stmt], int]] = {}
+    for n in ast.walk(func):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(n, field, None)
+            if isinstance(block, list):
+                for i, stmt in enumerate(block):
+                    if isinstance(stmt, ast.Return) and stmt.value is not None:
+                        blocks[id(stmt.value)] = (block, i)
+                        if isinstance(stmt.value, ast.Tuple):
+                            blocks.update((id(e), (block, i)) for e in stmt.value.elts)
+
+    def reaching_free(node: ast.expr) -> bool:
+        if _ast_graph_free(node, free):
+            return True
+        if isinstance(node, ast.Tuple):
+            return all(reaching_free(e) for e in node.elts)
+        place = blocks.get(id(node))
+        if not isinstance(node, ast.Name) or place is None:
+            return False
+        value = _reaching_value(*place, node.id)
+        return value is not None and _ast_graph_free(value, free)
+
+    return all(reaching_free(r) for r in checked)
+
+
+def _reaching_value(block: list[ast.stmt], index: int, name: str) -> ast.expr | None:
+    """The value of the last plain assignment of ``name`` before ``block[index]`` in that block,
+    no statement between binding it otherwise; None where the block shows none."""
+    for stmt in reversed(block[:index]):
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
+            return stmt.value
+        if any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in ast.walk(stmt)):
+            return None
+        if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(stmt)):
+            return None
+    return None
 
 
 def _returned_items(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> frozenset[int | None] | None:
@@ -2395,6 +2464,60 @@ def _defined_returns(file: str, name: str) -> frozenset[int | None] | None:
             items = _returned_items(f, name)
             return frozenset() if items is None else items
     return None
+
+
+def dict_returns(path: str, tree: ast.Module | None, name: str) -> bool:
+    """PTT004: the function ``name``, defined at the file's top level or imported by it from a
+    module of its project (``from .utils import serialize_model``), returns only dict literals
+    (``return {"class": ..., "state": ...}``, ``dict(...)``): its value is no module."""
+    if tree is None:
+        return False
+    own = [node for node in _statement_nodes(tree)
+           if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name]
+    if own:
+        return all(_returns_dicts(f) for f in own)
+    folder = _file_folder(path)
+    if folder is None:
+        return False
+    for node in _statement_nodes(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                if (a.asname or a.name) == name:
+                    file = _module_file(folder, node.level, node.module)
+                    return file is not None and _defined_dict_returns(file, a.name)
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def _defined_dict_returns(file: str, name: str) -> bool:
+    try:
+        with open(file, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return False
+    if name not in text or not re.search(rf"^(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", text, re.MULTILINE):
+        return False
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name and _returns_dicts(f)
+               for f in tree.body)
+
+
+def _returns_dicts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Every ``return`` of the function (one at least, none bare, no ``yield``) gives a dict
+    literal, a dict comprehension or a ``dict(...)`` call."""
+    returns = []
+    for n in ast.walk(func):
+        if isinstance(n, (ast.Yield, ast.YieldFrom)):
+            return False
+        if isinstance(n, ast.Return):
+            returns.append(n.value)
+    return bool(returns) and all(
+        isinstance(r, (ast.Dict, ast.DictComp)) or (
+            isinstance(r, ast.Call) and isinstance(r.func, ast.Name) and r.func.id in ("dict", "OrderedDict"))
+        for r in returns)
 
 
 def project_returns(path: str, name: str) -> frozenset[int | None]:
@@ -3894,6 +4017,8 @@ class Checker:
         if "save(" in text:
             scan.facts.builds_mliap = _MLIAP.search(text) is not None
             scan.facts.modules_read_back, scan.facts.reads_whole_modules = _modules_read_back(path, text)
+            # ... and the project's functions that return dict literals (a serialized package)
+            scan.facts.read_dict_returns = lambda name: dict_returns(path, tree, name)
         # PTT031: fused Adam raises on the complex parameters the file or its project creates
         scan.facts.complex_params = "Adam" in text and _complex_params(path, text)
         if "load(" in text or "save(" in text:  # PTT001 and PTT004 read them

@@ -169,6 +169,9 @@ class Facts:
     # graph (the engine's project_returns: None for the whole value, i for a tuple's i-th item)
     # (bare: a plain call of the name, which the file may import from a module of the project)
     read_returns: Callable[..., frozenset[int | None]] | None = None
+    # PTT004: whether a function the file defines or imports from its project returns only dict
+    # literals (read for a name a save would report)
+    read_dict_returns: Callable[[str], bool] | None = None
     exports: bool = False  # the file exports a model (ONNX, TorchScript, torch.export, CoreML...)
     inference_only: bool = False  # grad-free or eval() code and no backward() or step(): no training
     evaluation_script: bool = False  # named for evaluation or inference (test.py), no backward() or step()
@@ -195,6 +198,9 @@ class Facts:
     # functools.partial) that put tensors on CUDA themselves, or that return the batch as it is
     cuda_collates: set[str] = field(default_factory=set)
     identity_collates: set[str] = field(default_factory=set)
+    # PTT011: loaders bound only to torch's DataLoader, over no TensorDataset, with no collate_fn
+    # that may place on CUDA, never prepared by accelerate: their batches are on the host
+    host_loaders: set[str] = field(default_factory=set)
     step_functions: set[str] = field(default_factory=set)  # training-step functions called in a loop here
     hook_methods: set[str] = field(default_factory=set)  # after_step... methods of hook classes here
     large_models: bool = False  # PTT003: the file shards or big-model-loads its models, or builds LLMs
@@ -1927,6 +1933,10 @@ DICT_TYPES = frozenset({"dict", "collections.OrderedDict", "collections.defaultd
                          "OrderedDict", "defaultdict"})
 
 
+# PTT004: a docstring that says the saved file is a pickle of the whole model
+_PICKLE_DOC = re.compile(r"pickl|torch\.load|\b(?:full|whole|entire|complete) (?:\w+ )?(?:model|module)", re.IGNORECASE)
+
+
 class SaveWholeModule(RuleVisitor):
     CODE = "PTT004"
 
@@ -1943,8 +1953,17 @@ class SaveWholeModule(RuleVisitor):
         last = name.rsplit(".", 1)[-1]
         if (name in self.facts.module_names or _MODULE_NAME.search(last)) and not self._not_module(value) \
                 and not self._pickled_format() and not self._chosen_branch(node) \
-                and not self.facts.builds_mliap:
+                and not self.facts.builds_mliap and not self._documented_pickle():
             self.flag(node)
+
+    def _documented_pickle(self) -> bool:
+        """The saving function's docstring documents the whole pickled module as its format: it
+        names ``torch.save`` and says the file is a pickle, loads back with ``torch.load``, or
+        holds the full model ("Save the trained model using torch.save ... a ``*.pkl``"). Its
+        users load the file as a module: a state_dict there would break them."""
+        func = self.where.function()
+        doc = func.get_docstring() if func is not None else None
+        return bool(doc) and "torch.save" in doc and _PICKLE_DOC.search(doc) is not None
 
     def _chosen_branch(self, node: cst.Call) -> bool:
         """The save is one branch of an ``if`` whose other branch saves a ``state_dict()``
@@ -2012,10 +2031,71 @@ class SaveWholeModule(RuleVisitor):
                         _method(v) in ("state_dict", "dict")
                         or (self.qname(v) or get_full_name_for_node(v.func) or "") in DICT_TYPES):
                     return True
+                if self._dict_value(v) or self._dict_item(func, v):
+                    return True
             elif type(n) is cst.Call and (self.qname(n) or "").endswith("save_file") and any(
                     isinstance(a.value, cst.Name) and a.value.value == name for a in n.args):
                 return True
         return False
+
+
+    def _dict_value(self, v: cst.BaseExpression) -> bool:
+        """A dict: a literal, a dict container's call, a ``.state_dict()``, or a plain call of a
+        function the file defines or imports from its project that returns only dict literals
+        (``serialize_model(model)``, which returns ``{"class": ..., "state": ...}``)."""
+        if isinstance(v, (cst.Dict, cst.DictComp)):
+            return True
+        if not isinstance(v, cst.Call):
+            return False
+        if _method(v) == "state_dict" or (self.qname(v) or get_full_name_for_node(v.func) or "") in DICT_TYPES:
+            return True
+        return (isinstance(v.func, cst.Name) and self.facts.read_dict_returns is not None
+                and self.facts.read_dict_returns(v.func.value))
+
+    def _dict_item(self, func: cst.FunctionDef, v: cst.BaseExpression) -> bool:
+        """An item of a dict the function builds (``package = {}``, every binding of it a dict
+        literal or container), where every value the function puts under that key (in the
+        literal, or by ``package["model"] = ...``) is itself a dict (:meth:`_dict_value`):
+        ``model = package["model"]`` after ``package["model"] = serialize_model(net)``."""
+        if not (isinstance(v, cst.Subscript) and isinstance(v.value, cst.Name) and len(v.slice) == 1
+                and isinstance(v.slice[0].slice, cst.Index)
+                and isinstance(v.slice[0].slice.value, cst.SimpleString)):
+            return False
+        owner, key = v.value.value, v.slice[0].slice.value.evaluated_value
+        built = False
+        values: list[cst.BaseExpression] = []
+        for n in walk(func.body):
+            if type(n) is cst.Assign:
+                for t in n.targets:
+                    target = t.target
+                    if isinstance(target, cst.Name) and target.value == owner:
+                        if isinstance(n.value, cst.Dict):
+                            for e in n.value.elements:
+                                if not isinstance(e, cst.DictElement):
+                                    return False  # {**other}: its items unknown
+                                if isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == key:
+                                    values.append(e.value)
+                        elif not (isinstance(n.value, cst.Call) and not n.value.args
+                                  and (self.qname(n.value) or "") in DICT_TYPES):
+                            return False
+                        built = True
+                    elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) \
+                            and target.value.value == owner:
+                        index = target.slice[0].slice if len(target.slice) == 1 else None
+                        if not (isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)):
+                            return False  # package[k] = ...: any key
+                        if index.value.evaluated_value == key:
+                            values.append(n.value)
+                    elif owner in target_names(target):
+                        return False
+            elif type(n) is cst.Call and isinstance(n.func, cst.Attribute) and isinstance(n.func.value, cst.Name) \
+                    and n.func.value.value == owner and n.func.attr.value not in ("keys", "items", "values", "get"):
+                return False  # package.update(...), setdefault: items put otherwise
+            elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.WithItem)) and owner in (
+                    target_names(n.target) if not isinstance(n, cst.WithItem)
+                    else (target_names(n.asname.name) if n.asname else set())):
+                return False
+        return built and bool(values) and all(self._dict_value(x) for x in values)
 
 
 # --- APIs that changed -------------------------------------------------------------------------
@@ -4475,7 +4555,11 @@ class _LossTracking(RuleVisitor):
             self.flow().edges.setdefault(name, set()).update(names_in(node.value))
         for name in target_names(node.target):
             self.from_call.pop((self._key()[0], name), None)
-        if not (self.where.grad_free(self) or _detached(node.value, self.detached)):
+        if not (self.where.grad_free(self) or _detached(node.value, self.detached) or (
+                # a number added to a number: ``total = 0`` then ``total += batch_loss``, where
+                # batch_loss is what a method of the project returns as a number (.item())
+                isinstance(node.target, cst.Name) and node.target.value in self.detached
+                and self._returned_free(node.value))):
             self.detached -= target_names(node.target)
 
     def visit_For(self, node: cst.For) -> None:
@@ -5241,7 +5325,7 @@ class HostReadInLoop(RuleVisitor):
         if loop is None or self.where.gated_in(loop) or self.where.grad_free(self):
             return  # (an evaluation inside the loop, under no_grad: its results are for the host)
         if self._loop(loop):
-            if not self._read_on_cpu(node):
+            if not self._read_on_cpu(node) and not self._host_batch(node):
                 self.flag(node)
         elif not self.where.gated_in(loop):
             self._hook(node)
@@ -5259,6 +5343,35 @@ class HostReadInLoop(RuleVisitor):
         if known is None:
             known = self.cpu_values[id(func)] = _cpu_values(func)
         return receiver.value in known
+
+    def _host_batch(self, node: cst.Call) -> bool:
+        """The read is of a batch that a ``for`` over a host loader of the file gives (or of an
+        item, a cast, ``.data`` of one: ``points.data.numpy()``), the name not bound again in
+        the loop's body before the read (no ``points = points.cuda()`` earlier): the loader's
+        tensor is still on the host, and reading it waits for no GPU."""
+        receiver = node.func.value
+        while True:
+            if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+                receiver = receiver.value
+            elif isinstance(receiver, cst.Subscript):
+                receiver = receiver.value
+            elif isinstance(receiver, cst.Call) and _method(receiver) in _HOST_KEEPS:
+                receiver = receiver.func.value
+            else:
+                break
+        if not isinstance(receiver, cst.Name) or not self.facts.host_loaders:
+            return False
+        name = receiver.value
+        for loop in reversed(self.where.stack):
+            if isinstance(loop, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(loop, cst.For) and name in target_names(loop.target):
+                break
+        else:
+            return False
+        loader = _loader_iter(loop.iter, self.facts)
+        return (loader is not None and loader.rsplit(".", 1)[-1] in self.facts.host_loaders
+                and _bound_before(loop.body, node, name) is False)
 
     def _float_of_loss(self, node: cst.Call) -> bool:
         """``float(loss)`` in a loop that calls ``loss.backward()`` itself: the same read as
@@ -5291,6 +5404,56 @@ class HostReadInLoop(RuleVisitor):
             known = self.hooks[id(func)] = not _decides(func)
         if known:
             self.flag(node)
+
+
+# PTT011: calls that leave a tensor on the device it is on (a host tensor stays on the host)
+_HOST_KEEPS = frozenset({"detach", "clone", "cpu", "float", "double", "long", "int", "half", "bool", "view",
+                         "reshape", "permute", "unsqueeze", "squeeze", "contiguous", "flatten", "transpose"})
+
+
+def _bound_before(node: cst.CSTNode, read: cst.CSTNode, name: str) -> bool | None:
+    """Whether ``name`` (or an attribute of it: ``x.data = ...``) is bound under ``node`` before
+    ``read`` is evaluated, in the order Python runs it (an assignment binds after its value):
+    True where it is, False where ``read`` comes first, None where neither is under ``node``."""
+    if node is read:
+        return False
+    kind = type(node)
+    if kind in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+        return None
+
+    def binds(target: cst.CSTNode) -> bool:
+        return any(n == name or n.startswith(name + ".") for n in target_names(target))
+
+    if kind in (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.NamedExpr):
+        if node.value is not None:
+            found = _bound_before(node.value, read, name)
+            if found is not None:
+                return found
+        targets = [t.target for t in node.targets] if kind is cst.Assign else [node.target]
+        for t in targets:
+            found = _bound_before(t, read, name)
+            if found is not None:
+                return found
+            if binds(t):
+                return True
+        return None
+    if kind in (cst.For, cst.CompFor):
+        found = _bound_before(node.iter, read, name)
+        if found is not None:
+            return found
+        if binds(node.target):
+            return True
+    elif kind is cst.WithItem and node.asname is not None:
+        found = _bound_before(node.item, read, name)
+        if found is not None:
+            return found
+        if binds(node.asname.name):
+            return True
+    for child in children(node):
+        found = _bound_before(child, read, name)
+        if found is not None:
+            return found
+    return None
 
 
 def _numpy_chain(node: cst.BaseExpression) -> bool:
