@@ -1557,6 +1557,23 @@ def test_the_nearest_folder_that_names_torch_decides_its_pin(tmp_path, nearer, s
     assert ("PTT005" not in _in_project(tmp_path, files, _AMP, torch=(2, 13))) is silent
 
 
+@pytest.mark.parametrize(("dockerfile", "silent"), [
+    ('ARG PYTORCH="1.6.0"\nARG CUDA="10.1"\nFROM pytorch/pytorch:${PYTORCH}-cuda${CUDA}-cudnn7-devel\n', True),
+    ("ARG PYTORCH=1.6.0\nFROM pytorch/pytorch:$PYTORCH-cuda10.1-cudnn7-devel\n", True),
+    ('ARG PYTORCH="2.4.0"\nFROM pytorch/pytorch:${PYTORCH}-cuda12.1-cudnn9-devel\n', False),  # has torch.amp
+    ("ARG BASE=ubuntu:22.04\nFROM pytorch/pytorch:${PYTORCH}-cuda10.1\n", False),  # no default: no pin
+])
+def test_a_dockerfiles_torch_image_named_by_a_build_argument_pins_torch(tmp_path, dockerfile, silent):
+    """An open-mmlab style docker/Dockerfile, ``ARG PYTORCH="1.6.0"`` then ``FROM
+    pytorch/pytorch:${PYTORCH}-cuda...``, builds the project's image on torch 1.6: the pin is read
+    through the argument's default, and PTT005's torch.amp advice (torch 1.10 and later) is silent."""
+    for cached in (engine._declared_up, engine._declared_in, engine._pinned_up):
+        cached.cache_clear()
+    files = {"setup.cfg": "[metadata]\nname = demo\n", "requirements.txt": "torch\nnumpy\n",
+             "docker/Dockerfile": dockerfile}
+    assert ("PTT005" not in _in_project(tmp_path, files, _AMP, torch=(2, 13))) is silent
+
+
 _EXTENSION_SETUP = """\
     from setuptools import setup
     from torch.utils.cpp_extension import BuildExtension, CUDAExtension

@@ -1642,7 +1642,7 @@ _OLDER_TORCH = (
     "not a container tag such as pytorch:20.03)"
     ") or by an exact pin (torch==1.8 in its "
     "requirements, pytorch=1.8 in a conda env*.yml, torch==1.8 in an install*.sh, a Dockerfile or a Cog file's python_packages (cog.yaml), "
-    "a pytorch/pytorch:1.8 base image, or torchvision/"
+    "a pytorch/pytorch:1.8 base image (its tag written out or a build argument's default: ARG PYTORCH=1.8), or torchvision/"
     "torchaudio pinned exactly, which pins the torch it is built for; also in an install folder "
     "such as scripts/ or docker/: scripts/install.bat, scripts/requirements_conda.yaml; none, nor "
     "its README, giving torch an open range): the advice would raise on a torch the project runs. A torch named in a CI workflow's "
