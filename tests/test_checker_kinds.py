@@ -6777,3 +6777,58 @@ def test_ptt004_reads_a_scripts_top_level_dict(bind, flagged):
     src = ("import torch\nfrom collections import OrderedDict\nif __name__ == '__main__':\n"
            f"    {bind}\n    mat_net['0'] = torch.ones(1)\n    torch.save(mat_net, 'weights.pth')\n")
     assert ("PTT004" in codes(src)) is flagged
+
+
+_ACCUMULATED = """\
+import torch
+
+def fwd_pass(model, batch, cfg):
+    loss = model(batch).mean()
+    if cfg.accumulation_steps > 1:
+        loss = loss / cfg.accumulation_steps
+    return loss, 0
+
+def train(model, loader, optimizer, cfg):
+    for i, batch in enumerate(loader):
+        loss, correct = fwd_pass(model, batch, cfg)
+        loss.backward()
+        if (i + 1) % cfg.accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+@pytest.mark.parametrize(("source", "flagged"), [
+    (_ACCUMULATED, False),  # the file's function already divides by the interval
+    (_ACCUMULATED.replace("        loss = loss / cfg.accumulation_steps\n", "        loss = loss * 1\n"), True),
+    (_ACCUMULATED.replace("loss / cfg.accumulation_steps", "loss / cfg.temperature"), True),  # another divisor
+    (_ACCUMULATED.replace("fwd_pass(model, batch, cfg)\n", "other(model, batch)\n"), True),  # not the file's
+])
+def test_ptt024_reads_a_loss_already_divided_by_the_function_that_returns_it(source, flagged):
+    """DPR's layout: the forward-pass function divides the loss by the accumulation count
+    before returning it, and the loop calls backward() on what it returns: dividing again, as
+    the advice says, would shrink the gradients k times. A function that divides by something
+    else, or does not divide, or is not the file's, leaves the finding."""
+    codes = [f.code for f in engine.Checker((2, 13), "cuda").check_source(source)]
+    assert ("PTT024" in codes) is flagged
+
+
+@pytest.mark.parametrize(("test", "flagged"), [
+    ("self.config['debug']", False),  # a key of a config dict
+    ('args.get("detect_anomaly", False)', False),
+    ("cfg.debug", False),
+    ("self.config['verbose']", True),  # not a debugging switch
+])
+def test_ptt034_reads_a_debug_switch_given_as_a_key(test, flagged):
+    """Anomaly detection under ``if self.config['debug']:`` (LibCity's executors) is the advice
+    already taken: on only while debugging; a key that names no debugging switch is not."""
+    source = f"""\
+import torch
+
+def train(self, loss):
+    if {test}:
+        torch.autograd.set_detect_anomaly(True)
+    loss.backward()
+"""
+    codes = [f.code for f in engine.Checker((2, 13), "cuda").check_source(source)]
+    assert ("PTT034" in codes) is flagged

@@ -1041,7 +1041,8 @@ for i, (x, y) in enumerate(loader):
         fix="divide each micro-batch loss by k",
         scope="Only a backward() of a loss not already divided (nor divided or multiplied inside "
               "the call: booster.backward(loss=loss / k), nor given to apex's amp.scale_loss(loss, opt) "
-              "as the name it binds), in a loop whose step() runs under an "
+              "as the name it binds; nor bound from a call of a function of the file that divides by the "
+              "step's interval, loss = loss / cfg.accumulation_steps before its return), in a loop whose step() runs under an "
               "if with a modulo that the backward is not under. Not a backward with a step() right "
               "after it or a zero_grad() right before it in the same block (one backward per step, "
               "as with separate optimizers each zeroed around its own loss), nor one in a block (a with, "
@@ -1359,7 +1360,8 @@ torch.autograd.set_detect_anomaly(False)
 """),
         short="autograd anomaly detection is on: a stack trace for every op",
         fix="switch it on only while hunting a NaN",
-        scope="Not under an if that tests a debugging option (if cfg.debug:, if args.detect_anomaly:): "
+        scope="Not under an if that tests a debugging option (if cfg.debug:, if args.detect_anomaly:, "
+              "if self.config['debug']:): "
               "that is the advice, taken.",
     ),
     Rule(
