@@ -1557,6 +1557,23 @@ def test_the_nearest_folder_that_names_torch_decides_its_pin(tmp_path, nearer, s
     assert ("PTT005" not in _in_project(tmp_path, files, _AMP, torch=(2, 13))) is silent
 
 
+@pytest.mark.parametrize(("dockerfile", "silent"), [
+    ('ARG PYTORCH="1.6.0"\nARG CUDA="10.1"\nFROM pytorch/pytorch:${PYTORCH}-cuda${CUDA}-cudnn7-devel\n', True),
+    ("ARG PYTORCH=1.6.0\nFROM pytorch/pytorch:$PYTORCH-cuda10.1-cudnn7-devel\n", True),
+    ('ARG PYTORCH="2.4.0"\nFROM pytorch/pytorch:${PYTORCH}-cuda12.1-cudnn9-devel\n', False),  # has torch.amp
+    ("ARG BASE=ubuntu:22.04\nFROM pytorch/pytorch:${PYTORCH}-cuda10.1\n", False),  # no default: no pin
+])
+def test_a_dockerfiles_torch_image_named_by_a_build_argument_pins_torch(tmp_path, dockerfile, silent):
+    """An open-mmlab style docker/Dockerfile, ``ARG PYTORCH="1.6.0"`` then ``FROM
+    pytorch/pytorch:${PYTORCH}-cuda...``, builds the project's image on torch 1.6: the pin is read
+    through the argument's default, and PTT005's torch.amp advice (torch 1.10 and later) is silent."""
+    for cached in (engine._declared_up, engine._declared_in, engine._pinned_up):
+        cached.cache_clear()
+    files = {"setup.cfg": "[metadata]\nname = demo\n", "requirements.txt": "torch\nnumpy\n",
+             "docker/Dockerfile": dockerfile}
+    assert ("PTT005" not in _in_project(tmp_path, files, _AMP, torch=(2, 13))) is silent
+
+
 _EXTENSION_SETUP = """\
     from setuptools import setup
     from torch.utils.cpp_extension import BuildExtension, CUDAExtension
@@ -7059,3 +7076,56 @@ def test_ptt004_is_silent_where_the_docstring_documents_a_pickled_model(doc, fla
     which a state_dict would break for its users."""
     src = f"import torch\nclass Result:\n    def save_model(self, path):\n        {doc}\n        torch.save(self.model, path)\n"
     assert ("PTT004" in codes(src)) is flagged, src
+_ACCUMULATED = """\
+import torch
+
+def fwd_pass(model, batch, cfg):
+    loss = model(batch).mean()
+    if cfg.accumulation_steps > 1:
+        loss = loss / cfg.accumulation_steps
+    return loss, 0
+
+def train(model, loader, optimizer, cfg):
+    for i, batch in enumerate(loader):
+        loss, correct = fwd_pass(model, batch, cfg)
+        loss.backward()
+        if (i + 1) % cfg.accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+@pytest.mark.parametrize(("source", "flagged"), [
+    (_ACCUMULATED, False),  # the file's function already divides by the interval
+    (_ACCUMULATED.replace("        loss = loss / cfg.accumulation_steps\n", "        loss = loss * 1\n"), True),
+    (_ACCUMULATED.replace("loss / cfg.accumulation_steps", "loss / cfg.temperature"), True),  # another divisor
+    (_ACCUMULATED.replace("fwd_pass(model, batch, cfg)\n", "other(model, batch)\n"), True),  # not the file's
+])
+def test_ptt024_reads_a_loss_already_divided_by_the_function_that_returns_it(source, flagged):
+    """DPR's layout: the forward-pass function divides the loss by the accumulation count
+    before returning it, and the loop calls backward() on what it returns: dividing again, as
+    the advice says, would shrink the gradients k times. A function that divides by something
+    else, or does not divide, or is not the file's, leaves the finding."""
+    codes = [f.code for f in engine.Checker((2, 13), "cuda").check_source(source)]
+    assert ("PTT024" in codes) is flagged
+
+
+@pytest.mark.parametrize(("test", "flagged"), [
+    ("self.config['debug']", False),  # a key of a config dict
+    ('args.get("detect_anomaly", False)', False),
+    ("cfg.debug", False),
+    ("self.config['verbose']", True),  # not a debugging switch
+])
+def test_ptt034_reads_a_debug_switch_given_as_a_key(test, flagged):
+    """Anomaly detection under ``if self.config['debug']:`` (LibCity's executors) is the advice
+    already taken: on only while debugging; a key that names no debugging switch is not."""
+    source = f"""\
+import torch
+
+def train(self, loss):
+    if {test}:
+        torch.autograd.set_detect_anomaly(True)
+    loss.backward()
+"""
+    codes = [f.code for f in engine.Checker((2, 13), "cuda").check_source(source)]
+    assert ("PTT034" in codes) is flagged

@@ -157,6 +157,9 @@ _DOC_DIRS = ("docs", "doc", "readme")
 # there, "torch>=1.10", lifts the ceiling as in a requirement file)
 _DOCKERFILE = re.compile(r"^(?:dockerfile(?:\.[\w.-]+)?|[\w.-]+\.dockerfile)$", re.IGNORECASE)
 _TORCH_IMAGE = re.compile(r"\bpytorch/pytorch:(\d+)\.(\d+)", re.IGNORECASE)
+# A Dockerfile's build argument with a default (ARG PYTORCH="1.6.0"), which its FROM line names
+# (FROM pytorch/pytorch:${PYTORCH}-cuda10.1-cudnn7-devel): see _docker_args
+_DOCKER_ARG = re.compile(r"^[ \t]*ARG[ \t]+(\w+)[ \t]*=[ \t]*[\"']?([^\"'\s]+)", re.MULTILINE)
 _NOQA = re.compile(r"#\s*noqa(?::\s*([\w, ]+))?", re.IGNORECASE)
 _CLAUSE = re.compile(r"\s*(else|elif|except|finally|case)\b")
 
@@ -1685,6 +1688,16 @@ def _extension_build(setup_py: str) -> bool:
     return "cpp_extension" in text and "install_requires" not in text
 
 
+def _docker_args(body: str) -> str:
+    """A Dockerfile's text with each ``${NAME}`` or ``$NAME`` of a build argument replaced by the
+    default its ``ARG NAME=value`` line gives (the image a plain ``docker build`` pulls)."""
+    args = dict(_DOCKER_ARG.findall(body))
+    if not args:
+        return body
+    return re.sub(r"\$(?:\{(\w+)\}|(\w+))",
+                  lambda m: args.get(m.group(1) or m.group(2), m.group(0)), body)
+
+
 def _listing(folder: str) -> set[str]:
     try:
         return set(os.listdir(folder))
@@ -1734,6 +1747,8 @@ def _pinned_up(folder: str) -> tuple[int, int] | None:
                 return None  # an open range: no ceiling
             pins += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_PIN.finditer(body)]
             if "pytorch/pytorch:" in body:
+                if "pytorch/pytorch:$" in body:  # FROM pytorch/pytorch:${PYTORCH}-cuda... (ARG PYTORCH="1.6.0")
+                    body = _docker_args(body)
                 pins += [(int(m.group(1)), int(m.group(2))) for m in _TORCH_IMAGE.finditer(body)]
             pins += [t for m in _COMPANION_PIN.finditer(body) if (t := _companion_torch(
                 m.group(1), int(m.group(2)), int(m.group(3)))) is not None]

@@ -152,16 +152,20 @@ def _project_names(name: str) -> bool:
 
 
 _EXTENSION_BUILD = re.compile(r"cpp_extension|install_requires")  # (see engine._is_root)
+_DOCKER_FROM_ARG = re.compile(r"pytorch/pytorch:\$")  # (see engine._docker_args)
 
 
 def torch_lines(text: str) -> str:
     """The lines of a project file that name torch the ways the engine reads (a requirement,
     a pin, a companion's pin, a README's release or "newer versions"; a setup.py's build of a
-    torch extension and its install_requires, which make it a root or not), at no other line."""
+    torch extension and its install_requires, which make it a root or not; a Dockerfile's
+    pytorch/pytorch image named by a build argument, with its ARG lines), at no other line."""
     from tipsite.checker import engine as E
 
     keep: set[int] = set()
     extension = (_EXTENSION_BUILD,) if "cpp_extension" in text else ()
+    if "pytorch/pytorch:$" in text:  # FROM pytorch/pytorch:${PYTORCH}-...: its ARG lines
+        extension += (_DOCKER_FROM_ARG, E._DOCKER_ARG)
     for pattern in (E._TORCH_REQ, E._TORCH_MIN, E._TORCH_PROSE, E._TORCH_PIN, E._TORCH_OPEN,
                     E._TORCH_NAMED, E._NEWER_TORCH, E._COMPANION_PIN, E._TORCH_IMAGE, E._TORCH_CEIL, E._TORCH_BULLET,
                     E._TORCH_LEAST, E._TORCH_OR_LATER, *extension):

@@ -1062,7 +1062,8 @@ for i, (x, y) in enumerate(loader):
         fix="divide each micro-batch loss by k",
         scope="Only a backward() of a loss not already divided (nor divided or multiplied inside "
               "the call: booster.backward(loss=loss / k), nor given to apex's amp.scale_loss(loss, opt) "
-              "as the name it binds), in a loop whose step() runs under an "
+              "as the name it binds; nor bound from a call of a function of the file that divides by the "
+              "step's interval, loss = loss / cfg.accumulation_steps before its return), in a loop whose step() runs under an "
               "if with a modulo that the backward is not under. Not a backward with a step() right "
               "after it or a zero_grad() right before it in the same block (one backward per step, "
               "as with separate optimizers each zeroed around its own loss), nor one in a block (a with, "
@@ -1380,7 +1381,8 @@ torch.autograd.set_detect_anomaly(False)
 """),
         short="autograd anomaly detection is on: a stack trace for every op",
         fix="switch it on only while hunting a NaN",
-        scope="Not under an if that tests a debugging option (if cfg.debug:, if args.detect_anomaly:): "
+        scope="Not under an if that tests a debugging option (if cfg.debug:, if args.detect_anomaly:, "
+              "if self.config['debug']:): "
               "that is the advice, taken.",
     ),
     Rule(
@@ -1672,7 +1674,7 @@ _OLDER_TORCH = (
     "not a container tag such as pytorch:20.03)"
     ") or by an exact pin (torch==1.8 in its "
     "requirements, pytorch=1.8 in a conda env*.yml, torch==1.8 in an install*.sh, a Dockerfile or a Cog file's python_packages (cog.yaml), "
-    "a pytorch/pytorch:1.8 base image, or torchvision/"
+    "a pytorch/pytorch:1.8 base image (its tag written out or a build argument's default: ARG PYTORCH=1.8), or torchvision/"
     "torchaudio pinned exactly, which pins the torch it is built for; also in an install folder "
     "such as scripts/ or docker/: scripts/install.bat, scripts/requirements_conda.yaml; none, nor "
     "its README, giving torch an open range): the advice would raise on a torch the project runs. A torch named in a CI workflow's "

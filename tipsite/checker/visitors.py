@@ -5735,11 +5735,19 @@ class AccumulationWithoutScaling(RuleVisitor):
         self.loops: dict[int, dict] = {}
         self.scaled: set[str] = set()
         self.assigned: dict[str, bool] = {}  # name -> its last assignment divides
+        self.called: dict[str, str | None] = {}  # name -> the function of the call it was bound from
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        callee = _callee_name(node.value)
         for t in node.targets:
             if isinstance(t.target, cst.Name):
                 self.assigned[t.target.value] = _divided(node.value)
+                self.called[t.target.value] = callee
+            elif isinstance(t.target, (cst.Tuple, cst.List)):  # loss, n_correct = fwd_pass(...)
+                for e in t.target.elements:
+                    if isinstance(e.value, cst.Name):
+                        self.assigned[e.value.value] = False
+                        self.called[e.value.value] = callee
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.target, cst.Name) and isinstance(node.operator, (cst.DivideAssign, cst.FloorDivideAssign)):
@@ -5754,6 +5762,8 @@ class AccumulationWithoutScaling(RuleVisitor):
                 first = _positional(item.item)[0].value
                 self.assigned[item.asname.name.value] = _divided(first) or (
                     isinstance(first, cst.Name) and self.assigned.get(first.value, False))
+                self.called[item.asname.name.value] = (
+                    self.called.get(first.value) if isinstance(first, cst.Name) else None)
 
     def _divisors(self, loop: cst.CSTNode) -> set[str]:
         """The names a modulo divides by in the ``if``s between ``loop`` and the node
@@ -5790,10 +5800,27 @@ class AccumulationWithoutScaling(RuleVisitor):
             # an engine's backward given the loss already scaled: ``booster.backward(loss=x / k)``
             divided = divided or any(_scaled(a.value) for a in node.args)
             if not divided:
-                state["backward"].append((node, self._gates(loop)))
+                callee = self.called.get(receiver.value) if isinstance(receiver, cst.Name) else None
+                state["backward"].append((node, self._gates(loop), callee))
         elif method == "step":
             state["steps"].append(self._gates(loop))
             state.setdefault("divisors", set()).update(self._divisors(loop))
+            state.setdefault("counts", set()).update(self._counts(loop))
+
+    def _counts(self, loop: cst.CSTNode) -> set[str]:
+        """The accumulation counts of the modulo ``if``s between ``loop`` and the node: the last
+        name of each modulo's right operand (``i % cfg.train.gradient_accumulation_steps`` ->
+        ``gradient_accumulation_steps``)."""
+        out: set[str] = set()
+        for n in self.where.stack[self.where.stack.index(loop):]:
+            if isinstance(n, cst.If):
+                for m in [n.test, *walk(n.test)]:
+                    if isinstance(m, cst.BinaryOperation) and isinstance(m.operator, cst.Modulo):
+                        if isinstance(m.right, cst.Name):
+                            out.add(m.right.value)
+                        elif isinstance(m.right, cst.Attribute):
+                            out.add(m.right.attr.value)
+        return out
 
     def leave_For(self, node: cst.For) -> None:
         state = self.loops.pop(id(node), None)
@@ -5803,10 +5830,50 @@ class AccumulationWithoutScaling(RuleVisitor):
             return  # the gradients are scaled by hand before the step (by a token count, say)
         if state["backward"] and state.get("divisors") and state["divisors"] & _hyper_scalers(self.facts.source, self.facts.tree):
             return  # the weight decay is rescaled by the accumulation count: designed sums
-        for call, gates in state["backward"]:
+        for call, gates, callee in state["backward"]:
+            # a loss bound from a call of a function of the file that divides by the step's
+            # interval (loss = loss / cfg.gradient_accumulation_steps before its return)
+            if callee and state.get("counts") and _divides_by(self.facts.tree, callee, frozenset(state["counts"])):
+                continue
             # a step under an interval this backward is not under: it runs on more iterations
             if any(step - gates for step in state["steps"]) and not _stepped_in_place(node, call):
                 self.flag(call)
+
+
+def _callee_name(value: cst.BaseExpression) -> str | None:
+    """The name of the function a call calls (``fwd_pass(...)``, ``self._calc_loss(...)``:
+    its last name); None for anything else."""
+    if not isinstance(value, cst.Call):
+        return None
+    if isinstance(value.func, cst.Name):
+        return value.func.value
+    if isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Name) and value.func.value.value in (
+            "self", "cls"):
+        return value.func.attr.value
+    return None
+
+
+def _divides_by(tree: ast.Module | None, name: str, counts: frozenset[str]) -> bool:
+    """A function or method ``name`` of the file divides something by one of ``counts``
+    (``loss = loss / cfg.train.gradient_accumulation_steps``, ``loss /= accum_steps``): the
+    loss it returns is already scaled for the accumulation."""
+    if tree is None:
+        return False
+    for f in ast.walk(tree):
+        if not (isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name):
+            continue
+        for n in ast.walk(f):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div):
+                right = n.right
+            elif isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Div):
+                right = n.value
+            else:
+                continue
+            said = {x.id if isinstance(x, ast.Name) else x.attr for x in ast.walk(right)
+                    if isinstance(x, (ast.Name, ast.Attribute))}
+            if said & counts:
+                return True
+    return False
 
 
 # an optimizer's weight decay (``hyp["weight_decay"]``, ``wd``); not a learning rate, which a
@@ -6624,8 +6691,11 @@ class AnomalyDetection(RuleVisitor):
     CODE = "PTT034"
 
     def _opt_in(self) -> bool:
+        # a name, an attribute (cfg.debug) or a key (config["debug"], args.get("debug"))
         return any(isinstance(n, cst.If) and any(
-            isinstance(x, cst.Name) and _DEBUG_SWITCH.search(x.value) for x in [n.test, *walk(n.test)])
+            (isinstance(x, cst.Name) and _DEBUG_SWITCH.search(x.value))
+            or (isinstance(x, cst.SimpleString) and _DEBUG_SWITCH.search(x.value))
+            for x in [n.test, *walk(n.test)])
             for n in self.where.stack)
 
     def visit_Call(self, node: cst.Call) -> None:
