@@ -1202,11 +1202,12 @@ def _line_fact(line: str, text: str) -> bool:
 
 
 def _number_defs(body: list[ast.stmt]) -> set[str]:
-    """PTT012/PTT013: the names of the carried defs (at the top or in a class) whose every
-    return gives a value holding no graph (the engine's _returned_items: some, not none)."""
+    """PTT012/PTT013: the names of the carried defs (at the top or in a class) whose returns
+    the engine reads (_returned_items: the items that hold no graph, some or none; where one
+    definition of a method returns a graph, the others' numbers do not decide)."""
     defs = (ast.FunctionDef, ast.AsyncFunctionDef)
     found = [d for n in body for d in (n.body if isinstance(n, ast.ClassDef) else [n]) if isinstance(d, defs)]
-    return {d.name for d in found if engine._returned_items(d, d.name)}
+    return {d.name for d in found if engine._returned_items(d, d.name) is not None}
 
 
 def _python_fact(rel: str, text: str, tmp_path) -> str | None:
@@ -1249,6 +1250,8 @@ def _python_fact(rel: str, text: str, tmp_path) -> str | None:
             and all(isinstance(n, (*imports, *defs)) or (isinstance(n, ast.ClassDef) and all(isinstance(m, defs) for m in n.body))
                     for n in body)):
         return "PTT020/PTT021: a collate_fn of NumPy (its functions, methods and their imports; no torch)"
+    if body and all(isinstance(n, imports) or (isinstance(n, defs) and engine._returns_dicts(n)) for n in body):
+        return "PTT004: a project function returning dict literals (a saved package, no module)"
     reducing = engine.collective_defs(ast.parse(text))
     if reducing and all(isinstance(n, imports) or (isinstance(n, defs) and n.name in reducing) or (
             isinstance(n, ast.ClassDef) and all(isinstance(m, defs) and m.name in reducing for m in n.body))

@@ -271,7 +271,7 @@ def _package_facts(base: Path, paths: list[str]) -> dict[str, str]:
                            *_second_order_adapters(base, file, text), *_numpy_collates(base, file, text),
                            *_batchnorm_freezer(base, file, text), *_weight_downloader(base, file, text),
                            *_grad_reenabler(base, file, text), *_release_docs(base, file, text),
-                           *_collective_helpers(base, file, text),
+                           *_collective_helpers(base, file, text), *_dict_makers(base, file, text),
                            *_loaded_networks(base, file, text), *_number_returns(base, file, text)):
             add(rel, "".join(lines))
         folder = (base / path).parent
@@ -312,14 +312,18 @@ def _blocks(text: str) -> list[tuple[tuple[str, str], str, list[str] | None]]:
 def _merged(old: str, new: str) -> str:
     """Two facts' lines of one file as one text: where both are Python, their imports first,
     then their statements, a class once with the members of both (its ``pass`` dropped where it
-    has another); else (lines cut from their functions) the old lines and the new ones not among
-    them, in that order."""
+    has another); else (lines cut from their functions) the one that holds every line of the
+    other, or the old lines and the new ones not among them, in that order."""
     old, new = (t if t.endswith("\n") else t + "\n" for t in (old, new))
     try:
         blocks = _blocks(old) + _blocks(new)
     except (SyntaxError, ValueError):
-        have = old.splitlines(keepends=True)
-        return old + "".join(line for line in new.splitlines(keepends=True) if line not in have)
+        have, adding = old.splitlines(keepends=True), new.splitlines(keepends=True)
+        if all(line in adding for line in have):
+            return new  # a def that holds the lines: cutting them out of it would break it
+        if all(line in have for line in adding):
+            return old
+        return old + "".join(line for line in adding if line not in have)
     merged: dict[tuple[str, str], list] = {}
     for key, head, members in blocks:
         if key not in merged:
@@ -898,6 +902,46 @@ def _release_docs(base: Path, file: Path, text: str) -> list[tuple[str, list[str
             body, lambda s: any(re.search(r"\b" + re.escape(c) + r"\b", s) for c in names))))
     code = loader.read_text(encoding="utf-8", errors="replace")
     out.append((loader.relative_to(base).as_posix(), _first_lines(code, lambda s: E._loads_strictly(s))))
+    return out
+
+
+def _dict_makers(base: Path, file: Path, text: str) -> list[tuple[str, list[str]]]:
+    """PTT004: each function of another module of the project that the file imports and that
+    returns only dict literals (the engine's dict_returns: ``package = serialize_model(m)``),
+    as the rule reads it for a save: its def cut to its returns where that gives as much."""
+    from tipsite.checker import engine as E
+
+    if "torch.save" not in text and "save(" not in text:
+        return []
+    asked: set[tuple[str, str]] = set()
+    real = E._defined_dict_returns
+
+    def recorded(module: str, name: str) -> bool:
+        got = real(module, name)
+        if got:
+            asked.add((module, name))
+        return got
+
+    E._defined_dict_returns = recorded
+    try:
+        for release in ((2, 13), (2, 5)):
+            E.Checker(release, "cuda", codes=["PTT004"]).check_source(text, str(file))
+    finally:
+        E._defined_dict_returns = real
+    out = []
+    for module, name in sorted(asked):
+        other = Path(module)
+        whole = _def_lines(other, name)
+        if whole is None:
+            continue
+        cut = _def_lines(other, name, lambda n: isinstance(n, ast.Return))
+        try:
+            tree = ast.parse(textwrap.dedent("".join(cut or [])))
+            keep = cut if any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name
+                              and E._returns_dicts(f) for f in ast.walk(tree)) else whole
+        except SyntaxError:
+            keep = whole
+        out.append((other.relative_to(base).as_posix(), keep))
     return out
 
 
