@@ -7129,3 +7129,34 @@ def train(self, loss):
 """
     codes = [f.code for f in engine.Checker((2, 13), "cuda").check_source(source)]
     assert ("PTT034" in codes) is flagged
+
+
+_OWN_STEP = """\
+import torch
+
+class Trainer:
+    def _train_step(self, batch):
+        loss = self.model(batch)
+        loss.backward()
+        loss = loss.detach().item()
+        return loss
+
+    def train(self, loader):
+        total = 0.0
+        for batch in loader:
+            batch_loss = self._train_step(batch)
+            total += batch_loss
+        return total
+"""
+
+
+@pytest.mark.parametrize(("source", "flagged"), [
+    (_OWN_STEP, False),  # the file's own method returns a float: read from the checked text
+    (_OWN_STEP.replace("        loss = loss.detach().item()\n", ""), True),  # it returns the loss tensor
+])
+def test_ptt012_reads_the_checked_files_own_method(source, flagged):
+    """A method the checked text defines itself is read from that text, not only from the files
+    of the project on disk: source checked without a project (an excerpt, an editor's buffer)
+    gets the same answer as the file run amid its project."""
+    codes = [f.code for f in engine.Checker((2, 13), "cuda").check_source(source)]
+    assert ("PTT012" in codes) is flagged

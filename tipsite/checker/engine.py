@@ -2421,9 +2421,10 @@ def _returned_items(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> 
 
 
 @functools.lru_cache(maxsize=256)
-def _project_returns(root: str, name: str) -> frozenset[int | None]:
+def _project_returns(root: str, name: str) -> frozenset[int | None] | None:
     """What every definition of ``name`` in the project returns that holds no graph (see
-    :func:`_returned_items`); empty where one returns a graph, or none shows what it returns."""
+    :func:`_returned_items`); empty where one returns a graph; None where none shows what it
+    returns."""
     pattern = re.compile(rf"\bdef[ \t]+{re.escape(name)}[ \t]*\(")
     found: frozenset[int | None] | None = None
     for _folder, _name, text in _project_texts(root):
@@ -2440,7 +2441,7 @@ def _project_returns(root: str, name: str) -> frozenset[int | None]:
                     found = items if found is None else found & items
                     if not found:
                         return frozenset()
-    return found or frozenset()
+    return found
 
 
 def imported_returns(path: str, tree: ast.Module | None, name: str) -> frozenset[int | None] | None:
@@ -2540,7 +2541,27 @@ def project_returns(path: str, name: str) -> frozenset[int | None]:
     returns that holds no graph (``return loss.item(), meta``: item 0); read only for a value a
     rule would report."""
     folder = _file_folder(path)
-    return frozenset() if folder is None else _project_returns(_project_root(folder), name)
+    return frozenset() if folder is None else _project_returns(_project_root(folder), name) or frozenset()
+
+
+def returns_with_own(path: str, tree: ast.Module | None, name: str) -> frozenset[int | None]:
+    """:func:`project_returns`, with the checked text's own definitions of ``name`` read from
+    its tree (as a real run reads them from the file on disk; an excerpt's file is not there):
+    what the project's and the file's definitions all return that holds no graph."""
+    got = project_returns(path, name)
+    own = None
+    for f in ast.walk(tree) if tree is not None else ():
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name:
+            items = _returned_items(f, name)
+            if items is not None:
+                own = items if own is None else own & items
+    if own is None:
+        return got
+    if got:
+        return got & own
+    folder = _file_folder(path)
+    # none of the project's files shows what it returns: the file's own definitions decide
+    return own if folder is None or _project_returns(_project_root(folder), name) is None else got
 
 
 def _names_bound(target: ast.AST) -> list[str]:
@@ -4007,7 +4028,7 @@ class Checker:
         # module's definition alone: evaluate(...) after from .utils import evaluate)
         scan.facts.read_returns = lambda name, bare=False: (
             imported if bare and (imported := imported_returns(path, tree, name)) is not None
-            else project_returns(path, name))
+            else returns_with_own(path, tree, name))
         # PTT037: a model of an inference app, whose released checkpoints hold the biases
         scan.facts.serves_checkpoints = "BatchNorm" in text and "Conv" in text and _serves_checkpoints(path)
         # ... or a class another file of the project defines too (a twin sharing checkpoints)
