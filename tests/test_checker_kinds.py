@@ -4,6 +4,7 @@ Written from the issue's descriptions, never from held-out code (tests/test_chec
 
 from __future__ import annotations
 
+import ast
 import json
 import textwrap
 from pathlib import Path
@@ -7158,5 +7159,56 @@ def test_ptt012_reads_the_checked_files_own_method(source, flagged):
     """A method the checked text defines itself is read from that text, not only from the files
     of the project on disk: source checked without a project (an excerpt, an editor's buffer)
     gets the same answer as the file run amid its project."""
+    codes = [f.code for f in engine.Checker((2, 13), "cuda").check_source(source)]
+    assert ("PTT012" in codes) is flagged
+
+
+
+@pytest.mark.parametrize(("own_returns", "graph_free"), [
+    ("        return 0.0, np.mean(losses)\n", True),  # numbers: the file's own definition decides
+    ("        return 0.0, self.model(loader)\n", False),  # its own returns a tensor
+])
+def test_a_methods_returns_are_read_from_the_files_own_definition_first(tmp_path, own_returns, graph_free):
+    """Another executor of the project defines ``_valid_epoch`` returning a tensor; the checked
+    file's own class returns ``np.mean`` of floats: ``self._valid_epoch(...)`` in the file is its
+    own method, so its second item holds no graph (LibCity's executors: PTT013 took the value
+    appended to a metrics list for a loss tensor)."""
+    engine._project_returns.cache_clear()
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n", encoding="utf-8")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "other.py").write_text(
+        "class Other:\n    def _valid_epoch(self, loader):\n        loss = self.model(loader)\n"
+        "        return 0.0, loss\n", encoding="utf-8")
+    source = ("import numpy as np\nclass Executor:\n    def _valid_epoch(self, loader):\n"
+              "        losses = [1.0, 2.0]\n" + own_returns)
+    path = tmp_path / "pkg" / "executor.py"
+    path.write_text(source, encoding="utf-8")
+    assert 1 not in engine.project_returns(str(path), "_valid_epoch")  # every definition: not all
+    got = engine.returns_with_own(str(path), ast.parse(source), "_valid_epoch")
+    assert (None in got or 1 in got) is graph_free  # (None: the whole value holds no graph)
+
+
+_NUMPY_TOTAL = """\
+import numpy as np
+import torch
+
+def train_epoch(model, loader, optimizer):
+    total_sep_loss = np.zeros(3)
+    for batch in loader:
+        loss, sep_loss = model.calculate_loss(batch)
+        total_sep_loss += sep_loss
+        loss.backward()
+        optimizer.step()
+    return total_sep_loss
+"""
+
+
+@pytest.mark.parametrize(("source", "flagged"), [
+    (_NUMPY_TOTAL, False),  # a NumPy array total: what is added to it holds no graph
+    (_NUMPY_TOTAL.replace("np.zeros(3)", "torch.zeros(3)"), True),  # a tensor total keeps graphs
+])
+def test_ptt012_is_silent_on_a_numpy_total(source, flagged):
+    """LibCity's STSSL executor sums the loss terms (floats of .item()) into ``np.zeros(3)``:
+    NumPy cannot take in a tensor that requires grad, so no graph is kept."""
     codes = [f.code for f in engine.Checker((2, 13), "cuda").check_source(source)]
     assert ("PTT012" in codes) is flagged

@@ -2545,9 +2545,9 @@ def project_returns(path: str, name: str) -> frozenset[int | None]:
 
 
 def returns_with_own(path: str, tree: ast.Module | None, name: str) -> frozenset[int | None]:
-    """:func:`project_returns`, with the checked text's own definitions of ``name`` read from
-    its tree (as a real run reads them from the file on disk; an excerpt's file is not there):
-    what the project's and the file's definitions all return that holds no graph."""
+    """What the checked text's own definitions of ``name`` return that holds no graph, read
+    from its tree (as a real run reads the file from disk; an excerpt's file is not there),
+    where they show some; else :func:`project_returns` (every definition in the project)."""
     got = project_returns(path, name)
     own = None
     for f in ast.walk(tree) if tree is not None else ():
@@ -2557,11 +2557,10 @@ def returns_with_own(path: str, tree: ast.Module | None, name: str) -> frozenset
                 own = items if own is None else own & items
     if own is None:
         return got
-    if got:
-        return got & own
-    folder = _file_folder(path)
-    # none of the project's files shows what it returns: the file's own definitions decide
-    return own if folder is None or _project_returns(_project_root(folder), name) is None else got
+    # the file's own definitions decide where they show what they return: a call of the name in
+    # the file is most likely one of them (self._valid_epoch(...)); another class's override
+    # returning a graph would go unreported, never the other way round
+    return own or got
 
 
 def _names_bound(target: ast.AST) -> list[str]:

@@ -4901,8 +4901,21 @@ class RunningLossTensor(_LossTracking):
                 and not (_detached(node.value, self.detached, self.facts.project_graph_free())
                          and not names_in(node.value) & (self.loss_names - self.detached))
                 # numbers only, as far as the function shows (x.item() if cond else x, x = 0.0)
-                and not self._numbers_only(node.value)):
+                and not self._numbers_only(node.value)
+                and not self._numpy_total(node.target)):
             self.candidate(node, get_full_name_for_node(node.target), node.value)
+
+    def _numpy_total(self, target: cst.BaseExpression) -> bool:
+        """The total is a NumPy array: the function binds it only to NumPy calls
+        (``total_sep_loss = np.zeros(3)``). NumPy cannot take in a tensor that requires grad
+        (``+=`` raises on one), so what is added holds no graph (floats from ``.item()``)."""
+        func = self.where.function()
+        if not isinstance(target, cst.Name) or func is None or "np" not in self.facts.source:
+            return False
+        values = [n.value for n in walk(func.body) if isinstance(n, cst.Assign)
+                  for t in n.targets if isinstance(t.target, cst.Name) and t.target.value == target.value]
+        return bool(values) and all(isinstance(v, cst.Call) and (self.qname(v) or "").startswith("numpy.")
+                                    for v in values)
 
     def visit_Call(self, node: cst.Call) -> None:
         super().visit_Call(node)
