@@ -2453,33 +2453,48 @@ def imported_returns(path: str, tree: ast.Module | None, name: str) -> frozenset
     folder = _file_folder(path)
     if folder is None or tree is None:
         return None
+    found = _imported_module(folder, tree, name)
+    return None if found is None else _defined_returns(*found)
+
+
+def _imported_module(folder: str, tree: ast.Module, name: str) -> tuple[str, str] | None:
+    """(the project file, the name defined there) of ``name``, which the file in ``folder``
+    imports from a module of its project (``from .utils import evaluate as ev``); None where
+    it does not so import it, or the module is not a file of the project."""
     for node in _statement_nodes(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
             for a in node.names:
                 if (a.asname or a.name) == name:
                     file = _module_file(folder, node.level, node.module)
-                    return None if file is None else _defined_returns(file, a.name)
+                    return None if file is None else (file, a.name)
     return None
 
 
 @functools.lru_cache(maxsize=256)
-def _defined_returns(file: str, name: str) -> frozenset[int | None] | None:
+def _module_defs(file: str, name: str) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ...]:
+    """The top-level defs of ``name`` in the module ``file`` (none where it cannot be read or
+    parsed)."""
     try:
         with open(file, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
     except OSError:
-        return None
+        return ()
     if name not in text or not re.search(rf"^(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", text, re.MULTILINE):
-        return None
+        return ()
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
+        return ()
+    return tuple(f for f in tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name)
+
+
+def _defined_returns(file: str, name: str) -> frozenset[int | None] | None:
+    """What the module's first def of ``name`` returns that holds no graph; None where it has none."""
+    defs = _module_defs(file, name)
+    if not defs:
         return None
-    for f in tree.body:
-        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name:
-            items = _returned_items(f, name)
-            return frozenset() if items is None else items
-    return None
+    items = _returned_items(defs[0], name)
+    return frozenset() if items is None else items
 
 
 def dict_returns(path: str, tree: ast.Module | None, name: str) -> bool:
@@ -2493,32 +2508,13 @@ def dict_returns(path: str, tree: ast.Module | None, name: str) -> bool:
     if own:
         return all(_returns_dicts(f) for f in own)
     folder = _file_folder(path)
-    if folder is None:
-        return False
-    for node in _statement_nodes(tree):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            for a in node.names:
-                if (a.asname or a.name) == name:
-                    file = _module_file(folder, node.level, node.module)
-                    return file is not None and _defined_dict_returns(file, a.name)
-    return False
+    found = None if folder is None else _imported_module(folder, tree, name)
+    return found is not None and _defined_dict_returns(*found)
 
 
-@functools.lru_cache(maxsize=256)
 def _defined_dict_returns(file: str, name: str) -> bool:
-    try:
-        with open(file, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-    except OSError:
-        return False
-    if name not in text or not re.search(rf"^(?:async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", text, re.MULTILINE):
-        return False
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return False
-    return any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name and _returns_dicts(f)
-               for f in tree.body)
+    """A top-level def of ``name`` in the module ``file`` returns only dict literals."""
+    return any(_returns_dicts(f) for f in _module_defs(file, name))
 
 
 def _returns_dicts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
