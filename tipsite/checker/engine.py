@@ -1675,17 +1675,12 @@ def _is_root(folder: str, names: set[str]) -> bool:
         and os.path.isfile(os.path.join(os.path.dirname(folder), "__init__.py")))
 
 
-
 @functools.lru_cache(maxsize=256)
 def _extension_build(setup_py: str) -> bool:
-    try:
-        if os.path.getsize(setup_py) > 1_000_000:
-            return False
-        with open(setup_py, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
-        return False
-    return "cpp_extension" in text and "install_requires" not in text
+    """The setup.py only builds a torch extension: it names cpp_extension, not install_requires."""
+    folder, name = os.path.split(setup_py)
+    return any("cpp_extension" in text and "install_requires" not in text
+               for _, text in _small_texts(folder, {name}, lambda n: True))
 
 
 def _docker_args(body: str) -> str:

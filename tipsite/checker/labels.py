@@ -928,20 +928,19 @@ def _dict_makers(base: Path, file: Path, text: str) -> list[tuple[str, list[str]
             E.Checker(release, "cuda", codes=["PTT004"]).check_source(text, str(file))
     finally:
         E._defined_dict_returns = real
+    def returns_dicts(cut: list[str], name: str) -> bool:
+        try:
+            tree = ast.parse(textwrap.dedent("".join(cut)))
+        except SyntaxError:
+            return False
+        return any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name
+                   and E._returns_dicts(f) for f in ast.walk(tree))
+
     out = []
     for module, name in sorted(asked):
-        other = Path(module)
-        whole = _def_lines(other, name)
-        if whole is None:
-            continue
-        cut = _def_lines(other, name, lambda n: isinstance(n, ast.Return))
-        try:
-            tree = ast.parse(textwrap.dedent("".join(cut or [])))
-            keep = cut if any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name
-                              and E._returns_dicts(f) for f in ast.walk(tree)) else whole
-        except SyntaxError:
-            keep = whole
-        out.append((other.relative_to(base).as_posix(), keep))
+        kept = _def_to_returns(Path(module), name, lambda cut, name=name: returns_dicts(cut, name))
+        if kept is not None:
+            out.append((Path(module).relative_to(base).as_posix(), kept))
     return out
 
 
@@ -1056,12 +1055,21 @@ def _number_returns(base: Path, file: Path, text: str) -> list[tuple[str, list[s
         other = Path(module)
         if other.resolve() == own:
             continue
-        whole = _def_lines(other, name)
-        if whole is None:
-            continue
-        cut = _def_lines(other, name, lambda n: isinstance(n, ast.Return))
-        out.append((other.relative_to(base).as_posix(), cut if items_of(cut, name) == items else whole))
+        kept = _def_to_returns(other, name, lambda cut, name=name, items=items: items_of(cut, name) == items)
+        if kept is not None:
+            out.append((other.relative_to(base).as_posix(), kept))
     return out
+
+
+def _def_to_returns(file: Path, name: str, enough) -> list[str] | None:
+    """The def ``name`` of ``file`` as its lines: cut to its header and the statements holding
+    its returns (:func:`_def_lines`) where ``enough`` holds of the cut lines, else whole; None
+    where the file has no such def."""
+    whole = _def_lines(file, name)
+    if whole is None:
+        return None
+    cut = _def_lines(file, name, lambda n: isinstance(n, ast.Return))
+    return cut if cut and enough(cut) else whole
 
 
 def write_project(repo: str, files: dict[str, str]) -> Path | None:
